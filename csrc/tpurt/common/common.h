@@ -1,0 +1,109 @@
+/* common.h — internal helpers shared by every libtpurt module (not public API).
+ * May include only the public header and the C standard library. */
+#ifndef TPURT_COMMON_H_
+#define TPURT_COMMON_H_
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tpurt.h"
+
+#define TPU_RETURN_IF_ERROR(expr)          \
+  do {                                     \
+    tpu_status_t tpu_st_ = (expr);         \
+    if (tpu_st_ != TPU_OK) return tpu_st_; \
+  } while (0)
+
+#define TPU_ERR(code, ...) tpu_status_make(TPU_STATUS_##code, __VA_ARGS__)
+#define TPU_ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define TPU_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TPU_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* ---- bf16 / f16 <-> f32, round-to-nearest-even, NaN preserved (as PyTorch). */
+static inline float tpu_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t tpu_f32_to_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static inline float tpu_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+  if (exp == 0) {
+    if (man == 0) { u = sign; }
+    else { /* subnormal: normalize */
+      int e = -1; do { ++e; man <<= 1; } while (!(man & 0x400u));
+      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float f; memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t tpu_f32_to_f16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow (after rounding) -> inf */
+  if (a < 0x38800000u) { /* result is subnormal or zero */
+    if (a < 0x33000000u) return (uint16_t)sign; /* < half of smallest subnormal */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e; /* 14 + (113 - e) */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = a - 0x38000000u; /* rebias 127 -> 15 */
+  r += 0xfffu + ((r >> 13) & 1u);
+  return (uint16_t)(sign | (r >> 13));
+}
+
+static inline int tpu_dtype_is_floating(int dt) {
+  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_F64 || dt == TPU_DTYPE_F16 || dt == TPU_DTYPE_BF16;
+}
+static inline int tpu_dtype_is_integral(int dt) { /* bool excluded */
+  return dt == TPU_DTYPE_I64 || dt == TPU_DTYPE_I32 || dt == TPU_DTYPE_I16 || dt == TPU_DTYPE_I8 ||
+         dt == TPU_DTYPE_U8;
+}
+static inline int64_t tpu_numel(int ndim, const int64_t* sizes) {
+  int64_t n = 1; for (int d = 0; d < ndim; ++d) n *= sizes[d]; return n;
+}
+
+/* ---- CPU features (runtime dispatch). Implemented in runtime/cpu.c. */
+int tpu_cpu_has_avx2_fma(void);
+int tpu_cpu_has_avx512f(void);
+const char* tpu_cpu_features_string(void);
+
+/* ---- thread pool (runtime/pool.c). One pool per process, sized by
+ * TORCH_TPU_NUM_THREADS or the online core count. parallel_for splits [0, n)
+ * into chunks of at least `grain` and calls fn(ctx, begin, end) on the pool
+ * (the calling thread takes part). Runs inline when n <= grain or the pool has
+ * one thread, or when called from inside a pool worker (no nesting). */
+typedef void (*tpu_pool_fn)(void* ctx, int64_t begin, int64_t end);
+void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
+int tpu_pool_num_threads(void);
+
+/* ---- device queues (runtime/queue.c). A task runs on the device's worker
+ * thread in enqueue order. Ownership of ctx passes to the queue: free_fn(ctx)
+ * is called after fn ran (or if enqueueing fails). A task's failure status is
+ * recorded (first one wins, message prefixed with op_name) and returned by the
+ * next tpu_rt_synchronize. With TORCH_TPU_LAUNCH_BLOCKING=1 the queue is
+ * drained, fn runs on the calling thread, and its status is returned directly. */
+typedef tpu_status_t (*tpu_rt_task_fn)(void* ctx);
+typedef void (*tpu_rt_task_free_fn)(void* ctx);
+tpu_status_t tpu_rt_queue_enqueue(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
+                                  tpu_rt_task_free_fn free_fn);
+
+/* ---- metrics counters (runtime/metrics.c), atomics. */
+void tpu_metrics_add_ops(uint64_t n);
+void tpu_metrics_add_cache(int hit);
+void tpu_metrics_add_compile(double seconds);
+void tpu_metrics_set_cache_entries(uint64_t n);
+void tpu_metrics_add_kernels(uint64_t n);
+
+#endif /* TPURT_COMMON_H_ */

@@ -1,0 +1,280 @@
+/* tpurt.h — public C API of libtpurt, the torch_tpu runtime core.
+ *
+ * libtpurt runs PyTorch ATen operators on TPU chips. The default driver, `host`,
+ * emulates the chips on the CPU (SIMD kernels, one shared thread pool). The API is
+ * pure C11 and knows nothing about PyTorch: the C++ glue in csrc/glue marshals
+ * ATen's boxed calls into the records below.
+ *
+ * Example (error handling elided; every fallible call returns tpu_status_t):
+ *
+ *     tpu_rt_init();
+ *     void *a, *b;
+ *     tpu_rt_malloc(0, 64 * sizeof(float), &a);             // device 0, 64 floats
+ *     tpu_rt_malloc(0, 64 * sizeof(float), &b);
+ *     tpu_rt_memcpy_h2d(0, a, host_data, 64 * sizeof(float));
+ *     tpu_tensor_t ta = tpu_tensor_contiguous(a, 0, TPU_DTYPE_F32, 1, (int64_t[]){64});
+ *     tpu_tensor_t tb = tpu_tensor_contiguous(b, 0, TPU_DTYPE_F32, 1, (int64_t[]){64});
+ *     tpu_arg_t args[] = { tpu_arg_tensor(&ta), tpu_arg_f64(0.5) };
+ *     tpu_op_run(0, "aten::mul.out", args, 2, &tb, 1);          // b = a * 0.5, async
+ *     tpu_rt_memcpy_d2h(0, host_out, b, 64 * sizeof(float));    // waits for the queue
+ *
+ * Conventions
+ *   - Every fallible function returns tpu_status_t; NULL (TPU_OK) means success.
+ *     A non-NULL status is owned by the caller: read it, then tpu_status_free() it.
+ *   - Outputs come last, prefixed out_, and are set on success only.
+ *   - Device memory is addressed by plain pointers ("device addresses"). With the
+ *     host driver they are host addresses; callers must never dereference them.
+ *   - All functions are thread-safe unless a comment says otherwise.
+ */
+#ifndef TPURT_H_
+#define TPURT_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum tpu_status_code_e {
+  TPU_STATUS_OK = 0,
+  TPU_STATUS_INVALID_ARGUMENT,  /* bad shape/dtype/value: RuntimeError in Python */
+  TPU_STATUS_TYPE_ERROR,        /* wrong kind of argument: TypeError */
+  TPU_STATUS_INDEX_ERROR,       /* index out of range: IndexError */
+  TPU_STATUS_OUT_OF_MEMORY,     /* device memory exhausted: torch.OutOfMemoryError */
+  TPU_STATUS_UNSUPPORTED,       /* op/dtype/argument not implemented: NotImplementedError */
+  TPU_STATUS_INTERNAL,          /* a bug in libtpurt */
+  TPU_STATUS_CODE_COUNT
+} tpu_status_code_t;
+
+typedef struct tpu_status_s* tpu_status_t;
+#define TPU_OK ((tpu_status_t)0)
+
+/* Creates a status with a printf-style message. Never returns NULL for code != OK
+ * (falls back to a static out-of-memory status if the heap is exhausted). */
+tpu_status_t tpu_status_make(tpu_status_code_t code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+tpu_status_code_t tpu_status_code(tpu_status_t status);  /* OK for NULL */
+const char* tpu_status_message(tpu_status_t status);     /* "" for NULL; borrowed */
+void tpu_status_free(tpu_status_t status);                /* NULL is fine */
+const char* tpu_status_code_name(tpu_status_code_t code);
+
+/* ------------------------------------------------------------------ dtypes */
+
+typedef enum tpu_dtype_e {
+  TPU_DTYPE_F32 = 0,
+  TPU_DTYPE_F64,
+  TPU_DTYPE_F16,
+  TPU_DTYPE_BF16,
+  TPU_DTYPE_I64,
+  TPU_DTYPE_I32,
+  TPU_DTYPE_I16,
+  TPU_DTYPE_I8,
+  TPU_DTYPE_U8,
+  TPU_DTYPE_BOOL,
+  TPU_DTYPE_COUNT
+} tpu_dtype_t;
+
+size_t tpu_dtype_size(tpu_dtype_t dtype);      /* bytes per element */
+const char* tpu_dtype_name(tpu_dtype_t dtype); /* "float32", "bfloat16", ... */
+
+/* ------------------------------------------------------------------ runtime */
+
+/* Initializes the runtime once (idempotent, thread-safe). Reads the environment:
+ *   TORCH_TPU_NUM_DEVICES   emulated chips (default 1, 1..64)
+ *   TORCH_TPU_HBM_BYTES     per-chip capacity; bytes, or with suffix K/M/G
+ *                           (default: 1/2 of physical RAM divided by chips)
+ *   TORCH_TPU_LAUNCH_BLOCKING=1  run every op synchronously
+ *   TORCH_TPU_NUM_THREADS   thread pool size (default: online cores)
+ * An invalid value returns TPU_STATUS_INVALID_ARGUMENT naming the variable; the
+ * runtime then stays uninitialized and the next call retries. */
+tpu_status_t tpu_rt_init(void);
+int tpu_rt_device_count(void);             /* 0 before a successful init */
+bool tpu_rt_launch_blocking(void);
+int tpu_rt_num_threads(void);
+
+/* Caching allocator, one per device. Blocks are rounded to size classes and kept
+ * for reuse; a freed block may be reused by work enqueued after the free (all
+ * work on a device runs in enqueue order). On exhaustion the cache is emptied
+ * and the allocation retried before TPU_STATUS_OUT_OF_MEMORY is returned with
+ * requested / allocated / reserved / capacity in the message. nbytes == 0 gives
+ * a unique non-NULL pointer-free result: *out_ptr = NULL, TPU_OK. */
+tpu_status_t tpu_rt_malloc(int device, size_t nbytes, void** out_ptr);
+void tpu_rt_free(int device, void* ptr); /* NULL is fine; unknown ptr ignored */
+tpu_status_t tpu_rt_empty_cache(int device);
+
+typedef struct tpu_rt_memory_stats_s {
+  uint64_t allocated_bytes;      /* bytes in live blocks (rounded sizes) */
+  uint64_t max_allocated_bytes;  /* peak of allocated_bytes since reset */
+  uint64_t reserved_bytes;       /* live + cached blocks */
+  uint64_t max_reserved_bytes;
+  uint64_t requested_bytes;      /* bytes asked for by live allocations */
+  uint64_t capacity_bytes;       /* TORCH_TPU_HBM_BYTES */
+  uint64_t num_allocs, num_frees, num_cache_hits, num_ooms;
+} tpu_rt_memory_stats_t;
+tpu_status_t tpu_rt_memory_stats(int device, tpu_rt_memory_stats_t* out_stats);
+tpu_status_t tpu_rt_reset_peak_memory_stats(int device);
+
+/* Copies. h2d snapshots `src` before returning (the host buffer may be reused at
+ * once) and completes asynchronously in queue order. d2h waits for all queued
+ * work on the device first. d2d is enqueued (same device) or synchronous
+ * (across devices). */
+tpu_status_t tpu_rt_memcpy_h2d(int device, void* dst, const void* src, size_t nbytes);
+tpu_status_t tpu_rt_memcpy_d2h(int device, void* dst, const void* src, size_t nbytes);
+tpu_status_t tpu_rt_memcpy_d2d(int dst_device, void* dst, int src_device, const void* src,
+                               size_t nbytes);
+
+/* Waits until all work enqueued on `device` has finished. If any of it failed,
+ * returns the first failure ("<op name>: <message>") and clears it. */
+tpu_status_t tpu_rt_synchronize(int device);
+
+/* Events are positions in a device's queue (one queue per device; every stream
+ * handle maps onto it). */
+tpu_status_t tpu_rt_event_record(int device, uint64_t* out_event);
+tpu_status_t tpu_rt_event_query(int device, uint64_t event, bool* out_done);
+tpu_status_t tpu_rt_event_synchronize(int device, uint64_t event);
+/* Monotonic time (ns) at which the event's queue position completed; 0 if not yet. */
+tpu_status_t tpu_rt_event_elapsed_ns(int device, uint64_t start, uint64_t end, int64_t* out_ns);
+
+/* Philox4x32-10 generators. Each device has a default generator; more can be
+ * created. Ops that draw random numbers take (seed, offset) at enqueue time and
+ * advance offset by the number of 128-bit counters they use (rounded up to 4). */
+typedef struct tpu_rt_generator_s tpu_rt_generator_t;
+tpu_status_t tpu_rt_generator_create(int device, uint64_t seed, tpu_rt_generator_t** out_gen);
+void tpu_rt_generator_destroy(tpu_rt_generator_t* gen);  /* not for default generators */
+tpu_rt_generator_t* tpu_rt_default_generator(int device); /* borrowed; NULL if bad device */
+void tpu_rt_generator_set_seed(tpu_rt_generator_t* gen, uint64_t seed); /* resets offset */
+uint64_t tpu_rt_generator_seed(const tpu_rt_generator_t* gen);
+void tpu_rt_generator_set_offset(tpu_rt_generator_t* gen, uint64_t offset);
+uint64_t tpu_rt_generator_offset(const tpu_rt_generator_t* gen);
+/* Atomically returns the current (seed, offset) and advances offset by `increment`. */
+void tpu_rt_generator_reserve(tpu_rt_generator_t* gen, uint64_t increment, uint64_t* out_seed,
+                              uint64_t* out_offset);
+
+/* ------------------------------------------------------------------ ops */
+
+#define TPU_MAX_DIMS 12
+
+/* A strided tensor in device memory. data points at element [0, ..., 0] (the
+ * storage offset is already applied). Strides are in elements and may be 0. */
+typedef struct tpu_tensor_s {
+  void* data;
+  int32_t device;
+  int32_t dtype;  /* tpu_dtype_t */
+  int32_t ndim;   /* 0..TPU_MAX_DIMS; -1 marks an absent entry in a tensor list */
+  int32_t flags;  /* reserved, 0 */
+  int64_t sizes[TPU_MAX_DIMS];
+  int64_t strides[TPU_MAX_DIMS];
+} tpu_tensor_t;
+
+typedef enum tpu_arg_kind_e {
+  TPU_ARG_NONE = 0,     /* None / absent optional */
+  TPU_ARG_TENSOR,       /* .tensor */
+  TPU_ARG_SCALAR,       /* runtime scalar value: .scalar_dtype + .f / .i; see below */
+  TPU_ARG_INT,          /* .i (int, SymInt, also ScalarType/Layout/MemoryFormat as ints) */
+  TPU_ARG_DOUBLE,       /* .f (schema `float`); a runtime value like SCALAR */
+  TPU_ARG_BOOL,         /* .i = 0/1 */
+  TPU_ARG_INT_LIST,     /* .ints[.len] */
+  TPU_ARG_DOUBLE_LIST,  /* .doubles[.len] */
+  TPU_ARG_BOOL_LIST,    /* .ints[.len] of 0/1 */
+  TPU_ARG_STRING,       /* .str */
+  TPU_ARG_TENSOR_LIST,  /* .tensors[.len]; entries with ndim == -1 are None */
+  TPU_ARG_GENERATOR,    /* .generator (NULL = the device's default generator) */
+  TPU_ARG_KIND_COUNT
+} tpu_arg_kind_t;
+
+/* SCALAR flags: how the value takes part in type promotion. */
+#define TPU_SCALAR_WRAPPED 1u  /* a Python number / at::Scalar (lowest priority) */
+#define TPU_SCALAR_ZERODIM 2u  /* a CPU 0-dim tensor (priority of a 0-dim tensor) */
+
+typedef struct tpu_arg_s {
+  int32_t kind;          /* tpu_arg_kind_t */
+  int32_t scalar_dtype;  /* SCALAR: tpu_dtype_t of the value (F64, I64, BOOL, or the
+                            0-dim tensor's dtype) */
+  uint32_t scalar_flags; /* SCALAR: TPU_SCALAR_* */
+  int32_t reserved;
+  double f;              /* SCALAR with floating dtype, DOUBLE */
+  int64_t i;             /* SCALAR with integral/bool dtype, INT, BOOL */
+  int64_t len;           /* *_LIST, TENSOR_LIST */
+  const tpu_tensor_t* tensor;
+  const tpu_tensor_t* tensors;
+  const int64_t* ints;
+  const double* doubles;
+  const char* str;
+  tpu_rt_generator_t* generator;
+} tpu_arg_t;
+
+/* Runs ATen operator `op_name` ("aten::add.out": schema name + "." + overload,
+ * no overload suffix when the overload is empty) on `device`.
+ *   args:  every schema argument in schema order (out= tensors included).
+ *   outs:  the tensors the op writes: the out= arguments, `self` for in-place
+ *          ops, or outputs the caller allocated for a functional op (shapes,
+ *          strides and dtypes as PyTorch's meta function computes them).
+ * Validates synchronously; the computation is enqueued and runs asynchronously
+ * (synchronously with TORCH_TPU_LAUNCH_BLOCKING=1). Errors found while running
+ * (e.g. an index out of range) are reported by the next tpu_rt_synchronize().
+ * Returns TPU_STATUS_UNSUPPORTED ("<op>: not implemented ...") for unknown ops. */
+tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, int nargs,
+                        const tpu_tensor_t* outs, int nouts);
+
+/* True if libtpurt has a lowering for op_name. */
+bool tpu_op_supported(const char* op_name);
+
+/* For ops whose output shapes depend on data (nonzero, masked_select, unique...):
+ * computes output dtypes/sizes (contiguous strides) into out_meta (data == NULL),
+ * waiting for the queue when it must read data. Returns TPU_STATUS_UNSUPPORTED if
+ * the op has no such rule; then the caller uses PyTorch's meta function. */
+tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args, int nargs,
+                          tpu_tensor_t* out_meta, int max_outs, int* out_nouts);
+
+/* ------------------------------------------------------------------ metrics */
+
+typedef struct tpu_metrics_s {
+  uint64_t ops_run;             /* tpu_op_run calls that enqueued work */
+  uint64_t exec_cache_hits;     /* executable found by op signature */
+  uint64_t exec_cache_misses;
+  uint64_t compiles;            /* IR graphs compiled into executables */
+  uint64_t exec_cache_entries;
+  double compile_seconds;
+  uint64_t kernels_launched;    /* host-driver steps executed */
+} tpu_metrics_t;
+void tpu_metrics_get(tpu_metrics_t* out_metrics);
+void tpu_metrics_reset(void);
+
+/* Small helpers (header-only) for building records. */
+static inline tpu_tensor_t tpu_tensor_contiguous(void* data, int device, tpu_dtype_t dtype,
+                                                 int ndim, const int64_t* sizes) {
+  tpu_tensor_t t;
+  int64_t stride = 1;
+  t.data = data; t.device = device; t.dtype = (int32_t)dtype; t.ndim = ndim; t.flags = 0;
+  for (int d = TPU_MAX_DIMS - 1; d >= 0; --d) { t.sizes[d] = 0; t.strides[d] = 0; }
+  for (int d = ndim - 1; d >= 0; --d) { t.sizes[d] = sizes[d]; t.strides[d] = stride; stride *= sizes[d]; }
+  return t;
+}
+static inline tpu_arg_t tpu_arg_none(void) { tpu_arg_t a = {0}; a.kind = TPU_ARG_NONE; return a; }
+static inline tpu_arg_t tpu_arg_tensor(const tpu_tensor_t* t) {
+  tpu_arg_t a = {0}; a.kind = TPU_ARG_TENSOR; a.tensor = t; return a;
+}
+static inline tpu_arg_t tpu_arg_f64(double v) {
+  tpu_arg_t a = {0}; a.kind = TPU_ARG_SCALAR; a.scalar_dtype = TPU_DTYPE_F64;
+  a.scalar_flags = TPU_SCALAR_WRAPPED; a.f = v; return a;
+}
+static inline tpu_arg_t tpu_arg_i64(int64_t v) {
+  tpu_arg_t a = {0}; a.kind = TPU_ARG_SCALAR; a.scalar_dtype = TPU_DTYPE_I64;
+  a.scalar_flags = TPU_SCALAR_WRAPPED; a.i = v; return a;
+}
+static inline tpu_arg_t tpu_arg_int(int64_t v) { tpu_arg_t a = {0}; a.kind = TPU_ARG_INT; a.i = v; return a; }
+static inline tpu_arg_t tpu_arg_bool(bool v) { tpu_arg_t a = {0}; a.kind = TPU_ARG_BOOL; a.i = v; return a; }
+static inline tpu_arg_t tpu_arg_double(double v) { tpu_arg_t a = {0}; a.kind = TPU_ARG_DOUBLE; a.f = v; return a; }
+static inline tpu_arg_t tpu_arg_int_list(const int64_t* v, int64_t n) {
+  tpu_arg_t a = {0}; a.kind = TPU_ARG_INT_LIST; a.ints = v; a.len = n; return a;
+}
+static inline tpu_arg_t tpu_arg_string(const char* s) { tpu_arg_t a = {0}; a.kind = TPU_ARG_STRING; a.str = s; return a; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TPURT_H_ */
