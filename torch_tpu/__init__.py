@@ -1,0 +1,56 @@
+"""torch_tpu: the TPU as an ordinary PyTorch device, "tpu".
+
+Importing torch_tpu (which `import torch` does through the `torch.backends` entry point, unless
+TORCH_DEVICE_BACKEND_AUTOLOAD=0) loads the extension, initializes the runtime from the TORCH_TPU_*
+environment variables, and registers the device: `torch.tpu` (see torch_tpu.tpu), Tensor.tpu(),
+Module.tpu(), storages, and `torch.accelerator`.
+
+An invalid TORCH_TPU_* value raises at import with a message naming the variable. If the extension
+cannot be loaded, a warning says why and torch.tpu reports 0 devices, so `import torch` still works.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch  # during autoload this is the partly imported torch; only its finished parts are used
+
+from torch_tpu import _backend, _env, tpu
+from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback
+from torch_tpu._version import __version__
+from torch_tpu.tpu import _state
+
+
+def _load() -> None:
+    fallback = _env.cpu_fallback_requested()  # validate every variable before touching torch
+    _state.init_at_import()
+    _backend.register(tpu)
+    if _state.unavailable_reason() is not None:
+        warnings.warn(
+            f"torch_tpu: the 'tpu' device is unavailable: {_state.unavailable_reason()}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return
+    _state.ext()._set_cpu_fallback(fallback)
+
+
+_load()
+
+
+def _autoload() -> None:
+    """The `torch.backends` entry point torch calls during `import torch`.
+
+    Loading the entry point already imported this package, which did all the work; an invalid
+    TORCH_TPU_* variable raised there, and torch reports it as "Failed to load the backend extension:
+    torch_tpu" with our message as the cause.
+    """
+
+
+__all__ = [
+    "__version__",
+    "cpu_fallback_enabled",
+    "metrics",
+    "reset_metrics",
+    "set_cpu_fallback",
+    "tpu",
+]

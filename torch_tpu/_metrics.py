@@ -1,0 +1,40 @@
+"""Runtime counters: ops, executable cache, compiles, kernels and CPU fallbacks."""
+from __future__ import annotations
+
+from typing import Any
+
+from torch_tpu.tpu import _state
+
+
+def metrics() -> dict[str, Any]:
+    """Returns a snapshot of the runtime counters since start (or the last `reset_metrics()`).
+
+    Keys:
+      ops_run             ATen ops the runtime enqueued
+      exec_cache_hits     ops whose executable was found in the cache
+      exec_cache_misses   ops that needed a new executable
+      compiles            IR graphs compiled into executables
+      exec_cache_entries  executables currently cached
+      compile_seconds     time spent compiling (float)
+      kernels_launched    kernel steps the driver executed
+      fallback_ops        ops that ran on the CPU (only with TORCH_TPU_CPU_FALLBACK=1)
+      fallback_counts     {op name: count} for those CPU fallbacks
+    """
+    ext = _state.ext()
+    result: dict[str, Any] = dict(ext._metrics())
+    result["fallback_counts"] = dict(ext._fallback_counts())
+    return result
+
+
+def reset_metrics() -> None:
+    """Sets every counter in `metrics()` back to zero (cached executables stay cached)."""
+    _state.ext()._metrics_reset()
+
+
+def set_cpu_fallback(enabled: bool) -> None:
+    """Turns the CPU fallback for unimplemented ops on or off (what TORCH_TPU_CPU_FALLBACK sets at import)."""
+    _state.ext()._set_cpu_fallback(bool(enabled))
+
+
+def cpu_fallback_enabled() -> bool:
+    return bool(_state.ext()._get_cpu_fallback())
