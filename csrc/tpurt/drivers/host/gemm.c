@@ -1,0 +1,516 @@
+/* gemm.c — GEMM driver: dispatch, cache blocking, packing, threading; portable and reference kernels.
+ *
+ * Loop nest (BLIS/GotoBLAS), per thread tile C[i0:i1, j0:j1]:
+ *   jc over n by NC:       B panel (kc, nc) packed into NR-wide strips  -> L3
+ *     pc over k by KC:     first pass applies beta, later ones accumulate
+ *       ic over m by MC:   A block (mc, kc) packed into MR-high strips  -> L2
+ *         jr by NR, ir by MR: microkernel, B strip (kc, NR) stays in L1 across ir
+ * Threads get disjoint 2-D tiles of C and pack their own panels: no barriers, and packing is
+ * O((m + n) k) against O(m n k) work. Legend: see gemm.h. */
+#include "drivers/host/gemm.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "common/common.h"
+
+#define GEMM_ALIGN 64
+#define GEMM_STACK_BYTES 16384           /* packing buffers of small problems live on the stack */
+#define GEMM_PAR_GRAIN (96 * 96 * 96)     /* m*n*k per thread below which splitting does not pay */
+#define GEMM_BATCH_SMALL (192 * 192 * 192) /* m*n*k below which a batch is split over matrices */
+#define GEMV_CHUNK 1024                  /* columns per gemv task (acc lives on the stack) */
+
+static const float kOneF = 1.0f;
+static const double kOneD = 1.0;
+
+/* ------------------------------------------------------------------ reference (naive) */
+
+void tpu_host_sgemm_ref(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
+                        int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float beta,
+                        float* c, int64_t c_rs, int64_t c_cs) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      if (alpha != 0.0f)
+        for (int64_t p = 0; p < k; ++p) s += (double)a[i * a_rs + p * a_cs] * (double)b[p * b_rs + j * b_cs];
+      double r = (double)alpha * s;
+      if (beta != 0.0f) r += (double)beta * (double)c[i * c_rs + j * c_cs];
+      c[i * c_rs + j * c_cs] = (float)r;
+    }
+}
+
+void tpu_host_dgemm_ref(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t a_rs,
+                        int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double beta,
+                        double* c, int64_t c_rs, int64_t c_cs) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0.0;
+      if (alpha != 0.0)
+        for (int64_t p = 0; p < k; ++p) s += a[i * a_rs + p * a_cs] * b[p * b_rs + j * b_cs];
+      double r = alpha * s;
+      if (beta != 0.0) r += beta * c[i * c_rs + j * c_cs];
+      c[i * c_rs + j * c_cs] = r;
+    }
+}
+
+/* ------------------------------------------------------------------ portable kernels */
+
+/* Generic strip packing: dst[strip s][p][q] = src[(s*h + q)*rs + p*cs], zero past `rows`.
+ * The two layouts that matter get their own loops: strip-contiguous (rs == 1: copies) and
+ * k-contiguous (cs == 1: a transpose reading h sequential streams). */
+#define GEMM_DEFINE_PACK(NAME, T)                                                                \
+  static void NAME(int h, int64_t rows, int64_t kc, const T* src, int64_t rs, int64_t cs, T* dst) { \
+    for (int64_t i = 0; i < rows; i += h, dst += (int64_t)h * kc) {                              \
+      int r = (int)TPU_MIN((int64_t)h, rows - i);                                                \
+      const T* s = src + i * rs;                                                                 \
+      if (rs == 1) {                                                                             \
+        for (int64_t p = 0; p < kc; ++p) {                                                       \
+          const T* sp = s + p * cs;                                                              \
+          T* d = dst + p * h;                                                                    \
+          for (int q = 0; q < r; ++q) d[q] = sp[q];                                              \
+          for (int q = r; q < h; ++q) d[q] = 0;                                                  \
+        }                                                                                        \
+      } else {                                                                                   \
+        for (int q = 0; q < r; ++q) {                                                            \
+          const T* sq = s + q * rs;                                                              \
+          if (cs == 1)                                                                           \
+            for (int64_t p = 0; p < kc; ++p) dst[p * h + q] = sq[p];                             \
+          else                                                                                   \
+            for (int64_t p = 0; p < kc; ++p) dst[p * h + q] = sq[p * cs];                        \
+        }                                                                                        \
+        if (r < h)                                                                               \
+          for (int64_t p = 0; p < kc; ++p)                                                       \
+            for (int q = r; q < h; ++q) dst[p * h + q] = 0;                                      \
+      }                                                                                          \
+    }                                                                                            \
+  }
+GEMM_DEFINE_PACK(pack_generic_f32, float)
+GEMM_DEFINE_PACK(pack_generic_f64, double)
+
+/* Portable microkernel: a (MR, NR) accumulator tile the compiler keeps in (SSE) registers. */
+#define GEMM_DEFINE_UKR(NAME, T, MR, NR)                                                         \
+  static void NAME(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,        \
+                   int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {        \
+    const T* ap = (const T*)ap_;                                                                 \
+    const T* bp = (const T*)bp_;                                                                 \
+    T* c = (T*)c_;                                                                               \
+    T acc[MR][NR];                                                                               \
+    for (int i = 0; i < MR; ++i)                                                                 \
+      for (int j = 0; j < NR; ++j) acc[i][j] = 0;                                                \
+    for (int64_t p = 0; p < kc; ++p, ap += MR, bp += NR)                                         \
+      for (int i = 0; i < MR; ++i)                                                               \
+        for (int j = 0; j < NR; ++j) acc[i][j] += ap[i] * bp[j];                                 \
+    const T alpha = *(const T*)alpha_, beta = *(const T*)beta_;                                  \
+    for (int i = 0; i < mr; ++i)                                                                 \
+      for (int j = 0; j < nr; ++j) {                                                             \
+        T* cij = c + i * c_rs + j * c_cs;                                                        \
+        *cij = beta == 0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * *cij;                  \
+      }                                                                                          \
+  }
+GEMM_DEFINE_UKR(ukr_portable_f32, float, 4, 8)
+GEMM_DEFINE_UKR(ukr_portable_f64, double, 4, 4)
+
+static void gemv_rows_portable(int64_t n, int64_t k, const float* x, int64_t xs, const float* b,
+                               int64_t b_rs, float* acc) {
+  for (int64_t p = 0; p < k; ++p) {
+    const float xp = x[p * xs];
+    const float* bp = b + p * b_rs;
+    for (int64_t j = 0; j < n; ++j) acc[j] += xp * bp[j];
+  }
+}
+
+static float sdot_portable(int64_t k, const float* x, const float* y) {
+  float s[8] = {0};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8)
+    for (int q = 0; q < 8; ++q) s[q] += x[p + q] * y[p + q];
+  for (; p < k; ++p) s[0] += x[p] * y[p];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static const tpu_host_gemm_kernel_t kSgemmPortable = {
+    .name = "portable 4x8", .elem_size = 4, .mr = 4, .nr = 8, .kc = 256, .mc = 128, .nc = 2048,
+    .ukr = ukr_portable_f32, .gemv_rows = gemv_rows_portable, .sdot = sdot_portable};
+static const tpu_host_gemm_kernel_t kDgemmPortable = {
+    .name = "portable 4x4", .elem_size = 8, .mr = 4, .nr = 4, .kc = 256, .mc = 96, .nc = 1024,
+    .ukr = ukr_portable_f64};
+
+/* ------------------------------------------------------------------ dispatch */
+
+static _Atomic int g_isa_limit = TPU_HOST_GEMM_ISA_BEST;
+
+tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa) {
+  if ((int)isa < 0 || isa >= TPU_HOST_GEMM_ISA_COUNT) isa = TPU_HOST_GEMM_ISA_BEST;
+  return (tpu_host_gemm_isa_t)atomic_exchange(&g_isa_limit, (int)isa);
+}
+
+static const tpu_host_gemm_kernel_t* gemm_pick(int elem_size) {
+  int limit = atomic_load_explicit(&g_isa_limit, memory_order_relaxed);
+#if defined(__x86_64__) || defined(__i386__)
+  if (limit >= TPU_HOST_GEMM_ISA_AVX512 && tpu_cpu_has_avx512f())
+    return elem_size == 4 ? &tpu_host_sgemm_kernel_avx512 : &tpu_host_dgemm_kernel_avx512;
+  if (limit >= TPU_HOST_GEMM_ISA_AVX2 && tpu_cpu_has_avx2_fma())
+    return elem_size == 4 ? &tpu_host_sgemm_kernel_avx2 : &tpu_host_dgemm_kernel_avx2;
+#else
+  (void)limit;
+#endif
+  return elem_size == 4 ? &kSgemmPortable : &kDgemmPortable;
+}
+
+const char* tpu_host_gemm_isa_name(void) { return gemm_pick(4)->name; }
+
+/* ------------------------------------------------------------------ blocked driver */
+
+typedef struct gemm_args_s {
+  const tpu_host_gemm_kernel_t* kr;
+  int64_t m, n, k;
+  const char* a;
+  int64_t a_rs, a_cs;
+  const char* b;
+  int64_t b_rs, b_cs;
+  char* c;
+  int64_t c_rs, c_cs;
+  const void* alpha;
+  const void* beta;
+  const void* one;
+} gemm_args_t;
+
+static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+static int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
+/* Even split of `len` into blocks of at most `max`, each a multiple of `unit`. */
+static int64_t even_block(int64_t len, int64_t max, int64_t unit) {
+  return round_up(ceil_div(len, ceil_div(len, max)), unit);
+}
+
+static void gemm_pack(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn, int h,
+                      int64_t rows, int64_t kc, const char* src, int64_t rs, int64_t cs, char* dst) {
+  if (fn)
+    fn(rows, kc, src, rs, cs, dst);
+  else if (kr->elem_size == 4)
+    pack_generic_f32(h, rows, kc, (const float*)src, rs, cs, (float*)dst);
+  else
+    pack_generic_f64(h, rows, kc, (const double*)src, rs, cs, (double*)dst);
+}
+
+typedef struct gemm_plan_s {
+  int64_t kc, mc, nc;          /* block sizes for this tile */
+  size_t abytes, bbytes;       /* packing buffer sizes */
+} gemm_plan_t;
+
+static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
+  const tpu_host_gemm_kernel_t* kr = g->kr;
+  gemm_plan_t pl;
+  pl.kc = even_block(g->k, kr->kc, 1);
+  pl.mc = even_block(rows, kr->mc, kr->mr);
+  pl.nc = even_block(cols, kr->nc, kr->nr);
+  pl.abytes = (size_t)round_up(pl.mc * pl.kc * kr->elem_size, GEMM_ALIGN);
+  pl.bbytes = (size_t)round_up(pl.nc * pl.kc * kr->elem_size, GEMM_ALIGN);
+  return pl;
+}
+
+/* C[i0:i1, j0:j1] on the calling thread. buf: abytes + bbytes, 64-byte aligned. */
+static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, int64_t i1, int64_t j0,
+                      int64_t j1, char* buf) {
+  const tpu_host_gemm_kernel_t* kr = g->kr;
+  const int64_t es = kr->elem_size, MR = kr->mr, NR = kr->nr;
+  char* abuf = buf;
+  char* bbuf = buf + pl->abytes;
+  for (int64_t jc = j0; jc < j1; jc += pl->nc) {
+    const int64_t nc = TPU_MIN(pl->nc, j1 - jc);
+    for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
+      const int64_t kc = TPU_MIN(pl->kc, g->k - pc);
+      const void* beta = pc == 0 ? g->beta : g->one;
+      gemm_pack(kr, kr->pack_b, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * es, g->b_cs,
+                g->b_rs, bbuf);
+      for (int64_t ic = i0; ic < i1; ic += pl->mc) {
+        const int64_t mc = TPU_MIN(pl->mc, i1 - ic);
+        gemm_pack(kr, kr->pack_a, kr->mr, mc, kc, g->a + (ic * g->a_rs + pc * g->a_cs) * es, g->a_rs,
+                  g->a_cs, abuf);
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          const int nr = (int)TPU_MIN(NR, nc - jr);
+          const char* bp = bbuf + jr * kc * es;
+          char* cj = g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
+          for (int64_t ir = 0; ir < mc; ir += MR)
+            kr->ukr(kc, abuf + ir * kc * es, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
+                    (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
+        }
+      }
+    }
+  }
+}
+
+static void gemm_ref_tile(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const int64_t es = g->kr->elem_size;
+  const char* a = g->a + i0 * g->a_rs * es;
+  const char* b = g->b + j0 * g->b_cs * es;
+  char* c = g->c + (i0 * g->c_rs + j0 * g->c_cs) * es;
+  if (es == 4)
+    tpu_host_sgemm_ref(i1 - i0, j1 - j0, g->k, *(const float*)g->alpha, (const float*)a, g->a_rs,
+                       g->a_cs, (const float*)b, g->b_rs, g->b_cs, *(const float*)g->beta,
+                       (float*)c, g->c_rs, g->c_cs);
+  else
+    tpu_host_dgemm_ref(i1 - i0, j1 - j0, g->k, *(const double*)g->alpha, (const double*)a, g->a_rs,
+                       g->a_cs, (const double*)b, g->b_rs, g->b_cs, *(const double*)g->beta,
+                       (double*)c, g->c_rs, g->c_cs);
+}
+
+/* One thread's tile with its own packing buffers: on the stack when small, else the heap. If
+ * the heap is exhausted the tile still gets computed, by the reference loop. */
+static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  gemm_plan_t pl = gemm_plan(g, i1 - i0, j1 - j0);
+  size_t bytes = pl.abytes + pl.bbytes;
+  if (bytes <= GEMM_STACK_BYTES) {
+    _Alignas(GEMM_ALIGN) char stack_buf[GEMM_STACK_BYTES];
+    gemm_tile(g, &pl, i0, i1, j0, j1, stack_buf);
+    return;
+  }
+  char* buf = (char*)aligned_alloc(GEMM_ALIGN, bytes);
+  if (!buf) {
+    gemm_ref_tile(g, i0, i1, j0, j1);
+    return;
+  }
+  gemm_tile(g, &pl, i0, i1, j0, j1, buf);
+  free(buf);
+}
+
+typedef struct gemm_par_s {
+  const gemm_args_t* g;
+  int64_t tm, tn;          /* thread grid */
+  int64_t mstrips, nstrips; /* C in MR / NR units */
+} gemm_par_t;
+
+static void gemm_par_fn(void* ctx, int64_t begin, int64_t end) {
+  const gemm_par_t* pp = (const gemm_par_t*)ctx;
+  const gemm_args_t* g = pp->g;
+  for (int64_t t = begin; t < end; ++t) {
+    int64_t ti = t / pp->tn, tj = t % pp->tn;
+    int64_t i0 = TPU_MIN(g->m, ti * pp->mstrips / pp->tm * g->kr->mr);
+    int64_t i1 = TPU_MIN(g->m, (ti + 1) * pp->mstrips / pp->tm * g->kr->mr);
+    int64_t j0 = TPU_MIN(g->n, tj * pp->nstrips / pp->tn * g->kr->nr);
+    int64_t j1 = TPU_MIN(g->n, (tj + 1) * pp->nstrips / pp->tn * g->kr->nr);
+    if (i0 < i1 && j0 < j1) gemm_tile_alloc(g, i0, i1, j0, j1);
+  }
+}
+
+/* Picks a tm x tn grid (tm * tn <= threads) minimizing the largest tile's multiply work plus
+ * its packing (about a quarter of an FMA's worth per packed element and k, times the tile
+ * register width so the two terms compare). */
+static void gemm_grid(const gemm_args_t* g, int threads, int64_t* tm_out, int64_t* tn_out) {
+  const int64_t mstrips = ceil_div(g->m, g->kr->mr), nstrips = ceil_div(g->n, g->kr->nr);
+  const int64_t pack_w = 8;
+  int64_t best_tm = 1, best_tn = 1;
+  double best = -1;
+  for (int64_t tm = 1; tm <= threads && tm <= mstrips; ++tm)
+    for (int64_t tn = 1; tm * tn <= threads && tn <= nstrips; ++tn) {
+      double rows = (double)ceil_div(mstrips, tm) * g->kr->mr;
+      double cols = (double)ceil_div(nstrips, tn) * g->kr->nr;
+      double cost = rows * cols + pack_w * (rows + cols);
+      if (best < 0 || cost < best * 0.999) best = cost, best_tm = tm, best_tn = tn;
+    }
+  *tm_out = best_tm;
+  *tn_out = best_tn;
+}
+
+static void gemm_packed(const gemm_args_t* g, int parallel) {
+  int threads = parallel ? tpu_pool_num_threads() : 1;
+  double work = (double)g->m * (double)g->n * (double)g->k;
+  if (threads > 1 && work < (double)GEMM_PAR_GRAIN * threads)
+    threads = (int)TPU_MAX(1.0, work / GEMM_PAR_GRAIN);
+  int64_t tm = 1, tn = 1;
+  if (threads > 1) gemm_grid(g, threads, &tm, &tn);
+  if (tm * tn == 1) {
+    gemm_tile_alloc(g, 0, g->m, 0, g->n);
+    return;
+  }
+  gemm_par_t pp = {g, tm, tn, ceil_div(g->m, g->kr->mr), ceil_div(g->n, g->kr->nr)};
+  tpu_pool_parallel_for(tm * tn, 1, gemm_par_fn, &pp);
+}
+
+/* ------------------------------------------------------------------ f32 GEMV (m == 1) */
+
+typedef struct gemv_s {
+  const tpu_host_gemm_kernel_t* kr;
+  int64_t n, k;
+  const float* x;
+  int64_t xs;
+  const float* b;
+  int64_t b_rs, b_cs;
+  float alpha, beta;
+  float* c;
+  int64_t c_cs;
+} gemv_t;
+
+static void gemv_store(const gemv_t* v, int64_t j, float s) {
+  float* cj = v->c + j * v->c_cs;
+  *cj = v->beta == 0.0f ? v->alpha * s : v->alpha * s + v->beta * *cj;
+}
+
+/* B rows contiguous: acc(chunk) += x[p] * B[p, chunk], streaming B once. */
+static void gemv_rows_fn(void* ctx, int64_t begin, int64_t end) {
+  const gemv_t* v = (const gemv_t*)ctx;
+  float acc[GEMV_CHUNK];
+  for (int64_t t = begin; t < end; ++t) {
+    int64_t j0 = t * GEMV_CHUNK, w = TPU_MIN((int64_t)GEMV_CHUNK, v->n - j0);
+    memset(acc, 0, (size_t)w * sizeof(float));
+    v->kr->gemv_rows(w, v->k, v->x, v->xs, v->b + j0, v->b_rs, acc);
+    for (int64_t j = 0; j < w; ++j) gemv_store(v, j0 + j, acc[j]);
+  }
+}
+
+/* B columns contiguous (x contiguous too): one dot product per output. */
+static void gemv_dots_fn(void* ctx, int64_t begin, int64_t end) {
+  const gemv_t* v = (const gemv_t*)ctx;
+  for (int64_t j = begin; j < end; ++j) gemv_store(v, j, v->kr->sdot(v->k, v->x, v->b + j * v->b_cs));
+}
+
+/* Returns 0 when the layout has no GEMV path (the packed driver takes it). */
+static int sgemv(const gemm_args_t* g, int parallel) {
+  const tpu_host_gemm_kernel_t* kr = g->kr;
+  gemv_t v = {kr, g->n, g->k, (const float*)g->a, g->a_cs, (const float*)g->b, g->b_rs, g->b_cs,
+              *(const float*)g->alpha, *(const float*)g->beta, (float*)g->c, g->c_cs};
+  const int64_t grain_cols = TPU_MAX((int64_t)1, GEMM_PAR_GRAIN / TPU_MAX(g->k, (int64_t)1));
+  if (g->b_cs == 1 && kr->gemv_rows) {
+    int64_t chunks = ceil_div(g->n, GEMV_CHUNK);
+    int64_t grain = ceil_div(grain_cols, GEMV_CHUNK);
+    if (parallel && chunks > grain)
+      tpu_pool_parallel_for(chunks, grain, gemv_rows_fn, &v);
+    else
+      gemv_rows_fn(&v, 0, chunks);
+    return 1;
+  }
+  if (g->b_rs == 1 && kr->sdot) {
+    float* xcopy = NULL;
+    if (g->a_cs != 1) {
+      xcopy = (float*)malloc((size_t)g->k * sizeof(float));
+      if (!xcopy) return 0;
+      for (int64_t p = 0; p < g->k; ++p) xcopy[p] = v.x[p * g->a_cs];
+      v.x = xcopy;
+    }
+    if (parallel && g->n > grain_cols)
+      tpu_pool_parallel_for(g->n, grain_cols, gemv_dots_fn, &v);
+    else
+      gemv_dots_fn(&v, 0, g->n);
+    free(xcopy);
+    return 1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+static void scale_c(int64_t es, int64_t m, int64_t n, const void* beta, char* c, int64_t c_rs,
+                    int64_t c_cs) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      if (es == 4) {
+        float* p = (float*)c + i * c_rs + j * c_cs;
+        float bt = *(const float*)beta;
+        *p = bt == 0.0f ? 0.0f : bt * *p;
+      } else {
+        double* p = (double*)c + i * c_rs + j * c_cs;
+        double bt = *(const double*)beta;
+        *p = bt == 0.0 ? 0.0 : bt * *p;
+      }
+    }
+}
+
+static int is_zero(int64_t es, const void* x) {
+  return es == 4 ? *(const float*)x == 0.0f : *(const double*)x == 0.0;
+}
+
+static void gemm_run(int es, int64_t m, int64_t n, int64_t k, const void* alpha, const void* a,
+                     int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
+                     const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel) {
+  if (m <= 0 || n <= 0) return;
+  gemm_args_t g = {gemm_pick(es), m, n, k, (const char*)a, a_rs, a_cs, (const char*)b, b_rs, b_cs,
+                   (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD};
+  if ((m > 1 && c_rs == 0) || (n > 1 && c_cs == 0)) { /* outputs alias: keep the loop's order */
+    gemm_ref_tile(&g, 0, m, 0, n);
+    return;
+  }
+  if (k <= 0 || is_zero(es, alpha)) {
+    scale_c(es, m, n, beta, g.c, c_rs, c_cs);
+    return;
+  }
+  /* Prefer contiguous C rows (vector write-back) and m == 1 for vectors: C^T = B^T A^T. */
+  if ((n == 1 && m > 1) || (m > 1 && c_cs != 1 && c_rs == 1)) {
+    g.m = n, g.n = m;
+    g.a = (const char*)b, g.a_rs = b_cs, g.a_cs = b_rs;
+    g.b = (const char*)a, g.b_rs = a_cs, g.b_cs = a_rs;
+    g.c_rs = c_cs, g.c_cs = c_rs;
+  }
+  if (g.m == 1 && es == 4 && sgemv(&g, parallel)) return;
+  gemm_packed(&g, parallel);
+}
+
+void tpu_host_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
+                    int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c,
+                    int64_t c_rs, int64_t c_cs) {
+  gemm_run(4, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+}
+
+void tpu_host_dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t a_rs,
+                    int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double beta, double* c,
+                    int64_t c_rs, int64_t c_cs) {
+  gemm_run(8, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+}
+
+/* ------------------------------------------------------------------ batched */
+
+typedef struct gemm_batch_s {
+  int es;
+  int64_t m, n, k;
+  const void* alpha;
+  const char* a;
+  int64_t a_bs, a_rs, a_cs;
+  const char* b;
+  int64_t b_bs, b_rs, b_cs;
+  const void* beta;
+  char* c;
+  int64_t c_bs, c_rs, c_cs;
+} gemm_batch_t;
+
+static void gemm_batch_fn(void* ctx, int64_t begin, int64_t end) {
+  const gemm_batch_t* bt = (const gemm_batch_t*)ctx;
+  for (int64_t t = begin; t < end; ++t) /* already on the pool: each product on this thread */
+    gemm_run(bt->es, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->es, bt->a_rs, bt->a_cs,
+             bt->b + t * bt->b_bs * bt->es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
+             bt->c_rs, bt->c_cs, 0);
+}
+
+static void gemm_batched(const gemm_batch_t* bt, int64_t batch) {
+  if (batch <= 0 || bt->m <= 0 || bt->n <= 0) return;
+  const double work = (double)bt->m * (double)bt->n * (double)TPU_MAX(bt->k, (int64_t)1);
+  const int threads = tpu_pool_num_threads();
+  /* Split over matrices when each is small or the batch divides well over the threads; a
+   * shared C (c_bs == 0) must see the products in order. */
+  int over_batch = threads > 1 && batch > 1 && bt->c_bs != 0 &&
+                   (work < GEMM_BATCH_SMALL || batch % threads == 0 || batch >= 4 * threads);
+  if (over_batch) {
+    int64_t grain = (int64_t)TPU_MAX(1.0, (double)GEMM_PAR_GRAIN / work);
+    tpu_pool_parallel_for(batch, grain, gemm_batch_fn, (void*)bt);
+    return;
+  }
+  for (int64_t t = 0; t < batch; ++t)
+    gemm_run(bt->es, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->es, bt->a_rs, bt->a_cs,
+             bt->b + t * bt->b_bs * bt->es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
+             bt->c_rs, bt->c_cs, 1);
+}
+
+void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                            const float* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
+                            float beta, float* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+  gemm_batch_t bt = {4, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
+                     b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs};
+  gemm_batched(&bt, batch);
+}
+
+void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, double alpha,
+                            const double* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                            const double* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
+                            double beta, double* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+  gemm_batch_t bt = {8, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
+                     b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs};
+  gemm_batched(&bt, batch);
+}

@@ -1,0 +1,110 @@
+/* gemm.h — packed-panel matrix multiply of the host driver (internal, not public API).
+ *
+ * C = alpha * A @ B + beta * C on f32 and f64, for any element strides: row-major, column-major
+ * (transposed views, row stride 1), sliced, and zero strides (broadcast inputs). The `_ref` twins
+ * are naive triple loops with a double accumulator; tests compare the two.
+ *
+ * Example: C (m, n) row-major = A (m, k) row-major @ B^T where B is stored (n, k) row-major:
+ *
+ *     tpu_host_sgemm(m, n, k, 1.0f, a, k, 1,   b, 1, k,   0.0f, c, n, 1);
+ *     //                            A: rs cs   B^T: rs cs       C: rs cs
+ *
+ * Semantics (as BLAS):
+ *   - strides are in ELEMENTS; a_rs is the step between rows of A, a_cs between its columns;
+ *   - beta == 0: C is only written, never read (NaN/garbage in C does not propagate);
+ *   - alpha == 0 or k == 0: A and B are not read, C = beta * C;
+ *   - C must not overlap A or B. A C stride of 0 along a dimension longer than 1 (outputs
+ *     aliasing each other) is accepted and gives the reference loop's result.
+ *
+ * Threads: the calls are thread-safe and re-entrant. Large problems are split over the shared
+ * pool (tpu_pool_parallel_for); called from inside a pool worker they run on that thread alone.
+ * Kernels: AVX-512F or AVX2+FMA microkernels chosen at run time from the CPU features, portable C
+ * otherwise. Results differ from the reference by summation order only.
+ *
+ * Legend: m rows of A and C, n columns of B and C, k the reduction length;
+ * A (m, k), B (k, n), C (m, n); batched: (batch, m, k) @ (batch, k, n) -> (batch, m, n). */
+#ifndef TPURT_DRIVERS_HOST_GEMM_H_
+#define TPURT_DRIVERS_HOST_GEMM_H_
+
+#include <stdint.h>
+
+void tpu_host_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, int64_t a_rs, int64_t a_cs,
+                    const float* b, int64_t b_rs, int64_t b_cs,
+                    float beta, float* c, int64_t c_rs, int64_t c_cs);
+void tpu_host_sgemm_ref(int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* a, int64_t a_rs, int64_t a_cs,
+                        const float* b, int64_t b_rs, int64_t b_cs,
+                        float beta, float* c, int64_t c_rs, int64_t c_cs);
+void tpu_host_dgemm(int64_t m, int64_t n, int64_t k, double alpha,
+                    const double* a, int64_t a_rs, int64_t a_cs,
+                    const double* b, int64_t b_rs, int64_t b_cs,
+                    double beta, double* c, int64_t c_rs, int64_t c_cs);
+void tpu_host_dgemm_ref(int64_t m, int64_t n, int64_t k, double alpha,
+                        const double* a, int64_t a_rs, int64_t a_cs,
+                        const double* b, int64_t b_rs, int64_t b_cs,
+                        double beta, double* c, int64_t c_rs, int64_t c_cs);
+
+/* Batched: matrix t uses a + t*a_bs, b + t*b_bs, c + t*c_bs (element strides; a_bs or b_bs 0
+ * broadcasts one matrix over the batch). Many small matrices run in parallel over the batch,
+ * large ones one after another, each split over the pool. With c_bs == 0 the products are
+ * applied to the one C in batch order (as the reference loop does). */
+void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                            const float* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                            const float* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
+                            float beta, float* c, int64_t c_bs, int64_t c_rs, int64_t c_cs);
+void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, double alpha,
+                            const double* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                            const double* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
+                            double beta, double* c, int64_t c_bs, int64_t c_rs, int64_t c_cs);
+
+/* ---- testing and benchmarking hooks ---------------------------------------------------------
+ * Restricts the kernels to at most `isa` (clamped to what the CPU has), for every thread; returns
+ * the previous setting. TPU_HOST_GEMM_ISA_BEST (the default) picks the best available. */
+typedef enum tpu_host_gemm_isa_e {
+  TPU_HOST_GEMM_ISA_PORTABLE = 0,
+  TPU_HOST_GEMM_ISA_AVX2,
+  TPU_HOST_GEMM_ISA_AVX512,
+  TPU_HOST_GEMM_ISA_BEST,
+  TPU_HOST_GEMM_ISA_COUNT
+} tpu_host_gemm_isa_t;
+tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
+const char* tpu_host_gemm_isa_name(void); /* the kernels sgemm uses now, e.g. "avx512 14x32" */
+
+/* ---- internals shared by gemm.c and the ISA files (gemm_avx2.c, gemm_avx512.c) --------------
+ * A microkernel computes one MR x NR tile of C from packed panels:
+ *   ap (kc, MR): MR-high row strip of A, column p at ap[p*MR], zero-padded past the edge;
+ *   bp (kc, NR): NR-wide column strip of B, row p at bp[p*NR], zero-padded, 64-byte aligned;
+ *   C[i, j] (i < mr, j < nr) = alpha * sum_p ap[p*MR+i] * bp[p*NR+j] + beta * C[i, j],
+ *   where beta == 0 means C is not read. mr <= MR and nr <= NR trim the edge tiles.
+ * Scalars arrive by pointer to the element type, so one driver serves f32 and f64.
+ * pack_a copies an (mc, kc) block of A with any strides (s_rs, s_cs) into MR-high strips, one
+ * after another, zero-padding the last; pack_b does the same for B^T (nc, kc) with NR-high strips
+ * (B's column stride is B^T's row stride). Either may be NULL: the driver's generic copy runs.
+ * gemv_rows (f32, may be NULL): acc[j] += sum_p x[p*xs] * b[p*b_rs + j] for j < n (n <= 1024).
+ * sdot (f32, may be NULL): sum_p x[p] * y[p] over contiguous vectors. */
+typedef void (*tpu_host_gemm_ukr_fn)(int64_t kc, const void* ap, const void* bp, void* c,
+                                     int64_t c_rs, int64_t c_cs, int mr, int nr,
+                                     const void* alpha, const void* beta);
+typedef void (*tpu_host_gemm_pack_fn)(int64_t rows, int64_t kc, const void* src, int64_t s_rs,
+                                      int64_t s_cs, void* dst);
+typedef void (*tpu_host_gemv_rows_fn)(int64_t n, int64_t k, const float* x, int64_t xs,
+                                      const float* b, int64_t b_rs, float* acc);
+typedef float (*tpu_host_sdot_fn)(int64_t k, const float* x, const float* y);
+
+typedef struct tpu_host_gemm_kernel_s {
+  const char* name;
+  int elem_size;          /* 4 (f32) or 8 (f64) */
+  int mr, nr;             /* microkernel tile */
+  int64_t kc, mc, nc;     /* cache blocking: kc x nc B panel (L3), mc x kc A block (L2) */
+  tpu_host_gemm_ukr_fn ukr;
+  tpu_host_gemm_pack_fn pack_a; /* rows = mc: MR-high strips of A */
+  tpu_host_gemm_pack_fn pack_b; /* rows = nc: NR-high strips of B^T */
+  tpu_host_gemv_rows_fn gemv_rows;
+  tpu_host_sdot_fn sdot;
+} tpu_host_gemm_kernel_t;
+
+extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2, tpu_host_dgemm_kernel_avx2;
+extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512, tpu_host_dgemm_kernel_avx512;
+
+#endif /* TPURT_DRIVERS_HOST_GEMM_H_ */

@@ -1,0 +1,189 @@
+/* gemm_avx2.c — AVX2+FMA GEMM microkernels (built with -mavx2 -mfma; called only after
+ * tpu_cpu_has_avx2_fma()). f32: 6x16 tile = 12 ymm accumulators + 2 B vectors + 1 broadcast,
+ * the classic Haswell-to-Zen shape: 8 loads per 12 FMAs. f64: 6x8 the same way. */
+#include "drivers/host/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "common/common.h"
+
+#define S_MR 6
+#define S_NR 16
+#define D_MR 6
+#define D_NR 8
+
+/* Edge tiles and strided C: spill the accumulators, write back element by element. */
+static void store_tile_f32(const float* t, int ld, float* c, int64_t c_rs, int64_t c_cs, int mr, int nr,
+                           float alpha, float beta) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      float* cij = c + i * c_rs + j * c_cs;
+      *cij = beta == 0.0f ? alpha * t[i * ld + j] : alpha * t[i * ld + j] + beta * *cij;
+    }
+}
+static void store_tile_f64(const double* t, int ld, double* c, int64_t c_rs, int64_t c_cs, int mr,
+                           int nr, double alpha, double beta) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double* cij = c + i * c_rs + j * c_cs;
+      *cij = beta == 0.0 ? alpha * t[i * ld + j] : alpha * t[i * ld + j] + beta * *cij;
+    }
+}
+
+/* ap (kc, 6), bp (kc, 16) -> C (mr, nr) */
+static void sgemm_ukr_6x16(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,
+                           int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
+  const float* ap = (const float*)ap_;
+  const float* bp = (const float*)bp_;
+  float* c = (float*)c_;
+  __m256 acc[S_MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < S_MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < mr; ++i) _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < S_MR; ++i) {
+      __m256 a = _mm256_broadcast_ss(ap + i);
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+    ap += S_MR;
+    bp += S_NR;
+  }
+  const float alpha = *(const float*)alpha_, beta = *(const float*)beta_;
+  if (mr == S_MR && nr == S_NR && c_cs == 1) {
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < S_MR; ++i) {
+      float* ci = c + i * c_rs;
+      __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
+      if (beta != 0.0f) {
+        r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci), r0);
+        r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(ci + 8), r1);
+      }
+      _mm256_storeu_ps(ci, r0);
+      _mm256_storeu_ps(ci + 8, r1);
+    }
+    return;
+  }
+  _Alignas(32) float t[S_MR * S_NR];
+  for (int i = 0; i < S_MR; ++i) {
+    _mm256_store_ps(t + i * S_NR, acc[i][0]);
+    _mm256_store_ps(t + i * S_NR + 8, acc[i][1]);
+  }
+  store_tile_f32(t, S_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* ap (kc, 6), bp (kc, 8) -> C (mr, nr) */
+static void dgemm_ukr_6x8(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,
+                          int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
+  const double* ap = (const double*)ap_;
+  const double* bp = (const double*)bp_;
+  double* c = (double*)c_;
+  __m256d acc[D_MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < D_MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_pd();
+  for (int i = 0; i < mr; ++i) _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256d b0 = _mm256_load_pd(bp), b1 = _mm256_load_pd(bp + 4);
+#pragma GCC unroll 6
+    for (int i = 0; i < D_MR; ++i) {
+      __m256d a = _mm256_broadcast_sd(ap + i);
+      acc[i][0] = _mm256_fmadd_pd(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_pd(a, b1, acc[i][1]);
+    }
+    ap += D_MR;
+    bp += D_NR;
+  }
+  const double alpha = *(const double*)alpha_, beta = *(const double*)beta_;
+  if (mr == D_MR && nr == D_NR && c_cs == 1) {
+    const __m256d va = _mm256_set1_pd(alpha), vb = _mm256_set1_pd(beta);
+#pragma GCC unroll 6
+    for (int i = 0; i < D_MR; ++i) {
+      double* ci = c + i * c_rs;
+      __m256d r0 = _mm256_mul_pd(va, acc[i][0]), r1 = _mm256_mul_pd(va, acc[i][1]);
+      if (beta != 0.0) {
+        r0 = _mm256_fmadd_pd(vb, _mm256_loadu_pd(ci), r0);
+        r1 = _mm256_fmadd_pd(vb, _mm256_loadu_pd(ci + 4), r1);
+      }
+      _mm256_storeu_pd(ci, r0);
+      _mm256_storeu_pd(ci + 4, r1);
+    }
+    return;
+  }
+  _Alignas(32) double t[D_MR * D_NR];
+  for (int i = 0; i < D_MR; ++i) {
+    _mm256_store_pd(t + i * D_NR, acc[i][0]);
+    _mm256_store_pd(t + i * D_NR + 4, acc[i][1]);
+  }
+  store_tile_f64(t, D_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* acc[j] += sum_p x[p*xs] * b[p*b_rs + j]: four rows of B per pass over acc. */
+static void sgemv_rows_avx2(int64_t n, int64_t k, const float* x, int64_t xs, const float* b,
+                            int64_t b_rs, float* acc) {
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const float* b0 = b + p * b_rs;
+    const float* b1 = b0 + b_rs;
+    const float* b2 = b1 + b_rs;
+    const float* b3 = b2 + b_rs;
+    const __m256 x0 = _mm256_set1_ps(x[p * xs]), x1 = _mm256_set1_ps(x[(p + 1) * xs]);
+    const __m256 x2 = _mm256_set1_ps(x[(p + 2) * xs]), x3 = _mm256_set1_ps(x[(p + 3) * xs]);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      __m256 s = _mm256_loadu_ps(acc + j);
+      s = _mm256_fmadd_ps(x0, _mm256_loadu_ps(b0 + j), s);
+      s = _mm256_fmadd_ps(x1, _mm256_loadu_ps(b1 + j), s);
+      s = _mm256_fmadd_ps(x2, _mm256_loadu_ps(b2 + j), s);
+      s = _mm256_fmadd_ps(x3, _mm256_loadu_ps(b3 + j), s);
+      _mm256_storeu_ps(acc + j, s);
+    }
+    for (; j < n; ++j)
+      acc[j] = acc[j] + x[p * xs] * b0[j] + x[(p + 1) * xs] * b1[j] + x[(p + 2) * xs] * b2[j] +
+               x[(p + 3) * xs] * b3[j];
+  }
+  for (; p < k; ++p) {
+    const float* b0 = b + p * b_rs;
+    const __m256 x0 = _mm256_set1_ps(x[p * xs]);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+      _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(x0, _mm256_loadu_ps(b0 + j), _mm256_loadu_ps(acc + j)));
+    for (; j < n; ++j) acc[j] += x[p * xs] * b0[j];
+  }
+}
+
+static float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+static float sdot_avx2(int64_t k, const float* x, const float* y) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 8), _mm256_loadu_ps(y + p + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 16), _mm256_loadu_ps(y + p + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p + 24), _mm256_loadu_ps(y + p + 24), s3);
+  }
+  for (; p + 8 <= k; p += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p), s0);
+  float s = hsum256(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  for (; p < k; ++p) s += x[p] * y[p];
+  return s;
+}
+
+const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2 = {
+    .name = "avx2 6x16", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256, .mc = 144, .nc = 3072,
+    .ukr = sgemm_ukr_6x16, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2};
+const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx2 = {
+    .name = "avx2 6x8", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256, .mc = 72, .nc = 2048,
+    .ukr = dgemm_ukr_6x8};
+
+#endif /* x86 */

@@ -1,0 +1,196 @@
+/* gemm_avx512.c — AVX-512F GEMM microkernels (built with -mavx512f -mavx512bw -mavx512vl; called
+ * only after tpu_cpu_has_avx512f()). 32 zmm registers allow a 2-vector-wide tile of S_MR rows:
+ * S_MR x 2 accumulators, 2 B vectors, A broadcast straight from memory into the FMA. */
+#include "drivers/host/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "common/common.h"
+
+#ifndef S_MR
+#define S_MR 14
+#endif
+#define S_NR 32
+#ifndef D_MR
+#define D_MR 14
+#endif
+#define D_NR 16
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static void store_tile_f32(const float* t, int ld, float* c, int64_t c_rs, int64_t c_cs, int mr, int nr,
+                           float alpha, float beta) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      float* cij = c + i * c_rs + j * c_cs;
+      *cij = beta == 0.0f ? alpha * t[i * ld + j] : alpha * t[i * ld + j] + beta * *cij;
+    }
+}
+static void store_tile_f64(const double* t, int ld, double* c, int64_t c_rs, int64_t c_cs, int mr,
+                           int nr, double alpha, double beta) {
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      double* cij = c + i * c_rs + j * c_cs;
+      *cij = beta == 0.0 ? alpha * t[i * ld + j] : alpha * t[i * ld + j] + beta * *cij;
+    }
+}
+
+/* ap (kc, S_MR), bp (kc, 32) -> C (mr, nr). Rows past mr are computed on the zero padding and
+ * dropped; a C row with contiguous columns is written with (masked) vector stores. */
+static void sgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,
+                      int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
+  const float* ap = (const float*)ap_;
+  const float* bp = (const float*)bp_;
+  float* c = (float*)c_;
+  __m512 acc[S_MR][2];
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < S_MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < mr; ++i) {
+    _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + i * c_rs + (nr - 1) * c_cs), _MM_HINT_T0);
+  }
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+    _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < S_MR; ++i) {
+      __m512 a = _mm512_set1_ps(ap[i]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+    ap += S_MR;
+    bp += S_NR;
+  }
+  const float alpha = *(const float*)alpha_, beta = *(const float*)beta_;
+  if (c_cs == 1) {
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1u);
+    const __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
+    _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < S_MR; ++i) {
+      if (i < mr) {
+        float* ci = c + i * c_rs;
+        __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
+        if (beta != 0.0f) {
+          r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
+          r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
+        }
+        _mm512_mask_storeu_ps(ci, m0, r0);
+        _mm512_mask_storeu_ps(ci + 16, m1, r1);
+      }
+    }
+    return;
+  }
+  _Alignas(64) float t[S_MR * S_NR];
+  for (int i = 0; i < S_MR; ++i) {
+    _mm512_store_ps(t + i * S_NR, acc[i][0]);
+    _mm512_store_ps(t + i * S_NR + 16, acc[i][1]);
+  }
+  store_tile_f32(t, S_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* ap (kc, D_MR), bp (kc, 16) -> C (mr, nr) */
+static void dgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,
+                      int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
+  const double* ap = (const double*)ap_;
+  const double* bp = (const double*)bp_;
+  double* c = (double*)c_;
+  __m512d acc[D_MR][2];
+  _Pragma(STR(GCC unroll D_MR)) for (int i = 0; i < D_MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_pd();
+  for (int i = 0; i < mr; ++i) {
+    _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + i * c_rs + (nr - 1) * c_cs), _MM_HINT_T0);
+  }
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512d b0 = _mm512_load_pd(bp), b1 = _mm512_load_pd(bp + 8);
+    _Pragma(STR(GCC unroll D_MR)) for (int i = 0; i < D_MR; ++i) {
+      __m512d a = _mm512_set1_pd(ap[i]);
+      acc[i][0] = _mm512_fmadd_pd(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_pd(a, b1, acc[i][1]);
+    }
+    ap += D_MR;
+    bp += D_NR;
+  }
+  const double alpha = *(const double*)alpha_, beta = *(const double*)beta_;
+  if (c_cs == 1) {
+    const __m512d va = _mm512_set1_pd(alpha), vb = _mm512_set1_pd(beta);
+    const __mmask8 m0 = nr >= 8 ? (__mmask8)0xff : (__mmask8)((1u << nr) - 1u);
+    const __mmask8 m1 = nr >= 16 ? (__mmask8)0xff : nr <= 8 ? 0 : (__mmask8)((1u << (nr - 8)) - 1u);
+    _Pragma(STR(GCC unroll D_MR)) for (int i = 0; i < D_MR; ++i) {
+      if (i < mr) {
+        double* ci = c + i * c_rs;
+        __m512d r0 = _mm512_mul_pd(va, acc[i][0]), r1 = _mm512_mul_pd(va, acc[i][1]);
+        if (beta != 0.0) {
+          r0 = _mm512_fmadd_pd(vb, _mm512_maskz_loadu_pd(m0, ci), r0);
+          r1 = _mm512_fmadd_pd(vb, _mm512_maskz_loadu_pd(m1, ci + 8), r1);
+        }
+        _mm512_mask_storeu_pd(ci, m0, r0);
+        _mm512_mask_storeu_pd(ci + 8, m1, r1);
+      }
+    }
+    return;
+  }
+  _Alignas(64) double t[D_MR * D_NR];
+  for (int i = 0; i < D_MR; ++i) {
+    _mm512_store_pd(t + i * D_NR, acc[i][0]);
+    _mm512_store_pd(t + i * D_NR + 8, acc[i][1]);
+  }
+  store_tile_f64(t, D_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* acc[j] += sum_p x[p*xs] * b[p*b_rs + j]: four rows of B per pass over acc. */
+static void sgemv_rows_avx512(int64_t n, int64_t k, const float* x, int64_t xs, const float* b,
+                              int64_t b_rs, float* acc) {
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4) {
+    const float* b0 = b + p * b_rs;
+    const float* b1 = b0 + b_rs;
+    const float* b2 = b1 + b_rs;
+    const float* b3 = b2 + b_rs;
+    const __m512 x0 = _mm512_set1_ps(x[p * xs]), x1 = _mm512_set1_ps(x[(p + 1) * xs]);
+    const __m512 x2 = _mm512_set1_ps(x[(p + 2) * xs]), x3 = _mm512_set1_ps(x[(p + 3) * xs]);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 mk = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+      __m512 s = _mm512_maskz_loadu_ps(mk, acc + j);
+      s = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mk, b0 + j), s);
+      s = _mm512_fmadd_ps(x1, _mm512_maskz_loadu_ps(mk, b1 + j), s);
+      s = _mm512_fmadd_ps(x2, _mm512_maskz_loadu_ps(mk, b2 + j), s);
+      s = _mm512_fmadd_ps(x3, _mm512_maskz_loadu_ps(mk, b3 + j), s);
+      _mm512_mask_storeu_ps(acc + j, mk, s);
+    }
+  }
+  for (; p < k; ++p) {
+    const float* b0 = b + p * b_rs;
+    const __m512 x0 = _mm512_set1_ps(x[p * xs]);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 mk = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+      __m512 s = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(mk, b0 + j), _mm512_maskz_loadu_ps(mk, acc + j));
+      _mm512_mask_storeu_ps(acc + j, mk, s);
+    }
+  }
+}
+
+static float sdot_avx512(int64_t k, const float* x, const float* y) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t p = 0;
+  for (; p + 64 <= k; p += 64) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + p), _mm512_loadu_ps(y + p), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + p + 16), _mm512_loadu_ps(y + p + 16), s1);
+    s2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + p + 32), _mm512_loadu_ps(y + p + 32), s2);
+    s3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + p + 48), _mm512_loadu_ps(y + p + 48), s3);
+  }
+  for (; p < k; p += 16) {
+    const __mmask16 mk = k - p >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - p)) - 1u);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, x + p), _mm512_maskz_loadu_ps(mk, y + p), s0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+}
+
+const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512 = {
+    .name = "avx512 " STR(S_MR) "x32", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256,
+    .mc = 10 * S_MR, .nc = 3072, .ukr = sgemm_ukr, .gemv_rows = sgemv_rows_avx512,
+    .sdot = sdot_avx512};
+const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx512 = {
+    .name = "avx512 " STR(D_MR) "x16", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256,
+    .mc = 5 * D_MR, .nc = 2048, .ukr = dgemm_ukr};
+
+#endif /* x86 */

@@ -1,0 +1,317 @@
+/* test_gemm.c — host-driver GEMM kernels against their naive _ref twins.
+ *
+ * Random shapes (1, odd sizes, edge tiles, 127, 257), k = 0, every layout (row-major, transposed,
+ * strided, zero strides), alpha/beta values, beta = 0 over NaN-filled C, m == 1 / n == 1 vector
+ * paths, batched with broadcast batch strides, concurrent callers; each kernel ISA the CPU has.
+ * Buffers are sized exactly and C's padding holds sentinels, so an out-of-bounds read shows up
+ * under ASan and an out-of-bounds write as a failed check. Prints "N passed, M failed" last. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "drivers/host/gemm.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+static _Atomic int g_passed, g_failed;
+
+static uint64_t rng_next(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return *s = x;
+}
+static int64_t rng_int(uint64_t* s, int64_t lo, int64_t hi) { /* [lo, hi] */
+  return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+static double rng_unit(uint64_t* s) { return (double)(rng_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0; }
+
+/* One matrix operand: rows x cols stored with (rs, cs), `trans` = column-major, `pad` extra
+ * elements between rows (or columns), `bcast_rows` = row stride 0. */
+typedef struct layout_s {
+  int64_t rs, cs, extent; /* extent: elements spanned, so the buffer is exactly that big */
+} layout_t;
+
+static layout_t make_layout(int64_t rows, int64_t cols, int trans, int64_t pad, int zero_rows) {
+  layout_t l;
+  if (trans) l.rs = 1, l.cs = rows + pad;
+  else l.rs = cols + pad, l.cs = 1;
+  if (zero_rows) l.rs = 0;
+  if (rows <= 0 || cols <= 0) { l.extent = 0; return l; }
+  l.extent = (rows - 1) * l.rs + (cols - 1) * l.cs + 1;
+  return l;
+}
+
+typedef struct case_s {
+  int dbl;
+  int64_t batch, m, n, k;
+  double alpha, beta;
+  int ta, tb, tc;         /* transposed (column-major) operands */
+  int64_t pa, pb, pc;     /* padding */
+  int za, zb;             /* row stride 0 for A / B (broadcast) */
+  int a_bs0, b_bs0, c_bs0; /* batch stride 0 */
+  int zc;                 /* C row stride 0 (aliasing outputs) */
+  int nan_c;              /* fill C with NaN (beta must be 0) */
+  int nan_ab;             /* fill A and B with NaN (alpha must be 0) */
+} case_t;
+
+static void report(int ok, const case_t* t, const char* what, double err, double tol) {
+  if (ok) {
+    ++g_passed;
+    return;
+  }
+  ++g_failed;
+  fprintf(stderr,
+          "FAIL %s: %s batch=%lld m=%lld n=%lld k=%lld alpha=%g beta=%g ta=%d tb=%d tc=%d pads=%lld/%lld/%lld "
+          "z=%d%d bs0=%d%d%d zc=%d nan=%d%d isa=%s err=%g tol=%g\n",
+          t->dbl ? "dgemm" : "sgemm", what, (long long)t->batch, (long long)t->m, (long long)t->n,
+          (long long)t->k, t->alpha, t->beta, t->ta, t->tb, t->tc, (long long)t->pa, (long long)t->pb,
+          (long long)t->pc, t->za, t->zb, t->a_bs0, t->b_bs0, t->c_bs0, t->zc, t->nan_c, t->nan_ab,
+          tpu_host_gemm_isa_name(), err, tol);
+}
+
+#define SENTINEL 12345.0
+
+static void run_case(const case_t* t, uint64_t seed) {
+  const int64_t B = t->batch, m = t->m, n = t->n, k = t->k;
+  const size_t es = t->dbl ? sizeof(double) : sizeof(float);
+  layout_t la = make_layout(m, k, t->ta, t->pa, t->za);
+  layout_t lb = make_layout(k, n, t->tb, t->pb, t->zb);
+  layout_t lc = make_layout(m, n, t->tc, t->pc, t->zc);
+  int64_t a_bs = t->a_bs0 ? 0 : la.extent, b_bs = t->b_bs0 ? 0 : lb.extent, c_bs = t->c_bs0 ? 0 : lc.extent;
+  int64_t na = t->a_bs0 ? la.extent : B * la.extent, nb = t->b_bs0 ? lb.extent : B * lb.extent;
+  int64_t nc = t->c_bs0 ? lc.extent : B * lc.extent;
+  void* a = malloc((size_t)TPU_MAX(na, 1) * es);
+  void* b = malloc((size_t)TPU_MAX(nb, 1) * es);
+  void* c = malloc((size_t)TPU_MAX(nc, 1) * es);
+  void* c0 = malloc((size_t)TPU_MAX(nc, 1) * es);
+  void* cr = malloc((size_t)TPU_MAX(nc, 1) * es);
+  char* in_c = calloc((size_t)TPU_MAX(nc, 1), 1); /* 1 where some (t, i, j) maps */
+  if (!a || !b || !c || !c0 || !cr || !in_c) {
+    fprintf(stderr, "out of memory\n");
+    exit(2);
+  }
+  uint64_t s = seed | 1;
+  for (int64_t i = 0; i < na; ++i) {
+    double v = t->nan_ab ? NAN : rng_unit(&s);
+    if (t->dbl) ((double*)a)[i] = v; else ((float*)a)[i] = (float)v;
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    double v = t->nan_ab ? NAN : rng_unit(&s);
+    if (t->dbl) ((double*)b)[i] = v; else ((float*)b)[i] = (float)v;
+  }
+  for (int64_t bt = 0; bt < (t->c_bs0 ? 1 : B); ++bt)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) in_c[bt * c_bs + i * lc.rs + j * lc.cs] = 1;
+  for (int64_t i = 0; i < nc; ++i) {
+    double v = !in_c[i] ? SENTINEL : t->nan_c ? NAN : rng_unit(&s);
+    if (t->dbl) ((double*)c0)[i] = v; else ((float*)c0)[i] = (float)v;
+  }
+  memcpy(c, c0, (size_t)nc * es);
+  memcpy(cr, c0, (size_t)nc * es);
+
+  int batched = B != 1 || t->a_bs0 || t->b_bs0 || t->c_bs0;
+  if (t->dbl) {
+    if (batched)
+      tpu_host_dgemm_batched(B, m, n, k, t->alpha, a, a_bs, la.rs, la.cs, b, b_bs, lb.rs, lb.cs, t->beta,
+                             c, c_bs, lc.rs, lc.cs);
+    else
+      tpu_host_dgemm(m, n, k, t->alpha, a, la.rs, la.cs, b, lb.rs, lb.cs, t->beta, c, lc.rs, lc.cs);
+    for (int64_t bt = 0; bt < B; ++bt)
+      tpu_host_dgemm_ref(m, n, k, t->alpha, (double*)a + bt * a_bs, la.rs, la.cs, (double*)b + bt * b_bs,
+                         lb.rs, lb.cs, t->beta, (double*)cr + bt * c_bs, lc.rs, lc.cs);
+  } else {
+    if (batched)
+      tpu_host_sgemm_batched(B, m, n, k, (float)t->alpha, a, a_bs, la.rs, la.cs, b, b_bs, lb.rs, lb.cs,
+                             (float)t->beta, c, c_bs, lc.rs, lc.cs);
+    else
+      tpu_host_sgemm(m, n, k, (float)t->alpha, a, la.rs, la.cs, b, lb.rs, lb.cs, (float)t->beta, c,
+                     lc.rs, lc.cs);
+    for (int64_t bt = 0; bt < B; ++bt)
+      tpu_host_sgemm_ref(m, n, k, (float)t->alpha, (float*)a + bt * a_bs, la.rs, la.cs,
+                         (float*)b + bt * b_bs, lb.rs, lb.cs, (float)t->beta, (float*)cr + bt * c_bs,
+                         lc.rs, lc.cs);
+  }
+
+  /* Error bound: summation-order rounding, eps * (k + 4) * (|alpha| sum|a||b| + |beta c|), per
+   * element. Aliasing or shared-C cases must match the reference exactly up to that bound too
+   * (c0 stands in for the magnitude of C). */
+  const double eps = t->dbl ? 2.3e-16 : 1.2e-7;
+  double worst = 0, worst_tol = 0;
+  int ok = 1;
+  for (int64_t bt = 0; bt < (t->c_bs0 ? 1 : B) && ok; ++bt)
+    for (int64_t i = 0; i < m && ok; ++i)
+      for (int64_t j = 0; j < n && ok; ++j) {
+        int64_t ci = bt * c_bs + i * lc.rs + j * lc.cs;
+        double got = t->dbl ? ((double*)c)[ci] : ((float*)c)[ci];
+        double want = t->dbl ? ((double*)cr)[ci] : ((float*)cr)[ci];
+        double mag = 0;
+        for (int64_t b2 = 0; b2 < (t->c_bs0 ? B : 1); ++b2) { /* shared C accumulates B products */
+          int64_t ab = t->c_bs0 ? b2 : bt;
+          for (int64_t p = 0; p < k; ++p) {
+            int64_t ai = ab * a_bs + i * la.rs + p * la.cs, bi = ab * b_bs + p * lb.rs + j * lb.cs;
+            double av = t->dbl ? ((double*)a)[ai] : ((float*)a)[ai];
+            double bv = t->dbl ? ((double*)b)[bi] : ((float*)b)[bi];
+            mag += fabs(av * bv);
+          }
+        }
+        double c0v = t->dbl ? ((double*)c0)[ci] : ((float*)c0)[ci];
+        double fb = fabs(t->beta), reps = t->c_bs0 ? (double)B : 1.0;
+        double cmag = t->nan_c ? 0 : fabs(c0v) * (fb > 1 ? pow(fb, reps) : fb) * reps;
+        double tol = eps * (double)(k + 4) * reps * (fabs(t->alpha) * mag * (fb > 1 ? pow(fb, reps) : 1) + cmag) + 1e-300;
+        if (t->nan_ab && t->alpha == 0) tol = 1e-300;
+        double err = fabs(got - want);
+        if (!(err <= tol) && !(isnan(got) && isnan(want))) {
+          ok = 0;
+          worst = err, worst_tol = tol;
+        }
+      }
+  report(ok, t, "values", worst, worst_tol);
+  int pad_ok = 1;
+  for (int64_t i = 0; i < nc; ++i)
+    if (!in_c[i]) {
+      double v = t->dbl ? ((double*)c)[i] : ((float*)c)[i];
+      if (v != SENTINEL) pad_ok = 0;
+    }
+  report(pad_ok, t, "padding untouched", 0, 0);
+  free(a), free(b), free(c), free(c0), free(cr), free(in_c);
+}
+
+static case_t random_case(uint64_t* s, int64_t maxdim) {
+  case_t t;
+  memset(&t, 0, sizeof(t));
+  t.dbl = rng_int(s, 0, 3) == 0;
+  t.batch = 1;
+  int64_t special[] = {1, 2, 5, 6, 7, 13, 14, 15, 16, 17, 31, 32, 33, 48};
+  t.m = rng_int(s, 0, 2) ? rng_int(s, 1, maxdim) : special[rng_int(s, 0, TPU_ARRAY_LEN(special) - 1)];
+  t.n = rng_int(s, 0, 2) ? rng_int(s, 1, maxdim) : special[rng_int(s, 0, TPU_ARRAY_LEN(special) - 1)];
+  t.k = rng_int(s, 0, 2) ? rng_int(s, 1, maxdim) : special[rng_int(s, 0, TPU_ARRAY_LEN(special) - 1)];
+  if (rng_int(s, 0, 30) == 0) t.k = 0;
+  const double alphas[] = {1, 1, 1, -1, 0.5, 2.5, 0};
+  const double betas[] = {0, 0, 0, 1, 1, -1, 0.5, 3};
+  t.alpha = alphas[rng_int(s, 0, TPU_ARRAY_LEN(alphas) - 1)];
+  t.beta = betas[rng_int(s, 0, TPU_ARRAY_LEN(betas) - 1)];
+  t.ta = rng_int(s, 0, 2) == 0;
+  t.tb = rng_int(s, 0, 2) == 0;
+  t.tc = rng_int(s, 0, 4) == 0;
+  t.pa = rng_int(s, 0, 3) == 0 ? rng_int(s, 1, 5) : 0;
+  t.pb = rng_int(s, 0, 3) == 0 ? rng_int(s, 1, 5) : 0;
+  t.pc = rng_int(s, 0, 3) == 0 ? rng_int(s, 1, 5) : 0;
+  t.za = rng_int(s, 0, 20) == 0;
+  t.zb = rng_int(s, 0, 20) == 0;
+  t.nan_c = t.beta == 0 && rng_int(s, 0, 1);
+  return t;
+}
+
+static void run_isa_suite(uint64_t seed, int nrandom, int64_t maxdim) {
+  uint64_t s = seed;
+  for (int r = 0; r < nrandom; ++r) {
+    case_t t = random_case(&s, maxdim);
+    run_case(&t, rng_next(&s));
+  }
+  /* Directed cases: vectors, k = 0, alpha = 0 over NaN inputs, aliasing C. */
+  for (int dbl = 0; dbl < 2; ++dbl)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (int tc = 0; tc < 2; ++tc) {
+          case_t t = {.dbl = dbl, .batch = 1, .alpha = 1, .beta = 0, .ta = ta, .tb = tb, .tc = tc, .nan_c = 1};
+          int64_t shapes[][3] = {{1, 37, 29}, {1, 1100, 9}, {45, 1, 33}, {1, 1, 70}, {3, 3, 0}, {1, 19, 0},
+                                 {2, 5, 3}, {6, 16, 1}, {14, 32, 64}, {15, 33, 65}};
+          for (int i = 0; i < TPU_ARRAY_LEN(shapes); ++i) {
+            t.m = shapes[i][0], t.n = shapes[i][1], t.k = shapes[i][2];
+            t.pa = (i & 1) * 3, t.pb = (i & 2), t.pc = (i & 4) / 4;
+            run_case(&t, seed + (uint64_t)i);
+            case_t u = t;
+            u.nan_c = 0, u.beta = 0.5, u.alpha = -2;
+            run_case(&u, seed + 100 + (uint64_t)i);
+          }
+          case_t z = t;
+          z.m = 9, z.n = 21, z.k = 17, z.alpha = 0, z.beta = 2, z.nan_c = 0, z.nan_ab = 1;
+          run_case(&z, seed + 7);
+          z.beta = 0, z.nan_c = 1;
+          run_case(&z, seed + 8);
+          case_t al = t; /* C row stride 0: rows of C alias */
+          al.m = 4, al.n = 7, al.k = 5, al.tc = 0, al.zc = 1, al.beta = 1, al.nan_c = 0;
+          run_case(&al, seed + 9);
+        }
+}
+
+/* Sizes large enough to take the threaded, multi-block paths (kc / mc / nc edges). */
+static void run_large(uint64_t seed) {
+  static const int64_t small[][3] = {{127, 257, 130}, {300, 40, 300}, {1, 3000, 700}, {257, 1, 300}};
+  static const int64_t big[][3] = {{127, 257, 300}, {257, 127, 520}, {600, 35, 290},
+                                   {33, 900, 257},  {1, 5000, 900},  {700, 1, 800}};
+  const int64_t(*shapes)[3] = SANITIZED ? small : big;
+  int nshapes = SANITIZED ? TPU_ARRAY_LEN(small) : TPU_ARRAY_LEN(big);
+  for (int i = 0; i < nshapes; ++i)
+    for (int v = 0; v < 4; ++v) {
+      case_t t = {.dbl = v == 3, .batch = 1, .m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                  .alpha = v == 1 ? 0.5 : 1, .beta = v == 1 ? 1 : 0, .ta = v == 2, .tb = v & 1, .tc = v == 2,
+                  .pa = v, .pc = 2 * (v == 1), .nan_c = v != 1};
+      run_case(&t, seed + (uint64_t)(i * 4 + v));
+    }
+}
+
+static void run_batched(uint64_t seed) {
+  uint64_t s = seed;
+  for (int r = 0; r < (SANITIZED ? 40 : 120); ++r) {
+    case_t t = random_case(&s, 24);
+    t.za = t.zb = 0;
+    t.batch = rng_int(&s, 1, 7);
+    t.a_bs0 = rng_int(&s, 0, 3) == 0;
+    t.b_bs0 = rng_int(&s, 0, 3) == 0;
+    t.c_bs0 = rng_int(&s, 0, 10) == 0;
+    if (t.c_bs0) t.nan_c = 0, t.beta = 1;
+    run_case(&t, rng_next(&s));
+  }
+  /* Large enough per matrix to be split inside, odd batch counts, broadcast B (as x @ W). */
+  int64_t bshape[][4] = {{3, 130, 140, 150}, {2, 96, 200, 64}, {5, 64, 64, 64}, {16, 9, 33, 20}};
+  for (int i = 0; i < TPU_ARRAY_LEN(bshape); ++i) {
+    case_t t = {.dbl = i == 2, .batch = bshape[i][0], .m = bshape[i][1], .n = bshape[i][2], .k = bshape[i][3],
+                .alpha = 1, .beta = i == 1 ? 0.5 : 0, .tb = i & 1, .b_bs0 = i != 3, .nan_c = i != 1};
+    run_case(&t, seed + (uint64_t)i);
+  }
+}
+
+/* Two threads calling into the shared pool at once: the second runs inline, results still right. */
+static void* concurrent_main(void* arg) {
+  uint64_t s = (uint64_t)(uintptr_t)arg;
+  for (int r = 0; r < (SANITIZED ? 3 : 8); ++r) {
+    case_t t = {.batch = 1, .m = 120 + r, .n = 130, .k = 140, .alpha = 1, .beta = 0, .nan_c = 1, .tb = r & 1};
+    run_case(&t, rng_next(&s));
+  }
+  return NULL;
+}
+
+int main(void) {
+  const tpu_host_gemm_isa_t isas[] = {TPU_HOST_GEMM_ISA_PORTABLE, TPU_HOST_GEMM_ISA_AVX2,
+                                      TPU_HOST_GEMM_ISA_AVX512, TPU_HOST_GEMM_ISA_BEST};
+  const char* last = "";
+  for (int i = 0; i < TPU_ARRAY_LEN(isas); ++i) {
+    tpu_host_gemm_set_isa(isas[i]);
+    if (i > 0 && !strcmp(last, tpu_host_gemm_isa_name())) continue; /* CPU lacks this ISA */
+    last = tpu_host_gemm_isa_name();
+    int before = g_failed;
+    run_isa_suite(0x9e3779b97f4a7c15ull + (uint64_t)i, SANITIZED ? 150 : 400, SANITIZED ? 40 : 70);
+    run_large(77 + (uint64_t)i);
+    run_batched(1234 + (uint64_t)i);
+    printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
+  }
+  tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_BEST);
+  pthread_t th[2];
+  for (int i = 0; i < 2; ++i) pthread_create(&th[i], NULL, concurrent_main, (void*)(uintptr_t)(99 + i));
+  for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
+  printf("%d passed, %d failed\n", (int)g_passed, (int)g_failed);
+  return g_failed ? 1 : 0;
+}
