@@ -1,11 +1,231 @@
-/* TEMPORARY stub: replaced by the real lowering registry. */
-#include "common/common.h"
-bool tpu_op_supported(const char* op_name) { (void)op_name; return false; }
+/* registry.c — tpu_op_run: op lookup, signature, executable cache, binding, enqueue. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cache/exec_cache.h"
+#include "lower/lower.h"
+#include "runtime/runtime.h"
+
+/* ---- name -> lowering table (open addressing, built once) */
+static const tpu_lowering_t* const kTables[] = {
+  tpu_lowerings_eltwise, tpu_lowerings_reduce, tpu_lowerings_matmul, tpu_lowerings_nn,
+  tpu_lowerings_index, tpu_lowerings_factory, tpu_lowerings_shape, tpu_lowerings_optim,
+};
+#define NSLOTS 4096
+static const tpu_lowering_t* g_slots[NSLOTS];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static uint64_t hash_str(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) { h ^= (unsigned char)*s++; h *= 1099511628211ull; }
+  return h;
+}
+static void build_table(void) {
+  for (int t = 0; t < TPU_ARRAY_LEN(kTables); ++t)
+    for (const tpu_lowering_t* l = kTables[t]; l->name; ++l) {
+      uint64_t h = hash_str(l->name);
+      for (uint64_t k = 0; k < NSLOTS; ++k) {
+        const tpu_lowering_t** s = &g_slots[(h + k) % NSLOTS];
+        if (!*s) { *s = l; break; }
+        if (!strcmp((*s)->name, l->name)) break; /* first registration wins */
+      }
+    }
+}
+static const tpu_lowering_t* find_lowering(const char* name) {
+  pthread_once(&g_once, build_table);
+  uint64_t h = hash_str(name);
+  for (uint64_t k = 0; k < NSLOTS; ++k) {
+    const tpu_lowering_t* s = g_slots[(h + k) % NSLOTS];
+    if (!s) return NULL;
+    if (!strcmp(s->name, name)) return s;
+  }
+  return NULL;
+}
+bool tpu_op_supported(const char* op_name) { return op_name && find_lowering(op_name) != NULL; }
+
+/* ---- signature: everything a lowering may depend on (not data, strides, or
+ * runtime scalar values). */
+typedef struct { uint8_t* p; size_t len, cap; uint8_t inline_buf[1024]; int oom; } key_t_;
+static void key_put(key_t_* k, const void* data, size_t n) {
+  if (k->len + n > k->cap) {
+    size_t cap = k->cap * 2;
+    while (cap < k->len + n) cap *= 2;
+    uint8_t* p = k->p == k->inline_buf ? malloc(cap) : realloc(k->p, cap);
+    if (!p) { k->oom = 1; return; }
+    if (k->p == k->inline_buf) memcpy(p, k->inline_buf, k->len);
+    k->p = p; k->cap = cap;
+  }
+  memcpy(k->p + k->len, data, n);
+  k->len += n;
+}
+static void key_tensor(key_t_* k, const tpu_tensor_t* t) {
+  int32_t hdr[2] = {t->ndim, t->ndim >= 0 ? t->dtype : -1};
+  key_put(k, hdr, sizeof(hdr));
+  if (t->ndim > 0) key_put(k, t->sizes, (size_t)t->ndim * sizeof(int64_t));
+}
+static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args, int nargs,
+                              const tpu_tensor_t* outs, int nouts) {
+  key_put(k, name, strlen(name) + 1);
+  for (int i = 0; i < nargs; ++i) {
+    const tpu_arg_t* a = &args[i];
+    int32_t kind = a->kind;
+    key_put(k, &kind, sizeof(kind));
+    switch (a->kind) {
+      case TPU_ARG_TENSOR:
+        if (!a->tensor) return TPU_ERR(INVALID_ARGUMENT, "%s: argument %d: NULL tensor", name, i);
+        if (a->tensor->ndim < 0 || a->tensor->ndim > TPU_MAX_DIMS ||
+            a->tensor->dtype < 0 || a->tensor->dtype >= TPU_DTYPE_COUNT)
+          return TPU_ERR(INVALID_ARGUMENT, "%s: argument %d: bad tensor record", name, i);
+        key_tensor(k, a->tensor);
+        break;
+      case TPU_ARG_SCALAR: { int32_t s[2] = {a->scalar_dtype, (int32_t)a->scalar_flags}; key_put(k, s, sizeof(s)); break; }
+      case TPU_ARG_INT: case TPU_ARG_BOOL: key_put(k, &a->i, sizeof(a->i)); break;
+      case TPU_ARG_INT_LIST: case TPU_ARG_BOOL_LIST:
+        key_put(k, &a->len, sizeof(a->len));
+        if (a->len > 0) key_put(k, a->ints, (size_t)a->len * sizeof(int64_t));
+        break;
+      case TPU_ARG_DOUBLE_LIST: key_put(k, &a->len, sizeof(a->len)); break;
+      case TPU_ARG_STRING: if (a->str) key_put(k, a->str, strlen(a->str) + 1); break;
+      case TPU_ARG_TENSOR_LIST:
+        key_put(k, &a->len, sizeof(a->len));
+        for (int64_t j = 0; j < a->len; ++j) key_tensor(k, &a->tensors[j]);
+        break;
+      case TPU_ARG_GENERATOR: { int32_t g = a->generator != NULL; key_put(k, &g, sizeof(g)); break; }
+      default: break; /* NONE, DOUBLE: kind only */
+    }
+  }
+  int32_t n = nouts;
+  key_put(k, &n, sizeof(n));
+  for (int j = 0; j < nouts; ++j) {
+    if (outs[j].ndim < 0 || outs[j].ndim > TPU_MAX_DIMS || outs[j].dtype < 0 || outs[j].dtype >= TPU_DTYPE_COUNT)
+      return TPU_ERR(INVALID_ARGUMENT, "%s: output %d: bad tensor record", name, j);
+    key_tensor(k, &outs[j]);
+  }
+  return k->oom ? TPU_ERR(OUT_OF_MEMORY, "out of host memory") : TPU_OK;
+}
+
+static double now_s(void) {
+  struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, const tpu_arg_t* args, int nargs,
+                                  const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t** out_e) {
+  double t0 = now_s();
+  tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
+  if (!cx) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  tpu_ir_graph_init(&cx->g);
+  cx->op_name = name; cx->args = args; cx->nargs = nargs; cx->outs = outs; cx->nouts = nouts;
+  cx->gen_arg = -1;
+  tpu_status_t st = l->fn(cx);
+  if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
+  if (st == TPU_OK && cx->g.n_outputs != nouts)
+    st = TPU_ERR(INTERNAL, "%s: lowering bound %d of %d outputs", name, cx->g.n_outputs, nouts);
+  tpu_exec_entry_t* e = NULL;
+  if (st == TPU_OK) {
+    e = calloc(1, sizeof(*e));
+    if (!e) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  }
+  if (st == TPU_OK) st = tpu_host_compile(&cx->g, &e->exe);
+  if (st == TPU_OK) {
+    e->n_tbind = cx->n_tbind; e->n_sbind = cx->n_sbind; e->gen_arg = cx->gen_arg;
+    e->rng_increment = cx->rng_increment; e->n_outputs = nouts;
+    memcpy(e->tbind, cx->tbind, sizeof(e->tbind));
+    memcpy(e->sbind, cx->sbind, sizeof(e->sbind));
+    tpu_metrics_add_compile(now_s() - t0);
+    *out_e = e;
+  } else if (e) {
+    free(e);
+  }
+  if (st && tpu_status_code(st) == TPU_STATUS_INTERNAL) {
+    /* make internal lowering errors debuggable */
+  }
+  tpu_ir_graph_free(&cx->g);
+  free(cx);
+  return st;
+}
+
+/* ---- execution task */
+typedef struct {
+  tpu_exec_entry_t* e;
+  int np, nout;
+  tpu_host_scalar_t scalars[TPU_LOWER_MAX_SCALARS];
+  tpu_host_view_t views[]; /* np params, then nout outputs */
+} task_t;
+
+static tpu_status_t task_run(void* ctx) {
+  task_t* t = ctx;
+  return tpu_host_exe_run(t->e->exe, t->views, t->scalars, t->views + t->np);
+}
+static void task_free(void* ctx) {
+  task_t* t = ctx;
+  tpu_exec_entry_release(t->e);
+  free(t);
+}
+static void to_view(tpu_host_view_t* v, const tpu_tensor_t* t) {
+  v->data = t->data; v->dtype = t->dtype; v->rank = t->ndim;
+  for (int d = 0; d < t->ndim; ++d) { v->sizes[d] = t->sizes[d]; v->strides[d] = t->strides[d]; }
+}
+
 tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, int nargs,
                         const tpu_tensor_t* outs, int nouts) {
-  return TPU_ERR(UNSUPPORTED, "%s: not implemented", op_name);
+  if (!op_name || (nargs && !args) || (nouts && !outs) || nargs < 0 || nouts < 0)
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_op_run: bad arguments");
+  TPU_RETURN_IF_ERROR(tpu_rt_init());
+  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  const tpu_lowering_t* l = find_lowering(op_name);
+  if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
+  key_t_ k = {.p = NULL, .cap = sizeof(k.inline_buf)};
+  k.p = k.inline_buf;
+  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts);
+  if (st) { if (k.p != k.inline_buf) free(k.p); return st; }
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < k.len; ++i) { h ^= k.p[i]; h *= 1099511628211ull; }
+  tpu_exec_entry_t* e = tpu_exec_cache_lookup(h, k.p, k.len);
+  tpu_metrics_add_cache(e != NULL);
+  if (!e) {
+    st = compile_entry(l, op_name, args, nargs, outs, nouts, &e);
+    if (st == TPU_OK) {
+      e->hash = h; e->key_len = k.len;
+      e->key = malloc(k.len);
+      if (!e->key) { tpu_host_exe_free(e->exe); free(e); st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+      else { memcpy(e->key, k.p, k.len); e = tpu_exec_cache_insert(e); }
+    }
+  }
+  if (k.p != k.inline_buf) free(k.p);
+  if (st) return st;
+  /* bind */
+  task_t* t = malloc(sizeof(task_t) + (size_t)(e->n_tbind + nouts) * sizeof(tpu_host_view_t));
+  if (!t) { tpu_exec_entry_release(e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  t->e = e; t->np = e->n_tbind; t->nout = nouts;
+  for (int p = 0; p < e->n_tbind; ++p) {
+    const tpu_tensor_bind_t* b = &e->tbind[p];
+    const tpu_tensor_t* src = b->src == TPU_BIND_ARG ? args[b->arg].tensor
+                            : b->src == TPU_BIND_LIST ? &args[b->arg].tensors[b->index] : &outs[b->arg];
+    to_view(&t->views[p], src);
+  }
+  uint64_t seed = 0, offset = 0;
+  if (e->gen_arg >= 0) {
+    tpu_rt_generator_t* g = args[e->gen_arg].kind == TPU_ARG_GENERATOR && args[e->gen_arg].generator
+                              ? args[e->gen_arg].generator : tpu_rt_default_generator(device);
+    if (!g) { task_free(t); return TPU_ERR(INVALID_ARGUMENT, "%s: no generator for device %d", op_name, device); }
+    tpu_rt_generator_reserve(g, e->rng_increment, &seed, &offset);
+  }
+  for (int s = 0; s < e->n_sbind; ++s) {
+    const tpu_scalar_bind_t* b = &e->sbind[s];
+    tpu_host_scalar_t* v = &t->scalars[s];
+    if (b->kind == TPU_SBIND_GEN_SEED) { v->i = (int64_t)seed; v->f = 0; continue; }
+    if (b->kind == TPU_SBIND_GEN_OFFSET) { v->i = (int64_t)offset; v->f = 0; continue; }
+    const tpu_arg_t* a = &args[b->arg];
+    if (b->kind == TPU_SBIND_LIST_DOUBLE) { v->f = a->doubles[b->index]; v->i = (int64_t)v->f; continue; }
+    if (a->kind == TPU_ARG_DOUBLE || (a->kind == TPU_ARG_SCALAR && tpu_dtype_is_floating(a->scalar_dtype))) {
+      v->f = a->f;
+      v->i = (a->f >= -9.2233720368547758e18 && a->f < 9.2233720368547758e18) ? (int64_t)a->f : INT64_MIN;
+    } else { v->i = a->i; v->f = (double)a->i; }
+  }
+  for (int j = 0; j < nouts; ++j) to_view(&t->views[e->n_tbind + j], &outs[j]);
+  tpu_metrics_add_ops(1);
+  return tpu_rt_queue_enqueue(device, op_name, task_run, t, task_free);
 }
-tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args, int nargs,
-                          tpu_tensor_t* out_meta, int max_outs, int* out_nouts) {
-  return TPU_ERR(UNSUPPORTED, "%s: no shape rule", op_name);
-}
+

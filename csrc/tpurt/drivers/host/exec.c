@@ -1,0 +1,470 @@
+/* exec.c — host executables: planning (clusters of elementwise ops, views, library
+ * steps) and the runner. See host.h for the model. */
+#include <stdlib.h>
+
+#include "drivers/host/host.h"
+
+enum { K_PARAM, K_SCALAR, K_CONST, K_VIEW, K_MEMBER, K_ROOT, K_LIB };
+
+struct tpu_host_exe_s {
+  tpu_ir_graph_t g;       /* owned copy */
+  uint8_t* kind;          /* per op */
+  int32_t* out_index;     /* per op: graph output slot it may write directly, or -1 */
+  int32_t* mem_off; int32_t* mem_cnt; int32_t* members; /* per root: cluster members (topo order) */
+  int32_t* leaf_off; int32_t* leaf_cnt; int32_t* leaves;
+  int32_t last_step;      /* op index of the last non-view step */
+  int n_steps;
+};
+
+const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return &e->g; }
+int tpu_host_exe_num_steps(const tpu_host_exe_t* e) { return e->n_steps; }
+
+void tpu_host_exe_free(tpu_host_exe_t* e) {
+  if (!e) return;
+  free(e->g.ops); free(e->g.operands);
+  free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
+  free(e->leaf_off); free(e->leaf_cnt); free(e->leaves);
+  free(e);
+}
+
+tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe) {
+  *out_exe = NULL;
+  TPU_RETURN_IF_ERROR(tpu_ir_verify(g));
+  int n = g->n_ops;
+  tpu_host_exe_t* e = calloc(1, sizeof(*e));
+  int32_t* users = calloc((size_t)n, sizeof(int32_t));
+  int32_t* user = calloc((size_t)n, sizeof(int32_t));
+  if (e) {
+    e->g = *g; e->g.status = TPU_OK;
+    e->g.ops = malloc((size_t)n * sizeof(tpu_ir_op_t));
+    e->g.operands = malloc((size_t)(g->n_operands ? g->n_operands : 1) * sizeof(int32_t));
+    e->kind = calloc((size_t)n, 1);
+    e->out_index = malloc((size_t)n * sizeof(int32_t));
+    e->mem_off = calloc((size_t)n, sizeof(int32_t)); e->mem_cnt = calloc((size_t)n, sizeof(int32_t));
+    e->leaf_off = calloc((size_t)n, sizeof(int32_t)); e->leaf_cnt = calloc((size_t)n, sizeof(int32_t));
+    e->members = malloc((size_t)n * sizeof(int32_t));
+    e->leaves = malloc((size_t)(n * TPU_IR_MAX_INLINE_OPERANDS + g->n_operands + 1) * sizeof(int32_t));
+  }
+  if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
+      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves) {
+    free(users); free(user); tpu_host_exe_free(e);
+    return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
+  }
+  memcpy(e->g.ops, g->ops, (size_t)n * sizeof(tpu_ir_op_t));
+  memcpy(e->g.operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
+  const tpu_ir_graph_t* G = &e->g;
+  for (int v = 0; v < n; ++v) {
+    e->out_index[v] = -1;
+    const tpu_ir_op_t* op = &G->ops[v];
+    for (int k = 0; k < op->n_in; ++k) { int u = tpu_ir_operand(G, v, k); users[u]++; user[u] = v; }
+  }
+  for (int k = 0; k < G->n_outputs; ++k) {
+    int v = G->outputs[k];
+    users[v] += 2; /* an output is always materialized */
+    if (e->out_index[v] < 0) e->out_index[v] = k;
+  }
+  for (int v = 0; v < n; ++v) {
+    int oc = G->ops[v].opcode;
+    if (oc == TPU_IR_PARAM) e->kind[v] = K_PARAM;
+    else if (oc == TPU_IR_SCALAR) e->kind[v] = K_SCALAR;
+    else if (oc == TPU_IR_CONSTANT) e->kind[v] = K_CONST;
+    else if (tpu_ir_is_view(oc)) e->kind[v] = K_VIEW;
+    else if (tpu_ir_is_elementwise(oc)) e->kind[v] = K_ROOT; /* demoted below */
+    else e->kind[v] = K_LIB;
+  }
+  for (int v = 0; v < n; ++v)
+    if (e->kind[v] == K_ROOT && users[v] == 1 && tpu_ir_is_elementwise(G->ops[user[v]].opcode))
+      e->kind[v] = K_MEMBER;
+  /* Members of the cluster rooted at r: walk operands through K_MEMBER values. */
+  int nm = 0, nl = 0;
+  int32_t* stack = users; /* reuse as scratch */
+  e->last_step = -1;
+  for (int r = 0; r < n; ++r) {
+    if (e->kind[r] == K_ROOT || e->kind[r] == K_LIB) { e->n_steps++; e->last_step = r; }
+    if (e->kind[r] != K_ROOT) continue;
+    int top = 0, m0 = nm, l0 = nl;
+    stack[top++] = r;
+    while (top) {
+      int v = stack[--top];
+      e->members[nm++] = v;
+      for (int k = 0; k < G->ops[v].n_in; ++k) {
+        int u = tpu_ir_operand(G, v, k);
+        if (e->kind[u] == K_MEMBER) { stack[top++] = u; continue; }
+        int seen = 0;
+        for (int j = l0; j < nl; ++j) seen |= e->leaves[j] == u;
+        if (!seen) e->leaves[nl++] = u;
+      }
+    }
+    /* topological = increasing op index (insertion sort; clusters are small) */
+    for (int i = m0 + 1; i < nm; ++i)
+      for (int j = i; j > m0 && e->members[j - 1] > e->members[j]; --j) {
+        int32_t t = e->members[j]; e->members[j] = e->members[j - 1]; e->members[j - 1] = t;
+      }
+    e->mem_off[r] = m0; e->mem_cnt[r] = nm - m0; e->leaf_off[r] = l0; e->leaf_cnt[r] = nl - l0;
+  }
+  free(users); free(user);
+  *out_exe = e;
+  return TPU_OK;
+}
+
+/* ---------------------------------------------------------------- run time */
+
+typedef struct {
+  tpu_host_view_t v;
+  int ready;
+  union { double f; float f32; int64_t i; uint64_t u; uint8_t b[8]; } storage; /* scalars */
+} val_t;
+
+static void view_contiguous(tpu_host_view_t* v, char* data, const tpu_ir_type_t* t) {
+  v->data = data; v->dtype = t->dtype; v->rank = t->rank;
+  int64_t s = 1;
+  for (int d = t->rank - 1; d >= 0; --d) { v->sizes[d] = t->dims[d]; v->strides[d] = s; s *= t->dims[d]; }
+}
+static int64_t view_numel(const tpu_host_view_t* v) { return tpu_numel(v->rank, v->sizes); }
+
+/* Byte range [lo, hi) a view touches (empty views touch nothing). */
+static void view_range(const tpu_host_view_t* v, uintptr_t* lo, uintptr_t* hi) {
+  int64_t mn = 0, mx = 0, es = (int64_t)tpu_dtype_size(v->dtype);
+  if (view_numel(v) == 0) { *lo = *hi = 0; return; }
+  for (int d = 0; d < v->rank; ++d) {
+    int64_t ext = (v->sizes[d] - 1) * v->strides[d];
+    if (ext < 0) mn += ext; else mx += ext;
+  }
+  *lo = (uintptr_t)(v->data + mn * es); *hi = (uintptr_t)(v->data + (mx + 1) * es);
+}
+static int views_overlap(const tpu_host_view_t* a, const tpu_host_view_t* b) {
+  uintptr_t a0, a1, b0, b1;
+  view_range(a, &a0, &a1); view_range(b, &b0, &b1);
+  return a0 < b1 && b0 < a1;
+}
+static int views_identical(const tpu_host_view_t* a, const tpu_host_view_t* b) {
+  if (a->data != b->data || a->rank != b->rank || a->dtype != b->dtype) return 0;
+  for (int d = 0; d < a->rank; ++d)
+    if (a->sizes[d] != b->sizes[d] || (a->sizes[d] > 1 && a->strides[d] != b->strides[d])) return 0;
+  return 1;
+}
+
+/* Strides for viewing `src` with new sizes without copying (PyTorch's computeStride
+ * rule); returns 0 if impossible. */
+static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* sizes, int64_t* out) {
+  int64_t numel = view_numel(src);
+  if (numel == 0) { int64_t s = 1; for (int d = rank - 1; d >= 0; --d) { out[d] = s; s *= sizes[d] ? sizes[d] : 1; } return 1; }
+  int view_d = rank - 1;
+  int64_t chunk_base_stride = src->rank ? src->strides[src->rank - 1] : 1;
+  int64_t tensor_numel = 1, view_numel_ = 1;
+  for (int d = src->rank - 1; d >= 0; --d) {
+    tensor_numel *= src->sizes[d];
+    if (d == 0 || (src->sizes[d - 1] != 1 && src->strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel_ < tensor_numel || sizes[view_d] == 1)) {
+        out[view_d] = view_numel_ * chunk_base_stride;
+        view_numel_ *= sizes[view_d];
+        view_d--;
+      }
+      if (view_numel_ != tensor_numel) return 0;
+      if (d > 0) { chunk_base_stride = src->strides[d - 1]; tensor_numel = 1; view_numel_ = 1; }
+    }
+  }
+  if (view_d != -1) return 0;
+  return 1;
+}
+
+typedef struct { void** ptrs; int n, cap; } scratch_t;
+static char* scratch_alloc(scratch_t* s, size_t bytes) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? s->cap * 2 : 8;
+    void** p = realloc(s->ptrs, (size_t)cap * sizeof(void*));
+    if (!p) return NULL;
+    s->ptrs = p; s->cap = cap;
+  }
+  void* m = NULL;
+  if (posix_memalign(&m, 64, bytes ? bytes : 64)) return NULL;
+  s->ptrs[s->n++] = m;
+  return m;
+}
+static void scratch_free(scratch_t* s) { for (int i = 0; i < s->n; ++i) free(s->ptrs[i]); free(s->ptrs); }
+
+/* ---- fused elementwise cluster */
+#define TILE 512
+
+typedef struct {
+  const tpu_host_exe_t* e;
+  int root;
+  const tpu_host_view_t* out;
+  int nleaf;
+  tpu_host_view_t* leaf;     /* views of leaves, coalesced to `rank` dims */
+  int rank;                  /* coalesced iteration rank */
+  int64_t sizes[TPU_MAX_DIMS];
+  int64_t ostrides[TPU_MAX_DIMS];
+  int64_t tiles_per_row, rows;
+  tpu_status_t err;
+} cluster_job_t;
+
+static int cluster_slot(const tpu_host_exe_t* e, int root, int v) {
+  const int32_t* m = e->members + e->mem_off[root];
+  for (int i = 0; i < e->mem_cnt[root]; ++i) if (m[i] == v) return i;
+  const int32_t* l = e->leaves + e->leaf_off[root];
+  for (int i = 0; i < e->leaf_cnt[root]; ++i) if (l[i] == v) return e->mem_cnt[root] + i;
+  return -1;
+}
+
+static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
+  cluster_job_t* J = ctx;
+  const tpu_host_exe_t* e = J->e;
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int nm = e->mem_cnt[J->root], nslots = nm + J->nleaf;
+  int64_t* bufs = malloc((size_t)nslots * TILE * sizeof(int64_t));
+  if (!bufs) { J->err = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for tile buffers"); return; }
+  const int32_t* mem = e->members + e->mem_off[J->root];
+  int r = J->rank;
+  int64_t in_st = r ? J->ostrides[r - 1] : 1;
+  int64_t inner = r ? J->sizes[r - 1] : 1;
+  for (int64_t u = begin; u < end; ++u) {
+    int64_t row = u / J->tiles_per_row, t0 = (u % J->tiles_per_row) * TILE;
+    int64_t len = TPU_MIN(TILE, inner - t0);
+    /* offsets of this row for the output and each leaf */
+    int64_t rem = row, ooff = 0;
+    int64_t loff[64];
+    for (int j = 0; j < J->nleaf && j < 64; ++j) loff[j] = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      int64_t i = rem % J->sizes[d]; rem /= J->sizes[d];
+      ooff += i * J->ostrides[d];
+      for (int j = 0; j < J->nleaf; ++j) loff[j] += i * J->leaf[j].strides[d];
+    }
+    for (int j = 0; j < J->nleaf; ++j) {
+      const tpu_host_view_t* L = &J->leaf[j];
+      int64_t ls = r ? L->strides[r - 1] : 0;
+      int cls = tpu_host_cls(L->dtype);
+      T->load(bufs + (size_t)(nm + j) * TILE, cls,
+              L->data + (loff[j] + t0 * ls) * (int64_t)tpu_dtype_size(L->dtype), L->dtype, ls, len);
+    }
+    for (int i = 0; i < nm; ++i) {
+      int v = mem[i];
+      const tpu_ir_op_t* op = &G->ops[v];
+      const void* in[4] = {0};
+      int in_dtype = TPU_DTYPE_F32;
+      for (int k = 0; k < op->n_in && k < 4; ++k) {
+        int u = tpu_ir_operand(G, v, k);
+        in[k] = bufs + (size_t)cluster_slot(e, J->root, u) * TILE;
+        if (k == (op->opcode == TPU_IR_SELECT ? 1 : 0)) in_dtype = G->ops[u].type.dtype;
+      }
+      if (T->compute(op, op->type.dtype, bufs + (size_t)i * TILE, in_dtype, in, len)) {
+        if (!J->err) J->err = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s",
+                                      tpu_ir_opcode_name(op->opcode), tpu_dtype_name(in_dtype));
+        free(bufs);
+        return;
+      }
+    }
+    /* the root is the last member in topological order */
+    T->store(J->out->data + (ooff + t0 * in_st) * (int64_t)tpu_dtype_size(J->out->dtype), J->out->dtype,
+             in_st, bufs + (size_t)(nm - 1) * TILE, tpu_host_cls(G->ops[J->root].type.dtype), len);
+  }
+  free(bufs);
+}
+
+static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, const tpu_host_view_t* out) {
+  int nleaf = e->leaf_cnt[root];
+  if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
+  tpu_host_view_t leaf[64];
+  const int32_t* lv = e->leaves + e->leaf_off[root];
+  for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
+  /* Iteration order: dims sorted by |output stride| descending, size-1 dims dropped,
+   * then adjacent dims coalesced when every operand is contiguous across them. */
+  int R = out->rank, perm[TPU_MAX_DIMS], r = 0;
+  for (int d = 0; d < R; ++d) if (out->sizes[d] != 1) perm[r++] = d;
+  for (int i = 1; i < r; ++i)
+    for (int j = i; j > 0 && llabs(out->strides[perm[j - 1]]) < llabs(out->strides[perm[j]]); --j) {
+      int t = perm[j]; perm[j] = perm[j - 1]; perm[j - 1] = t;
+    }
+  cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf};
+  int64_t ls[64][TPU_MAX_DIMS];
+  int cr = 0;
+  for (int i = 0; i < r; ++i) {
+    int d = perm[i];
+    if (cr > 0) {
+      int ok = J.ostrides[cr - 1] == out->strides[d] * out->sizes[d];
+      for (int j = 0; j < nleaf && ok; ++j) ok = ls[j][cr - 1] == leaf[j].strides[d] * out->sizes[d];
+      if (ok) {
+        J.sizes[cr - 1] *= out->sizes[d]; J.ostrides[cr - 1] = out->strides[d];
+        for (int j = 0; j < nleaf; ++j) ls[j][cr - 1] = leaf[j].strides[d];
+        continue;
+      }
+    }
+    J.sizes[cr] = out->sizes[d]; J.ostrides[cr] = out->strides[d];
+    for (int j = 0; j < nleaf; ++j) ls[j][cr] = leaf[j].strides[d];
+    cr++;
+  }
+  for (int j = 0; j < nleaf; ++j) {
+    leaf[j].rank = cr;
+    for (int d = 0; d < cr; ++d) leaf[j].strides[d] = ls[j][d];
+  }
+  J.rank = cr;
+  int64_t inner = cr ? J.sizes[cr - 1] : 1, total = 1;
+  for (int d = 0; d < cr; ++d) total *= J.sizes[d];
+  if (total == 0 || view_numel(out) == 0) return TPU_OK;
+  J.tiles_per_row = (inner + TILE - 1) / TILE;
+  J.rows = total / inner;
+  int64_t units = J.rows * J.tiles_per_row;
+  /* ~32K elements per task so tiny ops stay on the calling thread */
+  int64_t per_unit = TPU_MIN(inner, TILE);
+  tpu_pool_parallel_for(units, TPU_MAX(1, 32768 / per_unit), cluster_worker, &J);
+  return J.err;
+}
+
+static tpu_status_t materialize(val_t* x, const tpu_ir_type_t* t, scratch_t* s) {
+  char* buf = scratch_alloc(s, (size_t)tpu_ir_numel(t) * tpu_dtype_size(t->dtype));
+  if (!buf) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
+  tpu_host_view_t dst;
+  view_contiguous(&dst, buf, t);
+  TPU_RETURN_IF_ERROR(tpu_host_k_copy(&x->v, &dst));
+  x->v = dst;
+  return TPU_OK;
+}
+
+static tpu_status_t apply_view(const tpu_ir_op_t* op, val_t* in, val_t* out, scratch_t* s,
+                               const tpu_ir_type_t* in_type) {
+  tpu_host_view_t v = in->v, r;
+  r.data = v.data; r.dtype = op->type.dtype; r.rank = op->type.rank;
+  for (int d = 0; d < r.rank; ++d) { r.sizes[d] = op->type.dims[d]; r.strides[d] = 0; }
+  int64_t es = (int64_t)tpu_dtype_size(v.dtype);
+  switch (op->opcode) {
+    case TPU_IR_BROADCAST:
+      for (int i = 0; i < v.rank; ++i) {
+        int od = (int)op->a[0][i];
+        r.strides[od] = v.sizes[i] == r.sizes[od] ? v.strides[i] : 0;
+      }
+      break;
+    case TPU_IR_TRANSPOSE:
+      for (int d = 0; d < r.rank; ++d) r.strides[d] = v.strides[op->a[0][d]];
+      break;
+    case TPU_IR_SLICE: {
+      int64_t off = 0;
+      for (int d = 0; d < r.rank; ++d) { off += op->a[0][d] * v.strides[d]; r.strides[d] = v.strides[d] * op->a[2][d]; }
+      if (tpu_ir_numel(&op->type) > 0) r.data = v.data + off * es;
+      break;
+    }
+    case TPU_IR_REVERSE: {
+      int64_t off = 0;
+      for (int d = 0; d < r.rank; ++d) {
+        r.strides[d] = op->a[0][d] ? -v.strides[d] : v.strides[d];
+        if (op->a[0][d] && v.sizes[d] > 0) off += (v.sizes[d] - 1) * v.strides[d];
+      }
+      r.data = v.data + off * es;
+      break;
+    }
+    case TPU_IR_RESHAPE:
+      if (!reshape_strides(&v, r.rank, r.sizes, r.strides)) {
+        TPU_RETURN_IF_ERROR(materialize(in, in_type, s));
+        if (!reshape_strides(&in->v, r.rank, r.sizes, r.strides))
+          return TPU_ERR(INTERNAL, "host: reshape of a contiguous temporary failed");
+        r.data = in->v.data;
+      }
+      break;
+    default: return TPU_ERR(INTERNAL, "host: not a view op");
+  }
+  out->v = r; out->ready = 1;
+  return TPU_OK;
+}
+
+static tpu_status_t run_lib(const tpu_host_exe_t* e, int v, val_t* vals, const tpu_host_view_t* dst,
+                            const tpu_host_scalar_t* scalars) {
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_ir_op_t* op = &G->ops[v];
+#define IN(k) (&vals[tpu_ir_operand(G, v, k)].v)
+  switch (op->opcode) {
+    case TPU_IR_IOTA: return tpu_host_k_iota(op, dst);
+    case TPU_IR_REDUCE: return tpu_host_k_reduce(op, IN(0), dst);
+    case TPU_IR_ARGREDUCE: return tpu_host_k_argreduce(op, IN(0), dst);
+    case TPU_IR_CUMULATIVE: return tpu_host_k_cumulative(op, IN(0), dst);
+    case TPU_IR_DOT: return tpu_host_k_dot(op, IN(0), IN(1), dst);
+    case TPU_IR_PAD: return tpu_host_k_pad(op, IN(0), IN(1), dst);
+    case TPU_IR_GATHER: return tpu_host_k_gather(op, IN(0), IN(1), dst);
+    case TPU_IR_INDEX_SELECT: return tpu_host_k_index_select(op, IN(0), IN(1), dst);
+    case TPU_IR_SCATTER: return tpu_host_k_scatter(op, IN(0), IN(1), IN(2), dst);
+    case TPU_IR_SORT: case TPU_IR_ARGSORT: return tpu_host_k_sort(op, IN(0), dst);
+    case TPU_IR_RNG: {
+      const val_t* s = &vals[tpu_ir_operand(G, v, 0)];
+      const val_t* o = &vals[tpu_ir_operand(G, v, 1)];
+      return tpu_host_k_rng(op, (uint64_t)s->storage.i, (uint64_t)o->storage.i, dst);
+    }
+    case TPU_IR_CONCAT: case TPU_IR_INDEX_PUT: {
+      tpu_host_view_t xs[2 + TPU_MAX_DIMS + 16];
+      int n = op->n_in;
+      if (n > TPU_ARRAY_LEN(xs)) return TPU_ERR(UNSUPPORTED, "host: too many operands");
+      for (int k = 0; k < n; ++k) xs[k] = *IN(k);
+      if (op->opcode == TPU_IR_CONCAT) return tpu_host_k_concat(op, n, xs, dst);
+      return tpu_host_k_index_put(op, &xs[0], &xs[1], n - 2, xs + 2, dst);
+    }
+    default:
+      return TPU_ERR(UNSUPPORTED, "host: no kernel for %s", tpu_ir_opcode_name(op->opcode));
+  }
+#undef IN
+}
+
+static void scalar_store(val_t* x, int dtype, double f, int64_t i) {
+  memset(&x->storage, 0, sizeof(x->storage));
+  if (tpu_dtype_is_floating(dtype)) tpu_host_store_f64((char*)x->storage.b, dtype, f);
+  else tpu_host_store_i64((char*)x->storage.b, dtype, i);
+  x->v.data = (char*)x->storage.b; x->v.dtype = dtype; x->v.rank = 0; x->ready = 1;
+}
+
+tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* params,
+                              const tpu_host_scalar_t* scalars, const tpu_host_view_t* outs) {
+  const tpu_ir_graph_t* G = &e->g;
+  int n = G->n_ops;
+  val_t small[32];
+  val_t* vals = n <= 32 ? small : malloc((size_t)n * sizeof(val_t));
+  if (!vals) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
+  scratch_t s = {0};
+  tpu_status_t st = TPU_OK;
+  int written[TPU_IR_MAX_OUTPUTS] = {0};
+  for (int v = 0; v < n && st == TPU_OK; ++v) {
+    const tpu_ir_op_t* op = &G->ops[v];
+    val_t* x = &vals[v];
+    x->ready = 0;
+    switch (e->kind[v]) {
+      case K_PARAM: x->v = params[op->i0]; x->ready = 1; break;
+      case K_SCALAR: scalar_store(x, op->type.dtype, scalars[op->i0].f, scalars[op->i0].i); break;
+      case K_CONST: scalar_store(x, op->type.dtype, op->f0, op->i0); break;
+      case K_VIEW: {
+        int u = tpu_ir_operand(G, v, 0);
+        st = apply_view(op, &vals[u], x, &s, &G->ops[u].type);
+        break;
+      }
+      case K_MEMBER: break;
+      case K_ROOT: case K_LIB: {
+        /* Destination: the output view when that is safe, else a contiguous temporary. */
+        int k = e->out_index[v];
+        int direct = k >= 0 && !written[k];
+        if (direct) {
+          const tpu_host_view_t* o = &outs[k];
+          for (int p = 0; p < G->n_params && direct; ++p) {
+            if (!views_overlap(o, &params[p])) continue;
+            if (v != e->last_step || e->kind[v] == K_LIB) { direct = 0; break; }
+            const int32_t* lv = e->leaves + e->leaf_off[v];
+            for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
+              if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
+          }
+        }
+        if (direct) { x->v = outs[k]; written[k] = 1; }
+        else {
+          char* buf = scratch_alloc(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype));
+          if (!buf) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary"); break; }
+          view_contiguous(&x->v, buf, &op->type);
+        }
+        x->ready = 1;
+        st = e->kind[v] == K_ROOT ? run_cluster(e, v, vals, &x->v) : run_lib(e, v, vals, &x->v, scalars);
+        if (st == TPU_OK) tpu_metrics_add_kernels(1);
+        break;
+      }
+    }
+  }
+  for (int k = 0; k < G->n_outputs && st == TPU_OK; ++k) {
+    int v = G->outputs[k];
+    if (written[k] && e->out_index[v] == k) continue;
+    st = tpu_host_k_copy(&vals[v].v, &outs[k]);
+  }
+  scratch_free(&s);
+  if (vals != small) free(vals);
+  return st;
+}

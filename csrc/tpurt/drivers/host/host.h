@@ -1,0 +1,94 @@
+/* host.h — the `host` driver: TPU chips emulated on the CPU (internal API).
+ *
+ * An executable is an IR graph plus a plan: elementwise ops are grouped into
+ * clusters that run as one fused loop over L1-sized tiles (no intermediate
+ * buffers), view ops (broadcast/transpose/reshape/slice/reverse) become strides,
+ * and every other op runs a library kernel (GEMM, reduce, gather...). Parameter
+ * strides are bound at run time, so one executable serves every layout.
+ *
+ * Legend for shape comments in this driver: r = rank, T = tile length.
+ */
+#ifndef TPURT_HOST_H_
+#define TPURT_HOST_H_
+
+#include "ir/ir.h"
+
+/* A strided view of device memory; strides in elements (may be 0 or negative). */
+typedef struct tpu_host_view_s {
+  char* data;
+  int32_t dtype;
+  int32_t rank;
+  int64_t sizes[TPU_MAX_DIMS];
+  int64_t strides[TPU_MAX_DIMS];
+} tpu_host_view_t;
+
+/* A runtime scalar parameter: f for floating dtypes, i for integral/bool ones. */
+typedef struct tpu_host_scalar_s { double f; int64_t i; } tpu_host_scalar_t;
+
+typedef struct tpu_host_exe_s tpu_host_exe_t;
+
+/* Compiles a verified graph. The executable keeps its own copy of the graph.
+ * Thread-safe; the executable is immutable and may run concurrently. */
+tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe);
+void tpu_host_exe_free(tpu_host_exe_t* exe);
+const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* exe);
+int tpu_host_exe_num_steps(const tpu_host_exe_t* exe); /* kernels per run */
+
+/* Runs the executable synchronously on the calling thread (a device queue
+ * worker), using the shared thread pool inside kernels. params/outs: one view
+ * per graph parameter/output, shapes equal to the graph's types. Returns index
+ * errors etc. as statuses; never reads or writes out of bounds. */
+tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* exe, const tpu_host_view_t* params,
+                              const tpu_host_scalar_t* scalars, const tpu_host_view_t* outs);
+
+/* ---- element access helpers shared by kernels */
+typedef enum { TPU_HOST_CLS_F32 = 0, TPU_HOST_CLS_F64, TPU_HOST_CLS_I64 } tpu_host_cls_t;
+static inline int tpu_host_cls(int dtype) {
+  switch (dtype) {
+    case TPU_DTYPE_F32: case TPU_DTYPE_F16: case TPU_DTYPE_BF16: return TPU_HOST_CLS_F32;
+    case TPU_DTYPE_F64: return TPU_HOST_CLS_F64;
+    default: return TPU_HOST_CLS_I64;
+  }
+}
+double tpu_host_load_f64(const char* p, int dtype);
+int64_t tpu_host_load_i64(const char* p, int dtype);
+void tpu_host_store_f64(char* p, int dtype, double v);
+void tpu_host_store_i64(char* p, int dtype, int64_t v);
+
+/* Tile kernels (tile_impl.h, compiled per ISA; dispatched at run time). */
+typedef struct tpu_host_tile_ops_s {
+  /* Loads n elements (stride in elements) of dtype into a register buffer of class cls. */
+  void (*load)(void* dst, int cls, const char* src, int dtype, int64_t stride, int64_t n);
+  void (*store)(char* dst, int dtype, int64_t stride, const void* src, int cls, int64_t n);
+  /* Computes one elementwise op over register buffers; returns 0 or -1 if unsupported. */
+  int (*compute)(const tpu_ir_op_t* op, int out_dtype, void* out, int in_dtype, const void* const* in,
+                 int64_t n);
+} tpu_host_tile_ops_t;
+const tpu_host_tile_ops_t* tpu_host_tile_ops(void);
+extern const tpu_host_tile_ops_t tpu_host_tile_ops_base;
+extern const tpu_host_tile_ops_t tpu_host_tile_ops_avx2;
+
+/* Library kernels (kernels.c). Each returns a status (index errors are statuses). */
+tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_argreduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_cumulative(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,
+                            const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_iota(const tpu_ir_op_t* op, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_concat(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_pad(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* v,
+                            const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* idx,
+                               const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_t* x,
+                                     const tpu_host_view_t* idx, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_scatter(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* idx,
+                                const tpu_host_view_t* src, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_index_put(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* vals,
+                                  int n_idx, const tpu_host_view_t* idx, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_rng(const tpu_ir_op_t* op, uint64_t seed, uint64_t offset, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_sort(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+/* Copies (with dtype conversion) src into dst of the same shape. */
+tpu_status_t tpu_host_k_copy(const tpu_host_view_t* src, const tpu_host_view_t* dst);
+
+#endif /* TPURT_HOST_H_ */

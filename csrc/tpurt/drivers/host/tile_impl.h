@@ -1,0 +1,299 @@
+/* tile_impl.h — elementwise tile kernels, included once per ISA by tile_base.c and
+ * tile_avx2.c with TILE_SUFFIX defined. Register buffers hold one class:
+ * float (f32/f16/bf16), double (f64) or int64 (integers and bool, bool as 0/1).
+ * The loops are written so that gcc vectorizes them for the ISA of the file;
+ * -ffp-contract=off keeps rounding identical across ISAs. */
+#include <math.h>
+
+#include "drivers/host/host.h"
+
+#define TILE_CAT2(a, b) a##b
+#define TILE_CAT(a, b) TILE_CAT2(a, b)
+#define TFN(name) TILE_CAT(name, TILE_SUFFIX)
+
+static void TFN(tile_load)(void* dst, int cls, const char* src, int dtype, int64_t st, int64_t n) {
+#define LOAD_LOOP(DT, CT, EXPR)                                          \
+  do {                                                                   \
+    DT* restrict o = (DT*)dst; const CT* s = (const CT*)src;             \
+    if (st == 1) { for (int64_t i = 0; i < n; ++i) { CT v = s[i]; o[i] = (DT)(EXPR); } } \
+    else if (st == 0) { CT v = s[0]; DT x = (DT)(EXPR); for (int64_t i = 0; i < n; ++i) o[i] = x; } \
+    else { for (int64_t i = 0; i < n; ++i) { CT v = s[i * st]; o[i] = (DT)(EXPR); } } \
+  } while (0)
+#define LOAD_ALL(DT)                                                              \
+  switch (dtype) {                                                                \
+    case TPU_DTYPE_F32: LOAD_LOOP(DT, float, v); break;                           \
+    case TPU_DTYPE_F64: LOAD_LOOP(DT, double, v); break;                          \
+    case TPU_DTYPE_BF16: LOAD_LOOP(DT, uint16_t, tpu_bf16_to_f32(v)); break;      \
+    case TPU_DTYPE_F16: LOAD_LOOP(DT, uint16_t, tpu_f16_to_f32(v)); break;        \
+    case TPU_DTYPE_I64: LOAD_LOOP(DT, int64_t, v); break;                         \
+    case TPU_DTYPE_I32: LOAD_LOOP(DT, int32_t, v); break;                         \
+    case TPU_DTYPE_I16: LOAD_LOOP(DT, int16_t, v); break;                         \
+    case TPU_DTYPE_I8: LOAD_LOOP(DT, int8_t, v); break;                           \
+    case TPU_DTYPE_U8: LOAD_LOOP(DT, uint8_t, v); break;                          \
+    case TPU_DTYPE_BOOL: LOAD_LOOP(DT, uint8_t, v != 0); break;                   \
+  }
+  if (cls == TPU_HOST_CLS_F32) { LOAD_ALL(float) }
+  else if (cls == TPU_HOST_CLS_F64) { LOAD_ALL(double) }
+  else {
+    /* float -> int goes through a saturating cast (C casts of NaN/out-of-range are UB;
+     * x86 gives INT64_MIN, which we reproduce). */
+    int64_t* restrict o = (int64_t*)dst;
+    if (tpu_dtype_is_floating(dtype)) {
+      for (int64_t i = 0; i < n; ++i) {
+        double v = tpu_host_load_f64(src + i * st * (int64_t)tpu_dtype_size(dtype), dtype);
+        o[i] = (v >= -9.2233720368547758e18 && v < 9.2233720368547758e18) ? (int64_t)v : INT64_MIN;
+      }
+    } else { LOAD_ALL(int64_t) }
+  }
+#undef LOAD_ALL
+#undef LOAD_LOOP
+}
+
+static inline int64_t tile_f2i(double v) {
+  return (v >= -9.2233720368547758e18 && v < 9.2233720368547758e18) ? (int64_t)v : INT64_MIN;
+}
+
+static void TFN(tile_store)(char* dst, int dtype, int64_t st, const void* src, int cls, int64_t n) {
+#define STORE_LOOP(DT, CT, EXPR)                                               \
+  do {                                                                         \
+    DT* o = (DT*)dst; const CT* restrict s = (const CT*)src;                   \
+    if (st == 1) { for (int64_t i = 0; i < n; ++i) { CT v = s[i]; o[i] = (DT)(EXPR); } } \
+    else { for (int64_t i = 0; i < n; ++i) { CT v = s[i]; o[i * st] = (DT)(EXPR); } } \
+  } while (0)
+#define STORE_ALL(CT, TOINT)                                                        \
+  switch (dtype) {                                                                  \
+    case TPU_DTYPE_F32: STORE_LOOP(float, CT, v); break;                            \
+    case TPU_DTYPE_F64: STORE_LOOP(double, CT, v); break;                           \
+    case TPU_DTYPE_BF16: STORE_LOOP(uint16_t, CT, tpu_f32_to_bf16((float)v)); break;\
+    case TPU_DTYPE_F16: STORE_LOOP(uint16_t, CT, tpu_f32_to_f16((float)v)); break;  \
+    case TPU_DTYPE_I64: STORE_LOOP(int64_t, CT, TOINT(v)); break;                   \
+    case TPU_DTYPE_I32: STORE_LOOP(int32_t, CT, (uint32_t)TOINT(v)); break;         \
+    case TPU_DTYPE_I16: STORE_LOOP(int16_t, CT, (uint16_t)TOINT(v)); break;         \
+    case TPU_DTYPE_I8: STORE_LOOP(int8_t, CT, (uint8_t)TOINT(v)); break;            \
+    case TPU_DTYPE_U8: STORE_LOOP(uint8_t, CT, (uint8_t)TOINT(v)); break;           \
+    case TPU_DTYPE_BOOL: STORE_LOOP(uint8_t, CT, v != 0); break;                    \
+  }
+#define ID(v) (v)
+  if (cls == TPU_HOST_CLS_F32) { STORE_ALL(float, tile_f2i) }
+  else if (cls == TPU_HOST_CLS_F64) { STORE_ALL(double, tile_f2i) }
+  else { STORE_ALL(int64_t, ID) }
+#undef ID
+#undef STORE_ALL
+#undef STORE_LOOP
+}
+
+/* Rounds a float buffer to the precision of dtype (bf16/f16 values computed in f32). */
+static void TFN(round_to)(float* x, int dtype, int64_t n) {
+  if (dtype == TPU_DTYPE_BF16) for (int64_t i = 0; i < n; ++i) x[i] = tpu_bf16_to_f32(tpu_f32_to_bf16(x[i]));
+  else if (dtype == TPU_DTYPE_F16) for (int64_t i = 0; i < n; ++i) x[i] = tpu_f16_to_f32(tpu_f32_to_f16(x[i]));
+}
+/* Wraps an int64 buffer to the range of a narrower integer dtype. */
+static void TFN(wrap_to)(int64_t* x, int dtype, int64_t n) {
+  switch (dtype) {
+    case TPU_DTYPE_I32: for (int64_t i = 0; i < n; ++i) x[i] = (int32_t)(uint32_t)x[i]; break;
+    case TPU_DTYPE_I16: for (int64_t i = 0; i < n; ++i) x[i] = (int16_t)(uint16_t)x[i]; break;
+    case TPU_DTYPE_I8: for (int64_t i = 0; i < n; ++i) x[i] = (int8_t)(uint8_t)x[i]; break;
+    case TPU_DTYPE_U8: for (int64_t i = 0; i < n; ++i) x[i] = (uint8_t)x[i]; break;
+    case TPU_DTYPE_BOOL: for (int64_t i = 0; i < n; ++i) x[i] = x[i] != 0; break;
+    default: break;
+  }
+}
+
+static inline float tile_signf(float v) { return (float)((v > 0) - (v < 0)) + (v - v); }
+static inline double tile_sign(double v) { return (double)((v > 0) - (v < 0)) + (v - v); }
+static inline float tile_sigmf(float v) { return 1.0f / (1.0f + expf(-v)); }
+static inline double tile_sigm(double v) { return 1.0 / (1.0 + exp(-v)); }
+/* Python-style (floor) modulus, as torch.remainder. */
+static inline float tile_remf(float a, float b) {
+  float m = fmodf(a, b);
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+static inline double tile_rem(double a, double b) {
+  double m = fmod(a, b);
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+static inline int64_t tile_irem(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return 0;
+  int64_t m = a % b;
+  if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  return m;
+}
+static inline int64_t tile_ifloordiv(int64_t a, int64_t b) {
+  if (b == 0) return 0;
+  if (b == -1) return (int64_t)(0 - (uint64_t)a);
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+static inline int64_t tile_ipow(int64_t b, int64_t e) {
+  if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+  uint64_t r = 1, x = (uint64_t)b;
+  while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }
+  return (int64_t)r;
+}
+static inline float tile_erfinvf(float y) { /* Giles' approximation + 2 Newton steps in double */
+  if (y <= -1) return y == -1 ? -INFINITY : NAN;
+  if (y >= 1) return y == 1 ? INFINITY : NAN;
+  double w = -log((1.0 - y) * (1.0 + y)), x;
+  if (w < 5.0) { w -= 2.5; x = 2.81022636e-08; x = 3.43273939e-07 + x * w; x = -3.5233877e-06 + x * w;
+    x = -4.39150654e-06 + x * w; x = 0.00021858087 + x * w; x = -0.00125372503 + x * w;
+    x = -0.00417768164 + x * w; x = 0.246640727 + x * w; x = 1.50140941 + x * w; }
+  else { w = sqrt(w) - 3.0; x = -0.000200214257; x = 0.000100950558 + x * w; x = 0.00134934322 + x * w;
+    x = -0.00367342844 + x * w; x = 0.00573950773 + x * w; x = -0.0076224613 + x * w;
+    x = 0.00943887047 + x * w; x = 1.00167406 + x * w; x = 2.83297682 + x * w; }
+  x *= y;
+  for (int k = 0; k < 2; ++k) x -= (erf(x) - y) / (1.1283791670955126 * exp(-x * x));
+  return (float)x;
+}
+static inline double tile_digamma(double x) {
+  if (x == 0) return copysign(INFINITY, -x);
+  if (x < 0) {
+    if (x == floor(x)) return NAN;
+    return tile_digamma(1 - x) - M_PI / tan(M_PI * x);
+  }
+  double r = 0;
+  while (x < 6) { r -= 1 / x; x += 1; }
+  double f = 1 / (x * x);
+  return r + log(x) - 0.5 / x -
+         f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (1.0 / 132)))));
+}
+
+/* Float-class unary/binary loops: T = float or double, F = f or empty suffix. */
+#define FLOAT_OPS(T, SFX, SIGN, SIGM, REM)                                                      \
+  switch (op->opcode) {                                                                         \
+    case TPU_IR_NEG: U(-a); case TPU_IR_ABS: U(fabs##SFX(a)); case TPU_IR_SIGN: U(SIGN(a));      \
+    case TPU_IR_EXP: U(exp##SFX(a)); case TPU_IR_EXPM1: U(expm1##SFX(a));                       \
+    case TPU_IR_LOG: U(log##SFX(a)); case TPU_IR_LOG1P: U(log1p##SFX(a));                       \
+    case TPU_IR_SQRT: U(sqrt##SFX(a)); case TPU_IR_RSQRT: U((T)1 / sqrt##SFX(a));               \
+    case TPU_IR_SIN: U(sin##SFX(a)); case TPU_IR_COS: U(cos##SFX(a)); case TPU_IR_TAN: U(tan##SFX(a)); \
+    case TPU_IR_TANH: U(tanh##SFX(a)); case TPU_IR_LOGISTIC: U(SIGM(a));                        \
+    case TPU_IR_FLOOR: U(floor##SFX(a)); case TPU_IR_CEIL: U(ceil##SFX(a));                     \
+    case TPU_IR_ROUND_EVEN: U(nearbyint##SFX(a)); case TPU_IR_TRUNC: U(trunc##SFX(a));          \
+    case TPU_IR_ERF: U(erf##SFX(a)); case TPU_IR_ASIN: U(asin##SFX(a)); case TPU_IR_ACOS: U(acos##SFX(a)); \
+    case TPU_IR_ATAN: U(atan##SFX(a)); case TPU_IR_SINH: U(sinh##SFX(a)); case TPU_IR_COSH: U(cosh##SFX(a)); \
+    case TPU_IR_ASINH: U(asinh##SFX(a)); case TPU_IR_ACOSH: U(acosh##SFX(a));                   \
+    case TPU_IR_ATANH: U(atanh##SFX(a)); case TPU_IR_ERFINV: U((T)tile_erfinvf((float)a));      \
+    case TPU_IR_LGAMMA: U(lgamma##SFX(a)); case TPU_IR_DIGAMMA: U((T)tile_digamma(a));          \
+    case TPU_IR_RECIPROCAL: U((T)1 / a);                                                        \
+    case TPU_IR_ADD: B(a + b); case TPU_IR_SUB: B(a - b); case TPU_IR_MUL: B(a * b);            \
+    case TPU_IR_DIV: B(a / b); case TPU_IR_REM: B(REM(a, b)); case TPU_IR_FMOD: B(fmod##SFX(a, b)); \
+    case TPU_IR_POW: B(pow##SFX(a, b)); case TPU_IR_ATAN2: B(atan2##SFX(a, b));                 \
+    case TPU_IR_MAX: B((a != a) ? a : ((b != b) ? b : (a > b ? a : b)));                        \
+    case TPU_IR_MIN: B((a != a) ? a : ((b != b) ? b : (a < b ? a : b)));                        \
+    case TPU_IR_FLOOR_DIV: B(floor##SFX(a / b));                                                \
+    case TPU_IR_CLAMP: { const T *lo = in[0], *x = in[1], *hi = in[2];                          \
+      for (int64_t i = 0; i < n; ++i) { T v = x[i]; v = (v != v) ? v : (v < lo[i] ? lo[i] : v); \
+        o[i] = (v != v) ? v : (v > hi[i] ? hi[i] : v); } return 0; }                             \
+    default: return -1;                                                                         \
+  }
+
+#define U(EXPR) { const T* restrict x0 = in[0]; for (int64_t i = 0; i < n; ++i) { T a = x0[i]; o[i] = (EXPR); } return 0; }
+#define B(EXPR) { const T* restrict x0 = in[0]; const T* restrict x1 = in[1]; \
+  for (int64_t i = 0; i < n; ++i) { T a = x0[i], b = x1[i]; o[i] = (EXPR); } return 0; }
+
+static int TFN(compute_f32)(const tpu_ir_op_t* op, float* restrict o, const void* const* in, int64_t n) {
+  typedef float T;
+  FLOAT_OPS(float, f, tile_signf, tile_sigmf, tile_remf)
+}
+static int TFN(compute_f64)(const tpu_ir_op_t* op, double* restrict o, const void* const* in, int64_t n) {
+  typedef double T;
+  FLOAT_OPS(double, , tile_sign, tile_sigm, tile_rem)
+}
+static int TFN(compute_i64)(const tpu_ir_op_t* op, int64_t* restrict o, const void* const* in, int64_t n) {
+  typedef int64_t T;
+  switch (op->opcode) {
+    case TPU_IR_NEG: U((int64_t)(0 - (uint64_t)a)); case TPU_IR_ABS: U(a < 0 ? (int64_t)(0 - (uint64_t)a) : a);
+    case TPU_IR_SIGN: U((a > 0) - (a < 0)); case TPU_IR_NOT: U(~a);
+    case TPU_IR_ADD: B((int64_t)((uint64_t)a + (uint64_t)b)); case TPU_IR_SUB: B((int64_t)((uint64_t)a - (uint64_t)b));
+    case TPU_IR_MUL: B((int64_t)((uint64_t)a * (uint64_t)b));
+    case TPU_IR_DIV: B(b == 0 ? 0 : (b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b));
+    case TPU_IR_FMOD: B((b == 0 || b == -1) ? 0 : a % b);
+    case TPU_IR_REM: B(tile_irem(a, b)); case TPU_IR_FLOOR_DIV: B(tile_ifloordiv(a, b));
+    case TPU_IR_POW: B(tile_ipow(a, b));
+    case TPU_IR_MAX: B(a > b ? a : b); case TPU_IR_MIN: B(a < b ? a : b);
+    case TPU_IR_AND: B(a & b); case TPU_IR_OR: B(a | b); case TPU_IR_XOR: B(a ^ b);
+    case TPU_IR_SHL: B((b < 0 || b >= 64) ? 0 : (int64_t)((uint64_t)a << b));
+    case TPU_IR_SHR: B((b < 0 || b >= 64) ? (a < 0 ? -1 : 0) : (a >> b));
+    case TPU_IR_CLAMP: { const T *lo = in[0], *x = in[1], *hi = in[2];
+      for (int64_t i = 0; i < n; ++i) { T v = x[i] < lo[i] ? lo[i] : x[i]; o[i] = v > hi[i] ? hi[i] : v; } return 0; }
+    default: return -1;
+  }
+}
+#undef U
+#undef B
+
+#define CMP_LOOP(T)                                                                            \
+  { const T* restrict x0 = in[0]; const T* restrict x1 = in[1];                                \
+    switch (op->i0) {                                                                          \
+      case TPU_IR_CMP_EQ: for (int64_t i = 0; i < n; ++i) o[i] = x0[i] == x1[i]; break;        \
+      case TPU_IR_CMP_NE: for (int64_t i = 0; i < n; ++i) o[i] = x0[i] != x1[i]; break;        \
+      case TPU_IR_CMP_LT: for (int64_t i = 0; i < n; ++i) o[i] = x0[i] < x1[i]; break;         \
+      case TPU_IR_CMP_LE: for (int64_t i = 0; i < n; ++i) o[i] = x0[i] <= x1[i]; break;        \
+      case TPU_IR_CMP_GT: for (int64_t i = 0; i < n; ++i) o[i] = x0[i] > x1[i]; break;         \
+      case TPU_IR_CMP_GE: for (int64_t i = 0; i < n; ++i) o[i] = x0[i] >= x1[i]; break;        \
+      default: return -1;                                                                      \
+    } return 0; }
+
+static int TFN(tile_compute)(const tpu_ir_op_t* op, int out_dtype, void* out, int in_dtype,
+                             const void* const* in, int64_t n) {
+  int ocls = tpu_host_cls(out_dtype), icls = tpu_host_cls(in_dtype);
+  switch (op->opcode) {
+    case TPU_IR_CONVERT: {
+      /* register-class change; narrowing to the target dtype happens below */
+      if (ocls == icls) memcpy(out, in[0], (size_t)n * 8 / (ocls == TPU_HOST_CLS_F32 ? 2 : 1));
+      else if (ocls == TPU_HOST_CLS_F32 && icls == TPU_HOST_CLS_F64) { float* o = out; const double* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = (float)x[i]; }
+      else if (ocls == TPU_HOST_CLS_F32) { float* o = out; const int64_t* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = (float)x[i]; }
+      else if (ocls == TPU_HOST_CLS_F64 && icls == TPU_HOST_CLS_F32) { double* o = out; const float* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = x[i]; }
+      else if (ocls == TPU_HOST_CLS_F64) { double* o = out; const int64_t* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = (double)x[i]; }
+      else if (out_dtype == TPU_DTYPE_BOOL && icls == TPU_HOST_CLS_F32) { int64_t* o = out; const float* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = x[i] != 0; }
+      else if (out_dtype == TPU_DTYPE_BOOL) { int64_t* o = out; const double* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = x[i] != 0; }
+      else if (icls == TPU_HOST_CLS_F32) { int64_t* o = out; const float* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = tile_f2i(x[i]); }
+      else { int64_t* o = out; const double* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = tile_f2i(x[i]); }
+      break;
+    }
+    case TPU_IR_COMPARE: {
+      int64_t* restrict o = out;
+      if (icls == TPU_HOST_CLS_F32) CMP_LOOP(float)
+      else if (icls == TPU_HOST_CLS_F64) CMP_LOOP(double)
+      else CMP_LOOP(int64_t)
+    }
+    case TPU_IR_IS_FINITE: case TPU_IR_IS_NAN: case TPU_IR_IS_INF: {
+      int64_t* o = out;
+      if (icls == TPU_HOST_CLS_I64) { for (int64_t i = 0; i < n; ++i) o[i] = op->opcode == TPU_IR_IS_FINITE; return 0; }
+      for (int64_t i = 0; i < n; ++i) {
+        double v = icls == TPU_HOST_CLS_F32 ? ((const float*)in[0])[i] : ((const double*)in[0])[i];
+        o[i] = op->opcode == TPU_IR_IS_FINITE ? isfinite(v) : op->opcode == TPU_IR_IS_NAN ? isnan(v) : isinf(v);
+      }
+      return 0;
+    }
+    case TPU_IR_SELECT: {
+      const int64_t* p = in[0];
+      if (ocls == TPU_HOST_CLS_F32) { float* o = out; const float *t = in[1], *f = in[2]; for (int64_t i = 0; i < n; ++i) o[i] = p[i] ? t[i] : f[i]; }
+      else { int64_t* o = out; const int64_t *t = in[1], *f = in[2]; for (int64_t i = 0; i < n; ++i) o[i] = p[i] ? t[i] : f[i]; }
+      return 0; /* f64 and i64 share the 8-byte path */
+    }
+    case TPU_IR_NOT:
+      if (out_dtype == TPU_DTYPE_BOOL) { int64_t* o = out; const int64_t* x = in[0]; for (int64_t i = 0; i < n; ++i) o[i] = !x[i]; return 0; }
+      /* fallthrough */
+    default: {
+      int rc = ocls == TPU_HOST_CLS_F32 ? TFN(compute_f32)(op, out, in, n)
+             : ocls == TPU_HOST_CLS_F64 ? TFN(compute_f64)(op, out, in, n)
+             : TFN(compute_i64)(op, out, in, n);
+      if (rc) return rc;
+      if (out_dtype == TPU_DTYPE_BOOL && (op->opcode == TPU_IR_AND || op->opcode == TPU_IR_OR ||
+                                          op->opcode == TPU_IR_XOR || op->opcode == TPU_IR_MAX ||
+                                          op->opcode == TPU_IR_MIN)) return 0;
+    }
+  }
+  if (ocls == TPU_HOST_CLS_F32) TFN(round_to)(out, out_dtype, n);
+  else if (ocls == TPU_HOST_CLS_I64) TFN(wrap_to)(out, out_dtype, n);
+  return 0;
+}
+#undef CMP_LOOP
+
+const tpu_host_tile_ops_t TILE_CAT(tpu_host_tile_ops, TILE_SUFFIX) = {
+  .load = TFN(tile_load), .store = TFN(tile_store), .compute = TFN(tile_compute),
+};

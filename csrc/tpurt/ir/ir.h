@@ -1,0 +1,177 @@
+/* ir.h — the StableHLO-shaped graph IR of libtpurt (internal).
+ *
+ * A graph is a list of ops in topological order; the value of op i is "%i".
+ * Every op has one result with a static type (dtype + dims). Elementwise ops
+ * require operands of identical shape (broadcasts are explicit, as in
+ * StableHLO); dtypes follow each op's rule (see tpu_ir_verify).
+ *
+ *     tpu_ir_graph_t g; tpu_ir_graph_init(&g);
+ *     int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, (int64_t[]){4, 8});  // %0: f32[4,8]
+ *     int s = tpu_ir_scalar(&g, TPU_DTYPE_F32);                       // %1: runtime scalar
+ *     int y = tpu_ir_binary(&g, TPU_IR_MUL, x, tpu_ir_broadcast(&g, s, 2, (int64_t[]){4, 8}, NULL));
+ *     tpu_ir_output(&g, y);
+ *     // g.status != TPU_OK if any builder call failed (errors are sticky; -1 propagates)
+ *
+ * Builders never abort: a bad call records the first error in g->status and
+ * returns -1; every builder given a -1 operand returns -1. Not thread-safe.
+ */
+#ifndef TPURT_IR_H_
+#define TPURT_IR_H_
+
+#include "common/common.h"
+
+typedef enum tpu_ir_opcode_e {
+  /* leaves */
+  TPU_IR_PARAM = 0,   /* i0 = tensor parameter index */
+  TPU_IR_SCALAR,      /* rank-0 runtime scalar; i0 = scalar parameter index */
+  TPU_IR_CONSTANT,    /* rank-0 constant; f0 (floating/bool) or i0 (integral) */
+  TPU_IR_IOTA,        /* i0 = dimension along which values count 0,1,2... */
+  /* elementwise unary (operand and result types equal unless noted) */
+  TPU_IR_NEG, TPU_IR_ABS, TPU_IR_SIGN, TPU_IR_EXP, TPU_IR_EXPM1, TPU_IR_LOG, TPU_IR_LOG1P,
+  TPU_IR_SQRT, TPU_IR_RSQRT, TPU_IR_SIN, TPU_IR_COS, TPU_IR_TAN, TPU_IR_TANH, TPU_IR_LOGISTIC,
+  TPU_IR_FLOOR, TPU_IR_CEIL, TPU_IR_ROUND_EVEN, TPU_IR_TRUNC, TPU_IR_ERF, TPU_IR_NOT,
+  TPU_IR_ASIN, TPU_IR_ACOS, TPU_IR_ATAN, TPU_IR_SINH, TPU_IR_COSH, TPU_IR_ASINH, TPU_IR_ACOSH,
+  TPU_IR_ATANH, TPU_IR_ERFINV, TPU_IR_LGAMMA, TPU_IR_DIGAMMA, TPU_IR_RECIPROCAL,
+  TPU_IR_IS_FINITE,   /* result bool */
+  TPU_IR_IS_NAN,      /* result bool */
+  TPU_IR_IS_INF,      /* result bool */
+  /* elementwise binary */
+  TPU_IR_ADD, TPU_IR_SUB, TPU_IR_MUL, TPU_IR_DIV, TPU_IR_REM, TPU_IR_POW, TPU_IR_MAX,
+  TPU_IR_MIN, TPU_IR_AND, TPU_IR_OR, TPU_IR_XOR, TPU_IR_SHL, TPU_IR_SHR, TPU_IR_ATAN2,
+  TPU_IR_FLOOR_DIV,   /* integral: floor division (not in StableHLO; printed as a composite) */
+  TPU_IR_FMOD,        /* C fmod semantics (StableHLO remainder) */
+  TPU_IR_COMPARE,     /* i0 = tpu_ir_cmp_t; result bool */
+  /* elementwise ternary */
+  TPU_IR_SELECT,      /* (pred bool, on_true, on_false) */
+  TPU_IR_CLAMP,       /* (min, x, max) as StableHLO */
+  TPU_IR_CONVERT,     /* result dtype = type.dtype */
+  /* views (no data movement when the operand is materialized) */
+  TPU_IR_BROADCAST,   /* broadcast_in_dim: a[0][i] = result dim of operand dim i */
+  TPU_IR_RESHAPE,
+  TPU_IR_TRANSPOSE,   /* a[0] = permutation */
+  TPU_IR_SLICE,       /* a[0] start, a[1] limit, a[2] stride */
+  TPU_IR_REVERSE,     /* a[0][d] = 1 to reverse dim d */
+  /* data movement / library ops */
+  TPU_IR_CONCAT,      /* i0 = dimension; n operands */
+  TPU_IR_PAD,         /* (x, pad_value rank-0); a[0] low, a[1] high (may be negative) */
+  TPU_IR_DOT,         /* dot_general: (lhs [B..., M, K], rhs [B..., K, N]) -> [B..., M, N];
+                         i0 = number of batch dims (canonical form, lowerings reshape to it) */
+  TPU_IR_REDUCE,      /* i0 = tpu_ir_monoid_t; a[0][d] = 1 to reduce dim d (result drops them) */
+  TPU_IR_ARGREDUCE,   /* i0 = 0 argmax / 1 argmin, i1 = dim; result i64, dim dropped */
+  TPU_IR_CUMULATIVE,  /* i0 = monoid (sum/prod/max/min), i1 = dim */
+  TPU_IR_GATHER,      /* torch.gather: (x, index i64); i0 = dim; result shape = index shape */
+  TPU_IR_INDEX_SELECT,/* (x, index i64 rank-1); i0 = dim */
+  TPU_IR_SCATTER,     /* (x, index, src): torch scatter along i0 = dim; i1 = 0 replace / 1 add */
+  TPU_IR_INDEX_PUT,   /* (x, values, idx_0..idx_{n-1}) advanced indexing on leading dims
+                         a[0][j] = indexed dim for idx_j; i1 = accumulate */
+  TPU_IR_RNG,         /* (seed u64 as i64 scalar, offset scalar) -> i0 = 0 uniform [0,1) / 1 normal */
+  TPU_IR_SORT,        /* (x) i0 = dim, i1 = descending, result values (stable) */
+  TPU_IR_ARGSORT,     /* (x) i0 = dim, i1 = descending, result i64 indices (stable) */
+  TPU_IR_OPCODE_COUNT
+} tpu_ir_opcode_t;
+
+typedef enum tpu_ir_cmp_e {
+  TPU_IR_CMP_EQ = 0, TPU_IR_CMP_NE, TPU_IR_CMP_LT, TPU_IR_CMP_LE, TPU_IR_CMP_GT, TPU_IR_CMP_GE,
+  TPU_IR_CMP_COUNT
+} tpu_ir_cmp_t;
+
+typedef enum tpu_ir_monoid_e {
+  TPU_IR_MONOID_SUM = 0, TPU_IR_MONOID_PROD, TPU_IR_MONOID_MAX, TPU_IR_MONOID_MIN,
+  TPU_IR_MONOID_AND, TPU_IR_MONOID_OR,
+  TPU_IR_MONOID_NANMAX, /* max that propagates NaN (torch.amax semantics are NaN-propagating) */
+  TPU_IR_MONOID_COUNT
+} tpu_ir_monoid_t;
+
+typedef struct tpu_ir_type_s {
+  int32_t dtype;
+  int32_t rank;
+  int64_t dims[TPU_MAX_DIMS];
+} tpu_ir_type_t;
+
+#define TPU_IR_MAX_INLINE_OPERANDS 4
+
+/* Plain old data: zero-initialized, hashed and compared bytewise. */
+typedef struct tpu_ir_op_s {
+  int32_t opcode;
+  int32_t n_in;
+  int32_t in_off;  /* operands: g->operands[in_off .. in_off + n_in) */
+  int32_t pad_;
+  tpu_ir_type_t type;
+  int64_t i0, i1;
+  double f0;
+  int64_t a[3][TPU_MAX_DIMS];
+} tpu_ir_op_t;
+
+#define TPU_IR_MAX_OUTPUTS 16
+
+typedef struct tpu_ir_graph_s {
+  tpu_ir_op_t* ops;
+  int32_t n_ops, cap_ops;
+  int32_t* operands;
+  int32_t n_operands, cap_operands;
+  int32_t n_params, n_scalars;
+  int32_t outputs[TPU_IR_MAX_OUTPUTS];
+  int32_t n_outputs;
+  tpu_status_t status; /* first builder error (owned) */
+} tpu_ir_graph_t;
+
+void tpu_ir_graph_init(tpu_ir_graph_t* g);
+void tpu_ir_graph_free(tpu_ir_graph_t* g);
+static inline const tpu_ir_op_t* tpu_ir_op(const tpu_ir_graph_t* g, int v) { return &g->ops[v]; }
+static inline const tpu_ir_type_t* tpu_ir_type(const tpu_ir_graph_t* g, int v) { return &g->ops[v].type; }
+static inline int32_t tpu_ir_operand(const tpu_ir_graph_t* g, int v, int k) {
+  return g->operands[g->ops[v].in_off + k];
+}
+const char* tpu_ir_opcode_name(int opcode);
+int tpu_ir_is_elementwise(int opcode);  /* unary/binary/compare/select/clamp/convert */
+int tpu_ir_is_view(int opcode);         /* broadcast/reshape/transpose/slice/reverse */
+
+/* Records an error on g (first wins) and returns -1. */
+int tpu_ir_fail(tpu_ir_graph_t* g, tpu_status_t st);
+
+/* ---- builders (return the new value id, or -1) */
+int tpu_ir_param(tpu_ir_graph_t* g, int dtype, int rank, const int64_t* dims);
+int tpu_ir_scalar(tpu_ir_graph_t* g, int dtype);
+int tpu_ir_constant(tpu_ir_graph_t* g, int dtype, double value);
+int tpu_ir_iota(tpu_ir_graph_t* g, int dtype, int rank, const int64_t* dims, int dim);
+int tpu_ir_unary(tpu_ir_graph_t* g, int opcode, int x);
+int tpu_ir_binary(tpu_ir_graph_t* g, int opcode, int x, int y);
+int tpu_ir_compare(tpu_ir_graph_t* g, int cmp, int x, int y);
+int tpu_ir_select(tpu_ir_graph_t* g, int pred, int on_true, int on_false);
+int tpu_ir_clamp(tpu_ir_graph_t* g, int lo, int x, int hi);
+int tpu_ir_convert(tpu_ir_graph_t* g, int x, int dtype); /* no-op if same dtype */
+/* bdims NULL = trailing alignment (numpy-style) */
+int tpu_ir_broadcast(tpu_ir_graph_t* g, int x, int rank, const int64_t* dims, const int64_t* bdims);
+int tpu_ir_reshape(tpu_ir_graph_t* g, int x, int rank, const int64_t* dims);
+int tpu_ir_transpose(tpu_ir_graph_t* g, int x, const int64_t* perm);
+int tpu_ir_slice(tpu_ir_graph_t* g, int x, const int64_t* start, const int64_t* limit,
+                 const int64_t* stride);
+int tpu_ir_reverse(tpu_ir_graph_t* g, int x, const int64_t* flags);
+int tpu_ir_concat(tpu_ir_graph_t* g, int n, const int* xs, int dim);
+int tpu_ir_pad(tpu_ir_graph_t* g, int x, int pad_value, const int64_t* lo, const int64_t* hi);
+int tpu_ir_dot(tpu_ir_graph_t* g, int lhs, int rhs, int n_batch, int out_dtype);
+int tpu_ir_reduce(tpu_ir_graph_t* g, int monoid, int x, const int64_t* reduce_flags);
+int tpu_ir_argreduce(tpu_ir_graph_t* g, int is_min, int x, int dim);
+int tpu_ir_cumulative(tpu_ir_graph_t* g, int monoid, int x, int dim);
+int tpu_ir_gather(tpu_ir_graph_t* g, int x, int index, int dim);
+int tpu_ir_index_select(tpu_ir_graph_t* g, int x, int index, int dim);
+int tpu_ir_scatter(tpu_ir_graph_t* g, int x, int index, int src, int dim, int add);
+int tpu_ir_index_put(tpu_ir_graph_t* g, int x, int values, int n_idx, const int* idx,
+                     const int64_t* idx_dims, int accumulate);
+int tpu_ir_rng(tpu_ir_graph_t* g, int dtype, int rank, const int64_t* dims, int seed, int offset,
+               int normal);
+int tpu_ir_sort(tpu_ir_graph_t* g, int x, int dim, int descending, int indices);
+/* Generic op (advanced use): type given, operands given. */
+int tpu_ir_add_op(tpu_ir_graph_t* g, const tpu_ir_op_t* proto, int n_in, const int* in);
+void tpu_ir_output(tpu_ir_graph_t* g, int v);
+
+/* ---- checks and printing */
+tpu_status_t tpu_ir_verify(const tpu_ir_graph_t* g);
+uint64_t tpu_ir_hash(const tpu_ir_graph_t* g);              /* structural */
+int tpu_ir_equal(const tpu_ir_graph_t* a, const tpu_ir_graph_t* b);
+/* Text form into buf (truncated with "..." if too small); returns bytes needed. */
+size_t tpu_ir_print(const tpu_ir_graph_t* g, char* buf, size_t cap);
+int tpu_ir_same_shape(const tpu_ir_type_t* a, const tpu_ir_type_t* b);
+int64_t tpu_ir_numel(const tpu_ir_type_t* t);
+
+#endif /* TPURT_IR_H_ */

@@ -1,0 +1,508 @@
+/* eltwise.c — lowerings of elementwise ATen ops (unary, binary, comparison, where,
+ * clamp, activations and their backward, fill/copy/masked_fill). Arithmetic runs
+ * in the op-math dtype (f32 for f16/bf16) and rounds once to the output dtype,
+ * as PyTorch's CPU kernels do. */
+#include "lower/lower.h"
+
+#define G (&cx->g)
+#define OUT_DT(k) (cx->outs[k].dtype)
+
+/* out = op(self): schema (self, *, out) or functional (self). */
+tpu_status_t lw_unary_float(tpu_lower_ctx_t* cx, int opcode) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  if (!tpu_dtype_is_floating(dt)) {
+    if (opcode >= TPU_IR_FLOOR && opcode <= TPU_IR_TRUNC)  /* identity on integers */
+      return lw_output(cx, 0, lw_input(cx, 0, dt));
+    if (opcode != TPU_IR_NEG && opcode != TPU_IR_ABS && opcode != TPU_IR_SIGN && opcode != TPU_IR_NOT)
+      return lw_fail(cx, TPU_STATUS_TYPE_ERROR, "%s: expected a floating point output, got %s", cx->op_name,
+                     tpu_dtype_name(OUT_DT(0)));
+  }
+  int x = lw_input(cx, 0, dt);
+  return lw_output(cx, 0, tpu_ir_unary(G, opcode, x));
+}
+
+/* out = op(a, b * alpha) in the promoted dtype. */
+tpu_status_t lw_binary(tpu_lower_ctx_t* cx, int opcode, int ia, int ib, int ialpha, int out_k) {
+  int idx[2] = {ia, ib};
+  int common = lw_result_type(cx, 2, idx);
+  if (!tpu_can_cast(common, OUT_DT(out_k)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "result type %s can't be cast to the desired output type %s",
+                   tpu_dtype_name(common), tpu_dtype_name(OUT_DT(out_k)));
+  int dt = tpu_opmath_dtype(common);
+  if (opcode == TPU_IR_DIV && !tpu_dtype_is_floating(dt)) dt = TPU_DTYPE_F32;
+  if (dt == TPU_DTYPE_BOOL && (opcode == TPU_IR_ADD || opcode == TPU_IR_MUL || opcode == TPU_IR_SUB)) {
+    if (opcode == TPU_IR_SUB)
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.");
+    opcode = opcode == TPU_IR_ADD ? TPU_IR_OR : TPU_IR_AND;
+  }
+  const tpu_tensor_t* o = &cx->outs[out_k];
+  int a = lw_bcast(cx, lw_input(cx, ia, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, ib, dt), o->ndim, o->sizes);
+  if (ialpha >= 0 && lw_is_scalar_arg(cx, ialpha)) {
+    if (dt == TPU_DTYPE_BOOL) b = tpu_ir_binary(G, TPU_IR_AND, b, lw_bcast_like(cx, lw_scalar(cx, ialpha, dt), b));
+    else b = tpu_ir_binary(G, TPU_IR_MUL, b, lw_bcast_like(cx, lw_scalar(cx, ialpha, dt), b));
+  }
+  return lw_output(cx, out_k, tpu_ir_binary(G, opcode, a, b));
+}
+
+#define BIN(fn, op) static tpu_status_t fn(tpu_lower_ctx_t* cx) { return lw_binary(cx, op, 0, 1, -1, 0); }
+static tpu_status_t lower_add(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_ADD, 0, 1, 2, 0); }
+static tpu_status_t lower_sub(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_SUB, 0, 1, 2, 0); }
+static tpu_status_t lower_rsub(tpu_lower_ctx_t* cx) { /* other - self * alpha */
+  int idx[2] = {0, 1};
+  int dt = tpu_opmath_dtype(lw_result_type(cx, 2, idx));
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  a = tpu_ir_binary(G, TPU_IR_MUL, a, lw_bcast_like(cx, lw_scalar(cx, 2, dt), a));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_SUB, b, a));
+}
+BIN(lower_mul, TPU_IR_MUL)
+BIN(lower_div, TPU_IR_DIV)
+BIN(lower_maximum, TPU_IR_MAX)
+BIN(lower_minimum, TPU_IR_MIN)
+BIN(lower_atan2, TPU_IR_ATAN2)
+BIN(lower_remainder, TPU_IR_REM)
+BIN(lower_fmod, TPU_IR_FMOD)
+BIN(lower_bitand, TPU_IR_AND)
+BIN(lower_bitor, TPU_IR_OR)
+BIN(lower_bitxor, TPU_IR_XOR)
+BIN(lower_shl, TPU_IR_SHL)
+BIN(lower_shr, TPU_IR_SHR)
+
+static tpu_status_t lower_div_mode(tpu_lower_ctx_t* cx) { /* (self, other, *, str? rounding_mode, out) */
+  const char* mode = lw_str(cx, 2, NULL);
+  if (!mode) return lw_binary(cx, TPU_IR_DIV, 0, 1, -1, 0);
+  int idx[2] = {0, 1};
+  int common = lw_result_type(cx, 2, idx), dt = tpu_opmath_dtype(common);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int r;
+  if (!strcmp(mode, "trunc"))
+    r = tpu_dtype_is_floating(dt) ? tpu_ir_unary(G, TPU_IR_TRUNC, tpu_ir_binary(G, TPU_IR_DIV, a, b))
+                                  : tpu_ir_binary(G, TPU_IR_DIV, a, b);
+  else if (!strcmp(mode, "floor")) r = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, a, b);
+  else return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'", mode);
+  return lw_output(cx, 0, r);
+}
+static tpu_status_t lower_floor_divide(tpu_lower_ctx_t* cx) {
+  return lw_binary(cx, TPU_IR_FLOOR_DIV, 0, 1, -1, 0);
+}
+
+static tpu_status_t lower_pow(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_POW, 0, 1, -1, 0); }
+
+static tpu_status_t lw_logical(tpu_lower_ctx_t* cx, int opcode) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  int z0 = lw_input(cx, 0, -1), z1 = lw_input(cx, 1, -1);
+  int a = tpu_ir_compare(G, TPU_IR_CMP_NE, z0, lw_const_like(cx, 0, z0));
+  int b = tpu_ir_compare(G, TPU_IR_CMP_NE, z1, lw_const_like(cx, 0, z1));
+  a = lw_bcast(cx, a, o->ndim, o->sizes); b = lw_bcast(cx, b, o->ndim, o->sizes);
+  return lw_output(cx, 0, tpu_ir_binary(G, opcode, a, b));
+}
+static tpu_status_t lower_logical_and(tpu_lower_ctx_t* cx) { return lw_logical(cx, TPU_IR_AND); }
+static tpu_status_t lower_logical_or(tpu_lower_ctx_t* cx) { return lw_logical(cx, TPU_IR_OR); }
+static tpu_status_t lower_logical_xor(tpu_lower_ctx_t* cx) { return lw_logical(cx, TPU_IR_XOR); }
+static tpu_status_t lower_logical_not(tpu_lower_ctx_t* cx) {
+  int x = lw_input(cx, 0, -1);
+  return lw_output(cx, 0, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, lw_const_like(cx, 0, x)));
+}
+static tpu_status_t lower_bitwise_not(tpu_lower_ctx_t* cx) {
+  if (tpu_dtype_is_floating(lw_dtype_of(cx, 0)))
+    return lw_fail(cx, TPU_STATUS_TYPE_ERROR, "bitwise_not: not implemented for floating point dtypes");
+  return lw_output(cx, 0, tpu_ir_unary(G, TPU_IR_NOT, lw_input(cx, 0, OUT_DT(0))));
+}
+
+static tpu_status_t lw_cmp(tpu_lower_ctx_t* cx, int cmp) {
+  int idx[2] = {0, 1};
+  int dt = lw_result_type(cx, 2, idx);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  return lw_output(cx, 0, tpu_ir_compare(G, cmp, a, b));
+}
+static tpu_status_t lower_eq(tpu_lower_ctx_t* cx) { return lw_cmp(cx, TPU_IR_CMP_EQ); }
+static tpu_status_t lower_ne(tpu_lower_ctx_t* cx) { return lw_cmp(cx, TPU_IR_CMP_NE); }
+static tpu_status_t lower_lt(tpu_lower_ctx_t* cx) { return lw_cmp(cx, TPU_IR_CMP_LT); }
+static tpu_status_t lower_le(tpu_lower_ctx_t* cx) { return lw_cmp(cx, TPU_IR_CMP_LE); }
+static tpu_status_t lower_gt(tpu_lower_ctx_t* cx) { return lw_cmp(cx, TPU_IR_CMP_GT); }
+static tpu_status_t lower_ge(tpu_lower_ctx_t* cx) { return lw_cmp(cx, TPU_IR_CMP_GE); }
+
+static tpu_status_t lower_where(tpu_lower_ctx_t* cx) { /* (condition, self, other, *, out) */
+  int idx[2] = {1, 2};
+  int dt = lw_result_type(cx, 2, idx);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int c = lw_input(cx, 0, -1);
+  if (c >= 0 && tpu_ir_type(G, c)->dtype != TPU_DTYPE_BOOL) {
+    if (tpu_ir_type(G, c)->dtype != TPU_DTYPE_U8)
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "where expected condition to be a boolean tensor, but got a tensor with dtype %s", tpu_dtype_name(tpu_ir_type(G, c)->dtype));
+    c = tpu_ir_compare(G, TPU_IR_CMP_NE, c, lw_const_like(cx, 0, c));
+  }
+  c = lw_bcast(cx, c, o->ndim, o->sizes);
+  int a = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
+  return lw_output(cx, 0, tpu_ir_select(G, c, a, b));
+}
+
+/* clamp(self, min?, max?) — Scalar or Tensor bounds; NaN in x propagates. */
+static tpu_status_t lw_clamp(tpu_lower_ctx_t* cx, int imin, int imax) {
+  int idx[3], n = 0;
+  idx[n++] = 0;
+  if (imin >= 0 && !lw_is_none(cx, imin)) idx[n++] = imin;
+  if (imax >= 0 && !lw_is_none(cx, imax)) idx[n++] = imax;
+  if (n == 1 && imin >= 0 && imax >= 0)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  int dt = tpu_opmath_dtype(lw_result_type(cx, n, idx));
+  const tpu_tensor_t* o = &cx->outs[0];
+  int x = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  if (imin >= 0 && !lw_is_none(cx, imin)) {
+    int lo = lw_bcast(cx, lw_input(cx, imin, dt), o->ndim, o->sizes);
+    /* max(x, lo) with NaN from either side propagating, as PyTorch */
+    x = tpu_ir_binary(G, TPU_IR_MAX, x, lo);
+  }
+  if (imax >= 0 && !lw_is_none(cx, imax)) {
+    int hi = lw_bcast(cx, lw_input(cx, imax, dt), o->ndim, o->sizes);
+    x = tpu_ir_binary(G, TPU_IR_MIN, x, hi);
+  }
+  return lw_output(cx, 0, x);
+}
+static tpu_status_t lower_clamp(tpu_lower_ctx_t* cx) { return lw_clamp(cx, 1, 2); }
+static tpu_status_t lower_clamp_min(tpu_lower_ctx_t* cx) { return lw_clamp(cx, 1, -1); }
+static tpu_status_t lower_clamp_max(tpu_lower_ctx_t* cx) { return lw_clamp(cx, -1, 1); }
+
+/* lerp(self, end, weight): self + w * (end - self); PyTorch uses the other form for |w| >= 0.5. */
+static tpu_status_t lower_lerp(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int w = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
+  int diff = tpu_ir_binary(G, TPU_IR_SUB, b, a);
+  int small = tpu_ir_compare(G, TPU_IR_CMP_LT, tpu_ir_unary(G, TPU_IR_ABS, w), lw_const_like(cx, 0.5, w));
+  int r1 = tpu_ir_binary(G, TPU_IR_ADD, a, tpu_ir_binary(G, TPU_IR_MUL, w, diff));
+  int one_minus = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, w), w);
+  int r2 = tpu_ir_binary(G, TPU_IR_SUB, b, tpu_ir_binary(G, TPU_IR_MUL, diff, one_minus));
+  return lw_output(cx, 0, tpu_ir_select(G, small, r1, r2));
+}
+/* addcmul/addcdiv(self, t1, t2, *, value=1): self + value * (t1 op t2) */
+static tpu_status_t lw_addc(tpu_lower_ctx_t* cx, int opcode) {
+  int idx[3] = {0, 1, 2};
+  int dt = tpu_opmath_dtype(lw_result_type(cx, 3, idx));
+  if (opcode == TPU_IR_DIV && !tpu_dtype_is_floating(dt))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2.");
+  const tpu_tensor_t* o = &cx->outs[0];
+  int s = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int a = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
+  int v = lw_bcast(cx, lw_scalar(cx, 3, dt), o->ndim, o->sizes);
+  int t = tpu_ir_binary(G, opcode, a, b);
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_ADD, s, tpu_ir_binary(G, TPU_IR_MUL, v, t)));
+}
+static tpu_status_t lower_addcmul(tpu_lower_ctx_t* cx) { return lw_addc(cx, TPU_IR_MUL); }
+static tpu_status_t lower_addcdiv(tpu_lower_ctx_t* cx) { return lw_addc(cx, TPU_IR_DIV); }
+
+#define UN(fn, op) static tpu_status_t fn(tpu_lower_ctx_t* cx) { return lw_unary_float(cx, op); }
+UN(lower_neg, TPU_IR_NEG) UN(lower_abs, TPU_IR_ABS) UN(lower_sign, TPU_IR_SIGN)
+UN(lower_exp, TPU_IR_EXP) UN(lower_expm1, TPU_IR_EXPM1) UN(lower_log, TPU_IR_LOG)
+UN(lower_log1p, TPU_IR_LOG1P) UN(lower_sqrt, TPU_IR_SQRT) UN(lower_rsqrt, TPU_IR_RSQRT)
+UN(lower_sin, TPU_IR_SIN) UN(lower_cos, TPU_IR_COS) UN(lower_tan, TPU_IR_TAN)
+UN(lower_tanh, TPU_IR_TANH) UN(lower_sigmoid, TPU_IR_LOGISTIC) UN(lower_floor, TPU_IR_FLOOR)
+UN(lower_ceil, TPU_IR_CEIL) UN(lower_round, TPU_IR_ROUND_EVEN) UN(lower_trunc, TPU_IR_TRUNC)
+UN(lower_erf, TPU_IR_ERF) UN(lower_asin, TPU_IR_ASIN) UN(lower_acos, TPU_IR_ACOS)
+UN(lower_atan, TPU_IR_ATAN) UN(lower_sinh, TPU_IR_SINH) UN(lower_cosh, TPU_IR_COSH)
+UN(lower_asinh, TPU_IR_ASINH) UN(lower_acosh, TPU_IR_ACOSH) UN(lower_atanh, TPU_IR_ATANH)
+UN(lower_erfinv, TPU_IR_ERFINV) UN(lower_lgamma, TPU_IR_LGAMMA) UN(lower_digamma, TPU_IR_DIGAMMA)
+UN(lower_reciprocal, TPU_IR_RECIPROCAL)
+
+static tpu_status_t lw_log_base(tpu_lower_ctx_t* cx, double inv_ln) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = tpu_ir_unary(G, TPU_IR_LOG, lw_input(cx, 0, dt));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, x, lw_const_like(cx, inv_ln, x)));
+}
+static tpu_status_t lower_log2(tpu_lower_ctx_t* cx) { return lw_log_base(cx, 1.4426950408889634); }
+static tpu_status_t lower_log10(tpu_lower_ctx_t* cx) { return lw_log_base(cx, 0.43429448190325176); }
+static tpu_status_t lower_exp2(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt);
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_POW, lw_const_like(cx, 2.0, x), x));
+}
+static tpu_status_t lower_frac(tpu_lower_ctx_t* cx) {
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_SUB, x, tpu_ir_unary(G, TPU_IR_TRUNC, x)));
+}
+static tpu_status_t lower_round_decimals(tpu_lower_ctx_t* cx) { /* (self, *, int decimals, out) */
+  int64_t dec = lw_int(cx, 1, 0);
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  if (dec == 0) return lw_output(cx, 0, tpu_ir_unary(G, TPU_IR_ROUND_EVEN, x));
+  double ten = 1; for (int64_t i = 0; i < (dec < 0 ? -dec : dec); ++i) ten *= 10;
+  int s = lw_const_like(cx, ten, x);
+  if (dec > 0) return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_DIV, tpu_ir_unary(G, TPU_IR_ROUND_EVEN, tpu_ir_binary(G, TPU_IR_MUL, x, s)), s));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_unary(G, TPU_IR_ROUND_EVEN, tpu_ir_binary(G, TPU_IR_DIV, x, s)), s));
+}
+static tpu_status_t lower_isnan(tpu_lower_ctx_t* cx) {
+  return lw_output(cx, 0, tpu_ir_unary(G, TPU_IR_IS_NAN, lw_input(cx, 0, -1)));
+}
+static tpu_status_t lower_isinf(tpu_lower_ctx_t* cx) {
+  return lw_output(cx, 0, tpu_ir_unary(G, TPU_IR_IS_INF, lw_input(cx, 0, -1)));
+}
+static tpu_status_t lower_isfinite(tpu_lower_ctx_t* cx) {
+  return lw_output(cx, 0, tpu_ir_unary(G, TPU_IR_IS_FINITE, lw_input(cx, 0, -1)));
+}
+static tpu_status_t lower_signbit(tpu_lower_ctx_t* cx) {
+  int x = lw_input(cx, 0, -1);
+  if (x >= 0 && tpu_dtype_is_floating(tpu_ir_type(G, x)->dtype)) {
+    /* copysign(1, x) < 0 detects -0.0 and negative NaN payloads are ignored */
+    int one = lw_const_like(cx, 1.0, x);
+    int neg0 = tpu_ir_compare(G, TPU_IR_CMP_LT, tpu_ir_binary(G, TPU_IR_DIV, one, x), lw_const_like(cx, 0, x));
+    int neg = tpu_ir_compare(G, TPU_IR_CMP_LT, x, lw_const_like(cx, 0, x));
+    int zero = tpu_ir_compare(G, TPU_IR_CMP_EQ, x, lw_const_like(cx, 0, x));
+    return lw_output(cx, 0, tpu_ir_select(G, zero, neg0, neg));
+  }
+  return lw_output(cx, 0, tpu_ir_compare(G, TPU_IR_CMP_LT, x, lw_const_like(cx, 0, x)));
+}
+
+/* ---- activations */
+static tpu_status_t lower_relu(tpu_lower_ctx_t* cx) {
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  int z = lw_const_like(cx, 0, x);
+  /* relu(NaN) = NaN as PyTorch (clamp_min semantics) */
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, z), z, x));
+}
+static int gelu_fwd(tpu_lower_ctx_t* cx, int x, int tanh_approx, int* out_cdf, int* out_pdf) {
+  if (tanh_approx) { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    int x3 = tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, x, x), x);
+    int inner = tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.7978845608028654, x),
+                              tpu_ir_binary(G, TPU_IR_ADD, x, tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.044715, x), x3)));
+    int t = tpu_ir_unary(G, TPU_IR_TANH, inner);
+    if (out_cdf) *out_cdf = t;
+    return tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.5, x), x),
+                         tpu_ir_binary(G, TPU_IR_ADD, lw_const_like(cx, 1.0, x), t));
+  }
+  int cdf = tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.5, x),
+                          tpu_ir_binary(G, TPU_IR_ADD, lw_const_like(cx, 1.0, x),
+                                        tpu_ir_unary(G, TPU_IR_ERF, tpu_ir_binary(G, TPU_IR_MUL, x, lw_const_like(cx, 0.7071067811865476, x)))));
+  if (out_cdf) *out_cdf = cdf;
+  if (out_pdf) *out_pdf = tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.3989422804014327, x),
+                                        tpu_ir_unary(G, TPU_IR_EXP, tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, -0.5, x), tpu_ir_binary(G, TPU_IR_MUL, x, x))));
+  return tpu_ir_binary(G, TPU_IR_MUL, x, cdf);
+}
+static int approx_arg(tpu_lower_ctx_t* cx, int i) {
+  const char* a = lw_str(cx, i, "none");
+  if (!strcmp(a, "tanh")) return 1;
+  if (strcmp(a, "none")) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "approximate argument must be either none or tanh.")); }
+  return 0;
+}
+static tpu_status_t lower_gelu(tpu_lower_ctx_t* cx) { /* (self, *, approximate, out) */
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  return lw_output(cx, 0, gelu_fwd(cx, x, approx_arg(cx, 1), NULL, NULL));
+}
+static tpu_status_t lower_gelu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, *, approximate, grad_input) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int gr = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int r;
+  if (approx_arg(cx, 2)) {
+    int t;
+    gelu_fwd(cx, x, 1, &t, NULL);
+    /* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2) */
+    int one = lw_const_like(cx, 1.0, x);
+    int left = tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.5, x), tpu_ir_binary(G, TPU_IR_ADD, one, t));
+    int sech2 = tpu_ir_binary(G, TPU_IR_SUB, one, tpu_ir_binary(G, TPU_IR_MUL, t, t));
+    int inner_d = tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.7978845608028654, x),
+                                tpu_ir_binary(G, TPU_IR_ADD, one, tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 3 * 0.044715, x), tpu_ir_binary(G, TPU_IR_MUL, x, x))));
+    int right = tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, lw_const_like(cx, 0.5, x), x), tpu_ir_binary(G, TPU_IR_MUL, sech2, inner_d));
+    r = tpu_ir_binary(G, TPU_IR_MUL, gr, tpu_ir_binary(G, TPU_IR_ADD, left, right));
+  } else {
+    int cdf, pdf;
+    gelu_fwd(cx, x, 0, &cdf, &pdf);
+    r = tpu_ir_binary(G, TPU_IR_MUL, gr, tpu_ir_binary(G, TPU_IR_ADD, cdf, tpu_ir_binary(G, TPU_IR_MUL, x, pdf)));
+  }
+  return lw_output(cx, 0, r);
+}
+static tpu_status_t lower_silu(tpu_lower_ctx_t* cx) {
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_unary(G, TPU_IR_LOGISTIC, x)));
+}
+static tpu_status_t lower_silu_backward(tpu_lower_ctx_t* cx) { /* g * s * (1 + x (1 - s)) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int s = tpu_ir_unary(G, TPU_IR_LOGISTIC, x), one = lw_const_like(cx, 1.0, x);
+  int d = tpu_ir_binary(G, TPU_IR_MUL, s, tpu_ir_binary(G, TPU_IR_ADD, one, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_binary(G, TPU_IR_SUB, one, s))));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, d));
+}
+static tpu_status_t lower_sigmoid_backward(tpu_lower_ctx_t* cx) { /* (grad, output) -> g * y (1 - y) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), y = lw_input(cx, 1, dt);
+  int d = tpu_ir_binary(G, TPU_IR_MUL, y, tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, y), y));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, d));
+}
+static tpu_status_t lower_tanh_backward(tpu_lower_ctx_t* cx) { /* g * (1 - y^2) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), y = lw_input(cx, 1, dt);
+  int d = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, y), tpu_ir_binary(G, TPU_IR_MUL, y, y));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, d));
+}
+static tpu_status_t lower_threshold_backward(tpu_lower_ctx_t* cx) { /* (grad, self, threshold) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  const tpu_tensor_t* o = &cx->outs[0];
+  int g = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int x = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int th = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LE, x, th), lw_const_like(cx, 0, g), g));
+}
+static tpu_status_t lower_threshold(tpu_lower_ctx_t* cx) { /* (self, threshold, value) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt);
+  int th = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x), val = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LE, x, th), val, x));
+}
+static tpu_status_t lower_leaky_relu(tpu_lower_ctx_t* cx) { /* (self, negative_slope) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt), s = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x);
+  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
+  return lw_output(cx, 0, tpu_ir_select(G, pos, x, tpu_ir_binary(G, TPU_IR_MUL, x, s)));
+}
+static tpu_status_t lower_leaky_relu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, slope, self_is_result) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt), s = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
+  return lw_output(cx, 0, tpu_ir_select(G, pos, g, tpu_ir_binary(G, TPU_IR_MUL, g, s)));
+}
+static tpu_status_t lower_hardtanh(tpu_lower_ctx_t* cx) { /* (self, min_val, max_val) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt);
+  int lo = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x), hi = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MIN, tpu_ir_binary(G, TPU_IR_MAX, x, lo), hi));
+}
+static tpu_status_t lower_hardtanh_backward(tpu_lower_ctx_t* cx) { /* (grad, self, min, max) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int lo = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x), hi = lw_bcast_like(cx, lw_scalar(cx, 3, dt), x);
+  int out = tpu_ir_binary(G, TPU_IR_OR, tpu_ir_compare(G, TPU_IR_CMP_LE, x, lo), tpu_ir_compare(G, TPU_IR_CMP_GE, x, hi));
+  return lw_output(cx, 0, tpu_ir_select(G, out, lw_const_like(cx, 0, g), g));
+}
+/* softplus(x) = x if beta*x > threshold else log1p(exp(beta x)) / beta */
+static tpu_status_t lower_softplus(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt);
+  int b = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x), th = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int bx = tpu_ir_binary(G, TPU_IR_MUL, x, b);
+  int soft = tpu_ir_binary(G, TPU_IR_DIV, tpu_ir_unary(G, TPU_IR_LOG1P, tpu_ir_unary(G, TPU_IR_EXP, bx)), b);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, bx, th), x, soft));
+}
+static tpu_status_t lower_softplus_backward(tpu_lower_ctx_t* cx) { /* (grad, self, beta, threshold) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int b = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x), th = lw_bcast_like(cx, lw_scalar(cx, 3, dt), x);
+  int bx = tpu_ir_binary(G, TPU_IR_MUL, x, b);
+  int z = tpu_ir_unary(G, TPU_IR_EXP, bx);
+  int d = tpu_ir_binary(G, TPU_IR_DIV, z, tpu_ir_binary(G, TPU_IR_ADD, z, lw_const_like(cx, 1.0, z)));
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, bx, th), g, tpu_ir_binary(G, TPU_IR_MUL, g, d)));
+}
+static tpu_status_t lower_elu(tpu_lower_ctx_t* cx) { /* (self, alpha, scale, input_scale) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt);
+  int a = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x), s = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int is = lw_bcast_like(cx, lw_scalar(cx, 3, dt), x);
+  int neg = tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, a, tpu_ir_unary(G, TPU_IR_EXPM1, tpu_ir_binary(G, TPU_IR_MUL, x, is))), s);
+  int pos = tpu_ir_binary(G, TPU_IR_MUL, x, s);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x)), pos, neg));
+}
+static tpu_status_t lower_nan_to_num(tpu_lower_ctx_t* cx) { /* (self, nan?, posinf?, neginf?) */
+  int dt = OUT_DT(0);
+  int x = lw_input(cx, 0, -1);
+  if (!tpu_dtype_is_floating(dt)) return lw_output(cx, 0, x);
+  double big = dt == TPU_DTYPE_F64 ? 1.7976931348623157e308 : dt == TPU_DTYPE_F32 ? 3.4028234663852886e38
+             : dt == TPU_DTYPE_BF16 ? 3.3895313892515355e38 : 65504.0;
+  int nanv = lw_is_none(cx, 1) ? lw_const_like(cx, 0, x) : lw_bcast_like(cx, lw_scalar(cx, 1, dt), x);
+  int pinf = lw_is_none(cx, 2) ? lw_const_like(cx, big, x) : lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int ninf = lw_is_none(cx, 3) ? lw_const_like(cx, -big, x) : lw_bcast_like(cx, lw_scalar(cx, 3, dt), x);
+  int r = tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, x), nanv, x);
+  int isinf = tpu_ir_unary(G, TPU_IR_IS_INF, x);
+  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
+  r = tpu_ir_select(G, tpu_ir_binary(G, TPU_IR_AND, isinf, pos), pinf, r);
+  r = tpu_ir_select(G, tpu_ir_binary(G, TPU_IR_AND, isinf, tpu_ir_unary(G, TPU_IR_NOT, pos)), ninf, r);
+  return lw_output(cx, 0, r);
+}
+
+/* ---- fill / copy / masked_fill (in-place: outs[0] is self) */
+static tpu_status_t lower_fill(tpu_lower_ctx_t* cx) { /* fill_.Scalar(self, value) / fill_.Tensor */
+  if (lw_rank_of(cx, 1) != 0)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "fill_ only supports 0-dimension value tensor but got tensor with %d dimensions.", lw_rank_of(cx, 1));
+  return lw_output(cx, 0, lw_input(cx, 1, OUT_DT(0)));
+}
+static tpu_status_t lower_zero(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL));
+}
+static tpu_status_t lower_copy(tpu_lower_ctx_t* cx) { /* copy_(self, src, non_blocking) */
+  return lw_output(cx, 0, lw_input(cx, 1, -1));
+}
+static tpu_status_t lower_masked_fill(tpu_lower_ctx_t* cx) { /* masked_fill_(self, mask, value) */
+  const tpu_tensor_t* o = &cx->outs[0];
+  if (lw_dtype_of(cx, 1) != TPU_DTYPE_BOOL)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "masked_fill_ only supports boolean masks, but got mask with dtype %s", tpu_dtype_name(lw_dtype_of(cx, 1)));
+  if (lw_is_tensor(cx, 2) && lw_rank_of(cx, 2) != 0)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).", lw_rank_of(cx, 2));
+  int x = lw_input(cx, 0, -1);
+  int m = lw_bcast(cx, lw_input(cx, 1, -1), o->ndim, o->sizes);
+  int v = lw_bcast(cx, lw_input(cx, 2, o->dtype), o->ndim, o->sizes);
+  return lw_output(cx, 0, tpu_ir_select(G, m, v, x));
+}
+
+TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
+  {"aten::add.out", lower_add}, {"aten::sub.out", lower_sub}, {"aten::rsub.Tensor", lower_rsub},
+  {"aten::mul.out", lower_mul}, {"aten::div.out", lower_div}, {"aten::div.out_mode", lower_div_mode},
+  {"aten::floor_divide.out", lower_floor_divide}, {"aten::floor_divide", lower_floor_divide},
+  {"aten::remainder.Tensor_out", lower_remainder}, {"aten::fmod.Tensor_out", lower_fmod},
+  {"aten::pow.Tensor_Tensor_out", lower_pow}, {"aten::pow.Tensor_Scalar_out", lower_pow},
+  {"aten::pow.Scalar_out", lower_pow}, {"aten::maximum.out", lower_maximum},
+  {"aten::minimum.out", lower_minimum}, {"aten::atan2.out", lower_atan2},
+  {"aten::bitwise_and.Tensor_out", lower_bitand}, {"aten::bitwise_or.Tensor_out", lower_bitor},
+  {"aten::bitwise_xor.Tensor_out", lower_bitxor}, {"aten::bitwise_left_shift.Tensor_out", lower_shl},
+  {"aten::bitwise_right_shift.Tensor_out", lower_shr}, {"aten::bitwise_not.out", lower_bitwise_not},
+  {"aten::logical_and.out", lower_logical_and}, {"aten::logical_or.out", lower_logical_or},
+  {"aten::logical_xor.out", lower_logical_xor}, {"aten::logical_not.out", lower_logical_not},
+  {"aten::eq.Tensor_out", lower_eq}, {"aten::eq.Scalar_out", lower_eq},
+  {"aten::ne.Tensor_out", lower_ne}, {"aten::ne.Scalar_out", lower_ne},
+  {"aten::lt.Tensor_out", lower_lt}, {"aten::lt.Scalar_out", lower_lt},
+  {"aten::le.Tensor_out", lower_le}, {"aten::le.Scalar_out", lower_le},
+  {"aten::gt.Tensor_out", lower_gt}, {"aten::gt.Scalar_out", lower_gt},
+  {"aten::ge.Tensor_out", lower_ge}, {"aten::ge.Scalar_out", lower_ge},
+  {"aten::where.self_out", lower_where}, {"aten::where.self", lower_where},
+  {"aten::clamp.out", lower_clamp}, {"aten::clamp.Tensor_out", lower_clamp},
+  {"aten::clamp_min.out", lower_clamp_min}, {"aten::clamp_max.out", lower_clamp_max},
+  {"aten::clamp_min.Tensor_out", lower_clamp_min}, {"aten::clamp_max.Tensor_out", lower_clamp_max},
+  {"aten::lerp.Scalar_out", lower_lerp}, {"aten::lerp.Tensor_out", lower_lerp},
+  {"aten::addcmul.out", lower_addcmul}, {"aten::addcdiv.out", lower_addcdiv},
+  {"aten::neg.out", lower_neg}, {"aten::abs.out", lower_abs}, {"aten::sign.out", lower_sign},
+  {"aten::sgn.out", lower_sign}, {"aten::exp.out", lower_exp}, {"aten::expm1.out", lower_expm1},
+  {"aten::exp2.out", lower_exp2}, {"aten::log.out", lower_log}, {"aten::log1p.out", lower_log1p},
+  {"aten::log2.out", lower_log2}, {"aten::log10.out", lower_log10}, {"aten::sqrt.out", lower_sqrt},
+  {"aten::rsqrt.out", lower_rsqrt}, {"aten::sin.out", lower_sin}, {"aten::cos.out", lower_cos},
+  {"aten::tan.out", lower_tan}, {"aten::tanh.out", lower_tanh}, {"aten::sigmoid.out", lower_sigmoid},
+  {"aten::floor.out", lower_floor}, {"aten::ceil.out", lower_ceil}, {"aten::round.out", lower_round},
+  {"aten::round.decimals_out", lower_round_decimals}, {"aten::trunc.out", lower_trunc},
+  {"aten::frac.out", lower_frac}, {"aten::erf.out", lower_erf}, {"aten::erfinv.out", lower_erfinv},
+  {"aten::asin.out", lower_asin}, {"aten::acos.out", lower_acos}, {"aten::atan.out", lower_atan},
+  {"aten::sinh.out", lower_sinh}, {"aten::cosh.out", lower_cosh}, {"aten::asinh.out", lower_asinh},
+  {"aten::acosh.out", lower_acosh}, {"aten::atanh.out", lower_atanh}, {"aten::lgamma.out", lower_lgamma},
+  {"aten::digamma.out", lower_digamma}, {"aten::reciprocal.out", lower_reciprocal},
+  {"aten::isnan", lower_isnan}, {"aten::isinf", lower_isinf}, {"aten::isfinite", lower_isfinite},
+  {"aten::signbit.out", lower_signbit},
+  {"aten::relu", lower_relu}, {"aten::relu_", lower_relu},
+  {"aten::gelu.out", lower_gelu}, {"aten::gelu_backward.grad_input", lower_gelu_backward},
+  {"aten::silu.out", lower_silu}, {"aten::silu_backward.grad_input", lower_silu_backward},
+  {"aten::sigmoid_backward.grad_input", lower_sigmoid_backward},
+  {"aten::tanh_backward.grad_input", lower_tanh_backward},
+  {"aten::threshold_backward.grad_input", lower_threshold_backward},
+  {"aten::threshold.out", lower_threshold},
+  {"aten::leaky_relu.out", lower_leaky_relu}, {"aten::leaky_relu_backward.grad_input", lower_leaky_relu_backward},
+  {"aten::hardtanh.out", lower_hardtanh}, {"aten::hardtanh", lower_hardtanh}, {"aten::hardtanh_", lower_hardtanh},
+  {"aten::hardtanh_backward.grad_input", lower_hardtanh_backward},
+  {"aten::softplus.out", lower_softplus}, {"aten::softplus_backward.grad_input", lower_softplus_backward},
+  {"aten::elu.out", lower_elu}, {"aten::nan_to_num.out", lower_nan_to_num},
+  {"aten::fill_.Scalar", lower_fill}, {"aten::fill_.Tensor", lower_fill}, {"aten::zero_", lower_zero},
+  {"aten::copy_", lower_copy}, {"aten::masked_fill_.Scalar", lower_masked_fill},
+  {"aten::masked_fill_.Tensor", lower_masked_fill},
+  TPU_LOWERING_END
+};

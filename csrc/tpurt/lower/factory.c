@@ -1,0 +1,6 @@
+/* factory.c — lowerings (being written). */
+#include "lower/lower.h"
+
+TPU_LOWERING_TABLE(tpu_lowerings_factory) = {
+  TPU_LOWERING_END
+};

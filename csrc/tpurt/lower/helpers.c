@@ -1,0 +1,248 @@
+/* helpers.c — the lw_* helpers lowerings are written with, and type promotion. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "lower/lower.h"
+
+tpu_status_t lw_fail(tpu_lower_ctx_t* cx, tpu_status_code_t code, const char* fmt, ...) {
+  char msg[512];
+  va_list ap; va_start(ap, fmt); vsnprintf(msg, sizeof(msg), fmt, ap); va_end(ap);
+  return tpu_status_make(code, "%s", msg);
+}
+
+static const tpu_arg_t* arg(const tpu_lower_ctx_t* cx, int i) {
+  static const tpu_arg_t none = {0};
+  return (i >= 0 && i < cx->nargs) ? &cx->args[i] : &none;
+}
+int lw_is_none(const tpu_lower_ctx_t* cx, int i) { return arg(cx, i)->kind == TPU_ARG_NONE; }
+int lw_is_tensor(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = arg(cx, i);
+  return a->kind == TPU_ARG_TENSOR || (a->kind == TPU_ARG_SCALAR && (a->scalar_flags & TPU_SCALAR_ZERODIM));
+}
+int lw_is_scalar_arg(const tpu_lower_ctx_t* cx, int i) {
+  return arg(cx, i)->kind == TPU_ARG_SCALAR || arg(cx, i)->kind == TPU_ARG_DOUBLE;
+}
+int64_t lw_int(const tpu_lower_ctx_t* cx, int i, int64_t dflt) {
+  const tpu_arg_t* a = arg(cx, i);
+  return (a->kind == TPU_ARG_INT || a->kind == TPU_ARG_BOOL) ? a->i : dflt;
+}
+const char* lw_str(const tpu_lower_ctx_t* cx, int i, const char* dflt) {
+  const tpu_arg_t* a = arg(cx, i);
+  return a->kind == TPU_ARG_STRING && a->str ? a->str : dflt;
+}
+int lw_int_list(const tpu_lower_ctx_t* cx, int i, const int64_t** out) {
+  const tpu_arg_t* a = arg(cx, i);
+  if (a->kind == TPU_ARG_INT_LIST || a->kind == TPU_ARG_BOOL_LIST) { *out = a->ints; return (int)a->len; }
+  if (a->kind == TPU_ARG_INT) { *out = &a->i; return 1; }
+  *out = NULL;
+  return -1;
+}
+int lw_dtype_of(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = arg(cx, i);
+  if (a->kind == TPU_ARG_TENSOR) return a->tensor->dtype;
+  if (a->kind == TPU_ARG_SCALAR) return a->scalar_dtype;
+  if (a->kind == TPU_ARG_DOUBLE) return TPU_DTYPE_F64;
+  if (a->kind == TPU_ARG_INT) return TPU_DTYPE_I64;
+  if (a->kind == TPU_ARG_BOOL) return TPU_DTYPE_BOOL;
+  return -1;
+}
+int lw_rank_of(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = arg(cx, i);
+  return a->kind == TPU_ARG_TENSOR ? a->tensor->ndim : 0;
+}
+const int64_t* lw_sizes_of(const tpu_lower_ctx_t* cx, int i) {
+  static const int64_t zero[TPU_MAX_DIMS] = {0};
+  const tpu_arg_t* a = arg(cx, i);
+  return a->kind == TPU_ARG_TENSOR ? a->tensor->sizes : zero;
+}
+const tpu_tensor_t* lw_out_meta(const tpu_lower_ctx_t* cx, int k) {
+  return (k >= 0 && k < cx->nouts) ? &cx->outs[k] : NULL;
+}
+int lw_list_len(const tpu_lower_ctx_t* cx, int i) {
+  const tpu_arg_t* a = arg(cx, i);
+  return a->kind == TPU_ARG_TENSOR_LIST ? (int)a->len : -1;
+}
+const tpu_tensor_t* lw_list_meta(const tpu_lower_ctx_t* cx, int i, int j) {
+  const tpu_arg_t* a = arg(cx, i);
+  if (a->kind != TPU_ARG_TENSOR_LIST || j < 0 || j >= a->len || a->tensors[j].ndim < 0) return NULL;
+  return &a->tensors[j];
+}
+
+static int add_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tensor_t* t, int dtype) {
+  if (cx->n_tbind >= TPU_LOWER_MAX_PARAMS)
+    return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many tensor inputs", cx->op_name));
+  int v = tpu_ir_param(&cx->g, t->dtype, t->ndim, t->sizes);
+  if (v < 0) return v;
+  cx->tbind[cx->n_tbind].src = (int16_t)src;
+  cx->tbind[cx->n_tbind].arg = (int16_t)i;
+  cx->tbind[cx->n_tbind].index = j;
+  cx->n_tbind++;
+  return dtype < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
+}
+static int add_sparam(tpu_lower_ctx_t* cx, int kind, int i, int j, int dtype) {
+  if (cx->n_sbind >= TPU_LOWER_MAX_SCALARS)
+    return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many scalar inputs", cx->op_name));
+  int v = tpu_ir_scalar(&cx->g, dtype);
+  if (v < 0) return v;
+  cx->sbind[cx->n_sbind].kind = (int16_t)kind;
+  cx->sbind[cx->n_sbind].arg = (int16_t)i;
+  cx->sbind[cx->n_sbind].index = j;
+  cx->n_sbind++;
+  return v;
+}
+int lw_scalar(tpu_lower_ctx_t* cx, int i, int dtype) {
+  const tpu_arg_t* a = arg(cx, i);
+  int v;
+  if (a->kind == TPU_ARG_SCALAR) v = add_sparam(cx, TPU_SBIND_VALUE, i, 0, a->scalar_dtype);
+  else if (a->kind == TPU_ARG_DOUBLE) v = add_sparam(cx, TPU_SBIND_VALUE, i, 0, TPU_DTYPE_F64);
+  else if (a->kind == TPU_ARG_INT) v = add_sparam(cx, TPU_SBIND_VALUE, i, 0, TPU_DTYPE_I64);
+  else if (a->kind == TPU_ARG_BOOL) v = add_sparam(cx, TPU_SBIND_VALUE, i, 0, TPU_DTYPE_BOOL);
+  else return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: argument %d is not a scalar", cx->op_name, i));
+  return dtype < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
+}
+int lw_input(tpu_lower_ctx_t* cx, int i, int dtype) {
+  const tpu_arg_t* a = arg(cx, i);
+  if (a->kind == TPU_ARG_TENSOR) return add_tparam(cx, TPU_BIND_ARG, i, 0, a->tensor, dtype);
+  if (a->kind == TPU_ARG_SCALAR || a->kind == TPU_ARG_DOUBLE || a->kind == TPU_ARG_INT || a->kind == TPU_ARG_BOOL)
+    return lw_scalar(cx, i, dtype);
+  return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor for argument %d", cx->op_name, i));
+}
+int lw_list_input(tpu_lower_ctx_t* cx, int i, int j, int dtype) {
+  const tpu_tensor_t* t = lw_list_meta(cx, i, j);
+  if (!t) return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: missing tensor %d in list argument %d", cx->op_name, j, i));
+  return add_tparam(cx, TPU_BIND_LIST, i, j, t, dtype);
+}
+int lw_out_input(tpu_lower_ctx_t* cx, int k, int dtype) {
+  if (k < 0 || k >= cx->nouts) return tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: bad output index", cx->op_name));
+  return add_tparam(cx, TPU_BIND_OUT, k, 0, &cx->outs[k], dtype);
+}
+void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* seed, int* offset) {
+  cx->gen_arg = i;
+  cx->rng_increment = ((counters + 3) / 4) * 4;
+  if (cx->rng_increment == 0) cx->rng_increment = 4;
+  *seed = add_sparam(cx, TPU_SBIND_GEN_SEED, i, 0, TPU_DTYPE_I64);
+  *offset = add_sparam(cx, TPU_SBIND_GEN_OFFSET, i, 0, TPU_DTYPE_I64);
+}
+
+int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims) {
+  if (v < 0) return -1;
+  const tpu_ir_type_t* t = tpu_ir_type(&cx->g, v);
+  if (t->rank > rank) {
+    /* allow dropping leading size-1 dims (e.g. a [1,n] operand for an [n] output) */
+    int extra = t->rank - rank;
+    for (int d = 0; d < extra; ++d)
+      if (t->dims[d] != 1) return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: shape mismatch: cannot broadcast a rank-%d tensor to rank %d", cx->op_name, t->rank, rank));
+    v = tpu_ir_reshape(&cx->g, v, rank, t->dims + extra);
+    if (v < 0) return v;
+    t = tpu_ir_type(&cx->g, v);
+  }
+  for (int d = 0; d < t->rank; ++d) {
+    int64_t s = t->dims[d], o = dims[rank - t->rank + d];
+    if (s != 1 && s != o) {
+      char a[128] = {0}, b[128] = {0};
+      int n = 0;
+      for (int k = 0; k < t->rank; ++k) n += snprintf(a + n, sizeof(a) - (size_t)n, k ? ", %lld" : "%lld", (long long)t->dims[k]);
+      n = 0;
+      for (int k = 0; k < rank; ++k) n += snprintf(b + n, sizeof(b) - (size_t)n, k ? ", %lld" : "%lld", (long long)dims[k]);
+      return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: the size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton dimension %d (shapes [%s] and [%s])",
+                                        cx->op_name, (long long)s, (long long)o, rank - t->rank + d, a, b));
+    }
+  }
+  return tpu_ir_broadcast(&cx->g, v, rank, dims, NULL);
+}
+int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like) {
+  if (like < 0) return -1;
+  const tpu_ir_type_t* t = tpu_ir_type(&cx->g, like);
+  return lw_bcast(cx, v, t->rank, t->dims);
+}
+int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims) {
+  int c = tpu_ir_constant(&cx->g, dtype, value);
+  return rank ? tpu_ir_broadcast(&cx->g, c, rank, dims, NULL) : c;
+}
+int lw_const_like(tpu_lower_ctx_t* cx, double value, int like) {
+  if (like < 0) return -1;
+  const tpu_ir_type_t* t = tpu_ir_type(&cx->g, like);
+  return lw_const(cx, value, t->dtype, t->rank, t->dims);
+}
+tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
+  if (cx->g.status) return TPU_OK; /* reported by the caller */
+  if (k < 0 || k >= cx->nouts) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: no output %d", cx->op_name, k);
+  const tpu_tensor_t* o = &cx->outs[k];
+  v = tpu_ir_convert(&cx->g, v, o->dtype);
+  v = lw_bcast(cx, v, o->ndim, o->sizes);
+  if (v >= 0) {
+    const tpu_ir_type_t* t = tpu_ir_type(&cx->g, v);
+    if (t->rank != o->ndim) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: output rank mismatch", cx->op_name);
+  }
+  tpu_ir_output(&cx->g, v);
+  return TPU_OK;
+}
+int lw_norm_dim(tpu_lower_ctx_t* cx, int64_t dim, int rank) {
+  int r = rank ? rank : 1;
+  if (dim < -r || dim >= r) {
+    tpu_ir_fail(&cx->g, TPU_ERR(INDEX_ERROR, "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                                -r, r - 1, (long long)dim));
+    return -1;
+  }
+  return (int)(dim < 0 ? dim + r : dim);
+}
+
+/* ---- type promotion (c10::promoteTypes and at::result_type) */
+static int rank_int(int dt) {
+  switch (dt) {
+    case TPU_DTYPE_I8: return 1; case TPU_DTYPE_I16: return 2; case TPU_DTYPE_I32: return 3;
+    case TPU_DTYPE_I64: return 4; default: return 0;
+  }
+}
+int tpu_promote_types(int a, int b) {
+  if (a < 0) return b;
+  if (b < 0 || a == b) return a;
+  if (a == TPU_DTYPE_BOOL) return b;
+  if (b == TPU_DTYPE_BOOL) return a;
+  int fa = tpu_dtype_is_floating(a), fb = tpu_dtype_is_floating(b);
+  if (fa && !fb) return a;
+  if (fb && !fa) return b;
+  if (fa && fb) {
+    if (a == TPU_DTYPE_F64 || b == TPU_DTYPE_F64) return TPU_DTYPE_F64;
+    return TPU_DTYPE_F32; /* f32 with anything, or f16 with bf16 */
+  }
+  if (a == TPU_DTYPE_U8 || b == TPU_DTYPE_U8) {
+    int s = a == TPU_DTYPE_U8 ? b : a;
+    return s == TPU_DTYPE_I8 ? TPU_DTYPE_I16 : s;
+  }
+  return rank_int(a) > rank_int(b) ? a : b;
+}
+static int is_float_or_complex(int dt) { return tpu_dtype_is_floating(dt); }
+static int combine(int higher, int lower) {
+  if (higher >= 0 && tpu_dtype_is_floating(higher)) return higher;
+  if (higher == TPU_DTYPE_BOOL || (lower >= 0 && is_float_or_complex(lower)))
+    return tpu_promote_types(higher, lower);
+  if (higher >= 0) return higher;
+  return lower;
+}
+int lw_result_type(const tpu_lower_ctx_t* cx, int n, const int* idx) {
+  int dim_t = -1, zero_t = -1, wrapped_t = -1;
+  for (int k = 0; k < n; ++k) {
+    const tpu_arg_t* a = arg(cx, idx[k]);
+    if (a->kind == TPU_ARG_TENSOR) {
+      if (a->tensor->ndim > 0) dim_t = tpu_promote_types(dim_t, a->tensor->dtype);
+      else zero_t = tpu_promote_types(zero_t, a->tensor->dtype);
+    } else if (a->kind == TPU_ARG_SCALAR) {
+      if (a->scalar_flags & TPU_SCALAR_ZERODIM) zero_t = tpu_promote_types(zero_t, a->scalar_dtype);
+      else {
+        int dt = tpu_dtype_is_floating(a->scalar_dtype) ? TPU_DTYPE_F32 : a->scalar_dtype;
+        wrapped_t = tpu_promote_types(wrapped_t, dt);
+      }
+    } else if (a->kind == TPU_ARG_DOUBLE) {
+      wrapped_t = tpu_promote_types(wrapped_t, TPU_DTYPE_F32);
+    }
+  }
+  int r = combine(dim_t, combine(zero_t, wrapped_t));
+  return r < 0 ? TPU_DTYPE_F32 : r;
+}
+int tpu_can_cast(int from, int to) {
+  if (tpu_dtype_is_floating(from) && !tpu_dtype_is_floating(to)) return 0;
+  if (from != TPU_DTYPE_BOOL && to == TPU_DTYPE_BOOL) return 0;
+  return 1;
+}
+int tpu_opmath_dtype(int dt) { return (dt == TPU_DTYPE_F16 || dt == TPU_DTYPE_BF16) ? TPU_DTYPE_F32 : dt; }

@@ -1,0 +1,108 @@
+/* lower.h — ATen op -> IR lowerings (internal).
+ *
+ * ONE lowering per ATen op family. A lowering reads the op's arguments through
+ * the lw_* helpers, builds an IR graph with the tpu_ir_* builders and binds each
+ * output with lw_output(). It never looks at data, strides or runtime scalar
+ * values: tensor shapes/dtypes and structural arguments (ints, bools, strings,
+ * lists) are the executable-cache key; Scalars and floats are runtime
+ * parameters, so `x * 0.5` and `x * 0.25` share one executable.
+ *
+ *     static tpu_status_t lower_neg(tpu_lower_ctx_t* cx) {     // aten::neg.out(self, *, out)
+ *       int x = lw_input(cx, 0, lw_compute_dtype(cx, 0));       // param, opmath dtype
+ *       return lw_output(cx, 0, tpu_ir_unary(&cx->g, TPU_IR_NEG, x));
+ *     }
+ *     TPU_LOWERING("aten::neg.out", lower_neg)
+ *
+ * Registration: each lowering file ends with a table (see lower_registry.h).
+ * Errors: a lowering returns a status; builder errors are sticky in cx->g.status.
+ */
+#ifndef TPURT_LOWER_H_
+#define TPURT_LOWER_H_
+
+#include "ir/ir.h"
+
+#define TPU_LOWER_MAX_PARAMS 64
+#define TPU_LOWER_MAX_SCALARS 32
+
+typedef enum { TPU_BIND_ARG = 0, TPU_BIND_LIST, TPU_BIND_OUT } tpu_bind_src_t;
+typedef struct { int16_t src; int16_t arg; int32_t index; } tpu_tensor_bind_t;
+typedef enum { TPU_SBIND_VALUE = 0, TPU_SBIND_GEN_SEED, TPU_SBIND_GEN_OFFSET, TPU_SBIND_LIST_DOUBLE } tpu_sbind_kind_t;
+typedef struct { int16_t kind; int16_t arg; int32_t index; } tpu_scalar_bind_t;
+
+typedef struct tpu_lower_ctx_s {
+  tpu_ir_graph_t g;
+  const char* op_name;
+  const tpu_arg_t* args;
+  int nargs;
+  const tpu_tensor_t* outs;
+  int nouts;
+  /* filled by the helpers: where each graph parameter comes from at run time */
+  int n_tbind, n_sbind;
+  tpu_tensor_bind_t tbind[TPU_LOWER_MAX_PARAMS];
+  tpu_scalar_bind_t sbind[TPU_LOWER_MAX_SCALARS];
+  int gen_arg;            /* argument holding the generator (-1: none) */
+  uint64_t rng_increment; /* Philox counters to reserve per run */
+} tpu_lower_ctx_t;
+
+typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
+typedef struct { const char* name; tpu_lower_fn fn; } tpu_lowering_t;
+
+/* ---- argument access (i = schema argument index) */
+int lw_is_none(const tpu_lower_ctx_t* cx, int i);
+int lw_is_tensor(const tpu_lower_ctx_t* cx, int i);       /* device tensor or CPU scalar tensor */
+int lw_is_scalar_arg(const tpu_lower_ctx_t* cx, int i);   /* SCALAR or DOUBLE */
+int64_t lw_int(const tpu_lower_ctx_t* cx, int i, int64_t dflt); /* INT/BOOL; dflt if None */
+const char* lw_str(const tpu_lower_ctx_t* cx, int i, const char* dflt);
+int lw_int_list(const tpu_lower_ctx_t* cx, int i, const int64_t** out_vals); /* -1 if None */
+int lw_dtype_of(const tpu_lower_ctx_t* cx, int i);        /* tensor/scalar dtype */
+int lw_rank_of(const tpu_lower_ctx_t* cx, int i);
+const int64_t* lw_sizes_of(const tpu_lower_ctx_t* cx, int i);
+const tpu_tensor_t* lw_out_meta(const tpu_lower_ctx_t* cx, int k);
+int lw_list_len(const tpu_lower_ctx_t* cx, int i);
+const tpu_tensor_t* lw_list_meta(const tpu_lower_ctx_t* cx, int i, int j); /* NULL if None entry */
+
+/* ---- graph inputs */
+/* Argument i as an IR value: a parameter for device tensors, a runtime scalar
+ * for Scalars/doubles/CPU 0-dim tensors; converted to dtype (-1 keeps it). */
+int lw_input(tpu_lower_ctx_t* cx, int i, int dtype);
+int lw_list_input(tpu_lower_ctx_t* cx, int i, int j, int dtype);
+int lw_out_input(tpu_lower_ctx_t* cx, int k, int dtype);   /* current contents of output k */
+/* A runtime scalar from argument i (Scalar/double), as dtype; rank 0. */
+int lw_scalar(tpu_lower_ctx_t* cx, int i, int dtype);
+/* (seed, offset) runtime scalars from the generator argument i; reserves `counters`. */
+void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* out_seed, int* out_offset);
+
+/* ---- shape/dtype helpers */
+int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims); /* numpy-style */
+int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like);
+int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);   /* splat of like's shape+dtype */
+int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
+/* Binds v as output k: converted to the output's dtype, broadcast to its shape. */
+tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v);
+tpu_status_t lw_fail(tpu_lower_ctx_t* cx, tpu_status_code_t code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* PyTorch type promotion over arguments (tensors, 0-dim tensors, wrapped scalars). */
+int tpu_promote_types(int a, int b);
+int lw_result_type(const tpu_lower_ctx_t* cx, int n, const int* arg_idx);
+int tpu_can_cast(int from, int to);
+int tpu_opmath_dtype(int dtype);  /* f16/bf16 -> f32; others unchanged */
+int lw_norm_dim(tpu_lower_ctx_t* cx, int64_t dim, int rank); /* wraps negative dims; -1 on error */
+
+/* ---- common op shapes */
+tpu_status_t lw_unary_float(tpu_lower_ctx_t* cx, int opcode);   /* out = op(self), float math */
+tpu_status_t lw_binary(tpu_lower_ctx_t* cx, int opcode, int a, int b, int alpha, int out_k);
+
+/* Registration tables (each lowering file defines one; registry.c lists them). */
+#define TPU_LOWERING_TABLE(name) const tpu_lowering_t name[]
+#define TPU_LOWERING_END {NULL, NULL}
+extern const tpu_lowering_t tpu_lowerings_eltwise[];
+extern const tpu_lowering_t tpu_lowerings_reduce[];
+extern const tpu_lowering_t tpu_lowerings_matmul[];
+extern const tpu_lowering_t tpu_lowerings_nn[];
+extern const tpu_lowering_t tpu_lowerings_index[];
+extern const tpu_lowering_t tpu_lowerings_factory[];
+extern const tpu_lowering_t tpu_lowerings_shape[];
+extern const tpu_lowering_t tpu_lowerings_optim[];
+
+#endif /* TPURT_LOWER_H_ */

@@ -1,0 +1,6 @@
+/* nn.c — lowerings (being written). */
+#include "lower/lower.h"
+
+TPU_LOWERING_TABLE(tpu_lowerings_nn) = {
+  TPU_LOWERING_END
+};

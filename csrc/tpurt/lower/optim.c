@@ -1,0 +1,6 @@
+/* optim.c — lowerings (being written). */
+#include "lower/lower.h"
+
+TPU_LOWERING_TABLE(tpu_lowerings_optim) = {
+  TPU_LOWERING_END
+};

@@ -1,0 +1,6 @@
+/* shape.c — lowerings (being written). */
+#include "lower/lower.h"
+
+TPU_LOWERING_TABLE(tpu_lowerings_shape) = {
+  TPU_LOWERING_END
+};
