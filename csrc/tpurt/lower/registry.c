@@ -206,8 +206,8 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
     to_view(&t->views[p], src);
   }
   uint64_t seed = 0, offset = 0;
-  if (e->gen_arg >= 0) {
-    tpu_rt_generator_t* g = args[e->gen_arg].kind == TPU_ARG_GENERATOR && args[e->gen_arg].generator
+  if (e->rng_increment) { /* gen_arg < 0: the op has no Generator argument -> device default */
+    tpu_rt_generator_t* g = e->gen_arg >= 0 && args[e->gen_arg].kind == TPU_ARG_GENERATOR && args[e->gen_arg].generator
                               ? args[e->gen_arg].generator : tpu_rt_default_generator(device);
     if (!g) { task_free(t); return TPU_ERR(INVALID_ARGUMENT, "%s: no generator for device %d", op_name, device); }
     tpu_rt_generator_reserve(g, e->rng_increment, &seed, &offset);
