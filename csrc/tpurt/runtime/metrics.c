@@ -1,0 +1,35 @@
+/* metrics.c — process-wide counters behind tpu_metrics_get (C11 atomics, lock-free). */
+#include <stdatomic.h>
+
+#include "runtime/runtime.h"
+
+static _Atomic uint64_t g_ops, g_hits, g_misses, g_compiles, g_entries, g_compile_ns, g_kernels;
+
+void tpu_metrics_add_ops(uint64_t n) { atomic_fetch_add_explicit(&g_ops, n, memory_order_relaxed); }
+void tpu_metrics_add_cache(int hit) {
+  atomic_fetch_add_explicit(hit ? &g_hits : &g_misses, 1, memory_order_relaxed);
+}
+void tpu_metrics_add_compile(double seconds) {
+  uint64_t ns = seconds > 0 ? (uint64_t)(seconds * 1e9 + 0.5) : 0;
+  atomic_fetch_add_explicit(&g_compiles, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&g_compile_ns, ns, memory_order_relaxed);
+}
+void tpu_metrics_set_cache_entries(uint64_t n) { atomic_store_explicit(&g_entries, n, memory_order_relaxed); }
+void tpu_metrics_add_kernels(uint64_t n) { atomic_fetch_add_explicit(&g_kernels, n, memory_order_relaxed); }
+
+void tpu_metrics_get(tpu_metrics_t* out_metrics) {
+  if (!out_metrics) return;
+  *out_metrics = (tpu_metrics_t){
+      .ops_run = atomic_load(&g_ops), .exec_cache_hits = atomic_load(&g_hits),
+      .exec_cache_misses = atomic_load(&g_misses), .compiles = atomic_load(&g_compiles),
+      .exec_cache_entries = atomic_load(&g_entries),
+      .compile_seconds = (double)atomic_load(&g_compile_ns) * 1e-9,
+      .kernels_launched = atomic_load(&g_kernels),
+  };
+}
+
+/* Counters restart at zero; exec_cache_entries describes the cache's current size and stays. */
+void tpu_metrics_reset(void) {
+  atomic_store(&g_ops, 0); atomic_store(&g_hits, 0); atomic_store(&g_misses, 0);
+  atomic_store(&g_compiles, 0); atomic_store(&g_compile_ns, 0); atomic_store(&g_kernels, 0);
+}

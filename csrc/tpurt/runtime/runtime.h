@@ -1,0 +1,134 @@
+/* runtime.h — internal API of csrc/tpurt/runtime (not public; other libtpurt modules may use it).
+ *
+ * The runtime owns the process-wide state behind tpurt.h's tpu_rt_* calls: configuration read
+ * from the environment, one caching allocator, one execution queue and one default generator
+ * per device, and the shared thread pool (common.h). Everything is created by tpu_rt_init()
+ * (called lazily by every public entry point) and destroyed by tpu_rt_shutdown(), which an
+ * atexit handler also runs.
+ *
+ * Example (a module that runs work in queue order and waits for it):
+ *
+ *     TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));       // init + index check
+ *     TPU_RETURN_IF_ERROR(tpu_rt_queue_enqueue(device, "my_op", run, ctx, free));
+ *     tpu_rt_queue_wait(device, tpu_rt_queue_enqueued_seq(device)); // errors stay queued
+ *
+ * All functions are thread-safe unless a comment says otherwise.
+ */
+#ifndef TPURT_RUNTIME_H_
+#define TPURT_RUNTIME_H_
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* ------------------------------------------------------------------ configuration (env.c) */
+
+#define TPU_RT_MAX_DEVICES 64
+#define TPU_RT_MAX_THREADS 1024
+
+typedef struct tpu_rt_config_s {
+  int num_devices;        /* TORCH_TPU_NUM_DEVICES, 1..64, default 1 */
+  uint64_t hbm_bytes;     /* TORCH_TPU_HBM_BYTES, > 0, default tpu_rt_default_hbm_bytes() */
+  bool launch_blocking;   /* TORCH_TPU_LAUNCH_BLOCKING, 0/1, default 0 */
+  int num_threads;        /* TORCH_TPU_NUM_THREADS, 1..1024, default tpu_rt_default_num_threads() */
+} tpu_rt_config_t;
+
+/* Parsers for one environment value; `var` only names the variable in error messages. A NULL
+ * or empty `value` is an error here (tpu_rt_config_from_env treats unset/empty as "default").
+ * Errors: TPU_STATUS_INVALID_ARGUMENT, "VAR='value' is invalid: expected ...".
+ *   int:   decimal integer in [lo, hi], surrounding blanks allowed.
+ *   bytes: positive integer with optional suffix K, M, G, T (base 1024; also KB/KiB...,
+ *          any case), e.g. "16G", "512MiB", "1048576"; must fit in uint64 and be > 0.
+ *   bool:  "0" or "1". */
+tpu_status_t tpu_rt_env_parse_int(const char* var, const char* value, int64_t lo, int64_t hi,
+                                  int64_t* out_value);
+tpu_status_t tpu_rt_env_parse_bytes(const char* var, const char* value, uint64_t* out_value);
+tpu_status_t tpu_rt_env_parse_bool(const char* var, const char* value, bool* out_value);
+
+/* Reads all TORCH_TPU_* runtime variables; first invalid one wins. */
+tpu_status_t tpu_rt_config_from_env(tpu_rt_config_t* out_config);
+uint64_t tpu_rt_default_hbm_bytes(int num_devices); /* physical RAM / 2 / num_devices */
+int tpu_rt_default_num_threads(void);               /* CPUs this process may run on */
+
+/* ------------------------------------------------------------------ lifecycle (device.c) */
+
+/* The active configuration; only meaningful after a successful tpu_rt_init(). Borrowed. */
+const tpu_rt_config_t* tpu_rt_config(void);
+
+/* Lazily initializes, then checks 0 <= device < count. Cheap after init (hot path).
+ * Errors: init's, or INVALID_ARGUMENT "invalid device index 3: 2 tpu devices". */
+tpu_status_t tpu_rt_device_check(int device);
+
+/* Drains and joins every worker thread, frees all runtime memory (device allocations
+ * included) and returns to the uninitialized state; the next tpu_rt_* call re-reads the
+ * environment. Registered with atexit by the first successful init. NOT thread-safe: no
+ * other thread may use the runtime (or hold pointers into it) while or after it runs. */
+void tpu_rt_shutdown(void);
+
+/* ------------------------------------------------------------------ per-module lifecycles */
+/* Called by tpu_rt_init / tpu_rt_shutdown with the init lock held; not for other callers. */
+tpu_status_t tpu_rt_alloc_init(int num_devices, uint64_t capacity_bytes);
+void tpu_rt_alloc_shutdown(void);
+tpu_status_t tpu_rt_queue_init(int num_devices);
+void tpu_rt_queue_shutdown(void);
+tpu_status_t tpu_rt_generators_init(int num_devices);
+void tpu_rt_generators_shutdown(void);
+void tpu_pool_init(int num_threads); /* workers start at the first parallel call */
+void tpu_pool_shutdown(void);
+
+/* ------------------------------------------------------------------ queues (queue.c) */
+
+/* Enqueue blocks while this many tasks of the device wait to start (bounds host memory). */
+#define TPU_RT_QUEUE_MAX_PENDING 16384
+
+/* Sequence numbers: the n-th task enqueued on a device has seq n (1-based); completed_seq is
+ * the seq of the last finished task (tasks finish in order). Both only grow until shutdown. */
+uint64_t tpu_rt_queue_enqueued_seq(int device);
+uint64_t tpu_rt_queue_completed_seq(int device);
+
+/* Waits until completed_seq >= seq. Leaves a recorded task error in place (unlike
+ * tpu_rt_synchronize). Returns at once when called from a task of the same device (the task
+ * itself can never complete while it waits; everything enqueued before it has finished). */
+void tpu_rt_queue_wait(int device, uint64_t seq);
+
+/* Device whose task is running on the calling thread (queue worker or a LAUNCH_BLOCKING
+ * caller), or -1. */
+int tpu_rt_queue_current_device(void);
+
+/* If the device's queue is idle (completed == enqueued), runs fn(ctx) on the calling thread
+ * while holding the queue lock, so no task can start meanwhile, and returns true; else false.
+ * fn must not enqueue. */
+bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx);
+
+/* Enqueues a no-op marker whose completion time is recorded (events); *out_seq is its seq. */
+tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq);
+
+/* ------------------------------------------------------------------ RNG (generator.c) */
+
+/* One Philox4x32-10 block (Random123): counter words (c0, c1, c2, c3) =
+ * (lo32(counter_lo), hi32(counter_lo), lo32(counter_hi_offset), hi32(counter_hi_offset)),
+ * key = (lo32(seed), hi32(seed)). Writes 4 uniformly distributed 32-bit words. */
+void tpu_philox4x32_10(uint64_t seed, uint64_t counter_hi_offset, uint64_t counter_lo,
+                       uint32_t out[4]);
+
+/* ------------------------------------------------------------------ small helpers */
+
+/* pthread_create with every signal blocked in the new thread (signals go to the application's
+ * own threads, e.g. Python's main thread) and a name for debuggers ("tpu-queue-0"). Returns
+ * pthread_create's error number. */
+int tpu_rt_thread_create(pthread_t* out_thread, void* (*fn)(void*), void* arg, const char* name);
+
+/* "512 B", "1.50 KiB", "2.00 MiB", "1.00 GiB", "3.25 TiB" into buf (>= 32 chars). */
+void tpu_rt_format_bytes(uint64_t nbytes, char* buf, size_t buf_len);
+uint64_t tpu_rt_now_ns(void); /* CLOCK_MONOTONIC */
+static inline void tpu_rt_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+#endif /* TPURT_RUNTIME_H_ */
