@@ -1,0 +1,1134 @@
+// fallback.cpp — the ONE boxed kernel every tpu op without a metadata-only kernel
+// reaches (TORCH_LIBRARY_IMPL(_, PrivateUse1)). It marshals the boxed stack into
+// tpu_arg_t records and calls tpu_op_run; it has no per-op code.
+//
+//   1. Per operator (cached by schema address): its name "aten::add.out", whether
+//      libtpurt has a lowering, and a tag per argument/return from the schema.
+//   2. Not supported: the opt-in CPU fallback (TORCH_TPU_CPU_FALLBACK=1 or
+//      torch_tpu._C._set_cpu_fallback(True)), counted and warned once per op; else
+//      NotImplementedError naming the op and the env var.
+//   3. Device: the first tpu tensor argument, else a Device argument, else the
+//      current device. Every tensor must be on it, except CPU 0-dim tensors (passed
+//      as SCALAR records, like PyTorch's CPU scalars).
+//   4. Outputs ("outs" of tpu_op_run, in this order):
+//        a. every tensor of every written argument (`Tensor(a!)`: in-place self,
+//           out=, mutable lists), in schema order; an out= tensor whose shape
+//           differs from what the meta function computes (e.g. numel()==0) is
+//           resized first, like ATen's resize_output;
+//        b. then, per schema return that aliases no argument, a fresh tpu tensor:
+//           Tensor / Tensor[] returns get PyTorch's meta function's sizes, strides
+//           and dtypes (the op re-run on meta tensors; if that fails, e.g. for
+//           data-dependent shapes, tpu_op_infer); bool / int / float returns get a
+//           0-dim tpu tensor of dtype bool / int64 / float64 that the lowering
+//           writes and the glue reads back (tpu_op_run has no scalar results).
+//   5. tpu_op_run; UNSUPPORTED (a lowering rejecting a dtype/argument combination)
+//      goes to the CPU fallback if enabled, else NotImplementedError.
+//   6. Results: aliased returns push the argument back, fresh ones the new tensors.
+//
+// The hot path avoids heap traffic: records live in a stack arena (Arena), the op
+// name is cached, and the meta re-dispatch only happens for functional ops (most
+// functional ops are structured: their generated CompositeExplicitAutograd-
+// NonFunctional kernel already allocated the outputs and calls the .out overload).
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/SmallVector.h>
+#include <c10/util/strides.h>
+#include <torch/library.h>
+
+#include "glue.h"
+
+namespace torch_tpu {
+
+// ---------------------------------------------------------------- dtypes
+
+std::optional<tpu_dtype_t> to_tpu_dtype(c10::ScalarType t) noexcept {
+  switch (t) {
+    case c10::ScalarType::Float: return TPU_DTYPE_F32;
+    case c10::ScalarType::Double: return TPU_DTYPE_F64;
+    case c10::ScalarType::Half: return TPU_DTYPE_F16;
+    case c10::ScalarType::BFloat16: return TPU_DTYPE_BF16;
+    case c10::ScalarType::Long: return TPU_DTYPE_I64;
+    case c10::ScalarType::Int: return TPU_DTYPE_I32;
+    case c10::ScalarType::Short: return TPU_DTYPE_I16;
+    case c10::ScalarType::Char: return TPU_DTYPE_I8;
+    case c10::ScalarType::Byte: return TPU_DTYPE_U8;
+    case c10::ScalarType::Bool: return TPU_DTYPE_BOOL;
+    default: return std::nullopt;
+  }
+}
+
+tpu_dtype_t to_tpu_dtype_or_throw(c10::ScalarType t, const char* op_name) {
+  if (auto d = to_tpu_dtype(t)) return *d;
+  C10_THROW_ERROR(NotImplementedError, std::string("tpu does not support dtype ") +
+                                           std::string(c10::getDtypeNames(t).first) + " (in " + op_name + ")");
+}
+
+void fill_tensor_record(const at::Tensor& t, tpu_tensor_t* out, const char* op_name) {
+  const int64_t ndim = t.dim();
+  if (C10_UNLIKELY(ndim > TPU_MAX_DIMS)) {
+    C10_THROW_ERROR(NotImplementedError, "tpu supports tensors of at most " + std::to_string(TPU_MAX_DIMS) +
+                                             " dimensions, got " + std::to_string(ndim) + " (in " + op_name + ")");
+  }
+  out->data = t.numel() == 0 ? nullptr : t.data_ptr();
+  out->device = t.device().index();
+  out->dtype = to_tpu_dtype_or_throw(t.scalar_type(), op_name);
+  out->ndim = static_cast<int32_t>(ndim);
+  out->flags = 0;
+  const int64_t* sizes = t.sizes().data();
+  const int64_t* strides = t.strides().data();
+  for (int64_t d = 0; d < ndim; ++d) {
+    out->sizes[d] = sizes[d];
+    out->strides[d] = strides[d];
+  }
+  for (int64_t d = ndim; d < TPU_MAX_DIMS; ++d) out->sizes[d] = out->strides[d] = 0;
+}
+
+namespace {
+
+void fill_absent_record(tpu_tensor_t* out) {
+  std::memset(out, 0, sizeof(*out));
+  out->ndim = -1;
+}
+
+// ---------------------------------------------------------------- CPU fallback state
+
+std::atomic<int> g_fallback_flag{-1};  // -1: read TORCH_TPU_CPU_FALLBACK on first use
+std::atomic<uint64_t> g_fallback_total{0};
+std::mutex g_fallback_mutex;
+std::unordered_map<std::string, uint64_t> g_fallback_counts;
+std::unordered_set<std::string> g_fallback_warned;
+
+}  // namespace
+
+void set_cpu_fallback(bool enabled) { g_fallback_flag.store(enabled ? 1 : 0); }
+
+bool cpu_fallback_enabled() {
+  int v = g_fallback_flag.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(v < 0)) {
+    const char* env = std::getenv("TORCH_TPU_CPU_FALLBACK");
+    const int wanted = (env != nullptr && env[0] != '\0' && std::strcmp(env, "0") != 0) ? 1 : 0;
+    int expected = -1;
+    g_fallback_flag.compare_exchange_strong(expected, wanted);
+    v = g_fallback_flag.load();
+  }
+  return v == 1;
+}
+
+std::vector<std::pair<std::string, uint64_t>> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  return {g_fallback_counts.begin(), g_fallback_counts.end()};
+}
+
+uint64_t fallback_total() { return g_fallback_total.load(); }
+
+void fallback_reset() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_fallback_counts.clear();
+  g_fallback_total.store(0);
+}
+
+namespace {
+
+// ---------------------------------------------------------------- per-op schema info
+
+enum ArgTag : uint8_t {
+  A_TENSOR,        // Tensor, Tensor?
+  A_TENSOR_LIST,   // Tensor[], Tensor?[]
+  A_SCALAR,        // Scalar, Scalar?
+  A_SCALAR_LIST,   // Scalar[]
+  A_INT,           // int, SymInt (and optionals)
+  A_DOUBLE,        // float
+  A_BOOL,          // bool
+  A_INT_LIST,      // int[], SymInt[]
+  A_DOUBLE_LIST,   // float[]
+  A_BOOL_LIST,     // bool[]
+  A_STRING,        // str
+  A_GENERATOR,     // Generator?
+  A_DTYPE,         // ScalarType
+  A_LAYOUT,        // Layout, MemoryFormat (passed through as ints)
+  A_DEVICE,        // Device
+  A_OTHER,         // Dimname, Stream, Storage, ...: only None is accepted
+};
+
+enum RetTag : uint8_t {
+  R_ALIAS,        // aliases written argument `arg` (in-place self, out=): push it back
+  R_TENSOR,       // fresh Tensor / Tensor?
+  R_TENSOR_LIST,  // fresh Tensor[]
+  R_BOOL,         // fresh bool (read back from a 0-dim tpu tensor)
+  R_INT,          // fresh int / SymInt
+  R_DOUBLE,       // fresh float
+  R_VIEW,         // aliases an input without writing: a view op (must be registered, never copied)
+  R_OTHER,
+};
+
+struct ArgInfo {
+  ArgTag tag;
+  bool write;  // Tensor(a!) / Tensor(a!)[]
+  bool out;    // kwarg-only written argument (out=)
+};
+
+struct RetInfo {
+  RetTag tag;
+  int arg;  // R_ALIAS: the argument index
+};
+
+struct MetaShapes;
+constexpr size_t kMetaCacheMaxEntries = 4096;  // per op; the cache is cleared when full
+
+struct MetaCache {
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const MetaShapes>>>> map;
+  size_t entries = 0;
+};
+
+struct OpInfo {
+  std::string name;  // "aten::add.out"
+  size_t nargs = 0, nrets = 0;
+  bool supported = false;
+  bool has_out = false;           // any out= argument (may need resizing)
+  bool needs_meta = false;        // a fresh Tensor / Tensor[] return
+  bool has_view = false;          // an R_VIEW return
+  std::vector<ArgInfo> args;
+  std::vector<RetInfo> rets;
+  std::unique_ptr<MetaCache> meta_cache = std::make_unique<MetaCache>();
+};
+
+ArgTag classify_arg(const c10::TypePtr& real_type) {
+  c10::TypePtr t = real_type;
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType: return A_TENSOR;
+    case c10::TypeKind::NumberType: return A_SCALAR;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: return A_INT;
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::SymFloatType: return A_DOUBLE;
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::SymBoolType: return A_BOOL;
+    case c10::TypeKind::StringType: return A_STRING;
+    case c10::TypeKind::GeneratorType: return A_GENERATOR;
+    case c10::TypeKind::ScalarTypeType: return A_DTYPE;
+    case c10::TypeKind::LayoutType:
+    case c10::TypeKind::MemoryFormatType: return A_LAYOUT;
+    case c10::TypeKind::DeviceObjType: return A_DEVICE;
+    case c10::TypeKind::ListType: {
+      c10::TypePtr e = t->castRaw<c10::ListType>()->getElementType();
+      if (auto opt = e->cast<c10::OptionalType>()) e = opt->getElementType();
+      switch (e->kind()) {
+        case c10::TypeKind::TensorType: return A_TENSOR_LIST;
+        case c10::TypeKind::IntType:
+        case c10::TypeKind::SymIntType: return A_INT_LIST;
+        case c10::TypeKind::FloatType: return A_DOUBLE_LIST;
+        case c10::TypeKind::BoolType: return A_BOOL_LIST;
+        case c10::TypeKind::NumberType: return A_SCALAR_LIST;
+        default: return A_OTHER;
+      }
+    }
+    default: return A_OTHER;
+  }
+}
+
+RetTag classify_ret(const c10::TypePtr& real_type) {
+  c10::TypePtr t = real_type;
+  if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType: return R_TENSOR;
+    case c10::TypeKind::BoolType: return R_BOOL;
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType: return R_INT;
+    case c10::TypeKind::FloatType: return R_DOUBLE;
+    case c10::TypeKind::ListType: {
+      c10::TypePtr e = t->castRaw<c10::ListType>()->getElementType();
+      return e->kind() == c10::TypeKind::TensorType ? R_TENSOR_LIST : R_OTHER;
+    }
+    default: return R_OTHER;
+  }
+}
+
+std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
+  auto info = std::make_unique<OpInfo>();
+  info->name = schema.name();
+  if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
+  info->supported = tpu_op_supported(info->name.c_str());
+  const auto& args = schema.arguments();
+  const auto& rets = schema.returns();
+  info->nargs = args.size();
+  info->nrets = rets.size();
+  for (const auto& a : args) {
+    const bool write = a.alias_info() != nullptr && a.alias_info()->isWrite();
+    info->args.push_back({classify_arg(a.real_type()), write, a.is_out()});
+    info->has_out |= a.is_out();
+  }
+  for (const auto& r : rets) {
+    RetInfo ri{classify_ret(r.real_type()), -1};
+    if (const c10::AliasInfo* ra = r.alias_info()) {
+      ri.tag = R_VIEW;
+      if (ra->isWrite()) {
+        for (size_t i = 0; i < args.size(); ++i) {
+          const c10::AliasInfo* aa = args[i].alias_info();
+          if (aa != nullptr && aa->isWrite() && aa->beforeSets() == ra->beforeSets()) {
+            ri = {R_ALIAS, static_cast<int>(i)};
+            break;
+          }
+        }
+      }
+    }
+    info->needs_meta |= ri.tag == R_TENSOR || ri.tag == R_TENSOR_LIST;
+    info->has_view |= ri.tag == R_VIEW;
+    info->rets.push_back(ri);
+  }
+  return info;
+}
+
+std::mutex g_ops_mutex;
+std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> g_ops;
+
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema* key = &op.schema();
+  thread_local std::unordered_map<const c10::FunctionSchema*, const OpInfo*> t_cache;
+  auto it = t_cache.find(key);
+  if (C10_LIKELY(it != t_cache.end() && it->second->nargs == key->arguments().size() &&
+                 it->second->nrets == key->returns().size())) {
+    return *it->second;
+  }
+  std::lock_guard<std::mutex> lock(g_ops_mutex);
+  auto& slot = g_ops[key];
+  // A schema address can be reused after a library is unregistered: rebuild on mismatch.
+  if (!slot || slot->nargs != key->arguments().size() || slot->nrets != key->returns().size() ||
+      slot->name.compare(0, key->name().size(), key->name()) != 0) {
+    slot = build_op_info(*key);
+  }
+  t_cache[key] = slot.get();
+  return *slot;
+}
+
+// ---------------------------------------------------------------- errors
+
+std::string device_str(c10::Device d) { return d.str(); }
+
+[[noreturn]] void throw_device_mismatch(c10::Device a, c10::Device b) {
+  C10_THROW_ERROR(Error, "Expected all tensors to be on the same device, but found at least two devices, " +
+                             device_str(a) + " and " + device_str(b) + "!");
+}
+
+[[noreturn]] void throw_not_implemented(const OpInfo& info) {
+  C10_THROW_ERROR(NotImplementedError,
+                  "The operator '" + info.name + "' is not currently implemented for the " +
+                      c10::get_privateuse1_backend() +
+                      " device (torch_tpu). As a temporary, slow fix, set TORCH_TPU_CPU_FALLBACK=1 to run it on "
+                      "the CPU.");
+}
+
+void run_cpu_fallback(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    ++g_fallback_counts[info.name];
+    first = g_fallback_warned.insert(info.name).second;
+  }
+  g_fallback_total.fetch_add(1, std::memory_order_relaxed);
+  if (first) {
+    TORCH_WARN("The operator '", info.name, "' is not natively supported on ", c10::get_privateuse1_backend(),
+               "; running it on the CPU (slow). Counted in torch_tpu.metrics()['fallback_ops'].");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+// ---------------------------------------------------------------- arena
+
+// Bump allocator for the marshalling records: inline storage on the C++ stack,
+// heap chunks only for very large calls. Pointers stay valid until destruction.
+class Arena {
+ public:
+  template <class T>
+  T* alloc(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    const size_t off = (used_ + alignof(T) - 1) & ~(alignof(T) - 1);
+    if (off + bytes <= sizeof(inline_)) {
+      used_ = off + bytes;
+      return reinterpret_cast<T*>(inline_ + off);
+    }
+    overflow_.emplace_back(new unsigned char[bytes == 0 ? 1 : bytes]);
+    return reinterpret_cast<T*>(overflow_.back().get());
+  }
+  void reset() {
+    used_ = 0;
+    overflow_.clear();
+  }
+
+ private:
+  alignas(16) unsigned char inline_[8192];
+  size_t used_ = 0;
+  std::vector<std::unique_ptr<unsigned char[]>> overflow_;
+};
+
+// ---------------------------------------------------------------- device pass
+
+bool is_tpu(const at::Tensor& t) { return t.device().type() == kTpu; }
+
+bool is_cpu_scalar(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
+
+struct DeviceCheck {
+  c10::DeviceIndex device = -1;
+  std::optional<c10::Device> stray;  // a tensor that cannot join a tpu op
+
+  void see(const at::Tensor& t, bool allow_cpu_scalar) {
+    if (!t.defined()) return;
+    if (C10_LIKELY(is_tpu(t))) {
+      const c10::DeviceIndex d = t.device().index();
+      if (device < 0) device = d;
+      else if (d != device && !stray) stray = t.device();
+    } else if (!(allow_cpu_scalar && is_cpu_scalar(t)) && !stray) {
+      stray = t.device();
+    }
+  }
+};
+
+// Picks the op's device and checks every tensor is on it (or a CPU 0-dim tensor).
+c10::DeviceIndex pick_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  DeviceCheck dc;
+  c10::DeviceIndex device_arg = -1;
+  for (size_t i = 0; i < info.nargs; ++i) {
+    const c10::IValue& v = args[i];
+    switch (info.args[i].tag) {
+      case A_TENSOR:
+        if (v.isTensor()) dc.see(v.toTensor(), !info.args[i].write);
+        break;
+      case A_TENSOR_LIST:
+        if (v.isList()) {
+          for (const c10::IValue& e : v.toListRef()) {
+            if (e.isTensor()) dc.see(e.toTensor(), /*allow_cpu_scalar=*/false);
+          }
+        }
+        break;
+      case A_DEVICE:
+        if (v.isDevice() && device_arg < 0 && v.toDevice().type() == kTpu) {
+          device_arg = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+        }
+        break;
+      default: break;
+    }
+  }
+  const c10::DeviceIndex device = dc.device >= 0 ? dc.device : device_arg >= 0 ? device_arg : current_device();
+  if (C10_UNLIKELY(dc.stray.has_value())) throw_device_mismatch(c10::Device(kTpu, device), *dc.stray);
+  return device;
+}
+
+// ---------------------------------------------------------------- marshalling
+
+void scalar_ivalue_to(const c10::IValue& v, tpu_arg_t* a, const OpInfo& info) {
+  if (v.isDouble()) {
+    a->scalar_dtype = TPU_DTYPE_F64;
+    a->f = v.toDouble();
+  } else if (v.isInt()) {
+    a->scalar_dtype = TPU_DTYPE_I64;
+    a->i = v.toInt();
+  } else if (v.isBool()) {
+    a->scalar_dtype = TPU_DTYPE_BOOL;
+    a->i = v.toBool();
+  } else if (v.isSymInt()) {
+    a->scalar_dtype = TPU_DTYPE_I64;
+    a->i = v.toSymInt().guard_int(__FILE__, __LINE__);
+  } else if (v.isSymFloat()) {
+    a->scalar_dtype = TPU_DTYPE_F64;
+    a->f = v.toSymFloat().guard_float(__FILE__, __LINE__);
+  } else if (v.isSymBool()) {
+    a->scalar_dtype = TPU_DTYPE_BOOL;
+    a->i = v.toSymBool().guard_bool(__FILE__, __LINE__);
+  } else if (v.isComplexDouble()) {
+    C10_THROW_ERROR(NotImplementedError, "tpu does not support complex scalars (in " + info.name + ")");
+  } else {
+    C10_THROW_ERROR(TypeError, "tpu: expected a number, got " + v.tagKind() + " (in " + info.name + ")");
+  }
+}
+
+// A CPU 0-dim tensor becomes a SCALAR record with the tensor's dtype.
+void cpu_scalar_to(const at::Tensor& t, tpu_arg_t* a, const OpInfo& info) {
+  const tpu_dtype_t dt = to_tpu_dtype_or_throw(t.scalar_type(), info.name.c_str());
+  a->kind = TPU_ARG_SCALAR;
+  a->scalar_dtype = dt;
+  a->scalar_flags = t.unsafeGetTensorImpl()->is_wrapped_number() ? TPU_SCALAR_WRAPPED : TPU_SCALAR_ZERODIM;
+  const void* p = t.const_data_ptr();
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Float: a->f = *static_cast<const float*>(p); break;
+    case c10::ScalarType::Double: a->f = *static_cast<const double*>(p); break;
+    case c10::ScalarType::Half: a->f = static_cast<float>(*static_cast<const c10::Half*>(p)); break;
+    case c10::ScalarType::BFloat16: a->f = static_cast<float>(*static_cast<const c10::BFloat16*>(p)); break;
+    case c10::ScalarType::Long: a->i = *static_cast<const int64_t*>(p); break;
+    case c10::ScalarType::Int: a->i = *static_cast<const int32_t*>(p); break;
+    case c10::ScalarType::Short: a->i = *static_cast<const int16_t*>(p); break;
+    case c10::ScalarType::Char: a->i = *static_cast<const int8_t*>(p); break;
+    case c10::ScalarType::Byte: a->i = *static_cast<const uint8_t*>(p); break;
+    case c10::ScalarType::Bool: a->i = *static_cast<const bool*>(p) ? 1 : 0; break;
+    default: break;  // unreachable: to_tpu_dtype_or_throw rejected it
+  }
+}
+
+int64_t int_of(const c10::IValue& v) {
+  if (v.isInt()) return v.toInt();
+  return v.toSymInt().guard_int(__FILE__, __LINE__);
+}
+
+struct Marshalled {
+  tpu_arg_t* args = nullptr;
+  // Records of written tensors (schema order); nullptr entries are absent tensors.
+  c10::SmallVector<const tpu_tensor_t*, 8> written;
+};
+
+void marshal(const OpInfo& info, c10::ArrayRef<c10::IValue> stack_args, Arena& arena, Marshalled& m) {
+  const char* op = info.name.c_str();
+  const size_t n = info.nargs;
+  tpu_arg_t* args = arena.alloc<tpu_arg_t>(n);
+  std::memset(args, 0, n * sizeof(tpu_arg_t));
+  m.args = args;
+  m.written.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = stack_args[i];
+    const ArgInfo& ai = info.args[i];
+    tpu_arg_t* a = &args[i];
+    if (v.isNone()) {
+      a->kind = ai.tag == A_GENERATOR ? TPU_ARG_GENERATOR : TPU_ARG_NONE;  // NULL generator = default
+      if (ai.write && ai.tag == A_TENSOR) m.written.push_back(nullptr);
+      continue;
+    }
+    switch (ai.tag) {
+      case A_TENSOR: {
+        const at::Tensor& t = v.toTensor();
+        if (!t.defined()) {
+          a->kind = TPU_ARG_NONE;
+          if (ai.write) m.written.push_back(nullptr);
+        } else if (is_tpu(t)) {
+          tpu_tensor_t* r = arena.alloc<tpu_tensor_t>(1);
+          fill_tensor_record(t, r, op);
+          a->kind = TPU_ARG_TENSOR;
+          a->tensor = r;
+          if (ai.write) m.written.push_back(r);
+        } else {
+          cpu_scalar_to(t, a, info);  // pick_device admitted only CPU 0-dim tensors
+        }
+        break;
+      }
+      case A_TENSOR_LIST: {
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        tpu_tensor_t* rs = arena.alloc<tpu_tensor_t>(list.size());
+        for (size_t j = 0; j < list.size(); ++j) {
+          const c10::IValue& e = list[j];
+          if (e.isTensor() && e.toTensor().defined()) {
+            fill_tensor_record(e.toTensor(), &rs[j], op);
+            if (ai.write) m.written.push_back(&rs[j]);
+          } else {
+            fill_absent_record(&rs[j]);
+            if (ai.write) m.written.push_back(nullptr);
+          }
+        }
+        a->kind = TPU_ARG_TENSOR_LIST;
+        a->tensors = rs;
+        a->len = static_cast<int64_t>(list.size());
+        break;
+      }
+      case A_SCALAR:
+        a->kind = TPU_ARG_SCALAR;
+        a->scalar_flags = TPU_SCALAR_WRAPPED;
+        scalar_ivalue_to(v, a, info);
+        break;
+      case A_SCALAR_LIST: {
+        // No SCALAR_LIST kind in tpurt.h: all-integral lists go as INT_LIST, others as DOUBLE_LIST.
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        bool integral = true;
+        for (const c10::IValue& e : list) {
+          if (e.isComplexDouble()) {
+            C10_THROW_ERROR(NotImplementedError, "tpu does not support complex scalars (in " + info.name + ")");
+          }
+          integral &= e.isInt() || e.isBool() || e.isSymInt();
+        }
+        if (integral) {
+          int64_t* xs = arena.alloc<int64_t>(list.size());
+          for (size_t j = 0; j < list.size(); ++j) xs[j] = list[j].isBool() ? list[j].toBool() : int_of(list[j]);
+          a->kind = TPU_ARG_INT_LIST;
+          a->ints = xs;
+        } else {
+          double* xs = arena.alloc<double>(list.size());
+          for (size_t j = 0; j < list.size(); ++j) xs[j] = list[j].isDouble() ? list[j].toDouble() : list[j].toScalar().toDouble();
+          a->kind = TPU_ARG_DOUBLE_LIST;
+          a->doubles = xs;
+        }
+        a->len = static_cast<int64_t>(list.size());
+        break;
+      }
+      case A_INT:
+        a->kind = TPU_ARG_INT;
+        a->i = int_of(v);
+        break;
+      case A_DOUBLE:
+        a->kind = TPU_ARG_DOUBLE;
+        a->f = v.isDouble() ? v.toDouble() : v.toSymFloat().guard_float(__FILE__, __LINE__);
+        break;
+      case A_BOOL:
+        a->kind = TPU_ARG_BOOL;
+        a->i = v.isBool() ? v.toBool() : v.toSymBool().guard_bool(__FILE__, __LINE__);
+        break;
+      case A_INT_LIST: {
+        if (v.isInt() || v.isSymInt()) {  // int[1] given as a single int
+          int64_t* xs = arena.alloc<int64_t>(1);
+          xs[0] = int_of(v);
+          a->kind = TPU_ARG_INT_LIST;
+          a->ints = xs;
+          a->len = 1;
+          break;
+        }
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        int64_t* xs = arena.alloc<int64_t>(list.size());
+        for (size_t j = 0; j < list.size(); ++j) xs[j] = int_of(list[j]);
+        a->kind = TPU_ARG_INT_LIST;
+        a->ints = xs;
+        a->len = static_cast<int64_t>(list.size());
+        break;
+      }
+      case A_DOUBLE_LIST: {
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        double* xs = arena.alloc<double>(list.size());
+        for (size_t j = 0; j < list.size(); ++j) xs[j] = list[j].toDouble();
+        a->kind = TPU_ARG_DOUBLE_LIST;
+        a->doubles = xs;
+        a->len = static_cast<int64_t>(list.size());
+        break;
+      }
+      case A_BOOL_LIST: {
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        int64_t* xs = arena.alloc<int64_t>(list.size());
+        for (size_t j = 0; j < list.size(); ++j) xs[j] = list[j].toBool() ? 1 : 0;
+        a->kind = TPU_ARG_BOOL_LIST;
+        a->ints = xs;
+        a->len = static_cast<int64_t>(list.size());
+        break;
+      }
+      case A_STRING:
+        a->kind = TPU_ARG_STRING;
+        a->str = v.toStringRef().c_str();  // owned by the IValue on the stack
+        break;
+      case A_GENERATOR:
+        a->kind = TPU_ARG_GENERATOR;
+        a->generator = runtime_generator(v.toGenerator());
+        break;
+      case A_DTYPE:
+        a->kind = TPU_ARG_INT;
+        a->i = to_tpu_dtype_or_throw(static_cast<c10::ScalarType>(v.toInt()), op);
+        break;
+      case A_LAYOUT:
+        a->kind = TPU_ARG_INT;
+        a->i = v.toInt();
+        break;
+      case A_DEVICE:
+        a->kind = TPU_ARG_INT;
+        a->i = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+        break;
+      case A_OTHER:
+      default:
+        C10_THROW_ERROR(NotImplementedError, "tpu: argument " + std::to_string(i) + " of " + info.name +
+                                                 " has a type the tpu backend cannot pass (" + v.tagKind() + ")");
+    }
+  }
+}
+
+// ---------------------------------------------------------------- output shapes
+
+at::Tensor empty_tpu(c10::DeviceIndex device, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                     c10::ScalarType dtype) {
+  c10::DeviceGuard guard(c10::Device(kTpu, device));
+  return at::detail::empty_strided_generic(sizes, strides, tpu_allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  return at::detail::empty_strided_meta(t.sizes(), t.strides(), t.scalar_type());
+}
+
+c10::IValue to_meta_ivalue(const c10::IValue& v, ArgTag tag) {
+  switch (tag) {
+    case A_TENSOR:
+      if (v.isTensor() && v.toTensor().defined() && is_tpu(v.toTensor())) return to_meta(v.toTensor());
+      return v;
+    case A_TENSOR_LIST:
+      if (v.isTensorList()) {
+        c10::List<at::Tensor> out;
+        out.reserve(v.toListRef().size());
+        for (const c10::IValue& e : v.toListRef()) {
+          const at::Tensor& t = e.toTensor();
+          out.push_back(t.defined() && is_tpu(t) ? to_meta(t) : t);
+        }
+        return out;
+      }
+      if (v.isList()) {
+        c10::List<std::optional<at::Tensor>> out;
+        out.reserve(v.toListRef().size());
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor() && e.toTensor().defined()) {
+            const at::Tensor& t = e.toTensor();
+            out.push_back(is_tpu(t) ? to_meta(t) : t);
+          } else {
+            out.push_back(std::nullopt);
+          }
+        }
+        return out;
+      }
+      return v;
+    case A_DEVICE:
+      if (v.isDevice() && v.toDevice().type() == kTpu) return c10::Device(c10::DeviceType::Meta);
+      return v;
+    case A_GENERATOR: return c10::IValue();  // meta functions never draw random numbers
+    default: return v;
+  }
+}
+
+// Output metadata computed by the meta function: per return, its tensors' metadata
+// (one for Tensor, n for Tensor[]), and the shapes out= arguments were resized to.
+struct TMeta {
+  bool defined = false;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::SmallVector<int64_t, 6> sizes, strides;
+};
+
+TMeta tmeta_of(const at::Tensor& t) {
+  TMeta m;
+  if (!t.defined()) return m;
+  m.defined = true;
+  m.dtype = t.scalar_type();
+  m.sizes.assign(t.sizes().begin(), t.sizes().end());
+  m.strides.assign(t.strides().begin(), t.strides().end());
+  return m;
+}
+
+struct MetaShapes {
+  std::vector<std::vector<TMeta>> rets;        // index = return index
+  std::vector<std::pair<size_t, TMeta>> outs;  // (argument index, shape after the meta out= call)
+};
+
+// Re-dispatches the op with tpu tensors replaced by meta tensors. Throws what the
+// meta function throws.
+MetaShapes run_meta(const c10::OperatorHandle& op, const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(info.nargs);
+  c10::SmallVector<std::pair<size_t, at::Tensor>, 2> meta_outs;
+  for (size_t i = 0; i < info.nargs; ++i) {
+    meta_stack.push_back(to_meta_ivalue(args[i], info.args[i].tag));
+    if (info.args[i].out && info.args[i].tag == A_TENSOR && meta_stack.back().isTensor()) {
+      meta_outs.emplace_back(i, meta_stack.back().toTensor());
+    }
+  }
+  {
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset_with_ADInplaceOrView |
+                                                   c10::autocast_dispatch_keyset);
+    op.callBoxed(meta_stack);
+  }
+  MetaShapes r;
+  r.rets.resize(info.nrets);
+  for (size_t k = 0; k < info.nrets && k < meta_stack.size(); ++k) {
+    const c10::IValue& v = meta_stack[k];
+    if (info.rets[k].tag == R_TENSOR) {
+      r.rets[k].push_back(v.isTensor() ? tmeta_of(v.toTensor()) : TMeta());
+    } else if (info.rets[k].tag == R_TENSOR_LIST) {
+      for (const c10::IValue& e : v.toListRef()) r.rets[k].push_back(tmeta_of(e.toTensor()));
+    }
+  }
+  for (const auto& [i, t] : meta_outs) r.outs.emplace_back(i, tmeta_of(t));
+  return r;
+}
+
+// ---- meta cache: the meta re-dispatch costs microseconds in C++ and ~1 ms for ops
+// whose meta function is Python (torch._refs, e.g. relu), so its results are cached
+// per op, keyed by every argument that can influence them: tensor dtype/sizes/strides
+// (CPU scalars: dtype and wrapped-ness), and the values of all non-tensor arguments.
+
+using MetaKey = c10::SmallVector<int64_t, 64>;
+
+void key_tensor(MetaKey& key, const at::Tensor& t) {
+  if (!t.defined()) {
+    key.push_back(-1);
+    return;
+  }
+  key.push_back(static_cast<int64_t>(t.scalar_type()) | (is_tpu(t) ? 0x100 : 0x200) |
+                (t.unsafeGetTensorImpl()->is_wrapped_number() ? 0x400 : 0));
+  if (!is_tpu(t)) return;  // a CPU 0-dim tensor: its value never shapes the outputs
+  const int64_t dim = t.dim();
+  key.push_back(dim);
+  key.append(t.sizes().begin(), t.sizes().end());
+  key.append(t.strides().begin(), t.strides().end());
+}
+
+int64_t bits_of(double d) {
+  int64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+void key_number(MetaKey& key, const c10::IValue& v) {
+  if (v.isDouble()) {
+    key.push_back(1);
+    key.push_back(bits_of(v.toDouble()));
+  } else if (v.isInt()) {
+    key.push_back(2);
+    key.push_back(v.toInt());
+  } else if (v.isBool()) {
+    key.push_back(3);
+    key.push_back(v.toBool());
+  } else {  // symbolic or complex: hash its printed form
+    key.push_back(4);
+    key.push_back(static_cast<int64_t>(std::hash<std::string>{}(c10::str(v))));
+  }
+}
+
+// False if some argument cannot be keyed (then the meta function runs every time).
+bool build_meta_key(const OpInfo& info, c10::ArrayRef<c10::IValue> args, MetaKey& key) {
+  for (size_t i = 0; i < info.nargs; ++i) {
+    const c10::IValue& v = args[i];
+    if (v.isNone()) {
+      key.push_back(INT64_MIN);
+      continue;
+    }
+    switch (info.args[i].tag) {
+      case A_TENSOR: key_tensor(key, v.toTensor()); break;
+      case A_TENSOR_LIST: {
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        key.push_back(static_cast<int64_t>(list.size()));
+        for (const c10::IValue& e : list) {
+          if (e.isTensor()) key_tensor(key, e.toTensor());
+          else key.push_back(-1);
+        }
+        break;
+      }
+      case A_SCALAR:
+      case A_INT:
+      case A_DOUBLE:
+      case A_BOOL:
+      case A_DTYPE:
+      case A_LAYOUT: key_number(key, v); break;
+      case A_SCALAR_LIST:
+      case A_INT_LIST:
+      case A_DOUBLE_LIST:
+      case A_BOOL_LIST: {
+        if (!v.isList()) {
+          key_number(key, v);
+          break;
+        }
+        c10::ArrayRef<c10::IValue> list = v.toListRef();
+        key.push_back(static_cast<int64_t>(list.size()));
+        for (const c10::IValue& e : list) key_number(key, e);
+        break;
+      }
+      case A_STRING:
+        key.push_back(static_cast<int64_t>(std::hash<std::string>{}(v.toStringRef())));
+        break;
+      case A_GENERATOR:
+      case A_DEVICE: key.push_back(0); break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+uint64_t hash_key(const MetaKey& key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int64_t x : key) {
+    h ^= static_cast<uint64_t>(x);
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+std::shared_ptr<const MetaShapes> meta_cache_find(MetaCache& cache, uint64_t h, const MetaKey& key) {
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto it = cache.map.find(h);
+  if (it == cache.map.end()) return nullptr;
+  for (const auto& [k, v] : it->second) {
+    if (k.size() == key.size() && std::equal(k.begin(), k.end(), key.begin())) return v;
+  }
+  return nullptr;
+}
+
+void meta_cache_insert(MetaCache& cache, uint64_t h, const MetaKey& key, std::shared_ptr<const MetaShapes> v) {
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (cache.entries >= kMetaCacheMaxEntries) {
+    cache.map.clear();
+    cache.entries = 0;
+  }
+  cache.map[h].emplace_back(std::vector<int64_t>(key.begin(), key.end()), std::move(v));
+  ++cache.entries;
+}
+
+// The meta function's results for this call, from the cache or by running it.
+std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, const OpInfo& info,
+                                              c10::ArrayRef<c10::IValue> args) {
+  MetaKey key;
+  if (!build_meta_key(info, args, key)) return std::make_shared<const MetaShapes>(run_meta(op, info, args));
+  const uint64_t h = hash_key(key);
+  MetaCache& cache = *info.meta_cache;
+  if (auto hit = meta_cache_find(cache, h, key)) return hit;
+  auto shapes = std::make_shared<const MetaShapes>(run_meta(op, info, args));
+  meta_cache_insert(cache, h, key, shapes);
+  return shapes;
+}
+
+bool any_empty_out(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < info.nargs; ++i) {
+    if (info.args[i].out && args[i].isTensor()) {
+      const at::Tensor& t = args[i].toTensor();
+      if (t.defined() && t.numel() == 0) return true;
+    }
+  }
+  return false;
+}
+
+// Fresh results (one IValue per return; aliased returns stay None here).
+using Results = c10::SmallVector<c10::IValue, 4>;
+
+at::Tensor empty_tpu_from(c10::DeviceIndex device, const TMeta& m) {
+  if (!m.defined) return at::Tensor();
+  return empty_tpu(device, m.sizes, m.strides, m.dtype);
+}
+
+void alloc_from_meta(const OpInfo& info, const MetaShapes& meta, c10::DeviceIndex device, Results& fresh) {
+  for (size_t k = 0; k < info.nrets; ++k) {
+    const std::vector<TMeta>& ms = meta.rets[k];
+    if (info.rets[k].tag == R_TENSOR) {
+      fresh[k] = ms.empty() ? at::Tensor() : empty_tpu_from(device, ms[0]);
+    } else if (info.rets[k].tag == R_TENSOR_LIST) {
+      c10::List<at::Tensor> list;
+      list.reserve(ms.size());
+      for (const TMeta& m : ms) list.push_back(empty_tpu_from(device, m));
+      fresh[k] = std::move(list);
+    }
+  }
+}
+
+// Resizes out= tensors whose shape differs from the meta function's.
+void resize_outs(const MetaShapes& meta, c10::ArrayRef<c10::IValue> args) {
+  for (const auto& [i, m] : meta.outs) {
+    const at::Tensor& t = args[i].toTensor();
+    if (m.defined && t.defined() && is_tpu(t) && c10::IntArrayRef(m.sizes) != t.sizes()) {
+      resize_tpu_tensor(t, m.sizes, m.strides);
+    }
+  }
+}
+
+void alloc_scalar_returns(const OpInfo& info, c10::DeviceIndex device, Results& fresh) {
+  for (size_t k = 0; k < info.nrets; ++k) {
+    c10::ScalarType dt;
+    switch (info.rets[k].tag) {
+      case R_BOOL: dt = c10::ScalarType::Bool; break;
+      case R_INT: dt = c10::ScalarType::Long; break;
+      case R_DOUBLE: dt = c10::ScalarType::Double; break;
+      default: continue;
+    }
+    fresh[k] = empty_tpu(device, {}, {}, dt);
+  }
+}
+
+c10::ScalarType from_tpu_dtype(int32_t dt) {
+  switch (dt) {
+    case TPU_DTYPE_F32: return c10::ScalarType::Float;
+    case TPU_DTYPE_F64: return c10::ScalarType::Double;
+    case TPU_DTYPE_F16: return c10::ScalarType::Half;
+    case TPU_DTYPE_BF16: return c10::ScalarType::BFloat16;
+    case TPU_DTYPE_I64: return c10::ScalarType::Long;
+    case TPU_DTYPE_I32: return c10::ScalarType::Int;
+    case TPU_DTYPE_I16: return c10::ScalarType::Short;
+    case TPU_DTYPE_I8: return c10::ScalarType::Char;
+    case TPU_DTYPE_U8: return c10::ScalarType::Byte;
+    case TPU_DTYPE_BOOL: return c10::ScalarType::Bool;
+    default: TORCH_CHECK(false, "libtpurt returned an unknown dtype ", dt);
+  }
+}
+
+// tpu_op_infer's shapes (contiguous) for Tensor returns, fresh or out=. False if
+// the runtime has no rule (or a Tensor[] return needs one).
+bool apply_infer(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const Marshalled& m, c10::DeviceIndex device,
+                 Results& fresh) {
+  for (const RetInfo& r : info.rets) {
+    if (r.tag == R_TENSOR_LIST) return false;
+  }
+  constexpr int kMaxOuts = 16;
+  tpu_tensor_t metas[kMaxOuts];
+  int nouts = 0;
+  tpu_status_t st = tpu_op_infer(device, info.name.c_str(), m.args, static_cast<int>(info.nargs), metas, kMaxOuts,
+                                 &nouts);
+  if (st != TPU_OK) {
+    if (tpu_status_code(st) == TPU_STATUS_UNSUPPORTED) {
+      tpu_status_free(st);
+      return false;
+    }
+    throw_status(st);
+  }
+  for (size_t k = 0; k < info.nrets && static_cast<int>(k) < nouts; ++k) {
+    const tpu_tensor_t& mt = metas[k];
+    c10::IntArrayRef sizes(mt.sizes, mt.ndim);
+    const c10::ScalarType dt = from_tpu_dtype(mt.dtype);
+    if (info.rets[k].tag == R_TENSOR) {
+      fresh[k] = empty_tpu(device, sizes, c10::contiguous_strides(sizes), dt);
+    } else if (info.rets[k].tag == R_ALIAS) {
+      const c10::IValue& v = args[info.rets[k].arg];
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().sizes() != sizes) {
+        resize_tpu_tensor(v.toTensor(), sizes);
+      }
+    }
+  }
+  return true;
+}
+
+// Reads a 0-dim tpu result back as a Python number (synchronizes the device).
+c10::IValue read_scalar_result(const at::Tensor& t, RetTag tag) {
+  alignas(8) unsigned char buf[8] = {0};
+  check_status(tpu_rt_memcpy_d2h(t.device().index(), buf, t.const_data_ptr(), t.element_size()));
+  switch (tag) {
+    case R_BOOL: return c10::IValue(*reinterpret_cast<bool*>(buf));
+    case R_INT: return c10::IValue(*reinterpret_cast<int64_t*>(buf));
+    default: return c10::IValue(*reinterpret_cast<double*>(buf));
+  }
+}
+
+// ---------------------------------------------------------------- the kernel
+
+void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpInfo& info = op_info(op);
+  if (C10_UNLIKELY(!info.supported)) {
+    if (cpu_fallback_enabled()) return run_cpu_fallback(op, info, stack);
+    throw_not_implemented(info);
+  }
+  if (C10_UNLIKELY(info.has_view)) {
+    C10_THROW_ERROR(NotImplementedError, "torch_tpu: the view operator '" + info.name +
+                                             "' reached the tpu fallback kernel; it must be registered as a "
+                                             "metadata-only kernel in csrc/glue/tensor_factory.cpp (please report)");
+  }
+  for (const RetInfo& r : info.rets) {
+    if (C10_UNLIKELY(r.tag == R_OTHER)) {
+      C10_THROW_ERROR(NotImplementedError, "torch_tpu: '" + info.name + "' has a return type the tpu backend cannot "
+                                                                         "produce");
+    }
+  }
+
+  c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, info.nargs);
+  const c10::DeviceIndex device = pick_device(info, args);
+  c10::DeviceGuard guard(c10::Device(kTpu, device));
+
+  Results fresh(info.nrets);
+  bool need_infer = false;
+  std::exception_ptr meta_error;
+  if (info.needs_meta || (info.has_out && any_empty_out(info, args))) {
+    try {
+      std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
+      resize_outs(*meta, args);
+      alloc_from_meta(info, *meta, device, fresh);
+    } catch (const std::exception&) {
+      meta_error = std::current_exception();
+      need_infer = true;
+    }
+  }
+  alloc_scalar_returns(info, device, fresh);
+
+  Arena arena;
+  Marshalled m;
+  marshal(info, args, arena, m);
+  if (C10_UNLIKELY(need_infer)) {
+    if (apply_infer(info, args, m, device, fresh)) {
+      arena.reset();
+      marshal(info, args, arena, m);  // out= tensors may have been resized
+    } else if (info.needs_meta) {
+      if (cpu_fallback_enabled()) return run_cpu_fallback(op, info, stack);
+      std::rethrow_exception(meta_error);
+    }
+  }
+
+  // outs: written arguments' tensors, then fresh results.
+  size_t nfresh = 0;
+  for (size_t k = 0; k < info.nrets; ++k) {
+    if (info.rets[k].tag == R_TENSOR || info.rets[k].tag == R_BOOL || info.rets[k].tag == R_INT ||
+        info.rets[k].tag == R_DOUBLE) {
+      nfresh += 1;
+    } else if (info.rets[k].tag == R_TENSOR_LIST) {
+      nfresh += fresh[k].toListRef().size();
+    }
+  }
+  const size_t nouts = m.written.size() + nfresh;
+  tpu_tensor_t* outs = arena.alloc<tpu_tensor_t>(nouts == 0 ? 1 : nouts);
+  size_t o = 0;
+  for (const tpu_tensor_t* w : m.written) {
+    if (w != nullptr) outs[o] = *w;
+    else fill_absent_record(&outs[o]);
+    ++o;
+  }
+  const char* name = info.name.c_str();
+  for (size_t k = 0; k < info.nrets; ++k) {
+    switch (info.rets[k].tag) {
+      case R_TENSOR:
+      case R_BOOL:
+      case R_INT:
+      case R_DOUBLE: {
+        const at::Tensor& t = fresh[k].toTensor();
+        if (t.defined()) fill_tensor_record(t, &outs[o], name);
+        else fill_absent_record(&outs[o]);
+        ++o;
+        break;
+      }
+      case R_TENSOR_LIST:
+        for (const c10::IValue& e : fresh[k].toListRef()) {
+          if (e.toTensor().defined()) fill_tensor_record(e.toTensor(), &outs[o], name);
+          else fill_absent_record(&outs[o]);
+          ++o;
+        }
+        break;
+      default: break;
+    }
+  }
+
+  tpu_status_t st = tpu_op_run(device, name, m.args, static_cast<int>(info.nargs), outs, static_cast<int>(nouts));
+  if (C10_UNLIKELY(st != TPU_OK)) {
+    if (tpu_status_code(st) == TPU_STATUS_UNSUPPORTED) {
+      if (cpu_fallback_enabled()) {
+        tpu_status_free(st);
+        return run_cpu_fallback(op, info, stack);
+      }
+      std::string msg = tpu_status_message(st);
+      tpu_status_free(st);
+      C10_THROW_ERROR(NotImplementedError,
+                      msg + ". As a temporary, slow fix, set TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU.");
+    }
+    throw_status(st);
+  }
+
+  // Results, in schema return order.
+  Results results(info.nrets);
+  for (size_t k = 0; k < info.nrets; ++k) {
+    switch (info.rets[k].tag) {
+      case R_ALIAS: results[k] = args[info.rets[k].arg]; break;
+      case R_BOOL:
+      case R_INT:
+      case R_DOUBLE: results[k] = read_scalar_result(fresh[k].toTensor(), info.rets[k].tag); break;
+      default: results[k] = std::move(fresh[k]); break;
+    }
+  }
+  torch::jit::drop(*stack, info.nargs);
+  for (c10::IValue& r : results) stack->push_back(std::move(r));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+}
+
+}  // namespace torch_tpu

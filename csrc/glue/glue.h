@@ -1,0 +1,70 @@
+// glue.h — what the glue's files share. Nothing here does math; see README.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <tpurt.h>
+
+#include "status.h"
+
+namespace torch_tpu {
+
+constexpr c10::DeviceType kTpu = c10::DeviceType::PrivateUse1;
+
+// ---- runtime (guard.cpp)
+// Initializes libtpurt once; false (never throws) if it cannot start. Cheap after success.
+bool runtime_ok() noexcept;
+// Initializes libtpurt; throws the C error message on failure.
+void runtime_init_or_throw();
+// 0 if the runtime cannot start; never throws.
+c10::DeviceIndex device_count() noexcept;
+// The calling thread's current device (default 0).
+c10::DeviceIndex current_device() noexcept;
+// Validates `index` (throws if out of range) and makes it current.
+void set_current_device(c10::DeviceIndex index);
+// A device index in [0, device_count) or throws (IndexError-like RuntimeError).
+void check_device_index(int64_t index);
+
+// ---- allocator (allocator.cpp)
+c10::Allocator* tpu_allocator();
+
+// ---- generator (generator.cpp)
+const at::Generator& default_generator(c10::DeviceIndex index);  // -1: current device
+at::Generator new_generator(c10::DeviceIndex index);              // -1: current device
+// The runtime generator behind a tpu at::Generator (throws for other devices).
+tpu_rt_generator_t* runtime_generator(const at::Generator& gen);
+
+// ---- dtypes (fallback.cpp)
+// at::ScalarType -> tpu_dtype_t; nullopt for dtypes the runtime lacks.
+std::optional<tpu_dtype_t> to_tpu_dtype(c10::ScalarType t) noexcept;
+// Same, but throws NotImplementedError "tpu does not support dtype X (in <op>)".
+tpu_dtype_t to_tpu_dtype_or_throw(c10::ScalarType t, const char* op_name);
+// Fills a record for a tpu tensor (device memory, storage offset applied).
+void fill_tensor_record(const at::Tensor& t, tpu_tensor_t* out, const char* op_name);
+
+// ---- storage (tensor_factory.cpp)
+// Grows `self`'s storage (device-side copy of the old bytes) so that `self` can
+// hold `sizes`/`strides` (contiguous strides if `strides` is empty), then sets them.
+void resize_tpu_tensor(const at::Tensor& self, c10::IntArrayRef sizes, c10::IntArrayRef strides = {});
+// Replaces a storage's buffer with one of `new_nbytes`, copying min(old, new) bytes
+// on the device. Used by resize_ and the hooks' resizePrivateUse1Bytes.
+void resize_storage_bytes(c10::StorageImpl* storage, size_t new_nbytes);
+
+// ---- CPU fallback (fallback.cpp)
+void set_cpu_fallback(bool enabled);
+bool cpu_fallback_enabled();
+std::vector<std::pair<std::string, uint64_t>> fallback_counts();  // op name -> CPU-fallback runs
+uint64_t fallback_total();
+void fallback_reset();
+
+}  // namespace torch_tpu

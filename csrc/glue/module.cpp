@@ -1,0 +1,138 @@
+// module.cpp — the pybind11 module torch_tpu._C. Every function catches everything
+// (HANDLE_TH_ERRORS) so that C++ exceptions become Python exceptions and nothing
+// reachable from Python can abort the process.
+#include <pybind11/pybind11.h>
+
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "glue.h"
+
+// Internal libtpurt symbol (csrc/tpurt/common/common.h); not in the public header.
+extern "C" const char* tpu_cpu_features_string(void);
+
+namespace py = pybind11;
+
+namespace torch_tpu {
+namespace {
+
+int resolve_device(int device) {
+  if (device < 0) device = current_device();
+  check_device_index(device);
+  return device;
+}
+
+void init() {
+  runtime_init_or_throw();
+  torch::utils::register_fork_handler_for_device_init(kTpu);
+}
+
+py::dict memory_stats(int device) {
+  device = resolve_device(device);
+  tpu_rt_memory_stats_t s{};
+  check_status(tpu_rt_memory_stats(device, &s));
+  py::dict d;
+  d["allocated_bytes"] = s.allocated_bytes;
+  d["max_allocated_bytes"] = s.max_allocated_bytes;
+  d["reserved_bytes"] = s.reserved_bytes;
+  d["max_reserved_bytes"] = s.max_reserved_bytes;
+  d["requested_bytes"] = s.requested_bytes;
+  d["capacity_bytes"] = s.capacity_bytes;
+  d["num_allocs"] = s.num_allocs;
+  d["num_frees"] = s.num_frees;
+  d["num_cache_hits"] = s.num_cache_hits;
+  d["num_ooms"] = s.num_ooms;
+  return d;
+}
+
+py::dict metrics() {
+  tpu_metrics_t mt{};
+  tpu_metrics_get(&mt);
+  py::dict d;
+  d["ops_run"] = mt.ops_run;
+  d["exec_cache_hits"] = mt.exec_cache_hits;
+  d["exec_cache_misses"] = mt.exec_cache_misses;
+  d["compiles"] = mt.compiles;
+  d["exec_cache_entries"] = mt.exec_cache_entries;
+  d["compile_seconds"] = mt.compile_seconds;
+  d["kernels_launched"] = mt.kernels_launched;
+  d["fallback_ops"] = fallback_total();
+  return d;
+}
+
+py::dict counts() {
+  py::dict d;
+  for (const auto& [name, n] : fallback_counts()) d[py::str(name)] = n;
+  return d;
+}
+
+}  // namespace
+}  // namespace torch_tpu
+
+// Wraps a function body so that every C++ exception becomes a Python exception.
+#define TPU_PY(body)           \
+  HANDLE_TH_ERRORS { body; }   \
+  END_HANDLE_TH_ERRORS_PYBIND
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_tpu;
+  m.doc() = "torch_tpu._C: PrivateUse1 glue between PyTorch and libtpurt";
+
+  m.def("_init", []() { TPU_PY(init()) });
+  m.def("_device_count", []() -> int { TPU_PY(return device_count()) });
+  m.def("_get_device", []() -> int { TPU_PY(return current_device()) });
+  m.def("_set_device", [](int device) { TPU_PY(set_current_device(static_cast<c10::DeviceIndex>(device))) });
+  m.def("_synchronize", [](int device) {
+    TPU_PY({
+      device = resolve_device(device);
+      tpu_status_t st;
+      {
+        py::gil_scoped_release no_gil;
+        st = tpu_rt_synchronize(device);
+      }
+      check_status(st);
+    })
+  });
+  m.def("_memory_stats", [](int device) -> py::dict { TPU_PY(return memory_stats(device)) });
+  m.def("_reset_peak_memory_stats", [](int device) {
+    TPU_PY(check_status(tpu_rt_reset_peak_memory_stats(resolve_device(device))))
+  });
+  m.def("_empty_cache", [](int device) {
+    TPU_PY({
+      device = resolve_device(device);
+      tpu_status_t st;
+      {
+        py::gil_scoped_release no_gil;
+        st = tpu_rt_empty_cache(device);
+      }
+      check_status(st);
+    })
+  });
+  m.def("_metrics", []() -> py::dict { TPU_PY(return metrics()) });
+  m.def("_metrics_reset", []() {
+    TPU_PY({
+      tpu_metrics_reset();
+      fallback_reset();
+    })
+  });
+  m.def("_fallback_counts", []() -> py::dict { TPU_PY(return counts()) });
+  m.def("_set_cpu_fallback", [](bool enabled) { TPU_PY(set_cpu_fallback(enabled)) });
+  m.def("_get_cpu_fallback", []() -> bool { TPU_PY(return cpu_fallback_enabled()) });
+  m.def("_launch_blocking", []() -> bool { TPU_PY(runtime_init_or_throw(); return tpu_rt_launch_blocking()) });
+  m.def("_num_threads", []() -> int { TPU_PY(runtime_init_or_throw(); return tpu_rt_num_threads()) });
+  m.def("_cpu_features", []() -> std::string { TPU_PY(return std::string(tpu_cpu_features_string())) });
+  m.def("_get_default_generator", [](int device) -> py::object {
+    TPU_PY({
+      const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(device));
+      PyObject* obj = THPGenerator_initDefaultGenerator(gen);
+      if (obj == nullptr) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(obj);
+    })
+  });
+  m.def("_op_supported", [](const std::string& name) -> bool { TPU_PY(return tpu_op_supported(name.c_str())) });
+  // Not in the original list: lets torch.tpu implement _is_in_bad_fork (the host
+  // runtime's threads do not survive fork()).
+  m.def("_is_in_bad_fork", []() -> bool { TPU_PY(return torch::utils::is_device_in_bad_fork(kTpu)) });
+}
