@@ -45,7 +45,22 @@ typedef struct tpu_lower_ctx_s {
 } tpu_lower_ctx_t;
 
 typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
-typedef struct { const char* name; tpu_lower_fn fn; } tpu_lowering_t;
+/* key_scalars (optional, 0 = none): bit i set makes the VALUE of Scalar/float
+ * argument i part of the executable-cache key, for the rare argument that picks
+ * an algorithm rather than feeding arithmetic (a vector norm's order: inf -> max,
+ * 2 -> sqrt(sum x^2), p -> pow). Only such declared arguments may be read with
+ * lw_key_scalar(); every other Scalar stays a runtime parameter. */
+typedef struct { const char* name; tpu_lower_fn fn; uint32_t key_scalars; } tpu_lowering_t;
+/* Tables write entries as {name, fn}: key_scalars defaults to 0 without a warning. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+/* Value of a Scalar/float argument declared in key_scalars; dflt if None. */
+static inline double lw_key_scalar(const tpu_lower_ctx_t* cx, int i, double dflt) {
+  if (i < 0 || i >= cx->nargs) return dflt;
+  const tpu_arg_t* a = &cx->args[i];
+  if (a->kind == TPU_ARG_DOUBLE || (a->kind == TPU_ARG_SCALAR && tpu_dtype_is_floating(a->scalar_dtype))) return a->f;
+  if (a->kind == TPU_ARG_SCALAR || a->kind == TPU_ARG_INT || a->kind == TPU_ARG_BOOL) return (double)a->i;
+  return dflt;
+}
 
 /* ---- argument access (i = schema argument index) */
 int lw_is_none(const tpu_lower_ctx_t* cx, int i);

@@ -65,7 +65,7 @@ static void key_tensor(key_t_* k, const tpu_tensor_t* t) {
   if (t->ndim > 0) key_put(k, t->sizes, (size_t)t->ndim * sizeof(int64_t));
 }
 static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args, int nargs,
-                              const tpu_tensor_t* outs, int nouts) {
+                              const tpu_tensor_t* outs, int nouts, uint32_t key_scalars) {
   key_put(k, name, strlen(name) + 1);
   for (int i = 0; i < nargs; ++i) {
     const tpu_arg_t* a = &args[i];
@@ -93,6 +93,11 @@ static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args
         break;
       case TPU_ARG_GENERATOR: { int32_t g = a->generator != NULL; key_put(k, &g, sizeof(g)); break; }
       default: break; /* NONE, DOUBLE: kind only */
+    }
+    if (i < 32 && ((key_scalars >> i) & 1u) && (a->kind == TPU_ARG_SCALAR || a->kind == TPU_ARG_DOUBLE)) {
+      /* a structural scalar (see tpu_lowering_t.key_scalars) */
+      if (a->kind == TPU_ARG_DOUBLE || tpu_dtype_is_floating(a->scalar_dtype)) key_put(k, &a->f, sizeof(a->f));
+      else key_put(k, &a->i, sizeof(a->i));
     }
   }
   int32_t n = nouts;
@@ -178,7 +183,7 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
   key_t_ k = {.p = NULL, .cap = sizeof(k.inline_buf)};
   k.p = k.inline_buf;
-  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts);
+  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars);
   if (st) { if (k.p != k.inline_buf) free(k.p); return st; }
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < k.len; ++i) { h ^= k.p[i]; h *= 1099511628211ull; }
