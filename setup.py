@@ -17,8 +17,12 @@ class Build(BuildExtension):
         super().run()
 
 
+# `make` runs `pip install -e .` with TORCH_TPU_SKIP_EXT=1 (metadata + entry point only)
+# and builds the extension once with `setup.py build_ext --inplace` (incremental, ninja).
+SKIP_EXT = os.environ.get("TORCH_TPU_SKIP_EXT") == "1"
+
 setup(
-    ext_modules=[
+    ext_modules=[] if SKIP_EXT else [
         CppExtension(
             "torch_tpu._C",
             sorted(glob.glob("csrc/glue/*.cpp")),
@@ -28,5 +32,5 @@ setup(
             extra_link_args=["-lm", "-pthread"],
         )
     ],
-    cmdclass={"build_ext": Build.with_options(use_ninja=True)},
+    cmdclass={} if SKIP_EXT else {"build_ext": Build.with_options(use_ninja=True)},
 )

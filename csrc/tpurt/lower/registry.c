@@ -47,8 +47,8 @@ bool tpu_op_supported(const char* op_name) { return op_name && find_lowering(op_
 /* ---- signature: everything a lowering may depend on (not data, strides, or
  * runtime scalar values). */
 typedef struct { uint8_t* p; size_t len, cap; uint8_t inline_buf[1024]; int oom; } key_t_;
-static void key_put(key_t_* k, const void* data, size_t n) {
-  if (k->len + n > k->cap) {
+static inline void key_put(key_t_* k, const void* data, size_t n) {
+  if (__builtin_expect(k->len + n > k->cap, 0)) {
     size_t cap = k->cap * 2;
     while (cap < k->len + n) cap *= 2;
     uint8_t* p = k->p == k->inline_buf ? malloc(cap) : realloc(k->p, cap);
@@ -103,11 +103,27 @@ static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args
   int32_t n = nouts;
   key_put(k, &n, sizeof(n));
   for (int j = 0; j < nouts; ++j) {
-    if (outs[j].ndim < 0 || outs[j].ndim > TPU_MAX_DIMS || outs[j].dtype < 0 || outs[j].dtype >= TPU_DTYPE_COUNT)
+    /* ndim == -1: an absent (undefined) output; lw_output binds a dummy for it */
+    if (outs[j].ndim < -1 || outs[j].ndim > TPU_MAX_DIMS ||
+        (outs[j].ndim >= 0 && (outs[j].dtype < 0 || outs[j].dtype >= TPU_DTYPE_COUNT)))
       return TPU_ERR(INVALID_ARGUMENT, "%s: output %d: bad tensor record", name, j);
     key_tensor(k, &outs[j]);
   }
   return k->oom ? TPU_ERR(OUT_OF_MEMORY, "out of host memory") : TPU_OK;
+}
+
+/* 8 bytes per step (multiply-xorshift mixing); the full key is compared on lookup. */
+static uint64_t hash_bytes(const uint8_t* p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w; memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull; h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  memcpy(&w, p + i, n - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull; h ^= h >> 29;
+  return h;
 }
 
 static double now_s(void) {
@@ -156,6 +172,7 @@ typedef struct {
   tpu_exec_entry_t* e;
   int np, nout;
   tpu_host_scalar_t scalars[TPU_LOWER_MAX_SCALARS];
+  double sink; /* where absent outputs (ndim -1) are written */
   tpu_host_view_t views[]; /* np params, then nout outputs */
 } task_t;
 
@@ -173,6 +190,54 @@ static void to_view(tpu_host_view_t* v, const tpu_tensor_t* t) {
   for (int d = 0; d < t->ndim; ++d) { v->sizes[d] = t->sizes[d]; v->strides[d] = t->strides[d]; }
 }
 
+/* ---- per-tensor list ops (_foreach_*, _fused_* optimizers) over long lists run as
+ * several calls over slices, so one graph stays within TPU_IR_MAX_OUTPUTS outputs
+ * and TPU_LOWER_MAX_PARAMS inputs. Applies when every tensor list (and every
+ * Scalar[] list) has length N or 0 and the outputs are blocks of N (written lists,
+ * Tensor[] returns) — the per-tensor independence these op families guarantee. */
+static int list_split_plan(const char* name, const tpu_arg_t* args, int nargs, int nouts, int64_t* out_n,
+                           int64_t* out_chunk) {
+  if (strncmp(name, "aten::_foreach_", 15) && strncmp(name, "aten::_fused_", 13)) return 0;
+  int64_t n = 0;
+  int nlists = 0;
+  for (int i = 0; i < nargs; ++i) {
+    if (args[i].kind != TPU_ARG_TENSOR_LIST || args[i].len == 0) continue;
+    if (n && args[i].len != n) return 0;
+    n = args[i].len; nlists++;
+  }
+  if (n <= 1 || nouts % n) return 0;
+  int64_t per_out = nouts / n;
+  int64_t chunk = per_out ? TPU_IR_MAX_OUTPUTS / per_out : n;
+  int64_t by_in = (TPU_LOWER_MAX_PARAMS - 8) / (nlists + 1);
+  if (by_in < chunk) chunk = by_in;
+  if (chunk < 1) chunk = 1;
+  if (n <= chunk) return 0;
+  *out_n = n; *out_chunk = chunk;
+  return 1;
+}
+static tpu_status_t list_split_run(int device, const char* name, const tpu_arg_t* args, int nargs,
+                                   const tpu_tensor_t* outs, int nouts, int64_t n, int64_t chunk) {
+  tpu_arg_t* a = malloc((size_t)(nargs ? nargs : 1) * sizeof(tpu_arg_t));
+  tpu_tensor_t* o = malloc((size_t)(nouts ? nouts : 1) * sizeof(tpu_tensor_t));
+  if (!a || !o) { free(a); free(o); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  int64_t blocks = nouts / n;
+  tpu_status_t st = TPU_OK;
+  for (int64_t b = 0; b < n && st == TPU_OK; b += chunk) {
+    int64_t c = TPU_MIN(chunk, n - b);
+    for (int i = 0; i < nargs; ++i) {
+      a[i] = args[i];
+      if (args[i].len != n) continue;
+      if (args[i].kind == TPU_ARG_TENSOR_LIST) { a[i].tensors = args[i].tensors + b; a[i].len = c; }
+      else if (args[i].kind == TPU_ARG_DOUBLE_LIST) { a[i].doubles = args[i].doubles + b; a[i].len = c; }
+      else if (args[i].kind == TPU_ARG_INT_LIST || args[i].kind == TPU_ARG_BOOL_LIST) { a[i].ints = args[i].ints + b; a[i].len = c; }
+    }
+    for (int64_t k = 0; k < blocks; ++k) memcpy(o + k * c, outs + k * n + b, (size_t)c * sizeof(tpu_tensor_t));
+    st = tpu_op_run(device, name, a, nargs, o, (int)(blocks * c));
+  }
+  free(a); free(o);
+  return st;
+}
+
 tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, int nargs,
                         const tpu_tensor_t* outs, int nouts) {
   if (!op_name || (nargs && !args) || (nouts && !outs) || nargs < 0 || nouts < 0)
@@ -181,12 +246,14 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
   const tpu_lowering_t* l = find_lowering(op_name);
   if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
+  int64_t split_n = 0, split_chunk = 0;
+  if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk))
+    return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk);
   key_t_ k = {.p = NULL, .cap = sizeof(k.inline_buf)};
   k.p = k.inline_buf;
   tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars);
   if (st) { if (k.p != k.inline_buf) free(k.p); return st; }
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < k.len; ++i) { h ^= k.p[i]; h *= 1099511628211ull; }
+  uint64_t h = hash_bytes(k.p, k.len);
   tpu_exec_entry_t* e = tpu_exec_cache_lookup(h, k.p, k.len);
   tpu_metrics_add_cache(e != NULL);
   if (!e) {
@@ -229,7 +296,11 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
       v->i = (a->f >= -9.2233720368547758e18 && a->f < 9.2233720368547758e18) ? (int64_t)a->f : INT64_MIN;
     } else { v->i = a->i; v->f = (double)a->i; }
   }
-  for (int j = 0; j < nouts; ++j) to_view(&t->views[e->n_tbind + j], &outs[j]);
+  for (int j = 0; j < nouts; ++j) {
+    tpu_host_view_t* v = &t->views[e->n_tbind + j];
+    if (outs[j].ndim >= 0) { to_view(v, &outs[j]); continue; }
+    v->data = (char*)&t->sink; v->dtype = TPU_DTYPE_F64; v->rank = 0;
+  }
   tpu_metrics_add_ops(1);
   return tpu_rt_queue_enqueue(device, op_name, task_run, t, task_free);
 }

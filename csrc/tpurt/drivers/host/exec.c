@@ -213,7 +213,16 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   const tpu_ir_graph_t* G = &e->g;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
   int nm = e->mem_cnt[J->root], nslots = nm + J->nleaf;
-  int64_t* bufs = malloc((size_t)nslots * TILE * sizeof(int64_t));
+  /* tile registers: per-thread, grown on demand, freed at thread exit */
+  static __thread int64_t* tls_bufs;
+  static __thread size_t tls_cap;
+  size_t need = (size_t)nslots * TILE;
+  if (need > tls_cap) {
+    free(tls_bufs);
+    tls_bufs = malloc(need * sizeof(int64_t));
+    tls_cap = tls_bufs ? need : 0;
+  }
+  int64_t* bufs = tls_bufs;
   if (!bufs) { J->err = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for tile buffers"); return; }
   const int32_t* mem = e->members + e->mem_off[J->root];
   int r = J->rank;
@@ -251,7 +260,6 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       if (T->compute(op, op->type.dtype, bufs + (size_t)i * TILE, in_dtype, in, len)) {
         if (!J->err) J->err = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s",
                                       tpu_ir_opcode_name(op->opcode), tpu_dtype_name(in_dtype));
-        free(bufs);
         return;
       }
     }
@@ -259,7 +267,6 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
     T->store(J->out->data + (ooff + t0 * in_st) * (int64_t)tpu_dtype_size(J->out->dtype), J->out->dtype,
              in_st, bufs + (size_t)(nm - 1) * TILE, tpu_host_cls(G->ops[J->root].type.dtype), len);
   }
-  free(bufs);
 }
 
 static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, const tpu_host_view_t* out) {
