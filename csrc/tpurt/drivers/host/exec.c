@@ -1,5 +1,6 @@
 /* exec.c — host executables: planning (clusters of elementwise ops, views, library
  * steps) and the runner. See host.h for the model. */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "drivers/host/host.h"
@@ -207,22 +208,30 @@ static int cluster_slot(const tpu_host_exe_t* e, int root, int v) {
   return -1;
 }
 
+/* Tile registers: per thread, grown on demand, freed by a key destructor at thread exit. */
+typedef struct { size_t cap; int64_t data[]; } tile_buf_t;
+static pthread_key_t g_tile_key;
+static pthread_once_t g_tile_once = PTHREAD_ONCE_INIT;
+static void tile_key_init(void) { pthread_key_create(&g_tile_key, free); }
+static int64_t* tile_buffers(size_t n) {
+  pthread_once(&g_tile_once, tile_key_init);
+  tile_buf_t* b = pthread_getspecific(g_tile_key);
+  if (b && b->cap >= n) return b->data;
+  free(b);
+  b = malloc(sizeof(tile_buf_t) + n * sizeof(int64_t));
+  pthread_setspecific(g_tile_key, b);
+  if (!b) return NULL;
+  b->cap = n;
+  return b->data;
+}
+
 static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   cluster_job_t* J = ctx;
   const tpu_host_exe_t* e = J->e;
   const tpu_ir_graph_t* G = &e->g;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
   int nm = e->mem_cnt[J->root], nslots = nm + J->nleaf;
-  /* tile registers: per-thread, grown on demand, freed at thread exit */
-  static __thread int64_t* tls_bufs;
-  static __thread size_t tls_cap;
-  size_t need = (size_t)nslots * TILE;
-  if (need > tls_cap) {
-    free(tls_bufs);
-    tls_bufs = malloc(need * sizeof(int64_t));
-    tls_cap = tls_bufs ? need : 0;
-  }
-  int64_t* bufs = tls_bufs;
+  int64_t* bufs = tile_buffers((size_t)nslots * TILE);
   if (!bufs) { J->err = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for tile buffers"); return; }
   const int32_t* mem = e->members + e->mem_off[J->root];
   int r = J->rank;
