@@ -349,13 +349,15 @@ def test_streams() -> None:
 def test_events() -> None:
     start = torch.tpu.Event(enable_timing=True)
     end = torch.tpu.Event(enable_timing=True)
-    assert isinstance(start, torch.Event) and start.device.type == "tpu"
+    assert isinstance(start, torch.tpu.Event) and isinstance(start, torch.Event)
+    assert start.device.type == "tpu"
     start.record()
     x = torch.ones(256, 256, device="tpu")
-    y = x @ x
+    y = x * 2 + 1
     end.record()
     end.synchronize()
     assert end.query() is True
+    assert start.device == torch.device("tpu", 0)
     assert start.elapsed_time(end) >= 0.0
     s = torch.tpu.Stream()
     ev = s.record_event()
@@ -365,7 +367,7 @@ def test_events() -> None:
     e2.record(torch.tpu.current_stream())
     e2.wait()
     torch.tpu.synchronize()
-    assert y.cpu()[0, 0].item() == 256.0
+    assert y.cpu()[0, 0].item() == 3.0
 
 
 # ---------------------------------------------------------------- torch.accelerator

@@ -8,7 +8,6 @@ raises a RuntimeError saying why.
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
 from typing import Optional
 
@@ -23,7 +22,6 @@ else:
     _unavailable = None
 
 _initialized = False
-_in_bad_fork = False
 
 
 def unavailable_reason() -> str | None:
@@ -47,17 +45,18 @@ def init_at_import() -> None:
 
 
 def is_initialized() -> bool:
-    return _initialized and not _in_bad_fork
+    return _initialized and not is_in_bad_fork()
 
 
 def is_in_bad_fork() -> bool:
-    """True in a child process forked after the runtime started (its worker threads did not survive)."""
-    return _in_bad_fork
+    """True in a child process forked after the runtime started (its worker threads did not survive).
+    The extension registers PyTorch's fork handler for the device in `_init()`."""
+    return _initialized and _ext is not None and bool(_ext._is_in_bad_fork())
 
 
 def lazy_init() -> None:
     """Makes sure the runtime is usable in this process; raises RuntimeError if it is not."""
-    if _in_bad_fork:
+    if is_in_bad_fork():
         raise RuntimeError(
             "Cannot re-initialize TPU in forked subprocess. To use TPU with multiprocessing, "
             "you must use the 'spawn' start method"
@@ -84,11 +83,3 @@ def device_count() -> int:
         return 0
     return int(_ext._device_count())
 
-
-def _after_fork_in_child() -> None:
-    global _in_bad_fork
-    if _initialized:
-        _in_bad_fork = True
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,4 +1,4 @@
-"""Streams and events of the tpu device (torch.Stream / torch.Event with device type "tpu").
+"""Streams and events of the tpu device (torch.Stream and torch.Event with device type "tpu").
 
 The runtime has one execution queue per device and every stream maps onto it, so work on any two
 streams of a device runs in enqueue order; events mark queue positions and can be timed.
@@ -24,28 +24,11 @@ class Stream(torch.Stream):
         return super().__new__(cls, torch.device(DEVICE_TYPE, index), priority=priority)
 
 
-class Event(torch.Event):
-    """A tpu event on the current device, as torch.cuda.Event(enable_timing=..., ...)."""
-
-    def __new__(
-        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
-    ) -> "Event":
-        index = checked_index(None)
-        return super().__new__(
-            cls,
-            torch.device(DEVICE_TYPE, index),
-            enable_timing=enable_timing,
-            blocking=blocking,
-            interprocess=interprocess,
-        )
-
-    def record(self, stream: Optional[torch.Stream] = None) -> None:
-        """Records the event on `stream` (default: the current stream)."""
-        super().record(current_stream() if stream is None else stream)
-
-    def wait(self, stream: Optional[torch.Stream] = None) -> None:
-        """Makes work later queued on `stream` (default: the current stream) wait for this event."""
-        super().wait(current_stream() if stream is None else stream)
+# torch.tpu.Event is torch.Event itself, as torch.mtia.Event is: torch 2.13's Event.elapsed_time only
+# accepts an exact torch.Event, so a subclass could not be timed. `torch.tpu.Event(enable_timing=True)`
+# makes an event of the current accelerator (tpu); it takes its device index from the stream that first
+# records it, and `record()` / `wait()` without a stream use the current stream.
+Event = torch.Event
 
 
 def _wrap(s: torch.Stream) -> Stream:
