@@ -311,6 +311,9 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   // A schema address can be reused after a library is unregistered: rebuild on mismatch.
   if (!slot || slot->nargs != key->arguments().size() || slot->nrets != key->returns().size() ||
       slot->name.compare(0, key->name().size(), key->name()) != 0) {
+    // Other threads may still hold the old entry in their caches: keep it alive.
+    static std::vector<std::unique_ptr<OpInfo>> retired;
+    if (slot) retired.push_back(std::move(slot));
     slot = build_op_info(*key);
   }
   t_cache[key] = slot.get();
@@ -1003,6 +1006,9 @@ c10::IValue read_scalar_result(const at::Tensor& t, RetTag tag) {
 
 // ---------------------------------------------------------------- the kernel
 
+bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack,
+                   c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device, bool check_outs);
+
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpInfo& info = op_info(op);
   if (C10_UNLIKELY(!info.supported)) {
@@ -1024,11 +1030,34 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, info.nargs);
   const c10::DeviceIndex device = pick_device(info, args);
   c10::DeviceGuard guard(c10::Device(kTpu, device));
+  if (C10_UNLIKELY(!run_on_device(op, info, stack, args, device, /*check_outs=*/false))) {
+    run_on_device(op, info, stack, args, device, /*check_outs=*/true);
+  }
+}
 
+// True if an out= tensor's shape differs from what the meta function computes.
+bool outs_mismatch(const c10::OperatorHandle& op, const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  try {
+    std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
+    for (const auto& [i, m] : meta->outs) {
+      const at::Tensor& t = args[i].toTensor();
+      if (m.defined && t.defined() && c10::IntArrayRef(m.sizes) != t.sizes()) return true;
+    }
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
+// Runs the op; returns false (having done nothing) when the lowering rejected out=
+// tensors of the wrong shape, so that the caller retries with check_outs (which
+// resizes them first, as ATen's resize_output does, warning included).
+bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack,
+                   c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device, bool check_outs) {
   Results fresh(info.nrets);
   bool need_infer = false;
   std::exception_ptr meta_error;
-  if (info.needs_meta || (info.has_out && any_empty_out(info, args))) {
+  const bool meta_for_outs = info.has_out && (check_outs || any_empty_out(info, args));
+  if (info.needs_meta || meta_for_outs) {
     try {
       std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
       resize_outs(*meta, args);
@@ -1048,8 +1077,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       arena.reset();
       marshal(info, args, arena, m);  // out= tensors may have been resized
     } else if (info.needs_meta) {
-      if (cpu_fallback_enabled()) return run_cpu_fallback(op, info, stack);
-      std::rethrow_exception(meta_error);
+      if (!cpu_fallback_enabled()) std::rethrow_exception(meta_error);
+      run_cpu_fallback(op, info, stack);
+      return true;
     }
   }
 
@@ -1097,10 +1127,16 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   tpu_status_t st = tpu_op_run(device, name, m.args, static_cast<int>(info.nargs), outs, static_cast<int>(nouts));
   if (C10_UNLIKELY(st != TPU_OK)) {
+    if (tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT && info.has_out && !meta_for_outs &&
+        outs_mismatch(op, info, args)) {
+      tpu_status_free(st);
+      return false;
+    }
     if (tpu_status_code(st) == TPU_STATUS_UNSUPPORTED) {
       if (cpu_fallback_enabled()) {
         tpu_status_free(st);
-        return run_cpu_fallback(op, info, stack);
+        run_cpu_fallback(op, info, stack);
+        return true;
       }
       std::string msg = tpu_status_message(st);
       tpu_status_free(st);
@@ -1123,6 +1159,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   torch::jit::drop(*stack, info.nargs);
   for (c10::IValue& r : results) stack->push_back(std::move(r));
+  return true;
 }
 
 }  // namespace
