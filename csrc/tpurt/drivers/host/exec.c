@@ -150,6 +150,7 @@ static int views_identical(const tpu_host_view_t* a, const tpu_host_view_t* b) {
 static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* sizes, int64_t* out) {
   int64_t numel = view_numel(src);
   if (numel == 0) { int64_t s = 1; for (int d = rank - 1; d >= 0; --d) { out[d] = s; s *= sizes[d] ? sizes[d] : 1; } return 1; }
+  if (src->rank == 0) { for (int d = 0; d < rank; ++d) out[d] = 1; return 1; } /* one element: any strides */
   int view_d = rank - 1;
   int64_t chunk_base_stride = src->rank ? src->strides[src->rank - 1] : 1;
   int64_t tensor_numel = 1, view_numel_ = 1;
