@@ -54,7 +54,7 @@ def report_tpu_metrics() -> int:
     print(
         f"tpu metrics: ops {m['ops_run']}, executable cache hits {m['exec_cache_hits']} "
         f"misses {m['exec_cache_misses']} ({hit_rate:.1f}% hits), compiles {m['compiles']} "
-        f"({m['compile_seconds']:.3f} s), kernels {m['kernels_launched']}, "
+        f"({1e3 * m['compile_seconds']:.1f} ms), kernels {m['kernels_launched']}, "
         f"cpu fallbacks {m['fallback_ops']}"
     )
     if m["fallback_ops"]:

@@ -75,9 +75,14 @@ def test_invalid_env_value_fails_loudly(name: str, value: str) -> None:
     assert proc.returncode != 0
     assert "Failed to load the backend extension: torch_tpu" in proc.stderr
     assert name in proc.stderr, proc.stderr  # our message is chained as the cause
-    # the same message when torch_tpu is imported by hand
-    proc = _run("import torch_tpu", TORCH_DEVICE_BACKEND_AUTOLOAD="0", **{name: value})
-    assert proc.returncode != 0 and name in proc.stderr.strip().splitlines()[-1], proc.stderr
+
+
+@pytest.mark.parametrize("name", ["TORCH_TPU_NUM_DEVICES", "TORCH_TPU_CPU_FALLBACK"])
+def test_invalid_env_value_fails_explicit_import(name: str) -> None:
+    proc = _run("import torch_tpu", TORCH_DEVICE_BACKEND_AUTOLOAD="0", **{name: "bogus"})
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert name in last and "bogus" in last, proc.stderr
 
 
 def test_num_devices() -> None:

@@ -141,6 +141,16 @@ def test_amp_support() -> None:
     assert not torch.is_autocast_enabled("tpu")
 
 
+def test_autocast_runs_ops_in_bf16() -> None:
+    lin = torch.nn.Linear(8, 4).to("tpu")
+    x = torch.randn(2, 8).to("tpu")
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        y = lin(x)
+    assert y.dtype == torch.bfloat16
+    ref = torch.nn.functional.linear(x.cpu().bfloat16(), lin.weight.cpu().bfloat16(), lin.bias.cpu().bfloat16())
+    torch.testing.assert_close(y.cpu(), ref)
+
+
 def test_tensor_and_module_methods() -> None:
     x = torch.arange(6, dtype=torch.float32).tpu()
     assert x.is_tpu and x.device == torch.device("tpu:0")
