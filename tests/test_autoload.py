@@ -42,6 +42,16 @@ def test_import_torch_is_enough() -> None:
     assert out.split() == ["[1.0,", "1.0,", "1.0]", "1"]
 
 
+def test_import_torch_tpu_before_torch() -> None:
+    # torch's autoload then runs while torch_tpu is still importing torch
+    out = _ok(_run("""
+        import torch_tpu
+        import torch
+        print(torch.ones(2, device="tpu").cpu().tolist(), torch.tpu is torch_tpu.tpu)
+    """))
+    assert out.split() == ["[1.0,", "1.0]", "True"]
+
+
 def test_autoload_can_be_disabled() -> None:
     out = _ok(_run("""
         import sys

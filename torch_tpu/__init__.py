@@ -10,14 +10,25 @@ cannot be loaded, a warning says why and torch.tpu reports 0 devices, so `import
 """
 from __future__ import annotations
 
-import warnings
 
-import torch  # during autoload this is the partly imported torch; only its finished parts are used
+def _autoload() -> None:
+    """The `torch.backends` entry point torch calls during `import torch`.
 
-from torch_tpu import _backend, _env, tpu
-from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback
-from torch_tpu._version import __version__
-from torch_tpu.tpu import _state
+    Loading the entry point imports this package, whose body does all the work; an invalid TORCH_TPU_*
+    variable raises there, and torch reports it as "Failed to load the backend extension: torch_tpu"
+    with our message as the cause. Defined before any import: when torch_tpu is imported first, torch's
+    autoload runs while this module is still at its `import torch` line and must find this function.
+    """
+
+
+import warnings  # noqa: E402
+
+import torch  # noqa: E402  (during autoload: the partly imported torch; only its finished parts are used)
+
+from torch_tpu import _backend, _env, tpu  # noqa: E402
+from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback  # noqa: E402
+from torch_tpu._version import __version__  # noqa: E402
+from torch_tpu.tpu import _state  # noqa: E402
 
 
 def _load() -> None:
@@ -35,15 +46,6 @@ def _load() -> None:
 
 
 _load()
-
-
-def _autoload() -> None:
-    """The `torch.backends` entry point torch calls during `import torch`.
-
-    Loading the entry point already imported this package, which did all the work; an invalid
-    TORCH_TPU_* variable raised there, and torch reports it as "Failed to load the backend extension:
-    torch_tpu" with our message as the cause.
-    """
 
 
 __all__ = [
