@@ -82,10 +82,9 @@ class device:
         if self.idx >= 0:
             self.prev_idx = _exchange_device(self.idx)
 
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> None:
         if self.idx >= 0 and self.prev_idx >= 0:
             _exchange_device(self.prev_idx)
-        return False
 
 
 class device_of(device):

@@ -17,6 +17,7 @@ def device_index(device: Device, *, optional: bool = True) -> int:
     `optional`; a negative int is returned as is (callers that allow it treat it as "no device")."""
     if isinstance(device, str):
         device = torch.device(device)
+    index: int | None
     if isinstance(device, torch.device):
         if device.type != DEVICE_TYPE:
             raise ValueError(f"Expected a {DEVICE_TYPE} device, but got: {device}")
