@@ -61,10 +61,12 @@ typedef enum tpu_ir_opcode_e {
   TPU_IR_CUMULATIVE,  /* i0 = monoid (sum/prod/max/min), i1 = dim */
   TPU_IR_GATHER,      /* torch.gather: (x, index i64); i0 = dim; result shape = index shape */
   TPU_IR_INDEX_SELECT,/* (x, index i64 rank-1); i0 = dim */
-  TPU_IR_SCATTER,     /* (x, index, src): torch scatter along i0 = dim; i1 = 0 replace / 1 add */
+  TPU_IR_SCATTER,     /* (x, index, src): torch scatter along i0 = dim; i1 = 0 replace / 1 add /
+                         2 multiply / 3 max / 4 min (max/min propagate NaN) */
   TPU_IR_INDEX_PUT,   /* (x, values, idx_0..idx_{n-1}) advanced indexing on leading dims
                          a[0][j] = indexed dim for idx_j; i1 = accumulate */
-  TPU_IR_RNG,         /* (seed u64 as i64 scalar, offset scalar) -> i0 = 0 uniform [0,1) / 1 normal */
+  TPU_IR_RNG,         /* (seed u64 as i64 scalar, offset scalar) -> i0 = 0 uniform [0,1) / 1 normal /
+                         2 uniform 32-bit integers [0, 2^32) / 3 uniform 64-bit patterns (modes 2, 3: i64) */
   TPU_IR_SORT,        /* (x) i0 = dim, i1 = descending, result values (stable) */
   TPU_IR_ARGSORT,     /* (x) i0 = dim, i1 = descending, result i64 indices (stable) */
   TPU_IR_OPCODE_COUNT

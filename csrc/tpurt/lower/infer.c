@@ -1,7 +1,136 @@
-/* infer.c — output shapes of data-dependent ops (nonzero, masked_select, ...). */
+/* infer.c — output shapes of data-dependent ops (nonzero, masked_select,
+ * repeat_interleave.Tensor). These read the data they depend on back through
+ * tpu_rt_memcpy_d2h (which waits for the queue), then the op's lowering does the
+ * real work with the output shape fixed. */
+#include <stdlib.h>
+
 #include "lower/lower.h"
+
+/* Copies the memory span a strided tensor covers to the host; *base points at
+ * element [0, ..., 0] inside *out_buf (free it). */
+static tpu_status_t read_span(int device, const tpu_tensor_t* t, uint8_t** out_buf, const uint8_t** base) {
+  int64_t es = (int64_t)tpu_dtype_size(t->dtype), lo = 0, hi = 0;
+  *out_buf = NULL; *base = NULL;
+  if (tpu_numel(t->ndim, t->sizes) == 0) return TPU_OK;
+  for (int d = 0; d < t->ndim; ++d) {
+    int64_t ext = (t->sizes[d] - 1) * t->strides[d];
+    if (ext < 0) lo += ext; else hi += ext;
+  }
+  size_t nbytes = (size_t)((hi - lo + 1) * es);
+  uint8_t* buf = malloc(nbytes);
+  if (!buf) return TPU_ERR(OUT_OF_MEMORY, "out of host memory reading a %zu-byte tensor", nbytes);
+  tpu_status_t st = tpu_rt_memcpy_d2h(device, buf, (const char*)t->data + lo * es, nbytes);
+  if (st) { free(buf); return st; }
+  *out_buf = buf;
+  *base = buf - lo * es;
+  return TPU_OK;
+}
+
+/* value bits without the sign bit for floats: -0.0 is zero, NaN is not */
+static int elem_nonzero(const uint8_t* p, int dt) {
+  switch (dt) {
+    case TPU_DTYPE_F64: { uint64_t u; memcpy(&u, p, 8); return (u << 1) != 0; }
+    case TPU_DTYPE_F32: { uint32_t u; memcpy(&u, p, 4); return (u << 1) != 0; }
+    case TPU_DTYPE_F16: case TPU_DTYPE_BF16: { uint16_t u; memcpy(&u, p, 2); return (uint16_t)(u << 1) != 0; }
+    default: {
+      size_t n = tpu_dtype_size(dt);
+      for (size_t i = 0; i < n; ++i) if (p[i]) return 1;
+      return 0;
+    }
+  }
+}
+static int64_t elem_i64(const uint8_t* p, int dt) {
+  switch (dt) {
+    case TPU_DTYPE_I64: { int64_t v; memcpy(&v, p, 8); return v; }
+    case TPU_DTYPE_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case TPU_DTYPE_I16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case TPU_DTYPE_I8: return (int8_t)p[0];
+    default: return p[0];
+  }
+}
+
+/* Visits every element of t (row-major) at base. */
+#define FOR_EACH_ELEM(t, base, p, body)                                                     \
+  do {                                                                                      \
+    int64_t idx_[TPU_MAX_DIMS] = {0}, n_ = tpu_numel((t)->ndim, (t)->sizes);                \
+    int64_t es_ = (int64_t)tpu_dtype_size((t)->dtype);                                      \
+    for (int64_t i_ = 0; i_ < n_; ++i_) {                                                   \
+      int64_t off_ = 0;                                                                     \
+      for (int d_ = 0; d_ < (t)->ndim; ++d_) off_ += idx_[d_] * (t)->strides[d_];           \
+      const uint8_t* p = (base) + off_ * es_;                                               \
+      body;                                                                                 \
+      for (int d_ = (t)->ndim - 1; d_ >= 0; --d_) { if (++idx_[d_] < (t)->sizes[d_]) break; idx_[d_] = 0; } \
+    }                                                                                       \
+  } while (0)
+
+static tpu_status_t count_nonzero(int device, const tpu_tensor_t* t, int64_t* out_count) {
+  uint8_t* buf; const uint8_t* base;
+  *out_count = 0;
+  TPU_RETURN_IF_ERROR(read_span(device, t, &buf, &base));
+  int64_t c = 0;
+  if (buf) FOR_EACH_ELEM(t, base, p, c += elem_nonzero(p, t->dtype));
+  free(buf);
+  *out_count = c;
+  return TPU_OK;
+}
+
+static const tpu_tensor_t* tensor_arg(const tpu_arg_t* args, int nargs, int i) {
+  return (i < nargs && args[i].kind == TPU_ARG_TENSOR && args[i].tensor) ? args[i].tensor : NULL;
+}
 
 tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args, int nargs,
                           tpu_tensor_t* out_meta, int max_outs, int* out_nouts) {
+  if (!op_name || !out_meta || !out_nouts || max_outs < 1 || (nargs && !args))
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_op_infer: bad arguments");
+  TPU_RETURN_IF_ERROR(tpu_rt_init());
+  if (!strcmp(op_name, "aten::nonzero") || !strcmp(op_name, "aten::nonzero.out")) {
+    const tpu_tensor_t* x = tensor_arg(args, nargs, 0);
+    if (!x) return TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor", op_name);
+    int64_t n;
+    TPU_RETURN_IF_ERROR(count_nonzero(device, x, &n));
+    out_meta[0] = tpu_tensor_contiguous(NULL, device, TPU_DTYPE_I64, 2, (int64_t[]){n, x->ndim});
+    *out_nouts = 1;
+    return TPU_OK;
+  }
+  if (!strcmp(op_name, "aten::masked_select") || !strcmp(op_name, "aten::masked_select.out")) {
+    const tpu_tensor_t *x = tensor_arg(args, nargs, 0), *m = tensor_arg(args, nargs, 1);
+    if (!x || !m) return TPU_ERR(INVALID_ARGUMENT, "%s: expected tensors", op_name);
+    if (m->dtype != TPU_DTYPE_BOOL) return TPU_ERR(INVALID_ARGUMENT, "masked_select: expected BoolTensor for mask");
+    int r = x->ndim > m->ndim ? x->ndim : m->ndim;
+    int64_t rep = 1; /* copies of each mask element in the broadcast shape */
+    for (int q = 0; q < r; ++q) {
+      int qa = q - (r - x->ndim), qm = q - (r - m->ndim);
+      int64_t a = qa >= 0 ? x->sizes[qa] : 1, b = qm >= 0 ? m->sizes[qm] : 1;
+      if (a != b && a != 1 && b != 1)
+        return TPU_ERR(INVALID_ARGUMENT, "The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton dimension %d",
+                       (long long)a, (long long)b, q);
+      if (b == 1) rep *= a;
+    }
+    int64_t n;
+    TPU_RETURN_IF_ERROR(count_nonzero(device, m, &n));
+    out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)x->dtype, 1, (int64_t[]){n * rep});
+    *out_nouts = 1;
+    return TPU_OK;
+  }
+  if (!strcmp(op_name, "aten::repeat_interleave.Tensor")) {
+    const tpu_tensor_t* r = tensor_arg(args, nargs, 0);
+    if (!r) return TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor", op_name);
+    if (r->ndim != 1) return TPU_ERR(INVALID_ARGUMENT, "repeat_interleave only accept 1D vector as repeat");
+    if (r->dtype != TPU_DTYPE_I64 && r->dtype != TPU_DTYPE_I32)
+      return TPU_ERR(INVALID_ARGUMENT, "repeats has to be Long or Int tensor");
+    int64_t total = 0;
+    if (nargs > 1 && args[1].kind == TPU_ARG_INT) total = args[1].i;
+    else {
+      uint8_t* buf; const uint8_t* base;
+      TPU_RETURN_IF_ERROR(read_span(device, r, &buf, &base));
+      int neg = 0;
+      if (buf) FOR_EACH_ELEM(r, base, p, { int64_t v = elem_i64(p, r->dtype); neg |= v < 0; total += v; });
+      free(buf);
+      if (neg) return TPU_ERR(INVALID_ARGUMENT, "repeats can not be negative");
+    }
+    out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)r->dtype, 1, &total);
+    *out_nouts = 1;
+    return TPU_OK;
+  }
   return TPU_ERR(UNSUPPORTED, "%s: no data-dependent shape rule", op_name);
 }

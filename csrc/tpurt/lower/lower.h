@@ -21,7 +21,7 @@
 
 #include "ir/ir.h"
 
-#define TPU_LOWER_MAX_PARAMS 64
+#define TPU_LOWER_MAX_PARAMS 256 /* cat/stack of long lists binds one parameter per tensor */
 #define TPU_LOWER_MAX_SCALARS 32
 
 typedef enum { TPU_BIND_ARG = 0, TPU_BIND_LIST, TPU_BIND_OUT } tpu_bind_src_t;

@@ -1,6 +1,149 @@
-/* shape.c — lowerings (being written). */
+/* shape.c — lowerings of data-movement ops whose output is a rearrangement of the
+ * input: cat, flip, roll, tril/triu. (Views — view, transpose, expand, slice... —
+ * are metadata-only and never reach libtpurt.) */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "lower/lower.h"
 
+#define G (&cx->g)
+
+/* Concatenates n values along dim; the host kernel takes a bounded operand count,
+ * so long lists are joined in groups. */
+#define CAT_GROUP 16
+static int concat_many(tpu_lower_ctx_t* cx, int n, int* xs, int dim) {
+  while (n > CAT_GROUP) {
+    int m = 0;
+    for (int i = 0; i < n; i += CAT_GROUP) {
+      int k = n - i < CAT_GROUP ? n - i : CAT_GROUP;
+      xs[m++] = k == 1 ? xs[i] : tpu_ir_concat(G, k, xs + i, dim);
+    }
+    n = m;
+  }
+  return n == 1 ? xs[0] : tpu_ir_concat(G, n, xs, dim);
+}
+
+/* ---- cat.out(tensors, dim, *, out): dtype = out's (PyTorch promotes the inputs);
+ * legacy 1-D empty tensors are skipped. */
+static tpu_status_t lower_cat(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  int n = lw_list_len(cx, 0);
+  if (n <= 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.cat(): expected a non-empty list of Tensors");
+  int ref = -1;
+  for (int j = 0; j < n; ++j) {
+    const tpu_tensor_t* t = lw_list_meta(cx, 0, j);
+    if (!t) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.cat(): expected a list of Tensors");
+    if (!(t->ndim == 1 && t->sizes[0] == 0) && ref < 0) ref = j;
+  }
+  if (ref < 0) return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL)); /* all legacy-empty */
+  const tpu_tensor_t* r = lw_list_meta(cx, 0, ref);
+  int rank = r->ndim;
+  if (rank == 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "zero-dimensional tensor (at position %d) cannot be concatenated", ref);
+  int dim = lw_norm_dim(cx, lw_int(cx, 1, 0), rank);
+  if (dim < 0) return TPU_OK;
+  int* xs = malloc((size_t)n * sizeof(int));
+  if (!xs) return lw_fail(cx, TPU_STATUS_OUT_OF_MEMORY, "out of host memory");
+  int m = 0;
+  tpu_status_t st = TPU_OK;
+  for (int j = 0; j < n && !st; ++j) {
+    const tpu_tensor_t* t = lw_list_meta(cx, 0, j);
+    if (t->ndim == 1 && t->sizes[0] == 0) continue;
+    if (t->ndim == 0) { st = lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "zero-dimensional tensor (at position %d) cannot be concatenated", j); break; }
+    if (t->ndim != rank) { st = lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Tensors must have same number of dimensions: got %d and %d", rank, t->ndim); break; }
+    for (int d = 0; d < rank; ++d)
+      if (d != dim && t->sizes[d] != r->sizes[d]) {
+        st = lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Sizes of tensors must match except in dimension %d. Expected size %lld but got size %lld for tensor number %d in the list.",
+                     dim, (long long)r->sizes[d], (long long)t->sizes[d], j);
+        break;
+      }
+    if (st) break;
+    if (t->sizes[dim] == 0 && m > 0) continue; /* contributes nothing */
+    xs[m++] = lw_list_input(cx, 0, j, o->dtype);
+  }
+  int v = st ? -1 : concat_many(cx, m, xs, dim);
+  free(xs);
+  if (st) return st;
+  return lw_output(cx, 0, v);
+}
+
+/* ---- flip(self, dims) */
+static tpu_status_t lower_flip(tpu_lower_ctx_t* cx) {
+  const int64_t* dims;
+  int nd = lw_int_list(cx, 1, &dims), rank = lw_rank_of(cx, 0);
+  int64_t flags[TPU_MAX_DIMS] = {0};
+  for (int k = 0; k < nd; ++k) {
+    int d = lw_norm_dim(cx, dims[k], rank);
+    if (d < 0) return TPU_OK;
+    if (flags[d]) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "dims has duplicates, original flip dims size=%d, but unique flip dims size=%d", nd, nd - 1);
+    flags[d] = 1;
+  }
+  int x = lw_input(cx, 0, -1);
+  return lw_output(cx, 0, rank ? tpu_ir_reverse(G, x, flags) : x);
+}
+
+/* ---- roll(self, shifts, dims): slices + concat per rolled dim; no dims = flattened */
+static int roll_dim(tpu_lower_ctx_t* cx, int x, int64_t shift, int d) {
+  tpu_ir_type_t t = *tpu_ir_type(G, x);
+  int64_t n = t.dims[d];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  int64_t a0[TPU_MAX_DIMS] = {0}, a1[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
+  for (int q = 0; q < t.rank; ++q) { a1[q] = t.dims[q]; st[q] = 1; }
+  int64_t b0[TPU_MAX_DIMS] = {0}, b1[TPU_MAX_DIMS];
+  memcpy(b1, a1, sizeof(b1));
+  a0[d] = n - s;            /* tail moves to the front */
+  b1[d] = n - s;
+  int parts[2] = {tpu_ir_slice(G, x, a0, a1, st), tpu_ir_slice(G, x, b0, b1, st)};
+  return tpu_ir_concat(G, 2, parts, d);
+}
+static tpu_status_t lower_roll(tpu_lower_ctx_t* cx) {
+  const int64_t *shifts, *dims;
+  int ns = lw_int_list(cx, 1, &shifts), nd = lw_int_list(cx, 2, &dims), rank = lw_rank_of(cx, 0);
+  if (nd < 0) nd = 0;
+  if (ns <= 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "`shifts` required");
+  if (nd == 0 && ns != 1)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d", ns, nd);
+  if (nd != 0 && ns != nd)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d", ns, nd);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int x = lw_input(cx, 0, -1);
+  if (tpu_numel(o->ndim, o->sizes) == 0) return lw_output(cx, 0, x);
+  if (nd == 0) {
+    int64_t n = tpu_numel(rank, lw_sizes_of(cx, 0));
+    int f = roll_dim(cx, tpu_ir_reshape(G, x, 1, &n), shifts[0], 0);
+    return lw_output(cx, 0, tpu_ir_reshape(G, f, rank, lw_sizes_of(cx, 0)));
+  }
+  for (int k = 0; k < nd && x >= 0; ++k) {
+    int d = lw_norm_dim(cx, dims[k], rank);
+    if (d < 0) return TPU_OK;
+    x = roll_dim(cx, x, shifts[k], d);
+  }
+  return lw_output(cx, 0, x);
+}
+
+/* ---- tril / triu(self, diagonal) over the last two dims: iota compare + select */
+static tpu_status_t tri(tpu_lower_ctx_t* cx, int upper) {
+  int rank = lw_rank_of(cx, 0);
+  if (rank < 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions", upper ? "triu" : "tril");
+  int64_t k = lw_int(cx, 1, 0);
+  int x = lw_input(cx, 0, -1);
+  if (x < 0) return TPU_OK;
+  tpu_ir_type_t t = *tpu_ir_type(G, x);
+  int64_t d2[2] = {t.dims[rank - 2], t.dims[rank - 1]};
+  int i = tpu_ir_iota(G, TPU_DTYPE_I64, 2, d2, 0), j = tpu_ir_iota(G, TPU_DTYPE_I64, 2, d2, 1);
+  int diff = tpu_ir_binary(G, TPU_IR_SUB, j, i);
+  int keep = tpu_ir_compare(G, upper ? TPU_IR_CMP_GE : TPU_IR_CMP_LE, diff, lw_const_like(cx, (double)k, diff));
+  keep = tpu_ir_broadcast(G, keep, t.rank, t.dims, NULL);
+  return lw_output(cx, 0, tpu_ir_select(G, keep, x, lw_const_like(cx, 0, x)));
+}
+static tpu_status_t lower_tril(tpu_lower_ctx_t* cx) { return tri(cx, 0); }
+static tpu_status_t lower_triu(tpu_lower_ctx_t* cx) { return tri(cx, 1); }
+
 TPU_LOWERING_TABLE(tpu_lowerings_shape) = {
+  {"aten::cat.out", lower_cat}, {"aten::cat", lower_cat},
+  {"aten::flip", lower_flip}, {"aten::flip.out", lower_flip},
+  {"aten::roll", lower_roll}, {"aten::roll.out", lower_roll},
+  {"aten::tril.out", lower_tril}, {"aten::triu.out", lower_triu},
   TPU_LOWERING_END
 };

@@ -468,6 +468,18 @@ static void accumulate(char* dst, const char* src, int dt) {
   else if (dt == TPU_DTYPE_BOOL) dst[0] = dst[0] || src[0];
   else tpu_host_store_i64(dst, dt, (int64_t)((uint64_t)tpu_host_load_i64(dst, dt) + (uint64_t)tpu_host_load_i64(src, dt)));
 }
+/* scatter modes 2 multiply, 3 max, 4 min (NaN propagates, as PyTorch's scatter_reduce) */
+static void scatter_combine(char* dst, const char* src, int dt, int mode) {
+  if (tpu_dtype_is_floating(dt)) {
+    double a = tpu_host_load_f64(dst, dt), b = tpu_host_load_f64(src, dt);
+    double r = mode == 2 ? a * b : (a != a || b != b) ? NAN : mode == 3 ? (b > a ? b : a) : (b < a ? b : a);
+    tpu_host_store_f64(dst, dt, r);
+  } else {
+    int64_t a = tpu_host_load_i64(dst, dt), b = tpu_host_load_i64(src, dt);
+    int64_t r = mode == 2 ? (int64_t)((uint64_t)a * (uint64_t)b) : mode == 3 ? (b > a ? b : a) : (b < a ? b : a);
+    tpu_host_store_i64(dst, dt, r);
+  }
+}
 tpu_status_t tpu_host_k_scatter(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* idx,
                                 const tpu_host_view_t* src, const tpu_host_view_t* out) {
   int dim = (int)op->i0, add = (int)op->i1;
@@ -483,7 +495,9 @@ tpu_status_t tpu_host_k_scatter(const tpu_ir_op_t* op, const tpu_host_view_t* x,
     if (out->rank) d[dim] = k;
     for (int q = 0; q < out->rank; ++q)
       if (q != dim && d[q] >= out->sizes[q]) return TPU_ERR(INDEX_ERROR, "scatter: index shape exceeds the output");
-    if (add) accumulate(at(out, d), at(src, i), out->dtype); else memcpy(at(out, d), at(src, i), es);
+    if (add == 1) accumulate(at(out, d), at(src, i), out->dtype);
+    else if (add >= 2) scatter_combine(at(out, d), at(src, i), out->dtype, add);
+    else memcpy(at(out, d), at(src, i), es);
   } while (next_index(i, idx->sizes, idx->rank));
   return TPU_OK;
 }
@@ -537,6 +551,22 @@ static void rng_worker(void* ctx, int64_t b, int64_t e) {
   for (int64_t g = b; g < e; ++g) {           /* g = group of 4 (uniform) or 2 pairs (normal) */
     uint32_t r[4];
     tpu_philox4x32_10(J->seed, J->offset, (uint64_t)g, r);
+    if (J->normal >= 2) { /* integer modes: 2 = 32 random bits, 3 = 64 random bits (as int64) */
+      int64_t iv[4];
+      if (J->normal == 2) for (int l = 0; l < 4; ++l) iv[l] = (int64_t)r[l];
+      else {
+        uint32_t r2[4];
+        tpu_philox4x32_10(J->seed, J->offset ^ 0x8000000000000000ull, (uint64_t)g, r2);
+        for (int l = 0; l < 4; ++l) iv[l] = (int64_t)(((uint64_t)r[l] << 32) | r2[l]);
+      }
+      int64_t total = numel_of(o);
+      for (int l = 0; l < 4 && g * 4 + l < total; ++l) {
+        int64_t rem = g * 4 + l;
+        for (int d = o->rank - 1; d >= 0; --d) { idx[d] = rem % o->sizes[d]; rem /= o->sizes[d]; }
+        tpu_host_store_i64(at(o, idx), o->dtype, iv[l]);
+      }
+      continue;
+    }
     double v[4];
     if (!dbl) for (int l = 0; l < 4; ++l) v[l] = (double)(r[l] >> 8) * (1.0 / 16777216.0);
     else {
@@ -571,7 +601,8 @@ static void rng_worker(void* ctx, int64_t b, int64_t e) {
   }
 }
 tpu_status_t tpu_host_k_rng(const tpu_ir_op_t* op, uint64_t seed, uint64_t offset, const tpu_host_view_t* out) {
-  if (!tpu_dtype_is_floating(out->dtype)) return TPU_ERR(UNSUPPORTED, "rng: floating output required");
+  if (op->i0 >= 2 ? out->dtype != TPU_DTYPE_I64 : !tpu_dtype_is_floating(out->dtype))
+    return TPU_ERR(UNSUPPORTED, "rng: %s output required", op->i0 >= 2 ? "int64" : "floating");
   rng_job_t J = {out, seed, offset, (int)op->i0};
   int64_t groups = (numel_of(out) + 3) / 4;
   tpu_pool_parallel_for(groups, 4096, rng_worker, &J);
