@@ -1168,4 +1168,13 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
 
+// Ops whose PrivateUse1 kernel would otherwise be a CompositeExplicitAutograd
+// decomposition but that libtpurt lowers whole (native_layer_norm decomposes into
+// native_batch_norm over a [1, M, N] view): the same boxed kernel, registered by name.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"native_layer_norm"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  }
+}
+
 }  // namespace torch_tpu
