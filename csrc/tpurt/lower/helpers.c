@@ -168,6 +168,10 @@ tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
   if (cx->g.status) return TPU_OK; /* reported by the caller */
   if (k < 0 || k >= cx->nouts) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: no output %d", cx->op_name, k);
   const tpu_tensor_t* o = &cx->outs[k];
+  if (o->ndim < 0) { /* absent output (undefined tensor): v is ignored and may be -1 */
+    tpu_ir_output(&cx->g, tpu_ir_constant(&cx->g, TPU_DTYPE_F64, 0));
+    return TPU_OK;
+  }
   v = tpu_ir_convert(&cx->g, v, o->dtype);
   v = lw_bcast(cx, v, o->ndim, o->sizes);
   if (v >= 0) {

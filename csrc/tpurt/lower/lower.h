@@ -92,7 +92,9 @@ int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims); /* nump
 int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like);
 int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);   /* splat of like's shape+dtype */
 int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
-/* Binds v as output k: converted to the output's dtype, broadcast to its shape. */
+/* Binds v as output k: converted to the output's dtype, broadcast to its shape.
+ * An absent output (record ndim == -1: an undefined tensor the meta function
+ * returned, e.g. a masked-off gradient) gets a dummy and v is ignored (may be -1). */
 tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v);
 tpu_status_t lw_fail(tpu_lower_ctx_t* cx, tpu_status_code_t code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
