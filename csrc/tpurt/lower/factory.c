@@ -85,7 +85,8 @@ static tpu_status_t lower_logspace(tpu_lower_ctx_t* cx) {
 static tpu_status_t lower_eye(tpu_lower_ctx_t* cx) {
   if (OUT->ndim != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "eye: out must be 2-dimensional");
   if (out_numel(cx) == 0) return lw_output(cx, 0, lw_const(cx, 0, OUT->dtype, 0, NULL));
-  int i = tpu_ir_iota(G, I64, 2, OUT->sizes, 0), j = tpu_ir_iota(G, I64, 2, OUT->sizes, 1);
+  int i = tpu_ir_broadcast(G, tpu_ir_iota(G, I64, 1, OUT->sizes, 0), 2, OUT->sizes, (int64_t[]){0});
+  int j = tpu_ir_broadcast(G, tpu_ir_iota(G, I64, 1, OUT->sizes + 1, 0), 2, OUT->sizes, (int64_t[]){1});
   return lw_output(cx, 0, tpu_ir_compare(G, TPU_IR_CMP_EQ, i, j));
 }
 

@@ -77,33 +77,39 @@ static int select_positions(tpu_lower_ctx_t* cx, int flat_mask, int64_t dump, in
   return tpu_ir_select(G, flat_mask, p, splat(cx, c_i64(cx, dump), &t));
 }
 
-/* Compacts src [m, w] rows where pos < n into [n, w] (pos from select_positions
+/* Compacts the selected elements of flat src [m] into [n] (pos from select_positions
  * with dump = n). */
+static int compact_flat(tpu_lower_ctx_t* cx, int src, int pos, int64_t n) {
+  tpu_ir_type_t ts = ty(cx, src);
+  int64_t zd = n + 1, s0 = 0, s1 = n, st = 1;
+  int sc = tpu_ir_scatter(G, lw_const(cx, 0, ts.dtype, 1, &zd), pos, src, 0, 0);
+  return tpu_ir_slice(G, sc, &s0, &s1, &st);
+}
+/* Compacts the selected rows of src [m, w] into [n, w] (one row copy each). */
 static int compact_rows(tpu_lower_ctx_t* cx, int src, int pos, int64_t n) {
   tpu_ir_type_t ts = ty(cx, src);
-  int64_t w = ts.dims[1];
-  int64_t zd[2] = {n + 1, w};
-  int zero = lw_const(cx, 0, ts.dtype, 2, zd);
-  int ib = tpu_ir_broadcast(G, pos, 2, ts.dims, (int64_t[]){0});
-  int sc = tpu_ir_scatter(G, zero, ib, src, 0, 0);
-  int64_t s0[2] = {0, 0}, s1[2] = {n, w}, st[2] = {1, 1};
-  return tpu_ir_slice(G, sc, s0, s1, st);
+  if (ts.dims[1] == 1)
+    return tpu_ir_reshape(G, compact_flat(cx, reshape1(cx, src, ts.dims[0]), pos, n), 2, (int64_t[]){n, 1});
+  int64_t zd[2] = {n + 1, ts.dims[1]}, zero = 0;
+  int r = tpu_ir_index_put(G, lw_const(cx, 0, ts.dtype, 2, zd), src, 1, &pos, &zero, 0);
+  int64_t s0[2] = {0, 0}, s1[2] = {n, ts.dims[1]}, st[2] = {1, 1};
+  return tpu_ir_slice(G, r, s0, s1, st);
 }
 
-/* Coordinates of the trues of mask (bool, rank mr >= 1) as mr i64 columns [n]. */
+/* Coordinates of the trues of mask (bool, rank mr >= 1) as mr i64 columns [n]:
+ * the linear positions are compacted, then split by the mask's strides. */
 static void nonzero_cols(tpu_lower_ctx_t* cx, int mask, int64_t n, int* cols) {
   tpu_ir_type_t tm = ty(cx, mask);
   int64_t m = tnumel(&tm);
-  int flat = reshape1(cx, mask, m);
-  int pos = select_positions(cx, flat, n, NULL);
-  int parts[TPU_MAX_DIMS];
-  for (int d = 0; d < tm.rank; ++d)
-    parts[d] = tpu_ir_reshape(G, tpu_ir_iota(G, I64, tm.rank, tm.dims, d), 2, (int64_t[]){m, 1});
-  int src = tm.rank == 1 ? parts[0] : tpu_ir_concat(G, tm.rank, parts, 1);
-  int rows = compact_rows(cx, src, pos, n); /* [n, mr] */
-  for (int d = 0; d < tm.rank; ++d) {
-    int64_t s0[2] = {0, d}, s1[2] = {n, d + 1}, st[2] = {1, 1};
-    cols[d] = reshape1(cx, tpu_ir_slice(G, rows, s0, s1, st), n);
+  int pos = select_positions(cx, reshape1(cx, mask, m), n, NULL);
+  int lin = compact_flat(cx, tpu_ir_iota(G, I64, 1, &m, 0), pos, n);
+  int64_t stride = 1;
+  for (int d = tm.rank - 1; d >= 0; --d) {
+    int c = lin;
+    if (stride != 1) c = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, c, tpu_ir_broadcast(G, c_i64(cx, stride), 1, &n, NULL));
+    if (d > 0) c = tpu_ir_binary(G, TPU_IR_REM, c, tpu_ir_broadcast(G, c_i64(cx, tm.dims[d]), 1, &n, NULL));
+    cols[d] = c;
+    stride *= tm.dims[d];
   }
 }
 
@@ -257,6 +263,35 @@ static void index_values(tpu_lower_ctx_t* cx, int li, const plan_t* p, const int
   }
 }
 
+/* x[..., mask, ...] with one mask (dims [k, k + mr)) and Nones: the selected slices
+ * compacted in order, n of them (n from the output shape). */
+static tpu_status_t index_one_mask(tpu_lower_ctx_t* cx, const plan_t* p, int xr, const int64_t* xd, int64_t n) {
+  int k = p->dim[0], mr = p->mrank[0];
+  const tpu_tensor_t* o = &cx->outs[0];
+  if (tpu_numel(o->ndim, o->sizes) == 0) return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL));
+  int mask = lw_list_input(cx, 1, p->list_j[0], -1);
+  if (ty(cx, mask).dtype != TPU_DTYPE_BOOL) mask = tpu_ir_compare(G, TPU_IR_CMP_NE, mask, lw_const_like(cx, 0, mask));
+  int64_t perm[TPU_MAX_DIMS], m = 1, PR = 1, rd[TPU_MAX_DIMS];
+  int np = 0, nr = 0;
+  for (int d = k; d < k + mr; ++d) { perm[np++] = d; m *= xd[d]; }
+  for (int d = 0; d < xr; ++d) if (d < k || d >= k + mr) { perm[np++] = d; rd[nr++] = xd[d]; PR *= xd[d]; }
+  int xt = tpu_ir_reshape(G, tpu_ir_transpose(G, lw_input(cx, 0, -1), perm), 2, (int64_t[]){m, PR});
+  int pos = select_positions(cx, reshape1(cx, mask, m), n, NULL);
+  int r = compact_rows(cx, xt, pos, n); /* [n, PR] */
+  int64_t rs[TPU_MAX_DIMS];
+  rs[0] = n;
+  for (int q = 0; q < nr; ++q) rs[q + 1] = rd[q];
+  r = tpu_ir_reshape(G, r, nr + 1, rs);
+  if (k > 0) { /* [n, before, after] -> [before, n, after] */
+    int64_t pm[TPU_MAX_DIMS]; int q = 0;
+    for (int d = 0; d < k; ++d) pm[q++] = d + 1;
+    pm[q++] = 0;
+    for (int d = k + 1; d <= nr; ++d) pm[q++] = d;
+    r = tpu_ir_transpose(G, r, pm);
+  }
+  return lw_output(cx, 0, r);
+}
+
 /* ---- index.Tensor(self, indices) -> out */
 static tpu_status_t lower_index(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = &cx->outs[0];
@@ -275,13 +310,15 @@ static tpu_status_t lower_index(tpu_lower_ctx_t* cx) {
   for (int q = 0; q < rb; ++q) B[q] = o->sizes[pos + q];
   int64_t NB = tpu_numel(rb, B);
   int idx[TPU_MAX_DIMS];
+  if (p.n == 1 && p.n_masks == 1) return index_one_mask(cx, &p, xr, xd, B[0]);
   if (p.nk == 1 && !p.n_masks) { /* one integer index: index_select along its dim */
     int k = p.kdims[0];
     int v = lw_list_input(cx, 1, p.list_j[0], I64);
     if (k != 0) v = norm_index(cx, v, xd[k], 0); /* errors name dimension 0 as PyTorch */
     tpu_ir_type_t tv = ty(cx, v);
-    int r = tpu_ir_index_select(G, x, tpu_ir_broadcast(G, reshape1(cx, v, tnumel(&tv)), 1, &NB, NULL), k);
     if (tnumel(&tv) != NB) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: index shape mismatch", cx->op_name);
+    int r = xr == 1 ? tpu_ir_gather(G, x, reshape1(cx, v, NB), 0)
+                    : tpu_ir_index_select(G, x, reshape1(cx, v, NB), k);
     int64_t rs[TPU_MAX_DIMS]; int n = 0;
     for (int d = 0; d < k; ++d) rs[n++] = xd[d];
     for (int q = 0; q < rb; ++q) rs[n++] = B[q];
@@ -303,8 +340,9 @@ static tpu_status_t lower_index(tpu_lower_ctx_t* cx) {
   int64_t PK = stride, PR = 1, rd[TPU_MAX_DIMS];
   int nr = 0;
   for (int q = p.nk; q < xr; ++q) { rd[nr++] = xd[perm[q]]; PR *= xd[perm[q]]; }
-  int xt = tpu_ir_reshape(G, tpu_ir_transpose(G, x, perm), 2, (int64_t[]){PK, PR});
-  int sel = tpu_ir_index_select(G, xt, reshape1(cx, lin, NB), 0); /* [NB, PR] */
+  int xt = tpu_ir_transpose(G, x, perm);
+  int sel = PR == 1 ? tpu_ir_gather(G, reshape1(cx, xt, PK), reshape1(cx, lin, NB), 0)
+                    : tpu_ir_index_select(G, tpu_ir_reshape(G, xt, 2, (int64_t[]){PK, PR}), reshape1(cx, lin, NB), 0);
   int64_t rs[TPU_MAX_DIMS];
   int n = 0;
   for (int q = 0; q < rb; ++q) rs[n++] = B[q];
@@ -445,7 +483,7 @@ static tpu_status_t lower_index_select(tpu_lower_ctx_t* cx) {
   /* PyTorch rejects negative indices here: move them out of range */
   int neg = tpu_ir_compare(G, TPU_IR_CMP_LT, idx, lw_const_like(cx, 0, idx));
   idx = tpu_ir_select(G, neg, tpu_ir_binary(G, TPU_IR_SUB, idx, tpu_ir_broadcast(G, c_i64(cx, size), 1, &n, NULL)), idx);
-  return lw_output(cx, 0, tpu_ir_index_select(G, x, idx, dim));
+  return lw_output(cx, 0, xr <= 1 ? tpu_ir_gather(G, x, idx, 0) : tpu_ir_index_select(G, x, idx, dim));
 }
 
 /* ---- gather(self, dim, index, sparse_grad) */
@@ -705,9 +743,7 @@ static tpu_status_t lower_masked_select(tpu_lower_ctx_t* cx) {
   if (n == 0 || total == 0) return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL));
   int x = reshape1(cx, lw_bcast(cx, lw_input(cx, 0, -1), r, J), total);
   int m = reshape1(cx, lw_bcast(cx, lw_input(cx, 1, -1), r, J), total);
-  int pos = select_positions(cx, m, n, NULL);
-  int rows = compact_rows(cx, tpu_ir_reshape(G, x, 2, (int64_t[]){total, 1}), pos, n);
-  return lw_output(cx, 0, reshape1(cx, rows, n));
+  return lw_output(cx, 0, compact_flat(cx, x, select_positions(cx, m, n, NULL), n));
 }
 static tpu_status_t lower_nonzero(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = &cx->outs[0];
@@ -718,14 +754,10 @@ static tpu_status_t lower_nonzero(tpu_lower_ctx_t* cx) {
   if (n == 0 || xr == 0) return lw_output(cx, 0, lw_const(cx, 0, I64, 0, NULL));
   int x = lw_input(cx, 0, -1);
   int m = tpu_ir_compare(G, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
-  tpu_ir_type_t tm = ty(cx, m);
-  int64_t total = tnumel(&tm);
-  int pos = select_positions(cx, reshape1(cx, m, total), n, NULL);
-  int parts[TPU_MAX_DIMS];
-  for (int d = 0; d < xr; ++d)
-    parts[d] = tpu_ir_reshape(G, tpu_ir_iota(G, I64, tm.rank, tm.dims, d), 2, (int64_t[]){total, 1});
-  int src = xr == 1 ? parts[0] : tpu_ir_concat(G, xr, parts, 1);
-  return lw_output(cx, 0, compact_rows(cx, src, pos, n));
+  int cols[TPU_MAX_DIMS];
+  nonzero_cols(cx, m, n, cols);
+  for (int d = 0; d < xr; ++d) cols[d] = tpu_ir_reshape(G, cols[d], 2, (int64_t[]){n, 1});
+  return lw_output(cx, 0, xr == 1 ? cols[0] : tpu_ir_concat(G, xr, cols, 1));
 }
 
 /* ---- masked_scatter_(self, mask, source): the trues take source's elements in order */

@@ -131,7 +131,8 @@ static tpu_status_t tri(tpu_lower_ctx_t* cx, int upper) {
   if (x < 0) return TPU_OK;
   tpu_ir_type_t t = *tpu_ir_type(G, x);
   int64_t d2[2] = {t.dims[rank - 2], t.dims[rank - 1]};
-  int i = tpu_ir_iota(G, TPU_DTYPE_I64, 2, d2, 0), j = tpu_ir_iota(G, TPU_DTYPE_I64, 2, d2, 1);
+  int i = tpu_ir_broadcast(G, tpu_ir_iota(G, TPU_DTYPE_I64, 1, d2, 0), 2, d2, (int64_t[]){0});
+  int j = tpu_ir_broadcast(G, tpu_ir_iota(G, TPU_DTYPE_I64, 1, d2 + 1, 0), 2, d2, (int64_t[]){1});
   int diff = tpu_ir_binary(G, TPU_IR_SUB, j, i);
   int keep = tpu_ir_compare(G, upper ? TPU_IR_CMP_GE : TPU_IR_CMP_LE, diff, lw_const_like(cx, (double)k, diff));
   keep = tpu_ir_broadcast(G, keep, t.rank, t.dims, NULL);

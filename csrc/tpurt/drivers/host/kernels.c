@@ -386,9 +386,20 @@ done:
 }
 
 /* ---- iota / concat / pad */
+static int row_major(const tpu_host_view_t* v);
 tpu_status_t tpu_host_k_iota(const tpu_ir_op_t* op, const tpu_host_view_t* out) {
   int64_t idx[TPU_MAX_DIMS] = {0};
   if (numel_of(out) == 0) return TPU_OK;
+  if (out->dtype == TPU_DTYPE_I64 && row_major(out)) { /* value = (i / inner) % size along dim */
+    int64_t inner = 1, n = numel_of(out), size = out->sizes[op->i0];
+    for (int d = out->rank - 1; d > op->i0; --d) inner *= out->sizes[d];
+    int64_t* o = (int64_t*)out->data;
+    for (int64_t i = 0, v = 0, c = 0; i < n; ++i) {
+      o[i] = v;
+      if (++c == inner) { c = 0; if (++v == size) v = 0; }
+    }
+    return TPU_OK;
+  }
   do tpu_host_store_i64(at(out, idx), out->dtype, idx[op->i0]);
   while (next_index(idx, out->sizes, out->rank));
   return TPU_OK;
@@ -439,6 +450,16 @@ tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
   if (numel_of(out) == 0) return TPU_OK;
   size_t es = tpu_dtype_size(x->dtype);
   int64_t dsize = x->rank ? x->sizes[dim] : 1;
+  if (x->rank == 1 && idx->dtype == TPU_DTYPE_I64 && out->dtype == x->dtype) { /* flat: no index vectors */
+    const int64_t* ip = (const int64_t*)idx->data;
+    int64_t n = out->sizes[0], is = idx->strides[0], xs = x->strides[0] * (int64_t)es, os = out->strides[0] * (int64_t)es;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t k = ip[j * is];
+      TPU_RETURN_IF_ERROR(check_index(&k, dsize, dim));
+      memcpy(out->data + j * os, x->data + k * xs, es);
+    }
+    return TPU_OK;
+  }
   do {
     int64_t k = tpu_host_load_i64(at(idx, i), idx->dtype);
     TPU_RETURN_IF_ERROR(check_index(&k, dsize, dim));
@@ -488,6 +509,17 @@ tpu_status_t tpu_host_k_scatter(const tpu_ir_op_t* op, const tpu_host_view_t* x,
   if (numel_of(idx) == 0) return TPU_OK;
   size_t es = tpu_dtype_size(out->dtype);
   int64_t dsize = out->rank ? out->sizes[dim] : 1;
+  if (out->rank == 1 && idx->dtype == TPU_DTYPE_I64 && src->dtype == out->dtype && add <= 1) { /* flat */
+    const int64_t* ip = (const int64_t*)idx->data;
+    int64_t n = idx->sizes[0], is = idx->strides[0], ss = src->strides[0] * (int64_t)es, os = out->strides[0] * (int64_t)es;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t k = ip[j * is];
+      TPU_RETURN_IF_ERROR(check_index(&k, dsize, dim));
+      if (add) accumulate(out->data + k * os, src->data + j * ss, out->dtype);
+      else memcpy(out->data + k * os, src->data + j * ss, es);
+    }
+    return TPU_OK;
+  }
   do {
     int64_t k = tpu_host_load_i64(at(idx, i), idx->dtype);
     TPU_RETURN_IF_ERROR(check_index(&k, dsize, dim));
@@ -541,15 +573,33 @@ tpu_status_t tpu_host_k_index_put(const tpu_ir_op_t* op, const tpu_host_view_t* 
   return TPU_OK;
 }
 
-/* ---- random numbers: Philox4x32-10, counter (offset, i / 4), lane i % 4 */
+/* ---- random numbers: Philox4x32-10, counter (offset, i / 4), lane i % 4 (element i of
+ * the output in row-major order, whatever its strides). Uniform floats take the top 24
+ * bits (53 bits from two blocks for f64); normals are Box-Muller pairs, in float math
+ * for f32/f16/bf16 outputs and double math for f64. */
 typedef struct { const tpu_host_view_t* out; uint64_t seed, offset; int normal; } rng_job_t;
+static int row_major(const tpu_host_view_t* v) {
+  int64_t s = 1;
+  for (int d = v->rank - 1; d >= 0; --d) {
+    if (v->sizes[d] != 1 && v->strides[d] != s) return 0;
+    s *= v->sizes[d];
+  }
+  return 1;
+}
+static char* rng_at(const tpu_host_view_t* o, int contig, int64_t lin) {
+  if (contig) return o->data + lin * (int64_t)tpu_dtype_size(o->dtype);
+  int64_t idx[TPU_MAX_DIMS];
+  for (int d = o->rank - 1; d >= 0; --d) { idx[d] = lin % o->sizes[d]; lin /= o->sizes[d]; }
+  return at(o, idx);
+}
 static void rng_worker(void* ctx, int64_t b, int64_t e) {
   rng_job_t* J = ctx;
   const tpu_host_view_t* o = J->out;
-  int64_t idx[TPU_MAX_DIMS];
-  int dbl = o->dtype == TPU_DTYPE_F64;
+  int dbl = o->dtype == TPU_DTYPE_F64, contig = row_major(o);
+  int64_t total = numel_of(o);
   for (int64_t g = b; g < e; ++g) {           /* g = group of 4 (uniform) or 2 pairs (normal) */
     uint32_t r[4];
+    int nl = (int)TPU_MIN(4, total - g * 4);
     tpu_philox4x32_10(J->seed, J->offset, (uint64_t)g, r);
     if (J->normal >= 2) { /* integer modes: 2 = 32 random bits, 3 = 64 random bits (as int64) */
       int64_t iv[4];
@@ -559,23 +609,35 @@ static void rng_worker(void* ctx, int64_t b, int64_t e) {
         tpu_philox4x32_10(J->seed, J->offset ^ 0x8000000000000000ull, (uint64_t)g, r2);
         for (int l = 0; l < 4; ++l) iv[l] = (int64_t)(((uint64_t)r[l] << 32) | r2[l]);
       }
-      int64_t total = numel_of(o);
-      for (int l = 0; l < 4 && g * 4 + l < total; ++l) {
-        int64_t rem = g * 4 + l;
-        for (int d = o->rank - 1; d >= 0; --d) { idx[d] = rem % o->sizes[d]; rem /= o->sizes[d]; }
-        tpu_host_store_i64(at(o, idx), o->dtype, iv[l]);
+      for (int l = 0; l < nl; ++l) tpu_host_store_i64(rng_at(o, contig, g * 4 + l), o->dtype, iv[l]);
+      continue;
+    }
+    if (!dbl) {
+      float f[4];
+      for (int l = 0; l < 4; ++l) f[l] = (float)(r[l] >> 8) * (1.0f / 16777216.0f);
+      if (J->normal) { /* Box-Muller on (f0, f1) and (f2, f3); 1 - f is in (0, 1] */
+        for (int l = 0; l < 4; l += 2) {
+          float rad = sqrtf(-2.0f * logf(1.0f - f[l])), th = 6.2831853071795865f * f[l + 1];
+          f[l] = rad * cosf(th); f[l + 1] = rad * sinf(th);
+        }
+      }
+      if (contig && o->dtype == TPU_DTYPE_F32) { memcpy(o->data + g * 16, f, (size_t)nl * 4); continue; }
+      for (int l = 0; l < nl; ++l) {
+        float x = f[l];
+        if (!J->normal) { /* uniform in [0, 1) must stay < 1 after rounding to the output dtype */
+          if (o->dtype == TPU_DTYPE_BF16 && tpu_bf16_to_f32(tpu_f32_to_bf16(x)) >= 1.0f) x = 0.99609375f;
+          if (o->dtype == TPU_DTYPE_F16 && tpu_f16_to_f32(tpu_f32_to_f16(x)) >= 1.0f) x = 0.99951171875f;
+        }
+        tpu_host_store_f64(rng_at(o, contig, g * 4 + l), o->dtype, x);
       }
       continue;
     }
     double v[4];
-    if (!dbl) for (int l = 0; l < 4; ++l) v[l] = (double)(r[l] >> 8) * (1.0 / 16777216.0);
-    else {
-      v[0] = (double)((((uint64_t)r[0] << 32) | r[1]) >> 11) * (1.0 / 9007199254740992.0);
-      v[1] = (double)((((uint64_t)r[2] << 32) | r[3]) >> 11) * (1.0 / 9007199254740992.0);
-      tpu_philox4x32_10(J->seed, J->offset ^ 0x8000000000000000ull, (uint64_t)g, r);
-      v[2] = (double)((((uint64_t)r[0] << 32) | r[1]) >> 11) * (1.0 / 9007199254740992.0);
-      v[3] = (double)((((uint64_t)r[2] << 32) | r[3]) >> 11) * (1.0 / 9007199254740992.0);
-    }
+    v[0] = (double)((((uint64_t)r[0] << 32) | r[1]) >> 11) * (1.0 / 9007199254740992.0);
+    v[1] = (double)((((uint64_t)r[2] << 32) | r[3]) >> 11) * (1.0 / 9007199254740992.0);
+    tpu_philox4x32_10(J->seed, J->offset ^ 0x8000000000000000ull, (uint64_t)g, r);
+    v[2] = (double)((((uint64_t)r[0] << 32) | r[1]) >> 11) * (1.0 / 9007199254740992.0);
+    v[3] = (double)((((uint64_t)r[2] << 32) | r[3]) >> 11) * (1.0 / 9007199254740992.0);
     if (J->normal) { /* Box-Muller on (v0, v1) and (v2, v3) */
       for (int l = 0; l < 4; l += 2) {
         double u1 = 1.0 - v[l], u2 = v[l + 1];
@@ -583,21 +645,8 @@ static void rng_worker(void* ctx, int64_t b, int64_t e) {
         v[l] = rad * cos(2.0 * M_PI * u2); v[l + 1] = rad * sin(2.0 * M_PI * u2);
       }
     }
-    int64_t total = numel_of(o);
-    for (int l = 0; l < 4; ++l) {
-      int64_t lin = g * 4 + l;
-      if (lin >= total) break;
-      int64_t rem = lin;
-      for (int d = o->rank - 1; d >= 0; --d) { idx[d] = rem % o->sizes[d]; rem /= o->sizes[d]; }
-      double x = v[l];
-      if (!J->normal && o->dtype != TPU_DTYPE_F64) {
-        /* uniform in [0, 1) must stay < 1 after rounding to the output dtype */
-        float f = (float)x;
-        if (o->dtype == TPU_DTYPE_BF16 && tpu_bf16_to_f32(tpu_f32_to_bf16(f)) >= 1.0f) x = 0.99609375;
-        if (o->dtype == TPU_DTYPE_F16 && tpu_f16_to_f32(tpu_f32_to_f16(f)) >= 1.0f) x = 0.99951171875;
-      }
-      tpu_host_store_f64(at(o, idx), o->dtype, x);
-    }
+    if (contig) { memcpy(o->data + g * 32, v, (size_t)nl * 8); continue; }
+    for (int l = 0; l < nl; ++l) tpu_host_store_f64(rng_at(o, contig, g * 4 + l), o->dtype, v[l]);
   }
 }
 tpu_status_t tpu_host_k_rng(const tpu_ir_op_t* op, uint64_t seed, uint64_t offset, const tpu_host_view_t* out) {
