@@ -4,7 +4,9 @@
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -pthread -Icsrc/tpurt/include -Icsrc/tpurt \
  *       benchmarks/gemm_bench.c build/tpurt/libtpurt.a -lm -o build/gemm_bench
  * Run: TORCH_TPU_NUM_THREADS=1 build/gemm_bench   (single core), build/gemm_bench (all cores).
- * Args: [m n k ...] triples replace the default shapes; "-d" also times dgemm. */
+ * Args: [m n k ...] triples replace the default shapes; "-d" also times dgemm; "-c" times by
+ * process CPU time instead of wall time (steadier for single-thread tuning on a busy machine);
+ * "-avx2" / "-portable" cap the kernels at that ISA. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +15,10 @@
 #include "common/common.h"
 #include "drivers/host/gemm.h"
 
+static int g_cpu_clock; /* -c: time by process CPU time (tuning on a busy single-thread run) */
 static double now_s(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(g_cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -56,13 +59,16 @@ __attribute__((target("avx512f"))) static double peak_avx512(double secs) {
 }
 #endif
 
-typedef struct { void (*fn)(void*, int64_t, int64_t); } unused_t;
 static double g_peak_core;
 static void peak_fn(void* ctx, int64_t b, int64_t e) {
   double* out = (double*)ctx;
   for (int64_t i = b; i < e; ++i) {
 #if defined(__x86_64__)
-    out[i] = tpu_cpu_has_avx512f() ? peak_avx512(0.3) : tpu_cpu_has_avx2_fma() ? peak_avx2(0.3) : 0;
+    out[i] = 0;
+    for (int r = 0; r < 3; ++r) { /* best of three: the machine may be shared */
+      double g = tpu_cpu_has_avx512f() ? peak_avx512(0.2) : tpu_cpu_has_avx2_fma() ? peak_avx2(0.2) : 0;
+      out[i] = g > out[i] ? g : out[i];
+    }
 #else
     out[i] = 0;
 #endif
@@ -80,7 +86,7 @@ static void bench_s(int64_t m, int64_t n, int64_t k, int trans_b, double peak_al
   fill(a, m * k);
   fill(b, k * n);
   double flops = 2.0 * m * n * k, best = 1e30, total = 0;
-  for (int r = 0; r < 100 && (r < 3 || total < 1.5); ++r) {
+  for (int r = 0; r < 200000 && (r < 3 || total < 1.0); ++r) {
     double t = now_s();
     if (trans_b) /* B stored (n, k): x @ W^T as in nn.Linear */
       tpu_host_sgemm(m, n, k, 1.0f, a, k, 1, b, 1, k, 0.0f, c, n, 1);
@@ -91,8 +97,8 @@ static void bench_s(int64_t m, int64_t n, int64_t k, int trans_b, double peak_al
     total += t;
   }
   double gf = flops / best * 1e-9;
-  printf("sgemm %5lld x %5lld x %5lld %s: %7.1f GFLOP/s  (%4.1f%% of FMA peak)\n", (long long)m,
-         (long long)n, (long long)k, trans_b ? "B^T" : "   ", gf, 100.0 * gf / peak_all);
+  printf("sgemm %5lld x %5lld x %5lld %s: %7.1f GFLOP/s  (%4.1f%% of FMA peak) %10.2f us\n", (long long)m,
+         (long long)n, (long long)k, trans_b ? "B^T" : "   ", gf, 100.0 * gf / peak_all, best * 1e6);
   free(a); free(b); free(c);
 }
 
@@ -122,6 +128,9 @@ int main(int argc, char** argv) {
   int ns = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "-d")) { with_d = 1; continue; }
+    if (!strcmp(argv[i], "-c")) { g_cpu_clock = 1; continue; }
+    if (!strcmp(argv[i], "-avx2")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX2); continue; }
+    if (!strcmp(argv[i], "-portable")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_PORTABLE); continue; }
     if (i + 2 < argc && ns < 64) {
       shapes[ns][0] = atoll(argv[i]); shapes[ns][1] = atoll(argv[i + 1]); shapes[ns][2] = atoll(argv[i + 2]);
       ++ns; i += 2;

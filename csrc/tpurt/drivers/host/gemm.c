@@ -254,8 +254,43 @@ static void gemm_ref_tile(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t 
                        (double*)c, g->c_rs, g->c_cs);
 }
 
-/* One thread's tile with its own packing buffers: on the stack when small, else the heap. If
- * the heap is exhausted the tile still gets computed, by the reference loop. */
+/* ---- packing-buffer cache. Fresh multi-megabyte buffers cost page faults on every call (glibc
+ * hands them back to the kernel), so freed buffers wait in a few lock-free slots for the next
+ * caller. A buffer carries its capacity in a 64-byte header. The slots are globals: what they
+ * hold stays reachable (no leak reports) and is at most GEMM_CACHE_SLOTS * GEMM_CACHE_MAX. */
+#define GEMM_CACHE_SLOTS 16
+#define GEMM_CACHE_MAX ((size_t)16 << 20)
+static _Atomic(void*) g_buf_cache[GEMM_CACHE_SLOTS];
+
+static char* gemm_buf_get(size_t bytes) {
+  for (int i = 0; i < GEMM_CACHE_SLOTS; ++i) {
+    if (!atomic_load_explicit(&g_buf_cache[i], memory_order_relaxed)) continue;
+    void* blk = atomic_exchange_explicit(&g_buf_cache[i], NULL, memory_order_acquire);
+    if (!blk) continue;
+    if (*(size_t*)blk >= bytes) return (char*)blk + GEMM_ALIGN;
+    free(blk); /* too small: replace it */
+    break;
+  }
+  void* blk = aligned_alloc(GEMM_ALIGN, (size_t)round_up((int64_t)bytes, GEMM_ALIGN) + GEMM_ALIGN);
+  if (!blk) return NULL;
+  *(size_t*)blk = bytes;
+  return (char*)blk + GEMM_ALIGN;
+}
+
+static void gemm_buf_put(char* buf) {
+  void* blk = buf - GEMM_ALIGN;
+  if (*(size_t*)blk <= GEMM_CACHE_MAX)
+    for (int i = 0; i < GEMM_CACHE_SLOTS; ++i) {
+      void* expected = NULL;
+      if (atomic_compare_exchange_strong_explicit(&g_buf_cache[i], &expected, blk, memory_order_release,
+                                                  memory_order_relaxed))
+        return;
+    }
+  free(blk);
+}
+
+/* One thread's tile with its own packing buffers: on the stack when small, else from the cache.
+ * If the heap is exhausted the tile still gets computed, by the reference loop. */
 static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   gemm_plan_t pl = gemm_plan(g, i1 - i0, j1 - j0);
   size_t bytes = pl.abytes + pl.bbytes;
@@ -264,13 +299,13 @@ static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_
     gemm_tile(g, &pl, i0, i1, j0, j1, stack_buf);
     return;
   }
-  char* buf = (char*)aligned_alloc(GEMM_ALIGN, bytes);
+  char* buf = gemm_buf_get(bytes);
   if (!buf) {
     gemm_ref_tile(g, i0, i1, j0, j1);
     return;
   }
   gemm_tile(g, &pl, i0, i1, j0, j1, buf);
-  free(buf);
+  gemm_buf_put(buf);
 }
 
 typedef struct gemm_par_s {

@@ -70,7 +70,8 @@ static void sgemm_ukr_6x16(int64_t kc, const void* ap_, const void* bp_, void* c
     return;
   }
   _Alignas(32) float t[S_MR * S_NR];
-  for (int i = 0; i < S_MR; ++i) {
+#pragma GCC unroll 6
+  for (int i = 0; i < S_MR; ++i) { /* constant indices keep acc in registers */
     _mm256_store_ps(t + i * S_NR, acc[i][0]);
     _mm256_store_ps(t + i * S_NR + 8, acc[i][1]);
   }
@@ -116,11 +117,97 @@ static void dgemm_ukr_6x8(int64_t kc, const void* ap_, const void* bp_, void* c_
     return;
   }
   _Alignas(32) double t[D_MR * D_NR];
+#pragma GCC unroll 6
   for (int i = 0; i < D_MR; ++i) {
     _mm256_store_pd(t + i * D_NR, acc[i][0]);
     _mm256_store_pd(t + i * D_NR + 4, acc[i][1]);
   }
   store_tile_f64(t, D_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* ---- packing: MR-high strips of A / NR-high strips of B^T, layout as gemm.h describes. */
+
+/* In-register 8x8 transpose: r[i][j] -> r[j][i]. */
+static inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; ++g) { /* per 128-bit lane: 4x4 blocks of rows 4g.. transposed */
+    u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+  }
+}
+
+static inline __m256i mask8(int64_t n) { /* lanes < n */
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)TPU_MAX((int64_t)0, TPU_MIN(n, (int64_t)8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* dst (kc, h) per strip from src (rows, kc), h a multiple of 2 up to 16.
+ * rs == 1: the strip is contiguous for each p (vector copies, row p read front to back);
+ * cs == 1: each row is contiguous along p (8x8 register transposes);
+ * otherwise element by element. */
+static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, int64_t rs, int64_t cs,
+                            float* dst) {
+  if (rs == 1) {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* sp = src + p * cs;
+      float* d = dst + p * h;
+      for (int64_t i = 0; i < rows; i += h, d += (int64_t)h * kc)
+        for (int g = 0; g < h; g += 8) {
+          const int64_t have = rows - i - g;
+          __m256 v = have >= 8 ? _mm256_loadu_ps(sp + i + g) : _mm256_maskload_ps(sp + i + g, mask8(have));
+          if (h - g >= 8) _mm256_storeu_ps(d + g, v);
+          else _mm256_maskstore_ps(d + g, mask8(h - g), v);
+        }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; i += h, dst += (int64_t)h * kc) {
+    const int r = (int)TPU_MIN((int64_t)h, rows - i);
+    const float* s = src + i * rs;
+    if (cs == 1) {
+      for (int g = 0; g < h; g += 8) {
+        const int gr = r - g; /* rows of this 8-group present in src */
+        const __m256i sm = mask8(h - g);
+        for (int64_t p = 0; p < kc; p += 8) {
+          const int64_t np = TPU_MIN((int64_t)8, kc - p);
+          const __m256i pm = mask8(np);
+          __m256 v[8];
+          for (int q = 0; q < 8; ++q) {
+            const float* sq = s + (g + q) * rs + p;
+            v[q] = q >= gr ? _mm256_setzero_ps() : np == 8 ? _mm256_loadu_ps(sq) : _mm256_maskload_ps(sq, pm);
+          }
+          transpose8(v);
+          for (int j = 0; j < np; ++j) {
+            if (h - g >= 8) _mm256_storeu_ps(dst + (p + j) * h + g, v[j]);
+            else _mm256_maskstore_ps(dst + (p + j) * h + g, sm, v[j]);
+          }
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        float* d = dst + p * h;
+        for (int q = 0; q < r; ++q) d[q] = s[q * rs + p * cs];
+        for (int q = r; q < h; ++q) d[q] = 0.0f;
+      }
+    }
+  }
+}
+
+static void pack_a_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_f32(S_MR, rows, kc, (const float*)src, rs, cs, (float*)dst);
+}
+static void pack_b_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_f32(S_NR, rows, kc, (const float*)src, rs, cs, (float*)dst);
 }
 
 /* acc[j] += sum_p x[p*xs] * b[p*b_rs + j]: four rows of B per pass over acc. */
@@ -181,7 +268,7 @@ static float sdot_avx2(int64_t k, const float* x, const float* y) {
 
 const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2 = {
     .name = "avx2 6x16", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256, .mc = 144, .nc = 3072,
-    .ukr = sgemm_ukr_6x16, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2};
+    .ukr = sgemm_ukr_6x16, .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx2 = {
     .name = "avx2 6x8", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256, .mc = 72, .nc = 2048,
     .ukr = dgemm_ukr_6x8};

@@ -12,6 +12,15 @@
 #define S_MR 14
 #endif
 #define S_NR 32
+#ifndef S_KC
+#define S_KC 512
+#endif
+#ifndef S_MC
+#define S_MC (6 * S_MR)
+#endif
+#ifndef S_NC
+#define S_NC 3072
+#endif
 #ifndef D_MR
 #define D_MR 14
 #endif
@@ -80,7 +89,7 @@ static void sgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, in
     return;
   }
   _Alignas(64) float t[S_MR * S_NR];
-  for (int i = 0; i < S_MR; ++i) {
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < S_MR; ++i) { /* constant indices: acc stays in registers */
     _mm512_store_ps(t + i * S_NR, acc[i][0]);
     _mm512_store_ps(t + i * S_NR + 16, acc[i][1]);
   }
@@ -130,11 +139,103 @@ static void dgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, in
     return;
   }
   _Alignas(64) double t[D_MR * D_NR];
-  for (int i = 0; i < D_MR; ++i) {
+  _Pragma(STR(GCC unroll D_MR)) for (int i = 0; i < D_MR; ++i) {
     _mm512_store_pd(t + i * D_NR, acc[i][0]);
     _mm512_store_pd(t + i * D_NR + 8, acc[i][1]);
   }
   store_tile_f64(t, D_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* ---- packing: MR-high strips of A / NR-high strips of B^T, layout as gemm.h describes. */
+
+/* In-register 16x16 transpose: r[i][j] -> r[j][i]. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) { /* per 128-bit lane: 4x4 blocks of rows 4g.. transposed */
+    r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  for (int j = 0; j < 4; ++j) { /* then a 4x4 transpose of the 128-bit lanes */
+    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
+    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+  }
+}
+
+static inline __mmask16 mask16(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* dst (kc, h) per strip from src (rows, kc): strips of h <= 32 rows.
+ * rs == 1: the strip is contiguous for each p (masked vector copies);
+ * cs == 1: each row is contiguous along p (16x16 register transposes);
+ * otherwise element by element. */
+static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, int64_t rs, int64_t cs,
+                            float* dst) {
+  if (rs == 1) { /* row p of the source is read once, front to back, into every strip */
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* sp = src + p * cs;
+      float* d = dst + p * h;
+      for (int64_t i = 0; i < rows; i += h, d += (int64_t)h * kc)
+        for (int g = 0; g < h; g += 16) {
+          __m512 v = _mm512_maskz_loadu_ps(mask16(rows - i - g), sp + i + g);
+          _mm512_mask_storeu_ps(d + g, mask16(h - g), v);
+        }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; i += h, dst += (int64_t)h * kc) {
+    const int r = (int)TPU_MIN((int64_t)h, rows - i);
+    const float* s = src + i * rs;
+    if (cs == 1) {
+      for (int g = 0; g < h; g += 16) {
+        const int gr = r - g; /* rows of this 16-group present in src */
+        const __mmask16 sm = mask16(h - g);
+        for (int64_t p = 0; p < kc; p += 16) {
+          const __mmask16 pm = mask16(kc - p);
+          __m512 v[16];
+          for (int q = 0; q < 16; ++q) {
+            if (q < gr) {
+              const float* sq = s + (g + q) * rs + p;
+              if (p + 80 <= kc) _mm_prefetch((const char*)(sq + 64), _MM_HINT_T0);
+              v[q] = _mm512_maskz_loadu_ps(pm, sq);
+            } else {
+              v[q] = _mm512_setzero_ps();
+            }
+          }
+          transpose16(v);
+          const int np = (int)TPU_MIN((int64_t)16, kc - p);
+          for (int j = 0; j < np; ++j) _mm512_mask_storeu_ps(dst + (p + j) * h + g, sm, v[j]);
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        float* d = dst + p * h;
+        for (int q = 0; q < r; ++q) d[q] = s[q * rs + p * cs];
+        for (int q = r; q < h; ++q) d[q] = 0.0f;
+      }
+    }
+  }
+}
+
+static void pack_a_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_f32(S_MR, rows, kc, (const float*)src, rs, cs, (float*)dst);
+}
+static void pack_b_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_f32(S_NR, rows, kc, (const float*)src, rs, cs, (float*)dst);
 }
 
 /* acc[j] += sum_p x[p*xs] * b[p*b_rs + j]: four rows of B per pass over acc. */
@@ -186,8 +287,9 @@ static float sdot_avx512(int64_t k, const float* x, const float* y) {
 }
 
 const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512 = {
-    .name = "avx512 " STR(S_MR) "x32", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256,
-    .mc = 10 * S_MR, .nc = 3072, .ukr = sgemm_ukr, .gemv_rows = sgemv_rows_avx512,
+    .name = "avx512 " STR(S_MR) "x32", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = S_KC,
+    .mc = S_MC, .nc = S_NC, .ukr = sgemm_ukr,
+    .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx512,
     .sdot = sdot_avx512};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx512 = {
     .name = "avx512 " STR(D_MR) "x16", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256,
