@@ -17,6 +17,9 @@ TPURT_HDRS := $(shell find csrc/tpurt -name '*.h')
 CTEST_SRCS := $(sort $(wildcard csrc/tpurt/tests/test_*.c))
 
 # ISA-specific kernels are compiled for their ISA and only called after a runtime CPU check.
+# Host-driver kernels are written for gcc's auto-vectorizer, which needs -O3 (gcc 12 does not
+# vectorize at -O2); -ffp-contract=off keeps every ISA build bit-identical.
+opt_flags = $(if $(findstring drivers/host/,$(1)),-O3,)
 isa_flags = $(if $(findstring _avx512,$(1)),-mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c,$(if $(findstring _avx2,$(1)),-mavx2 -mfma -mf16c,))
 
 .PHONY: all venv lib ext build run test test-c test-sanitize test-py headers-c11 bench clean
@@ -33,7 +36,7 @@ venv: $(VENV)/.stamp
 # ---- libtpurt (C11), optimized and sanitizer builds
 $(BUILD)/opt/%.o: %.c $(TPURT_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(call isa_flags,$<) -c $< -o $@
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(call opt_flags,$<) $(call isa_flags,$<) -c $< -o $@
 $(BUILD)/san/%.o: %.c $(TPURT_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(SAN_FLAGS) $(call isa_flags,$<) -c $< -o $@
