@@ -141,11 +141,55 @@ static void test_conversions(void) {
   CHECK(iv[0] == INT64_MIN, "NaN -> int is INT64_MIN");
 }
 
+
+/* ulp distance between two floats (same sign handling via ordered integers) */
+static int64_t ulp_diff(float a, float b) {
+  if (isnan(a) || isnan(b)) return (isnan(a) && isnan(b)) ? 0 : INT64_MAX;
+  int32_t ia, ib;
+  memcpy(&ia, &a, 4); memcpy(&ib, &b, 4);
+  if (ia < 0) ia = INT32_MIN - ia;
+  if (ib < 0) ib = INT32_MIN - ib;
+  return llabs((int64_t)ia - (int64_t)ib);
+}
+/* The vectorized f32 transcendentals against double-precision libm, over dense sweeps
+ * and special values. */
+static void test_transcendental_ulp(void) {
+  enum { M = 200000 };
+  static float x[M], y[M];
+  struct { int op; double lo, hi; int geometric; int64_t max_ulp; } cases[] = {
+    {TPU_IR_EXP, -104, 89, 0, 2}, {TPU_IR_LOG, 1e-44, 3e38, 1, 2}, {TPU_IR_LOG, 0.5, 2.0, 0, 2},
+    {TPU_IR_TANH, -12, 12, 0, 3}, {TPU_IR_TANH, -0.7, 0.7, 0, 2}, {TPU_IR_LOGISTIC, -100, 100, 0, 3},
+  };
+  for (int c = 0; c < TPU_ARRAY_LEN(cases); ++c) {
+    for (int i = 0; i < M; ++i) {
+      double t = (double)i / (M - 1);
+      x[i] = (float)(cases[c].geometric ? cases[c].lo * pow(cases[c].hi / cases[c].lo, t)
+                                        : cases[c].lo + (cases[c].hi - cases[c].lo) * t);
+    }
+    float sp[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-45f, 88.7228394f, 88.73f, -104.0f, 1.0f};
+    for (int i = 0; i < TPU_ARRAY_LEN(sp); ++i) x[i] = sp[i];
+    tpu_ir_op_t op; memset(&op, 0, sizeof op); op.opcode = cases[c].op;
+    const void* in[1] = {x};
+    tpu_host_tile_ops()->compute(&op, TPU_DTYPE_F32, y, TPU_DTYPE_F32, in, M);
+    int64_t worst = 0; float wx = 0;
+    for (int i = 0; i < M; ++i) {
+      double r = cases[c].op == TPU_IR_EXP ? exp(x[i]) : cases[c].op == TPU_IR_LOG ? log(x[i])
+               : cases[c].op == TPU_IR_TANH ? tanh(x[i]) : 1.0 / (1.0 + exp(-(double)x[i]));
+      int64_t d = ulp_diff(y[i], (float)r);
+      if (fabs((double)y[i] - r) < 1e-37) d = 0; /* subnormal results: absolute error only */
+      if (d > worst) { worst = d; wx = x[i]; }
+    }
+    CHECK(worst <= cases[c].max_ulp, "%s: %lld ulp at x=%g (limit %lld)", tpu_ir_opcode_name(cases[c].op),
+          (long long)worst, wx, (long long)cases[c].max_ulp);
+  }
+}
+
 int main(void) {
   srand(42);
   test_float_ops();
   test_int_ops();
   test_conversions();
+  test_transcendental_ulp();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail != 0;
 }
