@@ -2,8 +2,8 @@
 scatter (src/value/reduce, scatter_add, scatter_reduce), advanced indexing (integer
 and boolean indices, None/ellipsis, adjacent and separated index dims), index_put
 (accumulate), masked_select/masked_scatter, nonzero/argwhere, take/put,
-index_add/copy/fill, cat/stack, tril/triu, flip, roll, repeat_interleave,
-tril/triu_indices, tensor printing — values, dtypes, out=, in-place, run-time index
+index_add/copy/fill/reduce, bincount, cat/stack, tril/triu, flip, roll,
+repeat_interleave, tril/triu_indices, tensor printing — values, dtypes, out=, in-place, run-time index
 errors (PyTorch's wording) and autograd."""
 from __future__ import annotations
 
@@ -515,6 +515,29 @@ def test_roll(shifts, dims):
 def test_roll_grad_empty():
     check(lambda x: torch.roll(x, 2, 0), torch.zeros(0, 3))
     check_grad(lambda x: torch.roll(x, 2, 1), make((3, 4)))
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("red", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce(red, include_self):
+    x, s, i = make((5, 4)), make((6, 4), seed=1), idx(0, 2, 0, 4, 4, 4)
+    check(lambda x, i, s: x.index_reduce(0, i, s, red, include_self=include_self), x, i, s)
+    check(lambda x, i, s: x.index_reduce(1, i[:3], s[:5, :3], red, include_self=include_self), x, i, s)
+    xi, si = make((5, 4), torch.int64), make((6, 4), torch.int64, seed=1)
+    check(lambda x, i, s: x.clone().index_reduce_(0, i, s, red, include_self=include_self), xi, i, si)
+
+
+def test_bincount():
+    b = idx(1, 1, 3, 0, 7)
+    check(torch.bincount, b)
+    check(lambda b: torch.bincount(b, minlength=12), b)
+    check(lambda b: torch.bincount(b, minlength=3), torch.zeros(0, dtype=torch.long))
+    check(lambda b: torch.bincount(b), idx(2, 2, dtype=torch.int32))
+    for w in [torch.tensor([0.5, 0.25, 1, 2, 3]), torch.tensor([0.5, 0.25, 1, 2, 3], dtype=torch.float64), idx(1, 2, 3, 4, 5)]:
+        check(lambda b, w: torch.bincount(b, w), b, w)
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(idx(-1).to(DEV))
 
 
 # ------------------------------------------------------------------ repeat_interleave / tril_indices

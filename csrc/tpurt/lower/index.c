@@ -568,18 +568,55 @@ static tpu_status_t lower_scatter_reduce(tpu_lower_ctx_t* cx) { /* (self, dim, i
   if (!strcmp(red, "multiply")) return scatter_common(cx, 3, SC_MUL, "scatter");
   return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "reduce argument must be either add or multiply.");
 }
+/* Reduces src into x at idx along dim (mode: SC_ADD sum, SC_MUL, SC_MAX, SC_MIN; mean =
+ * sum / count), with or without x's own values (include_self). idx and src have the
+ * same shape, x's rank. */
+static int scatter_reduce_core(tpu_lower_ctx_t* cx, int x, int idx, int src, int dim, int mode, int mean,
+                               int include_self) {
+  tpu_ir_type_t tx = ty(cx, x), ti = ty(cx, idx);
+  int xdt = tx.dtype, base = x;
+  if (!include_self) { /* reset the scattered-to positions to the identity */
+    int c;
+    if (!tpu_dtype_is_floating(xdt) && (mode == SC_MAX || mode == SC_MIN)) {
+      int64_t lo = xdt == TPU_DTYPE_I64 ? INT64_MIN : xdt == TPU_DTYPE_I32 ? INT32_MIN : xdt == TPU_DTYPE_I16 ? INT16_MIN
+                 : xdt == TPU_DTYPE_I8 ? INT8_MIN : 0;
+      int64_t hi = xdt == TPU_DTYPE_I64 ? INT64_MAX : xdt == TPU_DTYPE_I32 ? INT32_MAX : xdt == TPU_DTYPE_I16 ? INT16_MAX
+                 : xdt == TPU_DTYPE_I8 ? INT8_MAX : xdt == TPU_DTYPE_U8 ? 255 : 1;
+      c = tpu_ir_convert(G, c_i64(cx, mode == SC_MAX ? lo : hi), xdt);
+    } else {
+      c = tpu_ir_constant(G, xdt, mode == SC_MUL ? 1 : mode == SC_MAX ? -INFINITY : mode == SC_MIN ? INFINITY : 0);
+    }
+    base = tpu_ir_scatter(G, x, idx, splat(cx, c, &ti), dim, SC_REPLACE);
+  }
+  int res = tpu_ir_scatter(G, base, idx, src, dim, mode);
+  if (mean) {
+    int cnt = tpu_ir_scatter(G, lw_const(cx, include_self ? 1 : 0, xdt, tx.rank, tx.dims), idx,
+                             lw_const(cx, 1, xdt, ti.rank, ti.dims), dim, SC_ADD);
+    cnt = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, cnt, lw_const_like(cx, 0, cnt)), lw_const_like(cx, 1, cnt), cnt);
+    if (tpu_dtype_is_floating(xdt)) {
+      int odt = tpu_opmath_dtype(xdt);
+      res = tpu_ir_binary(G, TPU_IR_DIV, tpu_ir_convert(G, res, odt), tpu_ir_convert(G, cnt, odt));
+    } else {
+      res = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, tpu_ir_convert(G, res, I64), tpu_ir_convert(G, cnt, I64));
+    }
+  }
+  return res;
+}
+static int reduce_mode(const char* red, int* mean) {
+  *mean = 0;
+  if (!strcmp(red, "sum")) return SC_ADD;
+  if (!strcmp(red, "prod")) return SC_MUL;
+  if (!strcmp(red, "amax")) return SC_MAX;
+  if (!strcmp(red, "amin")) return SC_MIN;
+  if (!strcmp(red, "mean")) { *mean = 1; return SC_ADD; }
+  return -1;
+}
 /* scatter_reduce.two(self, dim, index, src, reduce, *, include_self) */
 static tpu_status_t lower_scatter_reduce_two(tpu_lower_ctx_t* cx) {
   const char* red = lw_str(cx, 4, "");
-  int include_self = (int)lw_int(cx, 5, 1);
-  int xr = lw_rank_of(cx, 0), xdt = lw_dtype_of(cx, 0);
-  int mode, mean = 0;
-  if (!strcmp(red, "sum")) mode = SC_ADD;
-  else if (!strcmp(red, "prod")) mode = SC_MUL;
-  else if (!strcmp(red, "amax")) mode = SC_MAX;
-  else if (!strcmp(red, "amin")) mode = SC_MIN;
-  else if (!strcmp(red, "mean")) { mode = SC_ADD; mean = 1; }
-  else return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "reduce argument must be either sum, prod, mean, amax or amin, got %s", red);
+  int xr = lw_rank_of(cx, 0), xdt = lw_dtype_of(cx, 0), mean;
+  int mode = reduce_mode(red, &mean);
+  if (mode < 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "reduce argument must be either sum, prod, mean, amax or amin, got %s", red);
   int dim = lw_norm_dim(cx, lw_int(cx, 1, 0), xr);
   if (dim < 0) return TPU_OK;
   TPU_RETURN_IF_ERROR(check_gather_scatter_shapes(cx, "scatter_reduce", dim, 0, 2, 3));
@@ -600,33 +637,59 @@ static tpu_status_t lower_scatter_reduce_two(tpu_lower_ctx_t* cx) {
     for (int d = 0; d < r; ++d) st[d] = 1;
     src = tpu_ir_slice(G, src, s0, ti.dims, st);
   }
-  int base = x;
-  if (!include_self) { /* reset the scattered-to positions to the identity */
-    double ident = mode == SC_MUL ? 1 : mode == SC_MAX ? -INFINITY : mode == SC_MIN ? INFINITY : 0;
-    if (!tpu_dtype_is_floating(xdt) && (mode == SC_MAX || mode == SC_MIN)) {
-      int64_t lo = xdt == TPU_DTYPE_I64 ? INT64_MIN : xdt == TPU_DTYPE_I32 ? INT32_MIN : xdt == TPU_DTYPE_I16 ? INT16_MIN
-                 : xdt == TPU_DTYPE_I8 ? INT8_MIN : 0;
-      int64_t hi = xdt == TPU_DTYPE_I64 ? INT64_MAX : xdt == TPU_DTYPE_I32 ? INT32_MAX : xdt == TPU_DTYPE_I16 ? INT16_MAX
-                 : xdt == TPU_DTYPE_I8 ? INT8_MAX : xdt == TPU_DTYPE_U8 ? 255 : 1;
-      int c = tpu_ir_convert(G, c_i64(cx, mode == SC_MAX ? lo : hi), xdt);
-      base = tpu_ir_scatter(G, x, idx, splat(cx, c, &ti), dim, SC_REPLACE);
-    } else {
-      base = tpu_ir_scatter(G, x, idx, lw_const(cx, ident, xdt, ti.rank, ti.dims), dim, SC_REPLACE);
-    }
-  }
-  int res = tpu_ir_scatter(G, base, idx, src, dim, mode);
-  if (mean) {
-    tpu_ir_type_t tx = ty(cx, x);
-    int cnt0 = lw_const(cx, include_self ? 1 : 0, xdt, tx.rank, tx.dims);
-    int cnt = tpu_ir_scatter(G, cnt0, idx, lw_const(cx, 1, xdt, ti.rank, ti.dims), dim, SC_ADD);
-    cnt = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, cnt, lw_const_like(cx, 0, cnt)), lw_const_like(cx, 1, cnt), cnt);
-    int odt = tpu_opmath_dtype(xdt);
-    if (tpu_dtype_is_floating(xdt))
-      res = tpu_ir_binary(G, TPU_IR_DIV, tpu_ir_convert(G, res, odt), tpu_ir_convert(G, cnt, odt));
-    else
-      res = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, tpu_ir_convert(G, res, I64), tpu_ir_convert(G, cnt, I64));
-  }
-  return lw_output(cx, 0, res);
+  return lw_output(cx, 0, scatter_reduce_core(cx, x, idx, src, dim, mode, mean, (int)lw_int(cx, 5, 1)));
+}
+/* index_reduce(self, dim, index, source, reduce, *, include_self): scatter_reduce with
+ * the 1-D index spread over source's other dims */
+static tpu_status_t lower_index_reduce(tpu_lower_ctx_t* cx) {
+  const char* red = lw_str(cx, 4, "");
+  int xr = lw_rank_of(cx, 0), xdt = lw_dtype_of(cx, 0), mean;
+  int mode = reduce_mode(red, &mean);
+  if (mode < 0 || (mode == SC_ADD && !mean))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s.", red);
+  int dim = lw_norm_dim(cx, lw_int(cx, 1, 0), xr);
+  if (dim < 0) return TPU_OK;
+  if (lw_rank_of(cx, 2) > 1) return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "index_reduce_(): Index is supposed to be a vector");
+  if (!is_index_dtype(lw_dtype_of(cx, 2)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "index_reduce_(): Expected dtype int32/int64 for index");
+  if (lw_dtype_of(cx, 3) != xdt)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "index_reduce_(): self (%s) and source (%s) must have the same scalar type",
+                   tpu_dtype_name(xdt), tpu_dtype_name(lw_dtype_of(cx, 3)));
+  int64_t n = tpu_numel(lw_rank_of(cx, 2), lw_sizes_of(cx, 2));
+  int64_t xd[TPU_MAX_DIMS], sd[TPU_MAX_DIMS];
+  memcpy(xd, lw_sizes_of(cx, 0), sizeof(xd));
+  int r = xr ? xr : 1;
+  if (!xr) xd[0] = 1;
+  memcpy(sd, xd, sizeof(sd));
+  sd[dim] = n;
+  if (tpu_numel(lw_rank_of(cx, 3), lw_sizes_of(cx, 3)) != tpu_numel(r, sd) || (lw_rank_of(cx, 3) != xr && xr > 1))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "index_reduce_(): Source/destination tensor must have same slice shapes.");
+  int x = lw_input(cx, 0, -1);
+  if (n == 0) return lw_output(cx, 0, x);
+  x = as_rank(cx, x, r);
+  int64_t id[TPU_MAX_DIMS];
+  for (int d = 0; d < r; ++d) id[d] = d == dim ? n : 1;
+  int idx = norm_index(cx, reshape1(cx, lw_input(cx, 2, I64), n), xd[dim], dim);
+  idx = tpu_ir_broadcast(G, tpu_ir_reshape(G, idx, r, id), r, sd, NULL);
+  int src = tpu_ir_reshape(G, lw_input(cx, 3, -1), r, sd);
+  int res = scatter_reduce_core(cx, x, idx, src, dim, mode, mean, (int)lw_int(cx, 5, 1));
+  return lw_output(cx, 0, xr ? res : tpu_ir_reshape(G, res, 0, NULL));
+}
+
+/* bincount(self, weights?, minlength) -> [max(max(self) + 1, minlength)] (size from
+ * tpu_op_infer): scatter-add of the weights (or ones) */
+static tpu_status_t lower_bincount(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  if (lw_rank_of(cx, 0) != 1 || !tpu_dtype_is_integral(lw_dtype_of(cx, 0)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "bincount only supports 1-d non-negative integral inputs.");
+  int64_t n = lw_sizes_of(cx, 0)[0], nb = o->ndim == 1 ? o->sizes[0] : 0;
+  int w = !lw_is_none(cx, 1);
+  if (w && (lw_rank_of(cx, 1) != 1 || lw_sizes_of(cx, 1)[0] != n))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "weights should be 1-d and have the same length as input");
+  if (n == 0 || nb == 0) return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL));
+  int src = w ? lw_input(cx, 1, o->dtype) : lw_const(cx, 1, o->dtype, 1, &n);
+  int idx = lw_input(cx, 0, I64);
+  return lw_output(cx, 0, tpu_ir_scatter(G, lw_const(cx, 0, o->dtype, 1, &nb), idx, src, 0, SC_ADD));
 }
 
 /* ---- index_add / index_copy / index_fill along one dim (via index_put on dim-first) */
@@ -831,6 +894,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_index) = {
   {"aten::masked_select", lower_masked_select}, {"aten::masked_select.out", lower_masked_select},
   {"aten::nonzero", lower_nonzero}, {"aten::nonzero.out", lower_nonzero},
   {"aten::masked_scatter_", lower_masked_scatter},
+  {"aten::index_reduce.out", lower_index_reduce}, {"aten::bincount", lower_bincount},
   {"aten::repeat_interleave.Tensor", lower_repeat_interleave},
   {"aten::tril_indices", lower_tril_indices}, {"aten::triu_indices", lower_triu_indices},
   {"aten::tril_indices.out", lower_tril_indices}, {"aten::triu_indices.out", lower_triu_indices},

@@ -1,5 +1,5 @@
 /* infer.c — output shapes of data-dependent ops (nonzero, masked_select,
- * repeat_interleave.Tensor). These read the data they depend on back through
+ * repeat_interleave.Tensor, bincount). These read the data they depend on back through
  * tpu_rt_memcpy_d2h (which waits for the queue), then the op's lowering does the
  * real work with the output shape fixed. */
 #include <stdlib.h>
@@ -129,6 +129,25 @@ tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args
       if (neg) return TPU_ERR(INVALID_ARGUMENT, "repeats can not be negative");
     }
     out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)r->dtype, 1, &total);
+    *out_nouts = 1;
+    return TPU_OK;
+  }
+  if (!strcmp(op_name, "aten::bincount")) { /* (self, weights?, minlength) */
+    const tpu_tensor_t *x = tensor_arg(args, nargs, 0), *w = tensor_arg(args, nargs, 1);
+    if (!x) return TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor", op_name);
+    if (x->ndim != 1 || !tpu_dtype_is_integral(x->dtype))
+      return TPU_ERR(INVALID_ARGUMENT, "bincount only supports 1-d non-negative integral inputs.");
+    int64_t minlength = (nargs > 2 && args[2].kind == TPU_ARG_INT) ? args[2].i : 0, top = -1;
+    if (minlength < 0) return TPU_ERR(INVALID_ARGUMENT, "minlength should be >= 0");
+    uint8_t* buf; const uint8_t* base;
+    TPU_RETURN_IF_ERROR(read_span(device, x, &buf, &base));
+    int neg = 0;
+    if (buf) FOR_EACH_ELEM(x, base, p, { int64_t v = elem_i64(p, x->dtype); neg |= v < 0; if (v > top) top = v; });
+    free(buf);
+    if (neg) return TPU_ERR(INVALID_ARGUMENT, "bincount only supports 1-d non-negative integral inputs.");
+    int64_t n = top + 1 > minlength ? top + 1 : minlength;
+    int dt = !w ? TPU_DTYPE_I64 : w->dtype == TPU_DTYPE_F32 ? TPU_DTYPE_F32 : TPU_DTYPE_F64;
+    out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)dt, 1, &n);
     *out_nouts = 1;
     return TPU_OK;
   }
