@@ -719,6 +719,7 @@ TMeta tmeta_of(const at::Tensor& t) {
 struct MetaShapes {
   std::vector<std::vector<TMeta>> rets;        // index = return index
   std::vector<std::pair<size_t, TMeta>> outs;  // (argument index, shape after the meta out= call)
+  bool failed = false;  // the meta function threw for these arguments (e.g. data-dependent shapes)
 };
 
 // Re-dispatches the op with tpu tensors replaced by meta tensors. Throws what the
@@ -882,7 +883,17 @@ std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, con
   const uint64_t h = hash_key(key);
   MetaCache& cache = *info.meta_cache;
   if (auto hit = meta_cache_find(cache, h, key)) return hit;
-  auto shapes = std::make_shared<const MetaShapes>(run_meta(op, info, args));
+  std::shared_ptr<const MetaShapes> shapes;
+  try {
+    shapes = std::make_shared<const MetaShapes>(run_meta(op, info, args));
+  } catch (const std::exception&) {
+    // Remember the failure (it depends only on the key), so that data-dependent ops
+    // go straight to tpu_op_infer next time instead of paying for an exception.
+    auto failed = std::make_shared<MetaShapes>();
+    failed->failed = true;
+    meta_cache_insert(cache, h, key, std::move(failed));
+    throw;
+  }
   meta_cache_insert(cache, h, key, shapes);
   return shapes;
 }
@@ -1039,6 +1050,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 bool outs_mismatch(const c10::OperatorHandle& op, const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
   try {
     std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
+    if (meta->failed) return false;
     for (const auto& [i, m] : meta->outs) {
       const at::Tensor& t = args[i].toTensor();
       if (m.defined && t.defined() && c10::IntArrayRef(m.sizes) != t.sizes()) return true;
@@ -1060,8 +1072,12 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
   if (info.needs_meta || meta_for_outs) {
     try {
       std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
-      resize_outs(*meta, args);
-      alloc_from_meta(info, *meta, device, fresh);
+      if (meta->failed) {
+        need_infer = true;
+      } else {
+        resize_outs(*meta, args);
+        alloc_from_meta(info, *meta, device, fresh);
+      }
     } catch (const std::exception&) {
       meta_error = std::current_exception();
       need_infer = true;
@@ -1077,7 +1093,11 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
       arena.reset();
       marshal(info, args, arena, m);  // out= tensors may have been resized
     } else if (info.needs_meta) {
-      if (!cpu_fallback_enabled()) std::rethrow_exception(meta_error);
+      if (!cpu_fallback_enabled()) {
+        if (meta_error) std::rethrow_exception(meta_error);
+        run_meta(op, info, args);  // a cached failure: raise the meta function's error again
+        C10_THROW_ERROR(Error, "torch_tpu: cannot compute the output shapes of " + info.name);
+      }
       run_cpu_fallback(op, info, stack);
       return true;
     }
