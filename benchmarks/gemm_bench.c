@@ -6,7 +6,8 @@
  * Run: TORCH_TPU_NUM_THREADS=1 build/gemm_bench   (single core), build/gemm_bench (all cores).
  * Args: [m n k ...] triples replace the default shapes; "-d" also times dgemm; "-c" times by
  * process CPU time instead of wall time (steadier for single-thread tuning on a busy machine);
- * "-avx2" / "-portable" cap the kernels at that ISA. */
+ * "-avx2" / "-portable" cap the kernels at that ISA;
+ * "-b B" makes the following triples batched (B matrices each, as torch.bmm; -b 0 ends that). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,27 @@ static void bench_s(int64_t m, int64_t n, int64_t k, int trans_b, double peak_al
   free(a); free(b); free(c);
 }
 
+/* (batch, m, k) @ (batch, k, n), as torch.bmm. */
+static void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, double peak_all) {
+  float* a = malloc(sizeof(float) * batch * m * k);
+  float* b = malloc(sizeof(float) * batch * k * n);
+  float* c = malloc(sizeof(float) * batch * m * n);
+  fill(a, batch * m * k);
+  fill(b, batch * k * n);
+  double best = 1e30, total = 0;
+  for (int r = 0; r < 200000 && (r < 3 || total < 1.0); ++r) {
+    double t = now_s();
+    tpu_host_sgemm_batched(batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1, 0.0f, c, m * n, n, 1);
+    t = now_s() - t;
+    best = t < best ? t : best;
+    total += t;
+  }
+  double gf = 2.0 * batch * m * n * k / best * 1e-9;
+  printf("bmm %4lld x (%4lld x %4lld x %4lld): %7.1f GFLOP/s  (%4.1f%% of FMA peak) %10.2f us\n",
+         (long long)batch, (long long)m, (long long)n, (long long)k, gf, 100.0 * gf / peak_all, best * 1e6);
+  free(a); free(b); free(c);
+}
+
 static void bench_d(int64_t m, int64_t n, int64_t k, double peak_all) {
   double* a = malloc(sizeof(double) * m * k);
   double* b = malloc(sizeof(double) * k * n);
@@ -124,20 +146,24 @@ static void bench_d(int64_t m, int64_t n, int64_t k, double peak_all) {
 
 int main(int argc, char** argv) {
   int threads = tpu_pool_num_threads(), with_d = 0;
-  int64_t shapes[64][3];
+  int64_t shapes[64][4];
   int ns = 0;
+  int64_t batch = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "-d")) { with_d = 1; continue; }
     if (!strcmp(argv[i], "-c")) { g_cpu_clock = 1; continue; }
     if (!strcmp(argv[i], "-avx2")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX2); continue; }
     if (!strcmp(argv[i], "-portable")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_PORTABLE); continue; }
+    if (!strcmp(argv[i], "-b") && i + 1 < argc) { batch = atoll(argv[++i]); continue; }
     if (i + 2 < argc && ns < 64) {
       shapes[ns][0] = atoll(argv[i]); shapes[ns][1] = atoll(argv[i + 1]); shapes[ns][2] = atoll(argv[i + 2]);
+      shapes[ns][3] = batch;
       ++ns; i += 2;
     }
   }
   if (ns == 0) {
-    int64_t def[][3] = {{1024, 1024, 1024}, {4096, 4096, 1024}, {256, 256, 256}, {64, 64, 64}, {1, 4096, 4096}};
+    int64_t def[][4] = {{1024, 1024, 1024, 0}, {4096, 4096, 1024, 0}, {256, 256, 256, 0}, {64, 64, 64, 0},
+                        {1, 4096, 4096, 0}, {64, 64, 64, 32}, {256, 256, 64, 8}};
     ns = TPU_ARRAY_LEN(def);
     memcpy(shapes, def, sizeof(def));
   }
@@ -149,6 +175,10 @@ int main(int argc, char** argv) {
   printf("threads %d, kernels %s, f32 FMA peak %.1f GFLOP/s per core, %.1f all threads\n", threads,
          tpu_host_gemm_isa_name(), g_peak_core, peak_all);
   for (int i = 0; i < ns; ++i) {
+    if (shapes[i][3] > 0) {
+      bench_batched(shapes[i][3], shapes[i][0], shapes[i][1], shapes[i][2], peak_all);
+      continue;
+    }
     bench_s(shapes[i][0], shapes[i][1], shapes[i][2], 0, peak_all);
     bench_s(shapes[i][0], shapes[i][1], shapes[i][2], 1, peak_all);
   }

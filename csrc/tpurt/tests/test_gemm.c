@@ -1,7 +1,7 @@
 /* test_gemm.c — host-driver GEMM kernels against their naive _ref twins.
  *
  * Random shapes (1, odd sizes, edge tiles, 127, 257), k = 0, every layout (row-major, transposed,
- * strided, zero strides), alpha/beta values, beta = 0 over NaN-filled C, m == 1 / n == 1 vector
+ * strided, zero and negative strides), alpha/beta values, beta = 0 over NaN-filled C, m == 1 / n == 1 vector
  * paths, batched with broadcast batch strides, concurrent callers; each kernel ISA the CPU has.
  * Buffers are sized exactly and C's padding holds sentinels, so an out-of-bounds read shows up
  * under ASan and an out-of-bounds write as a failed check. Prints "N passed, M failed" last. */
@@ -38,18 +38,24 @@ static int64_t rng_int(uint64_t* s, int64_t lo, int64_t hi) { /* [lo, hi] */
 static double rng_unit(uint64_t* s) { return (double)(rng_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0; }
 
 /* One matrix operand: rows x cols stored with (rs, cs), `trans` = column-major, `pad` extra
- * elements between rows (or columns), `bcast_rows` = row stride 0. */
+ * elements between rows (or columns), `zero_rows` = row stride 0, `flip` = rows in reverse
+ * order (negative row stride, as a flipped view). Element (i, j) is at off + i*rs + j*cs. */
 typedef struct layout_s {
-  int64_t rs, cs, extent; /* extent: elements spanned, so the buffer is exactly that big */
+  int64_t rs, cs, off, extent; /* extent: elements spanned, so the buffer is exactly that big */
 } layout_t;
 
-static layout_t make_layout(int64_t rows, int64_t cols, int trans, int64_t pad, int zero_rows) {
+static layout_t make_layout(int64_t rows, int64_t cols, int trans, int64_t pad, int zero_rows, int flip) {
   layout_t l;
   if (trans) l.rs = 1, l.cs = rows + pad;
   else l.rs = cols + pad, l.cs = 1;
   if (zero_rows) l.rs = 0;
+  if (flip) l.rs = -l.rs;
+  l.off = 0;
   if (rows <= 0 || cols <= 0) { l.extent = 0; return l; }
-  l.extent = (rows - 1) * l.rs + (cols - 1) * l.cs + 1;
+  int64_t lo = TPU_MIN((int64_t)0, (rows - 1) * l.rs) + TPU_MIN((int64_t)0, (cols - 1) * l.cs);
+  int64_t hi = TPU_MAX((int64_t)0, (rows - 1) * l.rs) + TPU_MAX((int64_t)0, (cols - 1) * l.cs);
+  l.off = -lo;
+  l.extent = hi - lo + 1;
   return l;
 }
 
@@ -60,6 +66,7 @@ typedef struct case_s {
   int ta, tb, tc;         /* transposed (column-major) operands */
   int64_t pa, pb, pc;     /* padding */
   int za, zb;             /* row stride 0 for A / B (broadcast) */
+  int fa, fb, fc;         /* negative row strides (flipped views) */
   int a_bs0, b_bs0, c_bs0; /* batch stride 0 */
   int zc;                 /* C row stride 0 (aliasing outputs) */
   int nan_c;              /* fill C with NaN (beta must be 0) */
@@ -74,10 +81,10 @@ static void report(int ok, const case_t* t, const char* what, double err, double
   ++g_failed;
   fprintf(stderr,
           "FAIL %s: %s batch=%lld m=%lld n=%lld k=%lld alpha=%g beta=%g ta=%d tb=%d tc=%d pads=%lld/%lld/%lld "
-          "z=%d%d bs0=%d%d%d zc=%d nan=%d%d isa=%s err=%g tol=%g\n",
+          "z=%d%d f=%d%d%d bs0=%d%d%d zc=%d nan=%d%d isa=%s err=%g tol=%g\n",
           t->dbl ? "dgemm" : "sgemm", what, (long long)t->batch, (long long)t->m, (long long)t->n,
           (long long)t->k, t->alpha, t->beta, t->ta, t->tb, t->tc, (long long)t->pa, (long long)t->pb,
-          (long long)t->pc, t->za, t->zb, t->a_bs0, t->b_bs0, t->c_bs0, t->zc, t->nan_c, t->nan_ab,
+          (long long)t->pc, t->za, t->zb, t->fa, t->fb, t->fc, t->a_bs0, t->b_bs0, t->c_bs0, t->zc, t->nan_c, t->nan_ab,
           tpu_host_gemm_isa_name(), err, tol);
 }
 
@@ -86,9 +93,9 @@ static void report(int ok, const case_t* t, const char* what, double err, double
 static void run_case(const case_t* t, uint64_t seed) {
   const int64_t B = t->batch, m = t->m, n = t->n, k = t->k;
   const size_t es = t->dbl ? sizeof(double) : sizeof(float);
-  layout_t la = make_layout(m, k, t->ta, t->pa, t->za);
-  layout_t lb = make_layout(k, n, t->tb, t->pb, t->zb);
-  layout_t lc = make_layout(m, n, t->tc, t->pc, t->zc);
+  layout_t la = make_layout(m, k, t->ta, t->pa, t->za, t->fa);
+  layout_t lb = make_layout(k, n, t->tb, t->pb, t->zb, t->fb);
+  layout_t lc = make_layout(m, n, t->tc, t->pc, t->zc, t->fc);
   int64_t a_bs = t->a_bs0 ? 0 : la.extent, b_bs = t->b_bs0 ? 0 : lb.extent, c_bs = t->c_bs0 ? 0 : lc.extent;
   int64_t na = t->a_bs0 ? la.extent : B * la.extent, nb = t->b_bs0 ? lb.extent : B * lb.extent;
   int64_t nc = t->c_bs0 ? lc.extent : B * lc.extent;
@@ -113,7 +120,7 @@ static void run_case(const case_t* t, uint64_t seed) {
   }
   for (int64_t bt = 0; bt < (t->c_bs0 ? 1 : B); ++bt)
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) in_c[bt * c_bs + i * lc.rs + j * lc.cs] = 1;
+      for (int64_t j = 0; j < n; ++j) in_c[bt * c_bs + lc.off + i * lc.rs + j * lc.cs] = 1;
   for (int64_t i = 0; i < nc; ++i) {
     double v = !in_c[i] ? SENTINEL : t->nan_c ? NAN : rng_unit(&s);
     if (t->dbl) ((double*)c0)[i] = v; else ((float*)c0)[i] = (float)v;
@@ -122,25 +129,32 @@ static void run_case(const case_t* t, uint64_t seed) {
   memcpy(cr, c0, (size_t)nc * es);
 
   int batched = B != 1 || t->a_bs0 || t->b_bs0 || t->c_bs0;
+  const char* a00 = (const char*)a + la.off * (int64_t)es; /* element (0, 0) of matrix 0 */
+  const char* b00 = (const char*)b + lb.off * (int64_t)es;
+  char* c00 = (char*)c + lc.off * (int64_t)es;
+  char* cr00 = (char*)cr + lc.off * (int64_t)es;
   if (t->dbl) {
     if (batched)
-      tpu_host_dgemm_batched(B, m, n, k, t->alpha, a, a_bs, la.rs, la.cs, b, b_bs, lb.rs, lb.cs, t->beta,
-                             c, c_bs, lc.rs, lc.cs);
+      tpu_host_dgemm_batched(B, m, n, k, t->alpha, (const double*)a00, a_bs, la.rs, la.cs, (const double*)b00,
+                             b_bs, lb.rs, lb.cs, t->beta, (double*)c00, c_bs, lc.rs, lc.cs);
     else
-      tpu_host_dgemm(m, n, k, t->alpha, a, la.rs, la.cs, b, lb.rs, lb.cs, t->beta, c, lc.rs, lc.cs);
+      tpu_host_dgemm(m, n, k, t->alpha, (const double*)a00, la.rs, la.cs, (const double*)b00, lb.rs, lb.cs,
+                     t->beta, (double*)c00, lc.rs, lc.cs);
     for (int64_t bt = 0; bt < B; ++bt)
-      tpu_host_dgemm_ref(m, n, k, t->alpha, (double*)a + bt * a_bs, la.rs, la.cs, (double*)b + bt * b_bs,
-                         lb.rs, lb.cs, t->beta, (double*)cr + bt * c_bs, lc.rs, lc.cs);
+      tpu_host_dgemm_ref(m, n, k, t->alpha, (const double*)a00 + bt * a_bs, la.rs, la.cs,
+                         (const double*)b00 + bt * b_bs, lb.rs, lb.cs, t->beta, (double*)cr00 + bt * c_bs,
+                         lc.rs, lc.cs);
   } else {
     if (batched)
-      tpu_host_sgemm_batched(B, m, n, k, (float)t->alpha, a, a_bs, la.rs, la.cs, b, b_bs, lb.rs, lb.cs,
-                             (float)t->beta, c, c_bs, lc.rs, lc.cs);
+      tpu_host_sgemm_batched(B, m, n, k, (float)t->alpha, (const float*)a00, a_bs, la.rs, la.cs,
+                             (const float*)b00, b_bs, lb.rs, lb.cs, (float)t->beta, (float*)c00, c_bs, lc.rs,
+                             lc.cs);
     else
-      tpu_host_sgemm(m, n, k, (float)t->alpha, a, la.rs, la.cs, b, lb.rs, lb.cs, (float)t->beta, c,
-                     lc.rs, lc.cs);
+      tpu_host_sgemm(m, n, k, (float)t->alpha, (const float*)a00, la.rs, la.cs, (const float*)b00, lb.rs,
+                     lb.cs, (float)t->beta, (float*)c00, lc.rs, lc.cs);
     for (int64_t bt = 0; bt < B; ++bt)
-      tpu_host_sgemm_ref(m, n, k, (float)t->alpha, (float*)a + bt * a_bs, la.rs, la.cs,
-                         (float*)b + bt * b_bs, lb.rs, lb.cs, (float)t->beta, (float*)cr + bt * c_bs,
+      tpu_host_sgemm_ref(m, n, k, (float)t->alpha, (const float*)a00 + bt * a_bs, la.rs, la.cs,
+                         (const float*)b00 + bt * b_bs, lb.rs, lb.cs, (float)t->beta, (float*)cr00 + bt * c_bs,
                          lc.rs, lc.cs);
   }
 
@@ -153,14 +167,15 @@ static void run_case(const case_t* t, uint64_t seed) {
   for (int64_t bt = 0; bt < (t->c_bs0 ? 1 : B) && ok; ++bt)
     for (int64_t i = 0; i < m && ok; ++i)
       for (int64_t j = 0; j < n && ok; ++j) {
-        int64_t ci = bt * c_bs + i * lc.rs + j * lc.cs;
+        int64_t ci = bt * c_bs + lc.off + i * lc.rs + j * lc.cs;
         double got = t->dbl ? ((double*)c)[ci] : ((float*)c)[ci];
         double want = t->dbl ? ((double*)cr)[ci] : ((float*)cr)[ci];
         double mag = 0;
         for (int64_t b2 = 0; b2 < (t->c_bs0 ? B : 1); ++b2) { /* shared C accumulates B products */
           int64_t ab = t->c_bs0 ? b2 : bt;
           for (int64_t p = 0; p < k; ++p) {
-            int64_t ai = ab * a_bs + i * la.rs + p * la.cs, bi = ab * b_bs + p * lb.rs + j * lb.cs;
+            int64_t ai = ab * a_bs + la.off + i * la.rs + p * la.cs;
+            int64_t bi = ab * b_bs + lb.off + p * lb.rs + j * lb.cs;
             double av = t->dbl ? ((double*)a)[ai] : ((float*)a)[ai];
             double bv = t->dbl ? ((double*)b)[bi] : ((float*)b)[bi];
             mag += fabs(av * bv);
@@ -210,6 +225,9 @@ static case_t random_case(uint64_t* s, int64_t maxdim) {
   t.pc = rng_int(s, 0, 3) == 0 ? rng_int(s, 1, 5) : 0;
   t.za = rng_int(s, 0, 20) == 0;
   t.zb = rng_int(s, 0, 20) == 0;
+  t.fa = rng_int(s, 0, 12) == 0;
+  t.fb = rng_int(s, 0, 12) == 0;
+  t.fc = rng_int(s, 0, 12) == 0;
   t.nan_c = t.beta == 0 && rng_int(s, 0, 1);
   return t;
 }

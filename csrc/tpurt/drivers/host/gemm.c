@@ -18,7 +18,7 @@
 #define GEMM_STACK_BYTES 16384           /* packing buffers of small problems live on the stack */
 #define GEMM_PAR_GRAIN (96 * 96 * 96)     /* m*n*k per thread below which splitting does not pay */
 #define GEMM_BATCH_SMALL (192 * 192 * 192) /* m*n*k below which a batch is split over matrices */
-#define GEMV_CHUNK 1024                  /* columns per gemv task (acc lives on the stack) */
+#define GEMV_CHUNK 4096                  /* max columns per gemv task (acc lives on the stack) */
 
 static const float kOneF = 1.0f;
 static const double kOneD = 1.0;
@@ -373,6 +373,7 @@ typedef struct gemv_s {
   float alpha, beta;
   float* c;
   int64_t c_cs;
+  int64_t w; /* columns per task: whole rows of B stream best, split only to feed the threads */
 } gemv_t;
 
 static void gemv_store(const gemv_t* v, int64_t j, float s) {
@@ -385,7 +386,7 @@ static void gemv_rows_fn(void* ctx, int64_t begin, int64_t end) {
   const gemv_t* v = (const gemv_t*)ctx;
   float acc[GEMV_CHUNK];
   for (int64_t t = begin; t < end; ++t) {
-    int64_t j0 = t * GEMV_CHUNK, w = TPU_MIN((int64_t)GEMV_CHUNK, v->n - j0);
+    int64_t j0 = t * v->w, w = TPU_MIN(v->w, v->n - j0);
     memset(acc, 0, (size_t)w * sizeof(float));
     v->kr->gemv_rows(w, v->k, v->x, v->xs, v->b + j0, v->b_rs, acc);
     for (int64_t j = 0; j < w; ++j) gemv_store(v, j0 + j, acc[j]);
@@ -402,11 +403,13 @@ static void gemv_dots_fn(void* ctx, int64_t begin, int64_t end) {
 static int sgemv(const gemm_args_t* g, int parallel) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
   gemv_t v = {kr, g->n, g->k, (const float*)g->a, g->a_cs, (const float*)g->b, g->b_rs, g->b_cs,
-              *(const float*)g->alpha, *(const float*)g->beta, (float*)g->c, g->c_cs};
+              *(const float*)g->alpha, *(const float*)g->beta, (float*)g->c, g->c_cs, GEMV_CHUNK};
   const int64_t grain_cols = TPU_MAX((int64_t)1, GEMM_PAR_GRAIN / TPU_MAX(g->k, (int64_t)1));
   if (g->b_cs == 1 && kr->gemv_rows) {
-    int64_t chunks = ceil_div(g->n, GEMV_CHUNK);
-    int64_t grain = ceil_div(grain_cols, GEMV_CHUNK);
+    const int threads = parallel ? tpu_pool_num_threads() : 1;
+    v.w = TPU_MIN((int64_t)GEMV_CHUNK, round_up(ceil_div(g->n, threads), 64));
+    int64_t chunks = ceil_div(g->n, v.w);
+    int64_t grain = ceil_div(grain_cols, v.w);
     if (parallel && chunks > grain)
       tpu_pool_parallel_for(chunks, grain, gemv_rows_fn, &v);
     else

@@ -81,7 +81,7 @@ const char* tpu_host_gemm_isa_name(void); /* the kernels sgemm uses now, e.g. "a
  * pack_a copies an (mc, kc) block of A with any strides (s_rs, s_cs) into MR-high strips, one
  * after another, zero-padding the last; pack_b does the same for B^T (nc, kc) with NR-high strips
  * (B's column stride is B^T's row stride). Either may be NULL: the driver's generic copy runs.
- * gemv_rows (f32, may be NULL): acc[j] += sum_p x[p*xs] * b[p*b_rs + j] for j < n (n <= 1024).
+ * gemv_rows (f32, may be NULL): acc[j] += sum_p x[p*xs] * b[p*b_rs + j] for j < n (n <= 4096).
  * sdot (f32, may be NULL): sum_p x[p] * y[p] over contiguous vectors. */
 typedef void (*tpu_host_gemm_ukr_fn)(int64_t kc, const void* ap, const void* bp, void* c,
                                      int64_t c_rs, int64_t c_cs, int mr, int nr,
