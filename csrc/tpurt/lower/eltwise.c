@@ -407,6 +407,22 @@ static tpu_status_t lower_elu(tpu_lower_ctx_t* cx) { /* (self, alpha, scale, inp
   int pos = tpu_ir_binary(G, TPU_IR_MUL, x, s);
   return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x)), pos, neg));
 }
+static tpu_status_t lower_elu_backward(tpu_lower_ctx_t* cx) {
+  /* (grad, alpha, scale, input_scale, bool is_result, self_or_result) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 5, dt);
+  int negcoef = tpu_ir_binary(G, TPU_IR_MUL, lw_bcast_like(cx, lw_scalar(cx, 1, dt), x), lw_bcast_like(cx, lw_scalar(cx, 2, dt), x));
+  int poscoef = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int negipt = lw_bcast_like(cx, lw_scalar(cx, 3, dt), x);
+  int neg;
+  if (lw_int(cx, 4, 0))
+    neg = tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, g, negipt), tpu_ir_binary(G, TPU_IR_ADD, x, negcoef));
+  else
+    neg = tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, g, negipt), negcoef),
+                        tpu_ir_unary(G, TPU_IR_EXP, tpu_ir_binary(G, TPU_IR_MUL, x, negipt)));
+  int pos = tpu_ir_binary(G, TPU_IR_MUL, g, poscoef);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LE, x, lw_const_like(cx, 0, x)), neg, pos));
+}
 static tpu_status_t lower_nan_to_num(tpu_lower_ctx_t* cx) { /* (self, nan?, posinf?, neginf?) */
   int dt = OUT_DT(0);
   int x = lw_input(cx, 0, -1);
@@ -422,6 +438,116 @@ static tpu_status_t lower_nan_to_num(tpu_lower_ctx_t* cx) { /* (self, nan?, posi
   r = tpu_ir_select(G, tpu_ir_binary(G, TPU_IR_AND, isinf, pos), pinf, r);
   r = tpu_ir_select(G, tpu_ir_binary(G, TPU_IR_AND, isinf, tpu_ir_unary(G, TPU_IR_NOT, pos)), ninf, r);
   return lw_output(cx, 0, r);
+}
+
+
+/* ---- more activations and special functions */
+static tpu_status_t lower_log_sigmoid(tpu_lower_ctx_t* cx) { /* -> (output, buffer) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt), zero = lw_const_like(cx, 0, x);
+  /* min(x, 0) - log1p(exp(-|x|)): stable for large |x| */
+  int mn = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, zero), x, zero);
+  int z = tpu_ir_unary(G, TPU_IR_EXP, tpu_ir_unary(G, TPU_IR_NEG, tpu_ir_unary(G, TPU_IR_ABS, x)));
+  TPU_RETURN_IF_ERROR(lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_SUB, mn, tpu_ir_unary(G, TPU_IR_LOG1P, z))));
+  if (cx->nouts < 2) return TPU_OK;
+  const tpu_tensor_t* b = &cx->outs[1];
+  if (b->ndim < 0) return lw_output(cx, 1, -1);
+  /* the buffer is ours to define (backward recomputes from self); keep it zero */
+  return lw_output(cx, 1, lw_const(cx, 0, b->dtype, 0, NULL));
+}
+static tpu_status_t lower_log_sigmoid_backward(tpu_lower_ctx_t* cx) { /* (grad, self, buffer) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  /* d/dx log(sigmoid(x)) = sigmoid(-x) */
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, tpu_ir_unary(G, TPU_IR_LOGISTIC, tpu_ir_unary(G, TPU_IR_NEG, x))));
+}
+static tpu_status_t lw_xlogy(tpu_lower_ctx_t* cx, int log1p) { /* self * log(other), 0 where self == 0 */
+  int idx[2] = {0, 1};
+  int dt = tpu_opmath_dtype(lw_result_type(cx, 2, idx));
+  if (!tpu_dtype_is_floating(dt)) dt = TPU_DTYPE_F32;
+  const tpu_tensor_t* o = &cx->outs[0];
+  int x = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int y = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int r = tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_unary(G, log1p ? TPU_IR_LOG1P : TPU_IR_LOG, y));
+  int zero = lw_const_like(cx, 0, x);
+  r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, zero), zero, r);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, y), y, r));
+}
+static tpu_status_t lower_xlogy(tpu_lower_ctx_t* cx) { return lw_xlogy(cx, 0); }
+static tpu_status_t lower_xlog1py(tpu_lower_ctx_t* cx) { return lw_xlogy(cx, 1); }
+static int logit_clamp(tpu_lower_ctx_t* cx, int x, int eps_arg) {
+  if (lw_is_none(cx, eps_arg)) return x;
+  int e = lw_bcast_like(cx, lw_scalar(cx, eps_arg, tpu_ir_type(G, x)->dtype), x);
+  int hi = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, x), e);
+  x = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, e), e, x);
+  return tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, x, hi), hi, x);
+}
+static tpu_status_t lower_logit(tpu_lower_ctx_t* cx) { /* (self, eps?) */
+  int x = logit_clamp(cx, lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0))), 1);
+  int r = tpu_ir_unary(G, TPU_IR_LOG, tpu_ir_binary(G, TPU_IR_DIV, x, tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, x), x)));
+  return lw_output(cx, 0, r);
+}
+static tpu_status_t lower_logit_backward(tpu_lower_ctx_t* cx) { /* (grad, self, eps?) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int d = tpu_ir_binary(G, TPU_IR_DIV, g, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, x), x)));
+  if (!lw_is_none(cx, 2)) {
+    int e = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+    int hi = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, x), e);
+    int out = tpu_ir_binary(G, TPU_IR_OR, tpu_ir_compare(G, TPU_IR_CMP_LT, x, e), tpu_ir_compare(G, TPU_IR_CMP_GT, x, hi));
+    d = tpu_ir_select(G, out, lw_const_like(cx, 0, d), d);
+  }
+  return lw_output(cx, 0, d);
+}
+static tpu_status_t lw_isinf_sign(tpu_lower_ctx_t* cx, int neg) {
+  int x = lw_input(cx, 0, -1);
+  if (x >= 0 && !tpu_dtype_is_floating(tpu_ir_type(G, x)->dtype))
+    return lw_output(cx, 0, lw_const(cx, 0, TPU_DTYPE_BOOL, 0, NULL));
+  return lw_output(cx, 0, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, lw_const_like(cx, neg ? -INFINITY : INFINITY, x)));
+}
+static tpu_status_t lower_isneginf(tpu_lower_ctx_t* cx) { return lw_isinf_sign(cx, 1); }
+static tpu_status_t lower_isposinf(tpu_lower_ctx_t* cx) { return lw_isinf_sign(cx, 0); }
+/* hardsigmoid = clamp(x/6 + 1/2, 0, 1); hardswish = x * hardsigmoid(x) */
+static int hsig(tpu_lower_ctx_t* cx, int x) {
+  int r = tpu_ir_binary(G, TPU_IR_ADD, tpu_ir_binary(G, TPU_IR_DIV, x, lw_const_like(cx, 6.0, x)), lw_const_like(cx, 0.5, x));
+  return tpu_ir_binary(G, TPU_IR_MIN, tpu_ir_binary(G, TPU_IR_MAX, r, lw_const_like(cx, 0, x)), lw_const_like(cx, 1.0, x));
+}
+static tpu_status_t lower_hardsigmoid(tpu_lower_ctx_t* cx) {
+  return lw_output(cx, 0, hsig(cx, lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)))));
+}
+static tpu_status_t lower_hardswish(tpu_lower_ctx_t* cx) {
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, x, hsig(cx, x)));
+}
+static tpu_status_t lower_hardsigmoid_backward(tpu_lower_ctx_t* cx) { /* g/6 inside (-3, 3) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int in = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, -3.0, x)),
+                         tpu_ir_compare(G, TPU_IR_CMP_LT, x, lw_const_like(cx, 3.0, x)));
+  return lw_output(cx, 0, tpu_ir_select(G, in, tpu_ir_binary(G, TPU_IR_DIV, g, lw_const_like(cx, 6.0, g)), lw_const_like(cx, 0, g)));
+}
+static tpu_status_t lower_hardswish_backward(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int mid = tpu_ir_binary(G, TPU_IR_MUL, g, tpu_ir_binary(G, TPU_IR_ADD, tpu_ir_binary(G, TPU_IR_DIV, x, lw_const_like(cx, 3.0, x)), lw_const_like(cx, 0.5, x)));
+  int r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, lw_const_like(cx, 3.0, x)), mid, g);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LE, x, lw_const_like(cx, -3.0, x)), lw_const_like(cx, 0, g), r));
+}
+static int softplus1(tpu_lower_ctx_t* cx, int x) { /* log1p(exp(x)) with threshold 20, as F.softplus */
+  int soft = tpu_ir_unary(G, TPU_IR_LOG1P, tpu_ir_unary(G, TPU_IR_EXP, x));
+  return tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 20.0, x)), x, soft);
+}
+static tpu_status_t lower_mish(tpu_lower_ctx_t* cx) { /* x * tanh(softplus(x)) */
+  int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_unary(G, TPU_IR_TANH, softplus1(cx, x))));
+}
+static tpu_status_t lower_mish_backward(tpu_lower_ctx_t* cx) { /* g * (t + x * s * (1 - t^2)) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  int t = tpu_ir_unary(G, TPU_IR_TANH, softplus1(cx, x)), s = tpu_ir_unary(G, TPU_IR_LOGISTIC, x);
+  int one = lw_const_like(cx, 1.0, x);
+  int d = tpu_ir_binary(G, TPU_IR_ADD, t, tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, x, s), tpu_ir_binary(G, TPU_IR_SUB, one, tpu_ir_binary(G, TPU_IR_MUL, t, t))));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, d));
 }
 
 /* ---- fill / copy / masked_fill (in-place: outs[0] is self) */
@@ -499,10 +625,27 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::leaky_relu.out", lower_leaky_relu}, {"aten::leaky_relu_backward.grad_input", lower_leaky_relu_backward},
   {"aten::hardtanh.out", lower_hardtanh}, {"aten::hardtanh", lower_hardtanh}, {"aten::hardtanh_", lower_hardtanh},
   {"aten::hardtanh_backward.grad_input", lower_hardtanh_backward},
+  {"aten::hardtanh_backward", lower_hardtanh_backward},
+  {"aten::elu_backward", lower_elu_backward}, {"aten::elu_backward.grad_input", lower_elu_backward},
   {"aten::softplus.out", lower_softplus}, {"aten::softplus_backward.grad_input", lower_softplus_backward},
   {"aten::elu.out", lower_elu}, {"aten::nan_to_num.out", lower_nan_to_num},
   {"aten::fill_.Scalar", lower_fill}, {"aten::fill_.Tensor", lower_fill}, {"aten::zero_", lower_zero},
   {"aten::copy_", lower_copy}, {"aten::masked_fill_.Scalar", lower_masked_fill},
   {"aten::masked_fill_.Tensor", lower_masked_fill},
+  {"aten::log_sigmoid_forward", lower_log_sigmoid}, {"aten::log_sigmoid_forward.output", lower_log_sigmoid},
+  {"aten::log_sigmoid_backward", lower_log_sigmoid_backward},
+  {"aten::log_sigmoid_backward.grad_input", lower_log_sigmoid_backward},
+  {"aten::xlogy.OutTensor", lower_xlogy}, {"aten::xlogy.OutScalar_Self", lower_xlogy},
+  {"aten::xlogy.OutScalar_Other", lower_xlogy}, {"aten::special_xlog1py.out", lower_xlog1py},
+  {"aten::special_xlog1py.self_scalar_out", lower_xlog1py}, {"aten::special_xlog1py.other_scalar_out", lower_xlog1py},
+  {"aten::logit", lower_logit}, {"aten::logit.out", lower_logit},
+  {"aten::logit_backward", lower_logit_backward}, {"aten::logit_backward.grad_input", lower_logit_backward},
+  {"aten::isneginf.out", lower_isneginf}, {"aten::isposinf.out", lower_isposinf},
+  {"aten::hardsigmoid", lower_hardsigmoid}, {"aten::hardsigmoid.out", lower_hardsigmoid},
+  {"aten::hardswish", lower_hardswish}, {"aten::hardswish.out", lower_hardswish},
+  {"aten::hardsigmoid_backward", lower_hardsigmoid_backward},
+  {"aten::hardsigmoid_backward.grad_input", lower_hardsigmoid_backward},
+  {"aten::hardswish_backward", lower_hardswish_backward}, {"aten::hardswish_backward.out", lower_hardswish_backward},
+  {"aten::mish", lower_mish}, {"aten::mish.out", lower_mish}, {"aten::mish_backward", lower_mish_backward},
   TPU_LOWERING_END
 };

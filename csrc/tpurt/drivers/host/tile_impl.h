@@ -99,8 +99,8 @@ static void TFN(wrap_to)(int64_t* x, int dtype, int64_t n) {
   }
 }
 
-static inline float tile_signf(float v) { return (float)((v > 0) - (v < 0)) + (v - v); }
-static inline double tile_sign(double v) { return (double)((v > 0) - (v < 0)) + (v - v); }
+static inline float tile_signf(float v) { return (float)((v > 0) - (v < 0)); } /* sign(NaN) = 0 as PyTorch */
+static inline double tile_sign(double v) { return (double)((v > 0) - (v < 0)); }
 static inline double tile_sigm(double v) { return 1.0 / (1.0 + exp(-v)); }
 /* Python-style (floor) modulus, as torch.remainder. */
 static inline float tile_remf(float a, float b) {
