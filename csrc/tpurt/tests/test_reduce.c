@@ -229,6 +229,140 @@ static void test_mm_dtypes(void) {
   tpu_rt_free(0, da); tpu_rt_free(0, db); tpu_rt_free(0, dr);
 }
 
+/* The reduce kernel's loop orders (inner runs, outer column blocks, chunked partials)
+ * against a naive loop: random shapes, reduced-dim sets and permuted (transposed) strides. */
+static void naive_reduce(int op, const float* x, int rank, const int64_t* sizes, const int64_t* strides,
+                         const int* red, double* out) {
+  int64_t idx[4] = {0}, n = 1, nout = 1;
+  for (int d = 0; d < rank; ++d) { n *= sizes[d]; if (!red[d]) nout *= sizes[d]; }
+  for (int64_t o = 0; o < nout; ++o) out[o] = op == 0 ? 0 : op == 1 ? -INFINITY : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0, o = 0;
+    for (int d = 0; d < rank; ++d) { off += idx[d] * strides[d]; if (!red[d]) o = o * sizes[d] + idx[d]; }
+    double v = x[off];
+    if (op == 0) out[o] += v; else if (op == 1) out[o] = v > out[o] ? v : out[o]; else out[o] *= v;
+    for (int d = rank - 1; d >= 0; --d) { if (++idx[d] < sizes[d]) break; idx[d] = 0; }
+  }
+}
+static void test_reduce_kernel_random(void) {
+  static const int64_t shapes[][4] = {{7, 1, 0, 0}, {300000, 0, 0, 0}, {2048, 300, 0, 0}, {3, 5, 7, 9},
+                                      {64, 3, 600, 0}, {1, 1, 513, 2}, {9, 1000, 0, 0}, {4, 0, 3, 0}};
+  static const int ranks[] = {2, 1, 2, 4, 3, 4, 2, 3};
+  const char* ops[] = {"aten::sum.IntList_out", "aten::amax.out", "aten::prod.int_out"};
+  for (int si = 0; si < 8; ++si) {
+    int rank = ranks[si];
+    int64_t sizes[4], n = 1;
+    for (int d = 0; d < rank; ++d) { sizes[d] = shapes[si][d]; n *= sizes[d]; }
+    float* h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) h[i] = 0.5f + (float)rand() / (float)RAND_MAX;
+    buf_t x = fbuf(rank, sizes, h);
+    for (int trial = 0; trial < 6; ++trial) {
+      /* a random permutation of the storage order: logical dim d has stride st[d] */
+      int perm[4] = {0, 1, 2, 3};
+      for (int d = rank - 1; d > 0; --d) { int j = rand() % (d + 1), t = perm[d]; perm[d] = perm[j]; perm[j] = t; }
+      int64_t st[4], acc = 1;
+      for (int k = rank - 1; k >= 0; --k) { st[perm[k]] = acc; acc *= sizes[perm[k]]; }
+      tpu_tensor_t xv = x.t;
+      for (int d = 0; d < rank; ++d) xv.strides[d] = st[d];
+      int red[4] = {0}, nred = 0;
+      int64_t dims[4], osz[4], nout = 1;
+      int on = 0;
+      for (int d = 0; d < rank; ++d) {
+        red[d] = rand() % 2;
+        if (red[d]) dims[nred++] = d; else { osz[on++] = sizes[d]; nout *= sizes[d]; }
+      }
+      if (!nred) { red[rank - 1] = 1; dims[nred++] = rank - 1; on = 0; nout = 1;
+                   for (int d = 0; d < rank - 1; ++d) { osz[on++] = sizes[d]; nout *= sizes[d]; } }
+      int op = trial % 3;
+      if (op == 2 && nred > 1) op = 0;  /* prod.int_out takes one dim */
+      if (op == 1 && n == 0) op = 0;    /* amax has no identity */
+      if (op == 2 && n > 100000) op = 0;
+      buf_t o = fbuf(on, osz, NULL);
+      tpu_arg_t args[] = {tpu_arg_tensor(&xv), op == 2 ? tpu_arg_int(dims[0]) : tpu_arg_int_list(dims, nred),
+                          tpu_arg_bool(false), tpu_arg_none(), tpu_arg_tensor(&o.t)};
+      int nargs = op == 1 ? 3 : 4;
+      args[nargs] = tpu_arg_tensor(&o.t);
+      OK(tpu_op_run(0, ops[op], args, nargs + 1, &o.t, 1));
+      float* got = malloc((size_t)(nout ? nout : 1) * sizeof(float));
+      double* want = malloc((size_t)(nout ? nout : 1) * sizeof(double));
+      if (nout) fread_(&o, got);
+      naive_reduce(op, h, rank, sizes, st, red, want);
+      int ok = 1;
+      for (int64_t i = 0; i < nout; ++i) ok &= fabs(got[i] - want[i]) <= 1e-5 * (fabs(want[i]) + 1);
+      CHECK(ok, "%s shape #%d trial %d", ops[op], si, trial);
+      free(got); free(want); ffree(&o);
+    }
+    ffree(&x); free(h);
+  }
+}
+
+/* argmax and cumsum along a random dim of permuted-stride inputs vs naive loops. */
+static void test_arg_cum_random(void) {
+  static const int64_t shapes[][3] = {{5, 700, 3}, {1, 1, 1}, {64, 9, 33}, {2, 1100, 1}};
+  for (int si = 0; si < 4; ++si) {
+    int64_t sizes[3] = {shapes[si][0], shapes[si][1], shapes[si][2]}, n = sizes[0] * sizes[1] * sizes[2];
+    float* h = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) h[i] = (float)(rand() % 50) / 7.0f - 3.0f;  /* ties on purpose */
+    if (si == 2) h[77] = NAN;
+    buf_t x = fbuf(3, sizes, h);
+    for (int trial = 0; trial < 4; ++trial) {
+      int perm[3] = {0, 1, 2};
+      for (int d = 2; d > 0; --d) { int j = rand() % (d + 1), t = perm[d]; perm[d] = perm[j]; perm[j] = t; }
+      int64_t st[3], acc = 1;
+      for (int k = 2; k >= 0; --k) { st[perm[k]] = acc; acc *= sizes[perm[k]]; }
+      tpu_tensor_t xv = x.t;
+      for (int d = 0; d < 3; ++d) xv.strides[d] = st[d];
+      int dim = rand() % 3;
+      int64_t osz[2], on = 0;
+      for (int d = 0; d < 3; ++d) if (d != dim) osz[on++] = sizes[d];
+      int64_t nout = osz[0] * osz[1];
+      void* di = NULL;
+      OK(tpu_rt_malloc(0, (size_t)nout * 8, &di));
+      tpu_tensor_t it = tpu_tensor_contiguous(di, 0, TPU_DTYPE_I64, 2, osz);
+      tpu_arg_t args[] = {tpu_arg_tensor(&xv), tpu_arg_int(dim), tpu_arg_bool(false), tpu_arg_tensor(&it)};
+      OK(tpu_op_run(0, trial % 2 ? "aten::argmin.out" : "aten::argmax.out", args, 4, &it, 1));
+      int64_t* got = malloc((size_t)nout * 8);
+      OK(tpu_rt_memcpy_d2h(0, got, di, (size_t)nout * 8));
+      int ok = 1;
+      for (int64_t o = 0; o < nout; ++o) {
+        int64_t i0 = o / osz[1], i1 = o % osz[1], idx[3], best = 0;
+        float bv = 0;
+        for (int64_t k = 0; k < sizes[dim]; ++k) {
+          int q = 0;
+          for (int d = 0; d < 3; ++d) idx[d] = d == dim ? k : (q++ == 0 ? i0 : i1);
+          float v = h[idx[0] * st[0] + idx[1] * st[1] + idx[2] * st[2]];
+          if (k == 0 || v != v || (trial % 2 ? v < bv : v > bv)) { bv = v; best = k; if (v != v) break; }
+        }
+        ok &= got[o] == best;
+      }
+      CHECK(ok, "argreduce shape #%d trial %d dim %d", si, trial, dim);
+      /* cumsum along dim into a contiguous output */
+      buf_t o = fbuf(3, sizes, NULL);
+      tpu_arg_t cargs[] = {tpu_arg_tensor(&xv), tpu_arg_int(dim), tpu_arg_none(), tpu_arg_tensor(&o.t)};
+      OK(tpu_op_run(0, "aten::cumsum.out", cargs, 4, &o.t, 1));
+      float* cg = malloc((size_t)n * sizeof(float));
+      fread_(&o, cg);
+      ok = 1;
+      for (int64_t a = 0; a < sizes[0]; ++a)
+        for (int64_t b = 0; b < sizes[1]; ++b)
+          for (int64_t c = 0; c < sizes[2]; ++c) {
+            int64_t idx[3] = {a, b, c};
+            double sum = 0;
+            for (int64_t k = 0; k <= idx[dim]; ++k) {
+              int64_t j[3] = {a, b, c};
+              j[dim] = k;
+              sum += h[j[0] * st[0] + j[1] * st[1] + j[2] * st[2]];
+            }
+            float g = cg[(a * sizes[1] + b) * sizes[2] + c];
+            ok &= (sum != sum && g != g) || fabs(g - sum) <= 1e-4 * (fabs(sum) + 1);
+          }
+      CHECK(ok, "cumsum shape #%d trial %d dim %d", si, trial, dim);
+      free(cg); ffree(&o); free(got); tpu_rt_free(0, di);
+    }
+    ffree(&x); free(h);
+  }
+}
+
 int main(void) {
   srand(99);
   OK(tpu_rt_init());
@@ -239,6 +373,8 @@ int main(void) {
   test_max_argmax_var();
   test_addmm_beta0_and_errors();
   test_mm_dtypes();
+  test_reduce_kernel_random();
+  test_arg_cum_random();
   OK(tpu_rt_synchronize(0));
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail != 0;

@@ -125,11 +125,28 @@ tpu_status_t tpu_host_k_copy(const tpu_host_view_t* src, const tpu_host_view_t* 
   return TPU_OK;
 }
 
-/* ---- reduce */
+/* ---- reduce
+ * Two loop orders. "inner": each output walks its reduced elements in runs along the
+ * innermost reduced dim. "outer": when a kept dim is more inner than every reduced dim
+ * (column sums such as a bias gradient), blocks of RB outputs along that dim are
+ * accumulated together, each reduced index adding one strided run of RB values.
+ * Floats are loaded through the tile loader and accumulate in double, ints in int64.
+ * Few outputs over many elements split the reduced range into chunks whose size
+ * depends only on the shapes (results do not depend on the thread count); the
+ * per-chunk partials are combined in order. */
+#define RB 1024
+#define RCHUNK 65536
+typedef struct { double f; int64_t i; int nan; } acc_t;
 typedef struct {
-  const tpu_ir_op_t* op; const tpu_host_view_t *x, *out;
-  int nk, nr; int kd[TPU_MAX_DIMS], rd[TPU_MAX_DIMS];
-  int64_t rcount;
+  const tpu_host_view_t *x, *out;
+  int m, isf, cls;
+  int nk; int kd[TPU_MAX_DIMS];                          /* kept input dims (= output dims) */
+  int nr; int64_t rsz[TPU_MAX_DIMS], rst[TPU_MAX_DIMS];  /* reduced dims, coalesced, innermost last */
+  int64_t rcount, nout;
+  int kv;                                                 /* outer: index into kd, or -1 (inner) */
+  int64_t nblk, nitems, chunks, chunk_len;
+  acc_t* part;                                            /* [nout][chunks] when chunks > 1 */
+  int oom;
 } reduce_job_t;
 
 static inline double red_f(int m, double a, double v) {
@@ -168,133 +185,348 @@ static int64_t init_i(int m, int dt) {
     default: return dt == TPU_DTYPE_BOOL ? 1 : INT64_MAX;
   }
 }
+static int is_minmax(int m) { return m == TPU_IR_MONOID_MAX || m == TPU_IR_MONOID_NANMAX || m == TPU_IR_MONOID_MIN; }
 
-/* Reduces n elements at p (stride st) into *acc; float types accumulate in double. */
-static void reduce_run_f(int m, const char* p, int dt, int64_t st, int64_t n, double* acc) {
-  double a = *acc;
-  if (dt == TPU_DTYPE_F32 && m == TPU_IR_MONOID_SUM) {
-    const float* f = (const float*)p;
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t i = 0;
-    if (st == 1) for (; i + 4 <= n; i += 4) { s0 += f[i]; s1 += f[i + 1]; s2 += f[i + 2]; s3 += f[i + 3]; }
-    for (; i < n; ++i) s0 += f[i * st];
-    *acc = a + ((s0 + s1) + (s2 + s3));
-    return;
+/* Max (is_max) or min of n values and x, exact in T; two vector lanes of 16 bytes (GCC
+ * vector extensions: SSE2/NEON without intrinsics); NaN is tracked apart (*nan). */
+#define MINMAX_FN(T, IT, W)                                                                       \
+  static double minmax_##T(const T* v, int64_t n, double x, int is_max, int* nan) {               \
+    typedef T vt __attribute__((vector_size(16)));                                                \
+    typedef IT vi __attribute__((vector_size(16)));                                               \
+    vt l0, l1; vi nn = {0};                                                                       \
+    for (int k = 0; k < W; ++k) { l0[k] = (T)x; l1[k] = (T)x; }                                   \
+    int64_t i = 0;                                                                                \
+    for (; i + 2 * W <= n; i += 2 * W) {                                                          \
+      vt a, b; memcpy(&a, v + i, 16); memcpy(&b, v + i + W, 16);                                  \
+      nn |= (a != a) | (b != b);                                                                  \
+      vi ma = is_max ? (a > l0) : (a < l0), mb = is_max ? (b > l1) : (b < l1);                    \
+      l0 = (vt)(((vi)a & ma) | ((vi)l0 & ~ma));                                                   \
+      l1 = (vt)(((vi)b & mb) | ((vi)l1 & ~mb));                                                   \
+    }                                                                                             \
+    int any = 0;                                                                                  \
+    for (int k = 0; k < W; ++k) {                                                                 \
+      any |= nn[k] != 0;                                                                          \
+      x = (is_max ? l0[k] > x : l0[k] < x) ? l0[k] : x;                                           \
+      x = (is_max ? l1[k] > x : l1[k] < x) ? l1[k] : x;                                           \
+    }                                                                                             \
+    for (; i < n; ++i) { T e = v[i]; any |= e != e; if (is_max ? e > x : e < x) x = e; }          \
+    *nan |= any;                                                                                  \
+    return x;                                                                                     \
   }
-  size_t es = tpu_dtype_size(dt);
-  for (int64_t i = 0; i < n; ++i) a = red_f(m, a, tpu_host_load_f64(p + i * st * (int64_t)es, dt));
-  *acc = a;
+MINMAX_FN(float, int32_t, 4)
+MINMAX_FN(double, int64_t, 2)
+#undef MINMAX_FN
+
+/* Folds n values of a loaded block (class cls) into one accumulator. */
+#define FOLD_F(T)                                                                                    \
+  do {                                                                                               \
+    const T* v = buf; double x = a->f; int nan = a->nan; int64_t i = 0;                             \
+    switch (m) {                                                                                     \
+      case TPU_IR_MONOID_SUM: {                                                                      \
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                       \
+        for (; i + 4 <= n; i += 4) { s0 += v[i]; s1 += v[i + 1]; s2 += v[i + 2]; s3 += v[i + 3]; }   \
+        for (; i < n; ++i) s0 += v[i];                                                               \
+        x += (s0 + s1) + (s2 + s3); break;                                                           \
+      }                                                                                              \
+      case TPU_IR_MONOID_PROD: for (; i < n; ++i) x *= v[i]; break;                                  \
+      case TPU_IR_MONOID_MAX: case TPU_IR_MONOID_NANMAX: x = minmax_##T(v, n, x, 1, &nan); break;     \
+      case TPU_IR_MONOID_MIN: x = minmax_##T(v, n, x, 0, &nan); break;                                 \
+      case TPU_IR_MONOID_AND: for (; i < n; ++i) x = (x != 0) && (v[i] != 0); break;                 \
+      default: for (; i < n; ++i) x = (x != 0) || (v[i] != 0); break;                                \
+    }                                                                                                \
+    a->f = x; a->nan = nan;                                                                          \
+  } while (0)
+static void fold_block(int m, int cls, const void* buf, int64_t n, acc_t* a) {
+  if (cls == TPU_HOST_CLS_F32) { FOLD_F(float); return; }
+  if (cls == TPU_HOST_CLS_F64) { FOLD_F(double); return; }
+  const int64_t* v = buf;
+  int64_t x = a->i;
+  for (int64_t i = 0; i < n; ++i) x = red_i(m, x, v[i]);
+  a->i = x;
 }
-static void reduce_run_i(int m, const char* p, int dt, int64_t st, int64_t n, int64_t* acc) {
-  int64_t a = *acc;
-  size_t es = tpu_dtype_size(dt);
-  for (int64_t i = 0; i < n; ++i) a = red_i(m, a, tpu_host_load_i64(p + i * st * (int64_t)es, dt));
-  *acc = a;
+#undef FOLD_F
+/* Folds a loaded block elementwise into n accumulators (structure of arrays). */
+typedef struct { double f[RB]; int64_t i[RB]; uint8_t nan[RB]; int64_t buf[RB]; } accv_t;
+#define FOLDV_F(T)                                                                                    \
+  do {                                                                                                \
+    const T* v = buf; double* f = a->f; uint8_t* nan = a->nan;                                       \
+    switch (m) {                                                                                      \
+      case TPU_IR_MONOID_SUM: for (int64_t i = 0; i < n; ++i) f[i] += v[i]; break;                   \
+      case TPU_IR_MONOID_PROD: for (int64_t i = 0; i < n; ++i) f[i] *= v[i]; break;                  \
+      case TPU_IR_MONOID_MAX: case TPU_IR_MONOID_NANMAX:                                              \
+        for (int64_t i = 0; i < n; ++i) { double e = v[i]; nan[i] |= e != e; f[i] = e > f[i] ? e : f[i]; } break; \
+      case TPU_IR_MONOID_MIN:                                                                         \
+        for (int64_t i = 0; i < n; ++i) { double e = v[i]; nan[i] |= e != e; f[i] = e < f[i] ? e : f[i]; } break; \
+      case TPU_IR_MONOID_AND: for (int64_t i = 0; i < n; ++i) f[i] = (f[i] != 0) && (v[i] != 0); break; \
+      default: for (int64_t i = 0; i < n; ++i) f[i] = (f[i] != 0) || (v[i] != 0); break;             \
+    }                                                                                                 \
+  } while (0)
+static void fold_vec(int m, int cls, const void* buf, int64_t n, accv_t* a) {
+  if (cls == TPU_HOST_CLS_F32) { FOLDV_F(float); return; }
+  if (cls == TPU_HOST_CLS_F64) { FOLDV_F(double); return; }
+  const int64_t* v = buf;
+  int64_t* x = a->i;
+  switch (m) {
+    case TPU_IR_MONOID_SUM: for (int64_t i = 0; i < n; ++i) x[i] = (int64_t)((uint64_t)x[i] + (uint64_t)v[i]); break;
+    default: for (int64_t i = 0; i < n; ++i) x[i] = red_i(m, x[i], v[i]); break;
+  }
+}
+#undef FOLDV_F
+static void acc_init(const reduce_job_t* J, acc_t* a) { a->f = init_f(J->m); a->i = init_i(J->m, J->x->dtype); a->nan = 0; }
+static void acc_combine(const reduce_job_t* J, acc_t* a, const acc_t* b) {
+  if (J->isf) { a->f = red_f(J->m, a->f, b->f); a->nan |= b->nan; } else a->i = red_i(J->m, a->i, b->i);
+}
+static void acc_store(const reduce_job_t* J, char* p, const acc_t* a) {
+  if (J->isf) tpu_host_store_f64(p, J->out->dtype, a->nan && is_minmax(J->m) ? NAN : a->f);
+  else tpu_host_store_i64(p, J->out->dtype, a->i);
+}
+/* Input and output element offsets of kept multi-index kidx. */
+static void kept_offsets(const reduce_job_t* J, const int64_t* kidx, int64_t* xo, int64_t* oo) {
+  *xo = 0; *oo = 0;
+  for (int k = 0; k < J->nk; ++k) { *xo += kidx[k] * J->x->strides[J->kd[k]]; *oo += kidx[k] * J->out->strides[k]; }
+}
+static void lin_to_kidx(const reduce_job_t* J, int64_t o, int64_t* kidx) {
+  for (int k = J->nk - 1; k >= 0; --k) { int64_t s = J->x->sizes[J->kd[k]]; kidx[k] = o % s; o /= s; }
+}
+/* Input offset of reduced linear index r (innermost reduced dim fastest). */
+static int64_t red_offset(const reduce_job_t* J, int64_t r, int64_t* ridx) {
+  int64_t off = 0;
+  for (int k = J->nr - 1; k >= 0; --k) { ridx[k] = r % J->rsz[k]; r /= J->rsz[k]; off += ridx[k] * J->rst[k]; }
+  return off;
 }
 
 static void reduce_worker(void* ctx, int64_t b, int64_t e) {
   reduce_job_t* J = ctx;
   const tpu_host_view_t *x = J->x, *out = J->out;
-  int m = (int)J->op->i0, isf = tpu_dtype_is_floating(x->dtype) && m != TPU_IR_MONOID_AND && m != TPU_IR_MONOID_OR;
-  size_t es = tpu_dtype_size(x->dtype), oes = tpu_dtype_size(out->dtype);
-  int last = J->nr - 1;
-  int64_t ln = J->nr ? x->sizes[J->rd[last]] : 1, lst = J->nr ? x->strides[J->rd[last]] : 0;
-  for (int64_t o = b; o < e; ++o) {
-    int64_t rem = o, base = 0, ooff = 0;
-    for (int k = J->nk - 1; k >= 0; --k) {
-      int d = J->kd[k];
-      int64_t i = rem % x->sizes[d]; rem /= x->sizes[d];
-      base += i * x->strides[d]; ooff += i * out->strides[k];
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int64_t es = (int64_t)tpu_dtype_size(x->dtype), oes = (int64_t)tpu_dtype_size(out->dtype);
+  int64_t buf[512];
+  acc_t acc[1];
+  accv_t* av = J->kv >= 0 ? malloc(sizeof(accv_t)) : NULL;
+  if (J->kv >= 0 && !av) { __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED); return; }
+  int64_t kidx[TPU_MAX_DIMS], ridx[TPU_MAX_DIMS];
+  for (int64_t u = b; u < e; ++u) {
+    int64_t item = u / J->chunks, c = u % J->chunks;
+    int64_t r0 = c * J->chunk_len, r1 = TPU_MIN(r0 + J->chunk_len, J->rcount);
+    int64_t xo, oo;
+    if (J->kv < 0) {                                   /* inner: item = one output */
+      lin_to_kidx(J, item, kidx);
+      kept_offsets(J, kidx, &xo, &oo);
+      acc_init(J, &acc[0]);
+      int64_t ln = J->rsz[J->nr - 1], lst = J->rst[J->nr - 1];
+      for (int64_t r = r0; r < r1;) {
+        int64_t col = r % ln, len = TPU_MIN(ln - col, r1 - r);
+        const char* p = x->data + (xo + red_offset(J, r - col, ridx) + col * lst) * es;
+        if (lst == 1 && tpu_host_cls(x->dtype) == J->cls && (int64_t)tpu_dtype_size(x->dtype) == 8 - 4 * (J->cls == TPU_HOST_CLS_F32)) {
+          fold_block(J->m, J->cls, p, len, &acc[0]);  /* already in the accumulation class: no copy */
+        } else {
+          for (int64_t t = 0; t < len; t += 512) {
+            int64_t n = TPU_MIN(512, len - t);
+            T->load(buf, J->cls, p + t * lst * es, x->dtype, lst, n);
+            fold_block(J->m, J->cls, buf, n, &acc[0]);
+          }
+        }
+        r += len;
+      }
+      if (J->chunks > 1) J->part[item * J->chunks + c] = acc[0];
+      else acc_store(J, out->data + oo * oes, &acc[0]);
+    } else {                                           /* outer: item = (other kept dims, block) */
+      int64_t blk = item % J->nblk, other = item / J->nblk;
+      int kv = J->kv, dv = J->kd[kv];
+      int64_t nv = x->sizes[dv], sv = x->strides[dv], ov = out->strides[kv];
+      for (int k = J->nk - 1; k >= 0; --k) {
+        if (k == kv) { kidx[k] = blk * RB; continue; }
+        int64_t s = x->sizes[J->kd[k]]; kidx[k] = other % s; other /= s;
+      }
+      kept_offsets(J, kidx, &xo, &oo);
+      int64_t n = TPU_MIN(RB, nv - blk * RB);
+      for (int64_t i = 0; i < n; ++i) { av->f[i] = init_f(J->m); av->i[i] = init_i(J->m, x->dtype); av->nan[i] = 0; }
+      int64_t roff = r0 < r1 ? red_offset(J, r0, ridx) : 0;
+      int direct = sv == 1 && (x->dtype == TPU_DTYPE_F32 || x->dtype == TPU_DTYPE_F64 || x->dtype == TPU_DTYPE_I64);
+      for (int64_t r = r0; r < r1; ++r) {
+        const char* p = x->data + (xo + roff) * es;
+        if (direct) fold_vec(J->m, J->cls, p, n, av);   /* already in the accumulation class */
+        else {
+          T->load(av->buf, J->cls, p, x->dtype, sv, n);
+          fold_vec(J->m, J->cls, av->buf, n, av);
+        }
+        for (int k = J->nr - 1; k >= 0; --k) {          /* odometer over the reduced dims */
+          roff += J->rst[k];
+          if (++ridx[k] < J->rsz[k]) break;
+          roff -= ridx[k] * J->rst[k]; ridx[k] = 0;
+        }
+      }
+      if (J->chunks > 1) {
+        int64_t o = 0;
+        for (int k = 0; k < J->nk; ++k) o = o * x->sizes[J->kd[k]] + kidx[k];
+        int64_t pitch = 1;
+        for (int k = kv + 1; k < J->nk; ++k) pitch *= x->sizes[J->kd[k]];
+        for (int64_t i = 0; i < n; ++i) {
+          acc_t* p = &J->part[(o + i * pitch) * J->chunks + c];
+          p->f = av->f[i]; p->i = av->i[i]; p->nan = av->nan[i];
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          acc_t a = {av->f[i], av->i[i], av->nan[i]};
+          acc_store(J, out->data + (oo + i * ov) * oes, &a);
+        }
+      }
     }
-    double af = init_f(m); int64_t ai = init_i(m, x->dtype);
-    int64_t ridx[TPU_MAX_DIMS] = {0};
-    int64_t outer = ln ? J->rcount / ln : 0;
-    for (int64_t q = 0; q < outer; ++q) {
-      int64_t off = base;
-      for (int k = 0; k < last; ++k) off += ridx[k] * x->strides[J->rd[k]];
-      const char* p = x->data + off * (int64_t)es;
-      if (isf) reduce_run_f(m, p, x->dtype, lst, ln, &af); else reduce_run_i(m, p, x->dtype, lst, ln, &ai);
-      for (int k = last - 1; k >= 0; --k) { if (++ridx[k] < x->sizes[J->rd[k]]) break; ridx[k] = 0; }
-    }
-    char* op = out->data + ooff * (int64_t)oes;
-    if (isf) tpu_host_store_f64(op, out->dtype, af); else tpu_host_store_i64(op, out->dtype, ai);
   }
+  free(av);
 }
 tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
-  reduce_job_t J = {.op = op, .x = x, .out = out, .rcount = 1};
+  reduce_job_t J = {.x = x, .out = out, .m = (int)op->i0, .rcount = 1, .kv = -1, .chunks = 1};
+  J.isf = tpu_dtype_is_floating(x->dtype);
+  J.cls = J.isf ? (x->dtype == TPU_DTYPE_F64 ? TPU_HOST_CLS_F64 : TPU_HOST_CLS_F32) : TPU_HOST_CLS_I64;
+  int rd[TPU_MAX_DIMS], nrd = 0;
   for (int d = 0; d < x->rank; ++d) {
-    if (op->a[0][d]) { J.rd[J.nr++] = d; J.rcount *= x->sizes[d]; } else J.kd[J.nk++] = d;
+    if (op->a[0][d]) { J.rcount *= x->sizes[d]; if (x->sizes[d] != 1) rd[nrd++] = d; }
+    else J.kd[J.nk++] = d;
   }
-  /* innermost reduced dim = smallest |stride| for sequential access */
-  if (J.nr > 1) {
-    int best = 0;
-    for (int k = 1; k < J.nr; ++k) if (llabs(x->strides[J.rd[k]]) < llabs(x->strides[J.rd[best]])) best = k;
-    int t = J.rd[best]; J.rd[best] = J.rd[J.nr - 1]; J.rd[J.nr - 1] = t;
+  J.nout = numel_of(out);
+  if (J.nout == 0) return TPU_OK;
+  /* reduced dims by |stride| descending, adjacent ones coalesced when contiguous */
+  for (int i = 1; i < nrd; ++i)
+    for (int j = i; j > 0 && llabs(x->strides[rd[j - 1]]) < llabs(x->strides[rd[j]]); --j) { int t = rd[j]; rd[j] = rd[j - 1]; rd[j - 1] = t; }
+  for (int i = 0; i < nrd; ++i) {
+    int64_t s = x->sizes[rd[i]], st = x->strides[rd[i]];
+    if (J.nr && J.rst[J.nr - 1] == st * s) { J.rsz[J.nr - 1] *= s; J.rst[J.nr - 1] = st; continue; }
+    J.rsz[J.nr] = s; J.rst[J.nr] = st; J.nr++;
   }
-  int64_t nout = numel_of(out);
-  if (nout == 0) return TPU_OK;
-  if (nout == 1 && J.rcount > 65536 && J.nr > 0) {
-    /* full reduction: per-thread partials over the outermost reduced dim, combined in order */
-    (void)0;
+  if (J.nr == 0) { J.rsz[0] = J.rcount; J.rst[0] = 0; J.nr = 1; }  /* rcount is 0 or 1 here */
+  /* outer order when a kept dim is more inner than the innermost reduced run */
+  int64_t best = -1;
+  for (int k = 0; k < J.nk; ++k) {
+    int d = J.kd[k];
+    if (x->sizes[d] > 1 && (best < 0 || llabs(x->strides[d]) < best)) { best = llabs(x->strides[d]); J.kv = k; }
   }
-  tpu_pool_parallel_for(nout, TPU_MAX(1, 65536 / TPU_MAX(1, J.rcount)), reduce_worker, &J);
+  if (J.kv >= 0 && !(J.rcount > 1 && best < llabs(J.rst[J.nr - 1]))) J.kv = -1;
+  int64_t per_r = 1;
+  if (J.kv >= 0) {
+    J.nblk = (x->sizes[J.kd[J.kv]] + RB - 1) / RB;
+    J.nitems = J.nout / x->sizes[J.kd[J.kv]] * J.nblk;
+    per_r = RB;
+  } else {
+    J.nitems = J.nout;
+  }
+  J.chunk_len = TPU_MAX(J.rcount, 1);
+  int64_t clen = TPU_MAX(1, RCHUNK / per_r);
+  if (J.nitems < 64 && J.rcount >= 4 * clen) {
+    int64_t chunks = TPU_MIN((J.rcount + clen - 1) / clen, TPU_MAX(1, (1 << 20) / J.nout));
+    if (chunks > 1) {
+      J.chunk_len = (J.rcount + chunks - 1) / chunks;
+      J.chunks = (J.rcount + J.chunk_len - 1) / J.chunk_len;
+      J.part = malloc((size_t)(J.nout * J.chunks) * sizeof(acc_t));
+      if (!J.part) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for reduction partials");
+    }
+  }
+  int64_t work = TPU_MAX(1, TPU_MIN(J.chunk_len, J.rcount) * per_r);
+  tpu_pool_parallel_for(J.nitems * J.chunks, TPU_MAX(1, 65536 / work), reduce_worker, &J);
+  if (J.oom) { free(J.part); return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for reduction accumulators"); }
+  if (J.part) {
+    int64_t kidx[TPU_MAX_DIMS], xo, oo, oes = (int64_t)tpu_dtype_size(out->dtype);
+    for (int64_t o = 0; o < J.nout; ++o) {
+      acc_t a = J.part[o * J.chunks];
+      for (int64_t c = 1; c < J.chunks; ++c) acc_combine(&J, &a, &J.part[o * J.chunks + c]);
+      lin_to_kidx(&J, o, kidx);
+      kept_offsets(&J, kidx, &xo, &oo);
+      acc_store(&J, out->data + oo * oes, &a);
+    }
+    free(J.part);
+  }
   return TPU_OK;
 }
 
-/* ---- argmax / argmin along one dim (first occurrence; NaN wins, as PyTorch) */
-tpu_status_t tpu_host_k_argreduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
-  int dim = (int)op->i1, is_min = (int)op->i0;
-  int64_t n = x->sizes[dim], st = x->strides[dim];
-  if (n == 0 && numel_of(out) > 0)
-    return TPU_ERR(INDEX_ERROR, "argmax/argmin: expected reduction dim %d to have non-zero size", dim);
-  int64_t oidx[TPU_MAX_DIMS] = {0}, nout = numel_of(out);
-  size_t es = tpu_dtype_size(x->dtype);
-  int isf = tpu_dtype_is_floating(x->dtype);
-  for (int64_t o = 0; o < nout; ++o) {
-    int64_t base = 0;
-    for (int d = 0, k = 0; d < x->rank; ++d) if (d != dim) base += oidx[k++] * x->strides[d];
-    const char* p = x->data + base * (int64_t)es;
-    int64_t best = 0;
-    if (isf) {
-      double bv = tpu_host_load_f64(p, x->dtype);
-      for (int64_t i = 1; i < n && bv == bv; ++i) {
-        double v = tpu_host_load_f64(p + i * st * (int64_t)es, x->dtype);
-        if (v != v || (is_min ? v < bv : v > bv)) { bv = v; best = i; }
-      }
-    } else {
-      int64_t bv = tpu_host_load_i64(p, x->dtype);
-      for (int64_t i = 1; i < n; ++i) {
-        int64_t v = tpu_host_load_i64(p + i * st * (int64_t)es, x->dtype);
-        if (is_min ? v < bv : v > bv) { bv = v; best = i; }
+/* ---- argmax / argmin along one dim (first occurrence; NaN wins, as PyTorch).
+ * Parallel over outputs; each line is scanned in tiles loaded into f32/f64/i64. */
+typedef struct { const tpu_host_view_t *x, *out; int dim, is_min, cls; } arg_job_t;
+#define ARG_SCAN(T, NANCHECK)                                                                       \
+  do {                                                                                              \
+    const T* v = (const T*)buf;                                                                     \
+    for (int64_t i = 0; i < len; ++i) {                                                             \
+      T e = v[i];                                                                                   \
+      if (NANCHECK(e)) { best = t + i; done = 1; break; }                                           \
+      if (first || (J->is_min ? e < bv : e > bv)) { bv = (double)e; bi = (int64_t)e; best = t + i; first = 0; } \
+    }                                                                                               \
+  } while (0)
+#define ARG_ISNAN(e) ((e) != (e))
+#define ARG_NONAN(e) 0
+static void arg_worker(void* ctx, int64_t b, int64_t e) {
+  arg_job_t* J = ctx;
+  const tpu_host_view_t *x = J->x, *out = J->out;
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int64_t n = x->sizes[J->dim], st = x->strides[J->dim], es = (int64_t)tpu_dtype_size(x->dtype);
+  int64_t buf[512], oidx[TPU_MAX_DIMS];
+  for (int64_t o = b; o < e; ++o) {
+    int64_t rem = o, base = 0, ooff = 0;
+    for (int k = out->rank - 1; k >= 0; --k) { oidx[k] = rem % out->sizes[k]; rem /= out->sizes[k]; ooff += oidx[k] * out->strides[k]; }
+    for (int d = 0, k = 0; d < x->rank; ++d) if (d != J->dim) base += oidx[k++] * x->strides[d];
+    int64_t best = 0, bi = 0; double bv = 0; int first = 1, done = 0;
+    for (int64_t t = 0; t < n && !done; t += 512) {
+      int64_t len = TPU_MIN(512, n - t);
+      T->load(buf, J->cls, x->data + (base + t * st) * es, x->dtype, st, len);
+      if (J->cls == TPU_HOST_CLS_F32) ARG_SCAN(float, ARG_ISNAN);
+      else if (J->cls == TPU_HOST_CLS_F64) ARG_SCAN(double, ARG_ISNAN);
+      else {
+        const int64_t* v = (const int64_t*)buf;
+        for (int64_t i = 0; i < len; ++i)
+          if (first || (J->is_min ? v[i] < bi : v[i] > bi)) { bi = v[i]; best = t + i; first = 0; }
       }
     }
-    tpu_host_store_i64(at(out, oidx), out->dtype, best);
-    next_index(oidx, out->sizes, out->rank);
+    tpu_host_store_i64(out->data + ooff * (int64_t)tpu_dtype_size(out->dtype), out->dtype, best);
   }
+}
+#undef ARG_SCAN
+#undef ARG_ISNAN
+#undef ARG_NONAN
+tpu_status_t tpu_host_k_argreduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
+  int dim = (int)op->i1;
+  int64_t n = x->sizes[dim], nout = numel_of(out);
+  if (n == 0 && nout > 0)
+    return TPU_ERR(INDEX_ERROR, "argmax/argmin: expected reduction dim %d to have non-zero size", dim);
+  if (nout == 0) return TPU_OK;
+  arg_job_t J = {x, out, dim, (int)op->i0, tpu_host_cls(x->dtype)};
+  tpu_pool_parallel_for(nout, TPU_MAX(1, 65536 / TPU_MAX(1, n)), arg_worker, &J);
   return TPU_OK;
 }
 
-/* ---- cumulative sum/prod/max/min along one dim (double accumulator for floats) */
+/* ---- cumulative sum/prod/max/min along one dim (double accumulator for floats).
+ * Parallel over lines; each line goes through tile load/store buffers. */
+typedef struct { const tpu_host_view_t *x, *out; int dim, m, cls; } cum_job_t;
+static void cum_worker(void* ctx, int64_t b, int64_t e) {
+  cum_job_t* J = ctx;
+  const tpu_host_view_t *x = J->x, *out = J->out;
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int dim = J->dim, m = J->m;
+  int64_t n = x->sizes[dim], xs = x->strides[dim], os = out->strides[dim];
+  int64_t es = (int64_t)tpu_dtype_size(x->dtype), oes = (int64_t)tpu_dtype_size(out->dtype);
+  int64_t buf[512];
+  for (int64_t line = b; line < e; ++line) {
+    int64_t rem = line, xo = 0, oo = 0;
+    for (int d = x->rank - 1; d >= 0; --d) {
+      if (d == dim) continue;
+      int64_t i = rem % x->sizes[d]; rem /= x->sizes[d];
+      xo += i * x->strides[d]; oo += i * out->strides[d];
+    }
+    double af = init_f(m); int64_t ai = init_i(m, x->dtype);
+    for (int64_t t = 0; t < n; t += 512) {
+      int64_t len = TPU_MIN(512, n - t);
+      T->load(buf, J->cls, x->data + (xo + t * xs) * es, x->dtype, xs, len);
+      if (J->cls == TPU_HOST_CLS_F32) { float* v = (float*)buf; for (int64_t i = 0; i < len; ++i) { af = red_f(m, af, v[i]); v[i] = (float)af; } }
+      else if (J->cls == TPU_HOST_CLS_F64) { double* v = (double*)buf; for (int64_t i = 0; i < len; ++i) { af = red_f(m, af, v[i]); v[i] = af; } }
+      else { int64_t* v = buf; for (int64_t i = 0; i < len; ++i) { ai = red_i(m, ai, v[i]); v[i] = ai; } }
+      T->store(out->data + (oo + t * os) * oes, out->dtype, os, buf, J->cls, len);
+    }
+  }
+}
 tpu_status_t tpu_host_k_cumulative(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
-  int dim = (int)op->i1, m = (int)op->i0;
-  int64_t idx[TPU_MAX_DIMS] = {0}, sizes[TPU_MAX_DIMS];
-  memcpy(sizes, x->sizes, sizeof(sizes));
+  int dim = (int)op->i1;
   int64_t n = x->sizes[dim];
   if (numel_of(x) == 0) return TPU_OK;
-  sizes[dim] = 1;
-  int isf = tpu_dtype_is_floating(out->dtype);
-  size_t es = tpu_dtype_size(x->dtype), oes = tpu_dtype_size(out->dtype);
-  do {
-    const char* p = at(x, idx);
-    char* q = at(out, idx);
-    double af = init_f(m); int64_t ai = init_i(m, x->dtype);
-    for (int64_t i = 0; i < n; ++i) {
-      if (isf) { af = red_f(m, af, tpu_host_load_f64(p + i * x->strides[dim] * (int64_t)es, x->dtype));
-                 tpu_host_store_f64(q + i * out->strides[dim] * (int64_t)oes, out->dtype, af); }
-      else { ai = red_i(m, ai, tpu_host_load_i64(p + i * x->strides[dim] * (int64_t)es, x->dtype));
-             tpu_host_store_i64(q + i * out->strides[dim] * (int64_t)oes, out->dtype, ai); }
-    }
-  } while (next_index(idx, sizes, x->rank));
+  /* out and x share a dtype (the IR op keeps its operand's type) */
+  cum_job_t J = {x, out, dim, (int)op->i0, tpu_host_cls(x->dtype)};
+  tpu_pool_parallel_for(numel_of(x) / n, TPU_MAX(1, 65536 / n), cum_worker, &J);
   return TPU_OK;
 }
 
