@@ -329,6 +329,13 @@ def test_index_put_errors():
     raises(RuntimeError, "shape mismatch: value tensor of shape \\[3\\] cannot be broadcast",
            lambda: d.index_put_((idx(1).to(DEV),), torch.ones(3, device=DEV)))
 
+    def wrong_count():  # a mask selecting 12 elements, 5 values: PyTorch's "shape mismatch"
+        d[torch.ones(3, 4, dtype=torch.bool, device=DEV)] = torch.ones(5, device=DEV)
+        return d
+
+    with pytest.raises((RuntimeError, IndexError)):  # tpu: IndexError at the next sync
+        wrong_count().cpu()
+
 
 # ------------------------------------------------------------------ masked_select / nonzero / masked_scatter
 

@@ -409,8 +409,14 @@ static tpu_status_t put_mask(tpu_lower_ctx_t* cx, const plan_t* p, int xr, const
     for (int d = 0; d < xr; ++d) gd[d] = (d >= k && d < k + mr) ? 1 : xd[d];
     g = tpu_ir_broadcast(G, tpu_ir_reshape(G, v, xr, gd), xr, xd, NULL);
   } else {
-    int pos = select_positions(cx, reshape1(cx, mask, m), 0, NULL);
+    int cnt;
+    int pos = select_positions(cx, reshape1(cx, mask, m), 0, &cnt);
     pos = tpu_ir_binary(G, TPU_IR_MAX, pos, lw_const_like(cx, 0, pos)); /* unselected -> 0 */
+    /* a count other than the values' length is a shape mismatch in PyTorch: fail the
+     * gather below (index nv is out of bounds) rather than write a partial result */
+    int bad = tpu_ir_compare(G, TPU_IR_CMP_NE, cnt, lw_const(cx, (double)nv, I64, 1, (int64_t[]){1}));
+    bad = tpu_ir_broadcast(G, bad, 1, &m, NULL);
+    pos = tpu_ir_select(G, bad, lw_const_like(cx, (double)nv, pos), pos);
     g = tpu_ir_reshape(G, tpu_ir_index_select(G, v, pos, k), xr, xd);
   }
   int r = acc ? tpu_ir_binary(G, TPU_IR_ADD, x, tpu_ir_select(G, mb, g, lw_const_like(cx, 0, g)))
