@@ -159,6 +159,7 @@ static void test_transcendental_ulp(void) {
   struct { int op; double lo, hi; int geometric; int64_t max_ulp; } cases[] = {
     {TPU_IR_EXP, -104, 89, 0, 2}, {TPU_IR_LOG, 1e-44, 3e38, 1, 2}, {TPU_IR_LOG, 0.5, 2.0, 0, 2},
     {TPU_IR_TANH, -12, 12, 0, 3}, {TPU_IR_TANH, -0.7, 0.7, 0, 2}, {TPU_IR_LOGISTIC, -100, 100, 0, 3},
+    {TPU_IR_ERF, -0.7, 0.7, 0, 2}, {TPU_IR_ERF, -5, 5, 0, 5},
   };
   for (int c = 0; c < TPU_ARRAY_LEN(cases); ++c) {
     for (int i = 0; i < M; ++i) {
@@ -174,7 +175,8 @@ static void test_transcendental_ulp(void) {
     int64_t worst = 0; float wx = 0;
     for (int i = 0; i < M; ++i) {
       double r = cases[c].op == TPU_IR_EXP ? exp(x[i]) : cases[c].op == TPU_IR_LOG ? log(x[i])
-               : cases[c].op == TPU_IR_TANH ? tanh(x[i]) : 1.0 / (1.0 + exp(-(double)x[i]));
+               : cases[c].op == TPU_IR_TANH ? tanh(x[i]) : cases[c].op == TPU_IR_ERF ? erf(x[i])
+               : 1.0 / (1.0 + exp(-(double)x[i]));
       int64_t d = ulp_diff(y[i], (float)r);
       if (fabs((double)y[i] - r) < 1e-37) d = 0; /* subnormal results: absolute error only */
       if (d > worst) { worst = d; wx = x[i]; }
