@@ -303,7 +303,10 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
   thread_local std::unordered_map<const c10::FunctionSchema*, const OpInfo*> t_cache;
   auto it = t_cache.find(key);
   if (C10_LIKELY(it != t_cache.end() && it->second->nargs == key->arguments().size() &&
-                 it->second->nrets == key->returns().size())) {
+                 it->second->nrets == key->returns().size() &&
+                 it->second->name.size() == key->name().size() + (key->overload_name().empty()
+                                                                       ? 0
+                                                                       : key->overload_name().size() + 1))) {
     return *it->second;
   }
   std::lock_guard<std::mutex> lock(g_ops_mutex);
@@ -1109,7 +1112,7 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     if (info.rets[k].tag == R_TENSOR || info.rets[k].tag == R_BOOL || info.rets[k].tag == R_INT ||
         info.rets[k].tag == R_DOUBLE) {
       nfresh += 1;
-    } else if (info.rets[k].tag == R_TENSOR_LIST) {
+    } else if (info.rets[k].tag == R_TENSOR_LIST && fresh[k].isList()) {
       nfresh += fresh[k].toListRef().size();
     }
   }
@@ -1128,13 +1131,13 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
       case R_BOOL:
       case R_INT:
       case R_DOUBLE: {
-        const at::Tensor& t = fresh[k].toTensor();
-        if (t.defined()) fill_tensor_record(t, &outs[o], name);
+        if (fresh[k].isTensor() && fresh[k].toTensor().defined()) fill_tensor_record(fresh[k].toTensor(), &outs[o], name);
         else fill_absent_record(&outs[o]);
         ++o;
         break;
       }
       case R_TENSOR_LIST:
+        if (!fresh[k].isList()) break;
         for (const c10::IValue& e : fresh[k].toListRef()) {
           if (e.toTensor().defined()) fill_tensor_record(e.toTensor(), &outs[o], name);
           else fill_absent_record(&outs[o]);
@@ -1174,6 +1177,7 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
       case R_BOOL:
       case R_INT:
       case R_DOUBLE: results[k] = read_scalar_result(fresh[k].toTensor(), info.rets[k].tag); break;
+      case R_TENSOR: results[k] = fresh[k].isTensor() ? std::move(fresh[k]) : c10::IValue(at::Tensor()); break;
       default: results[k] = std::move(fresh[k]); break;
     }
   }
