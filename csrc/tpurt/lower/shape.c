@@ -83,6 +83,7 @@ static tpu_status_t lower_flip(tpu_lower_ctx_t* cx) {
 
 /* ---- roll(self, shifts, dims): slices + concat per rolled dim; no dims = flattened */
 static int roll_dim(tpu_lower_ctx_t* cx, int x, int64_t shift, int d) {
+  if (x < 0) return -1;
   tpu_ir_type_t t = *tpu_ir_type(G, x);
   int64_t n = t.dims[d];
   if (n == 0) return x;
