@@ -229,6 +229,7 @@ def test_var_std(dtype, dims, correction):
     check(lambda t: tuple(torch.std_mean(t, dims, keepdim=True, **kw)), x)
 
 
+@pytest.mark.filterwarnings("ignore:(var|std)\\(\\): degrees of freedom")
 def test_var_edge_cases():
     check(lambda t: t.var(), torch.tensor([3.0]))            # N - 1 == 0 -> nan
     check(lambda t: t.var(0), make((0, 3)))
@@ -381,3 +382,40 @@ def test_grad_bf16():
     check_grad(lambda t: t.sum(1), x)
     check_grad(lambda t: t.mean(), x)
     check_grad(lambda t: t.var(0), x)
+
+
+# ---------------------------------------------------------------- cummax / cummin / trace / renorm
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8])
+def test_cummax_cummin(dtype):
+    for shape, dim in [((), 0), ((9,), 0), ((4, 7), 1), ((4, 7), 0), ((2, 3, 5), -1), ((0, 3), 1)]:
+        x = make(shape, dtype, noncontig=True)
+        check(lambda t: tuple(torch.cummax(t, dim)), x)
+        check(lambda t: tuple(torch.cummin(t, dim)), x)
+    if dtype.is_floating_point:
+        x = torch.tensor([[1.0, 3.0, 3.0, float("nan"), 5.0, float("nan"), 0.0],
+                          [2.0, 1.0, 2.0, 2.0, -1.0, -1.0, 4.0]]).to(dtype)
+        check(lambda t: tuple(torch.cummax(t, 1)), x)
+        check(lambda t: tuple(torch.cummin(t, 1)), x)
+    check_grad(lambda t: torch.cummax(t, 1)[0], make((3, 6), seed=4))
+
+
+def test_trace():
+    for dtype in (torch.float32, torch.float64, torch.int32, torch.bfloat16):
+        for shape in [(4, 4), (3, 5), (6, 2), (0, 3), (1, 1)]:
+            x = make(shape, dtype)
+            check(torch.trace, x)
+            check(lambda t: torch.trace(t.t()), x)
+    with pytest.raises(RuntimeError, match="expected a matrix, but got tensor with dim 1"):
+        torch.trace(make((3,)).to(DEV))
+    check_grad(torch.trace, make((4, 5)))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3.5, float("inf")])
+def test_renorm(p):
+    x = make((4, 5, 3)) * 2
+    for dim in (0, 1, -1):
+        check(lambda t: torch.renorm(t, p, dim, 1.5), x)
+    check(lambda t: t.clone().renorm_(p, 0, 0.5), x)
+    check(lambda t: torch.renorm(t, p, 1, 1.5), x.to(torch.bfloat16))
+    check_grad(lambda t: torch.renorm(t, p, 0, 1.5), x)

@@ -278,6 +278,18 @@ static tpu_status_t lower_std(tpu_lower_ctx_t* cx) { return lw_var(cx, 1, 0); }
 static tpu_status_t lower_var_mean(tpu_lower_ctx_t* cx) { return lw_var(cx, 0, 1); }
 static tpu_status_t lower_std_mean(tpu_lower_ctx_t* cx) { return lw_var(cx, 1, 1); }
 
+/* The `ord` vector norm of x (op-math dtype) over r's dims (dims dropped). */
+static int norm_value(tpu_lower_ctx_t* cx, int x, double ord, const red_t* r) {
+  if (ord == 0) return red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_convert(G, nonzero_mask(cx, x), tpu_ir_type(G, x)->dtype), r);
+  if (ord == 2) return tpu_ir_unary(G, TPU_IR_SQRT, red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(G, TPU_IR_MUL, x, x), r));
+  int ax = tpu_ir_unary(G, TPU_IR_ABS, x);
+  if (ord == 1) return red_apply(cx, TPU_IR_MONOID_SUM, ax, r);
+  if (ord == INFINITY) return red_apply(cx, TPU_IR_MONOID_MAX, ax, r);
+  if (ord == -INFINITY) return red_apply(cx, TPU_IR_MONOID_MIN, ax, r);
+  int s = red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(G, TPU_IR_POW, ax, lw_const_like(cx, ord, ax)), r);
+  return tpu_ir_binary(G, TPU_IR_POW, s, lw_const_like(cx, 1.0 / ord, s));
+}
+
 /* ---- vector norms. The order (argument 1) is a structural scalar: it selects
  * the algorithm, so it is part of the cache key (key_scalars bit 1). */
 static tpu_status_t lw_vector_norm(tpu_lower_ctx_t* cx, int dim_arg, int keep_arg) {
@@ -303,22 +315,7 @@ static tpu_status_t lw_vector_norm(tpu_lower_ctx_t* cx, int dim_arg, int keep_ar
                        "dimension because the operation does not have an identity", os);
   }
   int ct = tpu_opmath_dtype(OUT_DT(0));
-  int x = lw_input(cx, 0, ct), v;
-  if (ord == 0) {
-    v = red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_convert(G, nonzero_mask(cx, x), ct), &r);
-  } else if (ord == 2) {
-    v = tpu_ir_unary(G, TPU_IR_SQRT, red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(G, TPU_IR_MUL, x, x), &r));
-  } else {
-    int ax = tpu_ir_unary(G, TPU_IR_ABS, x);
-    if (ord == 1) v = red_apply(cx, TPU_IR_MONOID_SUM, ax, &r);
-    else if (ord == INFINITY) v = red_apply(cx, TPU_IR_MONOID_MAX, ax, &r);
-    else if (ord == -INFINITY) v = red_apply(cx, TPU_IR_MONOID_MIN, ax, &r);
-    else {
-      int s = red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(G, TPU_IR_POW, ax, lw_const_like(cx, ord, ax)), &r);
-      v = tpu_ir_binary(G, TPU_IR_POW, s, lw_const_like(cx, 1.0 / ord, s));
-    }
-  }
-  return red_output(cx, 0, v, &r);
+  return red_output(cx, 0, norm_value(cx, lw_input(cx, 0, ct), ord, &r), &r);
 }
 /* linalg_vector_norm.out(self, ord=2, dim?, keepdim, *, dtype?, out) */
 static tpu_status_t lower_linalg_vector_norm(tpu_lower_ctx_t* cx) { return lw_vector_norm(cx, 2, 3); }
@@ -348,6 +345,65 @@ static tpu_status_t lw_cumulative(tpu_lower_ctx_t* cx, int monoid) {
 static tpu_status_t lower_cumsum(tpu_lower_ctx_t* cx) { return lw_cumulative(cx, TPU_IR_MONOID_SUM); }
 static tpu_status_t lower_cumprod(tpu_lower_ctx_t* cx) { return lw_cumulative(cx, TPU_IR_MONOID_PROD); }
 
+/* renorm.out(self, p, dim, maxnorm, *, out): each slice along dim whose p-norm exceeds
+ * maxnorm is scaled by maxnorm / (norm + 1e-7). p is structural (key_scalars bit 1). */
+static tpu_status_t lower_renorm(tpu_lower_ctx_t* cx) {
+  double p = lw_key_scalar(cx, 1, 2.0);
+  if (!tpu_dtype_is_floating(lw_dtype_of(cx, 0)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "renorm: expected a floating point input, got %s", c10_name(lw_dtype_of(cx, 0)));
+  if (!(p > 0)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "renorm: non-positive-norm not supported");
+  int rank = lw_rank_of(cx, 0);
+  if (rank <= 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "renorm: input needs at least 2 dimensions, got %d dimensions", rank);
+  int dim = lw_norm_dim(cx, lw_int(cx, 2, 0), rank);
+  if (dim < 0) return TPU_OK;
+  red_t r;
+  if (red_parse(cx, -1, 0, &r)) return TPU_OK;
+  r.flags[dim] = 0; r.n_red--; r.count /= TPU_MAX(1, lw_sizes_of(cx, 0)[dim]); r.all = 0;
+  int ct = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, ct);
+  int norm = red_expand(cx, norm_value(cx, x, p, &r), &r);
+  int maxn = lw_bcast_like(cx, lw_scalar(cx, 3, ct), norm);
+  int scale = tpu_ir_binary(G, TPU_IR_DIV, maxn, tpu_ir_binary(G, TPU_IR_ADD, norm, lw_const_like(cx, 1e-7, norm)));
+  int factor = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, norm, maxn), scale, lw_const_like(cx, 1.0, norm));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, x, factor));
+}
+
+/* trace(self): sum of the main diagonal, read as a strided slice of the flattened matrix. */
+static tpu_status_t lower_trace(tpu_lower_ctx_t* cx) {
+  if (lw_rank_of(cx, 0) != 2)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "trace: expected a matrix, but got tensor with dim %d", lw_rank_of(cx, 0));
+  const int64_t* s = lw_sizes_of(cx, 0);
+  int64_t k = TPU_MIN(s[0], s[1]), numel = s[0] * s[1];
+  int x = tpu_ir_reshape(G, lw_input(cx, 0, OUT_DT(0)), 1, &numel);
+  int64_t start = 0, limit = k ? (k - 1) * (s[1] + 1) + 1 : 0, stride = s[1] + 1;
+  int d = tpu_ir_slice(G, x, &start, &limit, &stride);
+  return lw_output(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, d, (int64_t[]){1}));
+}
+
+/* _cummax_helper(self, values!, indices!, dim) / _cummin_helper: running max/min (NaN
+ * sticks from its first occurrence) and the index of the last element that set or tied
+ * it, or of the last NaN once there is one, as PyTorch's CPU kernel. */
+static tpu_status_t lw_cummaxmin(tpu_lower_ctx_t* cx, int monoid) {
+  int rank = lw_rank_of(cx, 0);
+  int dim = lw_norm_dim(cx, lw_int(cx, 3, 0), rank);
+  if (dim < 0) return TPU_OK;
+  int x = lw_input(cx, 0, OUT_DT(0));
+  if (rank == 0) {
+    TPU_RETURN_IF_ERROR(lw_output(cx, 0, x));
+    return lw_output(cx, 1, lw_const(cx, 0, TPU_DTYPE_I64, 0, NULL));
+  }
+  const int64_t* sizes = lw_sizes_of(cx, 0);
+  int cm = tpu_ir_cumulative(G, monoid, x, dim);
+  int cond = tpu_ir_compare(G, TPU_IR_CMP_EQ, x, cm);
+  if (tpu_dtype_is_floating(OUT_DT(0))) cond = tpu_ir_binary(G, TPU_IR_OR, cond, tpu_ir_unary(G, TPU_IR_IS_NAN, x));
+  int iota = tpu_ir_iota(G, TPU_DTYPE_I64, rank, sizes, dim);
+  int cand = tpu_ir_select(G, cond, iota, lw_const_like(cx, -1, iota));
+  TPU_RETURN_IF_ERROR(lw_output(cx, 0, cm));
+  return lw_output(cx, 1, tpu_ir_cumulative(G, TPU_IR_MONOID_MAX, cand, dim));
+}
+static tpu_status_t lower_cummax(tpu_lower_ctx_t* cx) { return lw_cummaxmin(cx, TPU_IR_MONOID_MAX); }
+static tpu_status_t lower_cummin(tpu_lower_ctx_t* cx) { return lw_cummaxmin(cx, TPU_IR_MONOID_MIN); }
+
 TPU_LOWERING_TABLE(tpu_lowerings_reduce) = {
   {"aten::sum.IntList_out", lower_sum}, {"aten::nansum.out", lower_nansum}, {"aten::nansum", lower_nansum},
   {"aten::prod.int_out", lower_prod_dim}, {"aten::prod", lower_prod_all}, {"aten::prod.out", lower_prod_all},
@@ -366,5 +422,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_reduce) = {
   {"aten::all.out", lower_all_dim}, {"aten::any.out", lower_any_dim},
   {"aten::all.dims_out", lower_all_dim}, {"aten::any.dims_out", lower_any_dim},
   {"aten::cumsum.out", lower_cumsum}, {"aten::cumprod.out", lower_cumprod},
+  {"aten::_cummax_helper", lower_cummax}, {"aten::_cummin_helper", lower_cummin},
+  {"aten::trace", lower_trace}, {"aten::renorm.out", lower_renorm, 1u << 1},
   TPU_LOWERING_END
 };
