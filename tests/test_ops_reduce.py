@@ -229,7 +229,7 @@ def test_var_std(dtype, dims, correction):
     check(lambda t: tuple(torch.std_mean(t, dims, keepdim=True, **kw)), x)
 
 
-@pytest.mark.filterwarnings("ignore:(var|std)\\(\\): degrees of freedom")
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
 def test_var_edge_cases():
     check(lambda t: t.var(), torch.tensor([3.0]))            # N - 1 == 0 -> nan
     check(lambda t: t.var(0), make((0, 3)))
