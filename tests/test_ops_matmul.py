@@ -244,3 +244,12 @@ def test_grad(name, fn, shapes):
 def test_grad_bf16_linear():
     x, w, b = make((4, 8), torch.bfloat16), make((3, 8), torch.bfloat16, seed=1), make((3,), torch.bfloat16, seed=2)
     check_grad(F.linear, x, w, b)
+
+
+def test_out_dtype_errors():
+    a, b = make((2, 3)), make((3, 2))
+    check_error(lambda x, y: torch.mm(x, y, out=torch.empty(2, 2, dtype=torch.float64, device=x.device)), a, b)
+    check_error(lambda x, y: torch.addmm(torch.ones(2, 2, device=x.device), x, y,
+                                         out=torch.empty(2, 2, dtype=torch.float64, device=x.device)), a, b)
+    check_error(lambda x, y: torch.bmm(x[None], y[None], out=torch.empty(1, 2, 2, dtype=torch.float64, device=x.device)), a, b)
+    check_error(lambda x, y: torch.mv(x, y[:, 0], out=torch.empty(2, dtype=torch.float64, device=x.device)), a, b)

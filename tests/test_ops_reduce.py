@@ -419,3 +419,16 @@ def test_renorm(p):
     check(lambda t: t.clone().renorm_(p, 0, 0.5), x)
     check(lambda t: torch.renorm(t, p, 1, 1.5), x.to(torch.bfloat16))
     check_grad(lambda t: torch.renorm(t, p, 0, 1.5), x)
+
+
+def test_out_dtype_errors():
+    a = make((2, 3))
+    check_error(lambda t: torch.amax(t, 0, out=torch.empty(3, dtype=torch.float64, device=t.device)), a)
+    check_error(lambda t: torch.max(t, 0, out=(torch.empty(3, dtype=torch.float64, device=t.device),
+                                               torch.empty(3, dtype=torch.long, device=t.device))), a)
+    check_error(lambda t: torch.argmax(t, 0, out=torch.empty(3, dtype=torch.int32, device=t.device)), a)
+    check_error(lambda t: torch.all(t, 0, out=torch.empty(3, dtype=torch.float32, device=t.device)), a)
+    check_error(lambda t: torch.linalg.vector_norm(t, out=torch.empty((), dtype=torch.float64, device=t.device)), a)
+    check(lambda t: torch.cumsum(t, 0, out=torch.empty(2, 3, dtype=torch.float64, device=t.device)), a)
+    check(lambda t: torch.var(t, 0, out=torch.empty(3, dtype=torch.float64, device=t.device)), a)
+    check(lambda t: torch.prod(t, 0, out=torch.empty(3, dtype=torch.float64, device=t.device)), a)

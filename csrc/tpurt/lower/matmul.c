@@ -33,6 +33,14 @@ static tpu_status_t check_not_bool(tpu_lower_ctx_t* cx, int dt, const char* kern
   return TPU_OK;
 }
 
+/* out= tensors of matrix products must have the operands' dtype (no implicit cast). */
+static tpu_status_t check_out(tpu_lower_ctx_t* cx, int dt) {
+  if (OUT_DT(0) != dt)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected out tensor to have dtype %s, but got %s instead",
+                   cpp_name(dt), cpp_name(OUT_DT(0)));
+  return TPU_OK;
+}
+
 /* Dtype the product is computed in (the DOT result). */
 static int mm_compute_dtype(int dt) { return tpu_opmath_dtype(dt); }
 
@@ -89,6 +97,7 @@ static tpu_status_t lower_mm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "expected m1 and m2 to have the same dtype, but got: %s != %s",
                    cpp_name(dt), cpp_name(lw_dtype_of(cx, 1)));
   TPU_RETURN_IF_ERROR(check_not_bool(cx, dt, "addmm_impl_cpu_"));
+  TPU_RETURN_IF_ERROR(check_out(cx, dt));
   int p = tpu_ir_dot(G, lw_input(cx, 0, -1), lw_input(cx, 1, -1), 0, mm_compute_dtype(dt));
   return lw_output(cx, 0, p);
 }
@@ -110,6 +119,7 @@ static tpu_status_t lower_bmm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "expected scalar type %s but found %s", c10_name(dt),
                    c10_name(lw_dtype_of(cx, 1)));
   TPU_RETURN_IF_ERROR(check_not_bool(cx, dt, "bmm"));
+  TPU_RETURN_IF_ERROR(check_out(cx, dt));
   return lw_output(cx, 0, tpu_ir_dot(G, lw_input(cx, 0, -1), lw_input(cx, 1, -1), 1, mm_compute_dtype(dt)));
 }
 static tpu_status_t lower_baddbmm(tpu_lower_ctx_t* cx) {
@@ -119,6 +129,7 @@ static tpu_status_t lower_baddbmm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Input dtypes must be the same, got: input %s, batch1: %s, batch2: %s",
                    cpp_name(lw_dtype_of(cx, 0)), cpp_name(dt), cpp_name(lw_dtype_of(cx, 2)));
   TPU_RETURN_IF_ERROR(check_not_bool(cx, dt, "baddbmm"));
+  TPU_RETURN_IF_ERROR(check_out(cx, dt));
   const int64_t *a = lw_sizes_of(cx, 1), *b = lw_sizes_of(cx, 2);
   int64_t shape[3] = {a[0], a[1], b[2]};
   TPU_RETURN_IF_ERROR(check_expand(cx, 0, 3, shape));
@@ -145,6 +156,7 @@ static int addmm_value(tpu_lower_ctx_t* cx, tpu_status_t* st) {
     return -1;
   }
   if ((*st = check_not_bool(cx, d1, "addmm_impl_cpu_"))) return -1;
+  if ((*st = check_out(cx, d1))) return -1;
   int64_t shape[2] = {a[0], b[1]};
   if ((*st = check_expand(cx, 0, 2, shape))) return -1;
   int ct = mm_compute_dtype(d1);
@@ -189,6 +201,7 @@ static tpu_status_t lower_addbmm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "expected scalar type %s but found %s", c10_name(dt),
                    c10_name(lw_dtype_of(cx, 0) != dt ? lw_dtype_of(cx, 0) : lw_dtype_of(cx, 2)));
   TPU_RETURN_IF_ERROR(check_not_bool(cx, dt, "addbmm"));
+  TPU_RETURN_IF_ERROR(check_out(cx, dt));
   int64_t shape[2] = {a[1], b[2]};
   TPU_RETURN_IF_ERROR(check_expand(cx, 0, 2, shape));
   int ct = mm_compute_dtype(dt);
@@ -211,9 +224,10 @@ static tpu_status_t lower_addmv(tpu_lower_ctx_t* cx) {
                    (long long)self_n, (long long)m[0], (long long)m[1], (long long)v[0]);
   int dt = lw_dtype_of(cx, 1);
   if (lw_dtype_of(cx, 2) != dt || lw_dtype_of(cx, 0) != dt)
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "expected scalar type %s but found %s", c10_name(dt),
-                   c10_name(lw_dtype_of(cx, 2) != dt ? lw_dtype_of(cx, 2) : lw_dtype_of(cx, 0)));
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "addmv input tensors must have the same dtype, but got %s, %s, and %s",
+                   c10_name(lw_dtype_of(cx, 0)), c10_name(dt), c10_name(lw_dtype_of(cx, 2)));
   TPU_RETURN_IF_ERROR(check_not_bool(cx, dt, "addmv_impl_cpu"));
+  TPU_RETURN_IF_ERROR(check_out(cx, dt));
   int ct = mm_compute_dtype(dt);
   int vec = tpu_ir_reshape(G, lw_input(cx, 2, -1), 2, (int64_t[]){v[0], 1});
   int p = tpu_ir_reshape(G, tpu_ir_dot(G, lw_input(cx, 1, -1), vec, 0, ct), 1, m);

@@ -22,6 +22,20 @@ static const char* c10_name(int dt) {
   return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
 }
 
+/* caffe2::TypeMeta names (C++ messages print these). */
+static const char* cpp_name(int dt) {
+  static const char* const n[TPU_DTYPE_COUNT] = {"float", "double", "c10::Half", "c10::BFloat16", "long int",
+                                                 "int", "short int", "signed char", "unsigned char", "bool"};
+  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
+}
+static int check_out_dtype(tpu_lower_ctx_t* cx, int k, int want) {
+  const tpu_tensor_t* o = lw_out_meta(cx, k);
+  if (!o || o->ndim < 0 || o->dtype == want) return 0;
+  tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "Expected out tensor to have dtype %s, but got %s instead", cpp_name(want),
+                         cpp_name(o->dtype)));
+  return -1;
+}
+
 /* ---- which dims a reduction covers */
 typedef struct {
   int rank;                     /* input rank */
@@ -174,6 +188,9 @@ static tpu_status_t lw_amax_like(tpu_lower_ctx_t* cx, int monoid, const char* fn
   red_t r;
   if (red_parse(cx, 1, (int)lw_int(cx, 2, 0), &r)) return TPU_OK;
   if (red_check_nonempty(cx, 1, &r, fn)) return TPU_OK;
+  if (OUT_DT(0) != lw_dtype_of(cx, 0))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected the dtype for input and out to match, but got %s for input's "
+                   "dtype and %s for out's dtype.", c10_name(lw_dtype_of(cx, 0)), c10_name(OUT_DT(0)));
   return red_output(cx, 0, red_apply(cx, monoid, lw_input(cx, 0, -1), &r), &r);
 }
 static tpu_status_t lower_amax(tpu_lower_ctx_t* cx) { return lw_amax_like(cx, TPU_IR_MONOID_MAX, "amax()"); }
@@ -214,6 +231,7 @@ static tpu_status_t lw_max_dim(tpu_lower_ctx_t* cx, int is_min, const char* fn) 
   int64_t d = lw_int(cx, 1, 0);
   if (r.rank && lw_sizes_of(cx, 0)[d < 0 ? d + r.rank : d] == 0)
     return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "%s: Expected reduction dim %lld to have non-zero size.", fn, (long long)d);
+  if (check_out_dtype(cx, 0, lw_dtype_of(cx, 0)) || check_out_dtype(cx, 1, TPU_DTYPE_I64)) return TPU_OK;
   int x = lw_input(cx, 0, -1);
   if (r.rank == 0) {
     TPU_RETURN_IF_ERROR(red_output(cx, 0, x, &r));
@@ -234,6 +252,7 @@ static tpu_status_t lw_argmax(tpu_lower_ctx_t* cx, int is_min) {
   if (red_parse(cx, 1, keep, &r)) return TPU_OK;
   const int64_t* sizes = lw_sizes_of(cx, 0);
   int64_t numel = tpu_numel(r.rank, sizes);
+  if (check_out_dtype(cx, 0, TPU_DTYPE_I64)) return TPU_OK;
   int x = lw_input(cx, 0, -1);
   if (r.all) {
     if (numel == 0)
@@ -300,6 +319,7 @@ static tpu_status_t lw_vector_norm(tpu_lower_ctx_t* cx, int dim_arg, int keep_ar
   double ord = lw_key_scalar(cx, 1, 2.0);
   red_t r;
   if (red_parse(cx, dim_arg, (int)lw_int(cx, keep_arg, 0), &r)) return TPU_OK;
+  if (check_out_dtype(cx, 0, (int)lw_int(cx, 4, in_dt))) return TPU_OK;  /* arg 4: the dtype, when there is one */
   const int64_t* sizes = lw_sizes_of(cx, 0);
   if (tpu_numel(r.rank, sizes) == 0 && (ord < 0 || ord == INFINITY)) {
     char os[64];
@@ -326,6 +346,10 @@ static tpu_status_t lower_norm(tpu_lower_ctx_t* cx) { return lw_vector_norm(cx, 
 static tpu_status_t lw_all_any(tpu_lower_ctx_t* cx, int monoid, int dim_arg, int keep_arg) {
   red_t r; /* all.dims(x, dim=[]) reduces nothing, dim=None everything */
   if (red_parse_ex(cx, dim_arg, keep_arg < 0 ? 0 : (int)lw_int(cx, keep_arg, 0), 1, &r)) return TPU_OK;
+  int odt = OUT_DT(0);
+  if (odt != TPU_DTYPE_BOOL && !(odt == TPU_DTYPE_U8 && lw_dtype_of(cx, 0) == TPU_DTYPE_U8))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s only supports bool tensor for result, got: %s",
+                   monoid == TPU_IR_MONOID_AND ? "all" : "any", c10_name(odt));
   int x = nonzero_mask(cx, lw_input(cx, 0, -1));
   return red_output(cx, 0, red_apply(cx, monoid, x, &r), &r);
 }
