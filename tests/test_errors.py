@@ -117,3 +117,15 @@ def test_index_out_of_range_launch_blocking_is_immediate():
 def test_invalid_env_fails_at_import(var, value):
     r = _run("import torch; print(torch.ones(1, device='tpu'))", **{var: value})
     assert r.returncode != 0 and var in r.stderr
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda x: x.normal_(0, -1), "normal expects std >= 0.0"),
+    (lambda x: x.uniform_(2, 1), r"uniform_ expects to return a \[from, to\) range"),
+    (lambda x: x.bernoulli_(1.5), r"bernoulli_ expects p to be in \[0, 1\]"),
+])
+def test_runtime_scalar_values_checked_synchronously(call, msg):
+    x = torch.empty(5, device="tpu")
+    with pytest.raises(RuntimeError, match=msg):
+        call(x)
+    assert x.normal_(0, 1).isfinite().all().item()  # a valid value reuses the same executable

@@ -16,6 +16,8 @@ typedef struct tpu_exec_entry_s {
   uint64_t rng_increment;
   tpu_tensor_bind_t tbind[TPU_LOWER_MAX_PARAMS];
   tpu_scalar_bind_t sbind[TPU_LOWER_MAX_SCALARS];
+  int n_checks;
+  tpu_scalar_check_t checks[TPU_LOWER_MAX_CHECKS];
   int refcount; /* atomic */
   struct tpu_exec_entry_s *lru_prev, *lru_next, *chain;
 } tpu_exec_entry_t;

@@ -113,6 +113,7 @@ static int tens(tpu_lower_ctx_t* cx, int i, int dt) { return lw_bcast(cx, lw_inp
 /* normal_(self, mean, std, *, generator) */
 static tpu_status_t lower_normal_(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(need_float(cx, "normal_kernel_cpu"));
+  lw_check_scalar(cx, 2, TPU_IR_CMP_GE, 0.0, -1, "normal expects std >= 0.0, but found std %g");
   int dt = rng_dtype(cx);
   int z = draw(cx, 3, RNG_NORMAL, dt);
   return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_ADD, tpu_ir_binary(G, TPU_IR_MUL, z, scal(cx, 2, dt)), scal(cx, 1, dt)));
@@ -129,6 +130,7 @@ static tpu_status_t lower_normal_fn(tpu_lower_ctx_t* cx) {
 /* normal.float_float_out(mean, std, size, *, generator, out) */
 static tpu_status_t lower_normal_ff(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(need_float(cx, "normal"));
+  lw_check_scalar(cx, 1, TPU_IR_CMP_GE, 0.0, -1, "normal expects std >= 0.0, but found std %g");
   int dt = rng_dtype(cx);
   int z = draw(cx, 3, RNG_NORMAL, dt);
   return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_ADD, tpu_ir_binary(G, TPU_IR_MUL, z, scal(cx, 1, dt)), scal(cx, 0, dt)));
@@ -146,6 +148,7 @@ static tpu_status_t lower_log_normal_(tpu_lower_ctx_t* cx) {
  * that rounds up to `to` is moved just below it so the result stays in [from, to). */
 static tpu_status_t lower_uniform_(tpu_lower_ctx_t* cx) {
   TPU_RETURN_IF_ERROR(need_float(cx, "uniform_kernel_cpu"));
+  lw_check_scalar(cx, 1, TPU_IR_CMP_LE, 0.0, 2, "uniform_ expects to return a [from, to) range, but found from=%g > to=%g");
   int dt = rng_dtype(cx), odt = OUT->dtype;
   int u = draw(cx, 3, RNG_UNIFORM, dt);
   int from = scal(cx, 1, dt), to = scal(cx, 2, dt);
@@ -192,6 +195,10 @@ static tpu_status_t bernoulli(tpu_lower_ctx_t* cx, int p_i, int gen_i) {
   int dt = lw_is_tensor(cx, p_i) && lw_dtype_of(cx, p_i) == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
   if (lw_is_tensor(cx, p_i) && !tpu_dtype_is_floating(lw_dtype_of(cx, p_i)))
     return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "\"bernoulli_tensor_cpu_p_\" not implemented for '%s'", tpu_dtype_name(lw_dtype_of(cx, p_i)));
+  if (lw_is_scalar_arg(cx, p_i)) {
+    lw_check_scalar(cx, p_i, TPU_IR_CMP_GE, 0.0, -1, "bernoulli_ expects p to be in [0, 1], but got p=%g");
+    lw_check_scalar(cx, p_i, TPU_IR_CMP_LE, 1.0, -1, "bernoulli_ expects p to be in [0, 1], but got p=%g");
+  }
   int u = draw(cx, gen_i, RNG_UNIFORM, dt);
   int p = lw_is_scalar_arg(cx, p_i) ? scal(cx, p_i, dt) : tens(cx, p_i, dt);
   return lw_output(cx, 0, tpu_ir_compare(G, TPU_IR_CMP_LT, u, p));

@@ -116,6 +116,15 @@ int lw_out_input(tpu_lower_ctx_t* cx, int k, int dtype) {
   if (k < 0 || k >= cx->nouts) return tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: bad output index", cx->op_name));
   return add_tparam(cx, TPU_BIND_OUT, k, 0, &cx->outs[k], dtype);
 }
+void lw_check_scalar(tpu_lower_ctx_t* cx, int arg, int cmp, double bound, int arg2, const char* msg) {
+  if (cx->n_checks >= TPU_LOWER_MAX_CHECKS) {
+    tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: too many scalar checks", cx->op_name));
+    return;
+  }
+  tpu_scalar_check_t* c = &cx->checks[cx->n_checks++];
+  c->arg = (int16_t)arg; c->arg2 = (int16_t)arg2; c->cmp = cmp; c->bound = bound;
+  snprintf(c->msg, sizeof(c->msg), "%s", msg);
+}
 void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* seed, int* offset) {
   cx->gen_arg = i;
   cx->rng_increment = ((counters + 3) / 4) * 4;

@@ -29,6 +29,13 @@ typedef struct { int16_t src; int16_t arg; int32_t index; } tpu_tensor_bind_t;
 typedef enum { TPU_SBIND_VALUE = 0, TPU_SBIND_GEN_SEED, TPU_SBIND_GEN_OFFSET, TPU_SBIND_LIST_DOUBLE } tpu_sbind_kind_t;
 typedef struct { int16_t kind; int16_t arg; int32_t index; } tpu_scalar_bind_t;
 
+/* A check on runtime scalar values, evaluated on every call before enqueueing (so a
+ * bad value raises synchronously even though the executable is shared): value(arg)
+ * <cmp> (arg2 >= 0 ? value(arg2) : bound) must hold, else msg (printf with the
+ * value(s) as %g) becomes an INVALID_ARGUMENT error. */
+#define TPU_LOWER_MAX_CHECKS 4
+typedef struct { int16_t arg, arg2; int32_t cmp; double bound; char msg[112]; } tpu_scalar_check_t;
+
 typedef struct tpu_lower_ctx_s {
   tpu_ir_graph_t g;
   const char* op_name;
@@ -40,6 +47,8 @@ typedef struct tpu_lower_ctx_s {
   int n_tbind, n_sbind;
   tpu_tensor_bind_t tbind[TPU_LOWER_MAX_PARAMS];
   tpu_scalar_bind_t sbind[TPU_LOWER_MAX_SCALARS];
+  int n_checks;
+  tpu_scalar_check_t checks[TPU_LOWER_MAX_CHECKS];
   int gen_arg;            /* argument holding the generator (-1: none) */
   uint64_t rng_increment; /* Philox counters to reserve per run */
 } tpu_lower_ctx_t;
@@ -84,6 +93,8 @@ int lw_list_input(tpu_lower_ctx_t* cx, int i, int j, int dtype);
 int lw_out_input(tpu_lower_ctx_t* cx, int k, int dtype);   /* current contents of output k */
 /* A runtime scalar from argument i (Scalar/double), as dtype; rank 0. */
 int lw_scalar(tpu_lower_ctx_t* cx, int i, int dtype);
+/* Requires value(arg) <cmp> bound (or <cmp> value(arg2) when arg2 >= 0) on every call. */
+void lw_check_scalar(tpu_lower_ctx_t* cx, int arg, int cmp, double bound, int arg2, const char* msg);
 /* (seed, offset) runtime scalars from the generator argument i; reserves `counters`. */
 void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* out_seed, int* out_offset);
 

@@ -1,5 +1,6 @@
 /* registry.c — tpu_op_run: op lookup, signature, executable cache, binding, enqueue. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -154,6 +155,8 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
     e->rng_increment = cx->rng_increment; e->n_outputs = nouts;
     memcpy(e->tbind, cx->tbind, sizeof(e->tbind));
     memcpy(e->sbind, cx->sbind, sizeof(e->sbind));
+    e->n_checks = cx->n_checks;
+    memcpy(e->checks, cx->checks, sizeof(e->checks));
     tpu_metrics_add_compile(now_s() - t0);
     *out_e = e;
   } else if (e) {
@@ -165,6 +168,33 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
   tpu_ir_graph_free(&cx->g);
   free(cx);
   return st;
+}
+
+/* ---- runtime scalar checks */
+static double scalar_value(const tpu_arg_t* a) {
+  if (a->kind == TPU_ARG_DOUBLE || (a->kind == TPU_ARG_SCALAR && tpu_dtype_is_floating(a->scalar_dtype))) return a->f;
+  return (double)a->i;
+}
+static tpu_status_t check_scalar(const tpu_scalar_check_t* c, const tpu_arg_t* args, int nargs) {
+  if (c->arg < 0 || c->arg >= nargs || args[c->arg].kind == TPU_ARG_NONE) return TPU_OK;
+  double v = scalar_value(&args[c->arg]), w = c->bound;
+  if (c->arg2 >= 0) {
+    if (c->arg2 >= nargs || args[c->arg2].kind == TPU_ARG_NONE) return TPU_OK;
+    w = scalar_value(&args[c->arg2]);
+  }
+  int ok;
+  switch (c->cmp) {
+    case TPU_IR_CMP_EQ: ok = v == w; break; case TPU_IR_CMP_NE: ok = v != w; break;
+    case TPU_IR_CMP_LT: ok = v < w; break; case TPU_IR_CMP_LE: ok = v <= w; break;
+    case TPU_IR_CMP_GT: ok = v > w; break; default: ok = v >= w; break;
+  }
+  if (ok) return TPU_OK;
+  char buf[160];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  snprintf(buf, sizeof buf, c->msg, v, w);
+#pragma GCC diagnostic pop
+  return TPU_ERR(INVALID_ARGUMENT, "%s", buf);
 }
 
 /* ---- execution task */
@@ -267,6 +297,10 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   }
   if (k.p != k.inline_buf) free(k.p);
   if (st) return st;
+  for (int c = 0; c < e->n_checks; ++c) {
+    st = check_scalar(&e->checks[c], args, nargs);
+    if (st) { tpu_exec_entry_release(e); return st; }
+  }
   /* bind */
   task_t* t = malloc(sizeof(task_t) + (size_t)(e->n_tbind + nouts) * sizeof(tpu_host_view_t));
   if (!t) { tpu_exec_entry_release(e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
