@@ -600,3 +600,22 @@ def _strip_dev(s: str) -> str:
 
     s = re.sub(r",?\s*device='tpu:0'", "", s)
     return re.sub(r"\s+", " ", s).replace(", )", ")").replace(" )", ")").strip()
+
+
+def test_cpu_index_tensors_are_moved_like_cuda():
+    x = torch.arange(12.0).view(3, 4)
+    xt = x.to("tpu")
+    idx = torch.tensor([2, 0])
+    mask = torch.tensor([True, False, True])
+    torch.testing.assert_close(xt[idx].cpu(), x[idx])
+    torch.testing.assert_close(xt[mask].cpu(), x[mask])
+    torch.testing.assert_close(xt[:, idx].cpu(), x[:, idx])
+    y, yt = x.clone(), xt.clone()
+    y[idx] = -1.0
+    yt[idx] = -1.0
+    torch.testing.assert_close(yt.cpu(), y)
+
+
+def test_out_variant_meta_errors_raise():
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        torch.arange(0, 5, 0, device="tpu")

@@ -1020,6 +1020,38 @@ c10::IValue read_scalar_result(const at::Tensor& t, RetTag tag) {
 
 // ---------------------------------------------------------------- the kernel
 
+// Index lists (`Tensor?[]`, as in x[idx] / x[idx] = v) may hold CPU tensors; like
+// CUDA, they are moved to the op's device (a copy, no computation on the CPU).
+void move_cpu_indices(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - info.nargs;
+  for (size_t i = 0; i < info.nargs; ++i) {
+    if (info.args[i].tag != A_TENSOR_LIST || !(*stack)[base + i].isList()) continue;
+    c10::ArrayRef<c10::IValue> list = (*stack)[base + i].toListRef();
+    bool has_cpu = false;
+    for (const c10::IValue& e : list) has_cpu |= e.isTensor() && e.toTensor().defined() && !is_tpu(e.toTensor());
+    if (C10_LIKELY(!has_cpu)) continue;
+    const c10::TypePtr& t = op.schema().arguments()[i].type();
+    const auto* lt = t->castRaw<c10::ListType>();
+    if (!lt || lt->getElementType()->kind() != c10::TypeKind::OptionalType) continue;
+    c10::DeviceIndex dev = -1;
+    for (size_t j = 0; j < info.nargs && dev < 0; ++j) {
+      const c10::IValue& v = (*stack)[base + j];
+      if (v.isTensor() && v.toTensor().defined() && is_tpu(v.toTensor())) dev = v.toTensor().device().index();
+    }
+    if (dev < 0) continue;  // no tpu tensor: pick_device reports the mismatch
+    c10::List<std::optional<at::Tensor>> moved;
+    for (const c10::IValue& e : list) {
+      if (e.isTensor() && e.toTensor().defined()) {
+        const at::Tensor& x = e.toTensor();
+        moved.push_back(is_tpu(x) ? x : x.to(c10::Device(kTpu, dev)));
+      } else {
+        moved.push_back(std::nullopt);
+      }
+    }
+    (*stack)[base + i] = c10::IValue(moved);
+  }
+}
+
 bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack,
                    c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device, bool check_outs);
 
@@ -1041,6 +1073,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
 
+  move_cpu_indices(op, info, stack);
   c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, info.nargs);
   const c10::DeviceIndex device = pick_device(info, args);
   c10::DeviceGuard guard(c10::Device(kTpu, device));
@@ -1095,6 +1128,8 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     if (apply_infer(info, args, m, device, fresh)) {
       arena.reset();
       marshal(info, args, arena, m);  // out= tensors may have been resized
+    } else if (!info.needs_meta && meta_error) {
+      std::rethrow_exception(meta_error);  // e.g. arange(0, 5, 0, out=...): the meta function's error
     } else if (info.needs_meta) {
       if (!cpu_fallback_enabled()) {
         if (meta_error) std::rethrow_exception(meta_error);
