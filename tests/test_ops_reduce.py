@@ -256,6 +256,8 @@ def test_vector_norm(ord, dtype):
     check(lambda t: torch.linalg.vector_norm(t, ord, dim=1), x)
     check(lambda t: torch.linalg.vector_norm(t, ord, dim=(0, 1), keepdim=True), x)
     check(lambda t: torch.linalg.vector_norm(t, ord, dim=-2, dtype=torch.float64), x)
+    if dtype == torch.float32:
+        check_error(lambda t: torch.linalg.vector_norm(t, ord, dim=1, dtype=torch.bfloat16), x)
     if ord >= 0 and ord != float("inf"):
         check(lambda t: torch.linalg.vector_norm(t, ord), make((0, 3), dtype))
     check(lambda t: torch.norm(t, ord if not math.isinf(ord) or True else 2, dim=1), x)

@@ -319,7 +319,11 @@ static tpu_status_t lw_vector_norm(tpu_lower_ctx_t* cx, int dim_arg, int keep_ar
   double ord = lw_key_scalar(cx, 1, 2.0);
   red_t r;
   if (red_parse(cx, dim_arg, (int)lw_int(cx, keep_arg, 0), &r)) return TPU_OK;
-  if (check_out_dtype(cx, 0, (int)lw_int(cx, 4, in_dt))) return TPU_OK;  /* arg 4: the dtype, when there is one */
+  int want = (int)lw_int(cx, 4, in_dt);  /* arg 4: the `dtype`, when there is one */
+  if (tpu_promote_types(in_dt, want) != want)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "linalg.vector_norm: the dtype of the input (%s) should be convertible "
+                   "without narrowing to the specified dtype (%s)", c10_name(in_dt), c10_name(want));
+  if (check_out_dtype(cx, 0, want)) return TPU_OK;
   const int64_t* sizes = lw_sizes_of(cx, 0);
   if (tpu_numel(r.rank, sizes) == 0 && (ord < 0 || ord == INFINITY)) {
     char os[64];
