@@ -1020,6 +1020,22 @@ c10::IValue read_scalar_result(const at::Tensor& t, RetTag tag) {
 
 // ---------------------------------------------------------------- the kernel
 
+// Meta functions of data-dependent ops (nonzero, ...) raise NotImplementedError; that is
+// not a user error, unlike e.g. arange's "step must be nonzero".
+bool is_data_dependent_error(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::NotImplementedError&) {
+    return true;
+  } catch (const std::exception& ex) {
+    const std::string what = ex.what();
+    return what.find("NotImplementedError") != std::string::npos || what.find("data-dependent") != std::string::npos ||
+           what.find("data dependent") != std::string::npos;
+  } catch (...) {
+  }
+  return false;
+}
+
 // Index lists (`Tensor?[]`, as in x[idx] / x[idx] = v) may hold CPU tensors; like
 // CUDA, they are moved to the op's device (a copy, no computation on the CPU).
 void move_cpu_indices(const c10::OperatorHandle& op, const OpInfo& info, torch::jit::Stack* stack) {
@@ -1128,7 +1144,7 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     if (apply_infer(info, args, m, device, fresh)) {
       arena.reset();
       marshal(info, args, arena, m);  // out= tensors may have been resized
-    } else if (!info.needs_meta && meta_error) {
+    } else if (!info.needs_meta && meta_error && !is_data_dependent_error(meta_error)) {
       std::rethrow_exception(meta_error);  // e.g. arange(0, 5, 0, out=...): the meta function's error
     } else if (info.needs_meta) {
       if (!cpu_fallback_enabled()) {
