@@ -19,6 +19,7 @@ static const char* const kNames[] = {
   "broadcast_in_dim", "reshape", "transpose", "slice", "reverse",
   "concatenate", "pad", "dot_general", "reduce", "argreduce", "cumulative", "gather",
   "index_select", "scatter", "index_put", "rng", "sort", "argsort",
+  "convolution", "reduce_window", "custom_call",
 };
 _Static_assert(sizeof(kNames) / sizeof(kNames[0]) == TPU_IR_OPCODE_COUNT, "one name per opcode");
 

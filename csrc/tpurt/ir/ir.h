@@ -69,8 +69,31 @@ typedef enum tpu_ir_opcode_e {
                          2 uniform 32-bit integers [0, 2^32) / 3 uniform 64-bit patterns (modes 2, 3: i64) */
   TPU_IR_SORT,        /* (x) i0 = dim, i1 = descending, result values (stable) */
   TPU_IR_ARGSORT,     /* (x) i0 = dim, i1 = descending, result i64 indices (stable) */
+  TPU_IR_CONV,        /* convolution (x [N, C, *S], w [O, C/groups, *K]) -> [N, O, *S']; canonical
+                         channels-first; a[0] stride, a[1] padding (low=high), a[2] dilation per
+                         spatial dim; i0 = groups, i1 = number of spatial dims; f0 unused.
+                         Transposed convs are lowered to this (or to CUSTOM) by conv lowerings. */
+  TPU_IR_REDUCE_WINDOW, /* pooling over trailing spatial dims: i0 = monoid, i1 = spatial dims;
+                         a[0] window, a[1] stride, a[2] low padding (see kernel for ceil/count rules) */
+  TPU_IR_CUSTOM,      /* custom_call: i0 = tpu_ir_custom_t target, i1 / a[][] target attributes;
+                         n operands; the StableHLO printer expands each target */
   TPU_IR_OPCODE_COUNT
 } tpu_ir_opcode_t;
+
+/* custom_call targets (drivers provide fused kernels for them) */
+typedef enum tpu_ir_custom_e {
+  TPU_IR_CUSTOM_NONE = 0,
+  TPU_IR_CUSTOM_ATTENTION,      /* fused scaled-dot-product attention (flash-style) */
+  TPU_IR_CUSTOM_ATTENTION_BWD,
+  TPU_IR_CUSTOM_CONV_BWD_INPUT, /* gradient of TPU_IR_CONV w.r.t. its input (conv transpose) */
+  TPU_IR_CUSTOM_CONV_BWD_WEIGHT,
+  TPU_IR_CUSTOM_POOL_BWD,       /* gradient of max/avg pooling */
+  TPU_IR_CUSTOM_EMBEDDING_BAG,
+  TPU_IR_CUSTOM_TOPK,
+  TPU_IR_CUSTOM_UPSAMPLE,
+  TPU_IR_CUSTOM_UPSAMPLE_BWD,
+  TPU_IR_CUSTOM_COUNT
+} tpu_ir_custom_t;
 
 typedef enum tpu_ir_cmp_e {
   TPU_IR_CMP_EQ = 0, TPU_IR_CMP_NE, TPU_IR_CMP_LT, TPU_IR_CMP_LE, TPU_IR_CMP_GT, TPU_IR_CMP_GE,

@@ -132,5 +132,9 @@ extern const tpu_lowering_t tpu_lowerings_index[];
 extern const tpu_lowering_t tpu_lowerings_factory[];
 extern const tpu_lowering_t tpu_lowerings_shape[];
 extern const tpu_lowering_t tpu_lowerings_optim[];
+extern const tpu_lowering_t tpu_lowerings_conv[];
+extern const tpu_lowering_t tpu_lowerings_norm_pool[];
+extern const tpu_lowering_t tpu_lowerings_attention[];
+extern const tpu_lowering_t tpu_lowerings_misc[];
 
 #endif /* TPURT_LOWER_H_ */

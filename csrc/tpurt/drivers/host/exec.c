@@ -399,6 +399,15 @@ static tpu_status_t run_lib(const tpu_host_exe_t* e, int v, val_t* vals, const t
     case TPU_IR_INDEX_SELECT: return tpu_host_k_index_select(op, IN(0), IN(1), dst);
     case TPU_IR_SCATTER: return tpu_host_k_scatter(op, IN(0), IN(1), IN(2), dst);
     case TPU_IR_SORT: case TPU_IR_ARGSORT: return tpu_host_k_sort(op, IN(0), dst);
+    case TPU_IR_CONV: case TPU_IR_REDUCE_WINDOW: case TPU_IR_CUSTOM: {
+      tpu_host_view_t xs[16];
+      int n = op->n_in;
+      if (n > TPU_ARRAY_LEN(xs)) return TPU_ERR(UNSUPPORTED, "host: too many operands");
+      for (int k = 0; k < n; ++k) xs[k] = *IN(k);
+      if (op->opcode == TPU_IR_CONV) return tpu_host_k_conv(op, &xs[0], &xs[1], dst);
+      if (op->opcode == TPU_IR_REDUCE_WINDOW) return tpu_host_k_reduce_window(op, &xs[0], dst);
+      return tpu_host_k_custom(op, n, xs, dst);
+    }
     case TPU_IR_RNG: {
       const val_t* s = &vals[tpu_ir_operand(G, v, 0)];
       const val_t* o = &vals[tpu_ir_operand(G, v, 1)];

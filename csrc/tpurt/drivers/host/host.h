@@ -88,6 +88,12 @@ tpu_status_t tpu_host_k_index_put(const tpu_ir_op_t* op, const tpu_host_view_t* 
                                   int n_idx, const tpu_host_view_t* idx, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_rng(const tpu_ir_op_t* op, uint64_t seed, uint64_t offset, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_sort(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+/* Neural-network kernels (kernels_nn.c, conv.c, attention.c, ...). */
+tpu_status_t tpu_host_k_conv(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* w,
+                             const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_reduce_window(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+/* Dispatches on op->i0 (tpu_ir_custom_t). */
+tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
 /* Copies (with dtype conversion) src into dst of the same shape. */
 tpu_status_t tpu_host_k_copy(const tpu_host_view_t* src, const tpu_host_view_t* dst);
 

@@ -1,0 +1,6 @@
+/* attention.c — lowerings (being written). */
+#include "lower/lower.h"
+
+TPU_LOWERING_TABLE(tpu_lowerings_attention) = {
+  TPU_LOWERING_END
+};

@@ -1,0 +1,6 @@
+/* misc.c — lowerings (being written). */
+#include "lower/lower.h"
+
+TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
+  TPU_LOWERING_END
+};
