@@ -47,8 +47,9 @@ void tpu_host_dgemm_ref(int64_t m, int64_t n, int64_t k, double alpha,
 
 /* Batched: matrix t uses a + t*a_bs, b + t*b_bs, c + t*c_bs (element strides; a_bs or b_bs 0
  * broadcasts one matrix over the batch). Many small matrices run in parallel over the batch,
- * large ones one after another, each split over the pool. With c_bs == 0 the products are
- * applied to the one C in batch order (as the reference loop does). */
+ * large ones one after another, each split over the pool. The C matrices must not overlap, except
+ * c_bs == 0: then the products are applied to the one C in batch order (as a loop over
+ * tpu_host_sgemm would). */
 void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
                             const float* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                             const float* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
