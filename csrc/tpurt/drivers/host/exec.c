@@ -170,20 +170,69 @@ static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* 
   return 1;
 }
 
-typedef struct { void** ptrs; int n, cap; } scratch_t;
+/* Temporaries of one run. Blocks come from a small per-thread cache so repeated runs
+ * (training steps) reuse warm memory instead of page-faulting fresh allocations. */
+typedef struct { void* p; size_t n; } blk_t;
+typedef struct { blk_t* blks; int n, cap; } scratch_t;
+#define SCRATCH_CACHE_BLOCKS 16
+#define SCRATCH_CACHE_BYTES ((size_t)512 << 20)
+typedef struct { blk_t b[SCRATCH_CACHE_BLOCKS]; int n; size_t total; } scratch_cache_t;
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static void scratch_cache_destroy(void* p) {
+  scratch_cache_t* c = p;
+  for (int i = 0; i < c->n; ++i) free(c->b[i].p);
+  free(c);
+}
+static void scratch_key_init(void) { pthread_key_create(&g_scratch_key, scratch_cache_destroy); }
+static scratch_cache_t* scratch_cache(void) {
+  pthread_once(&g_scratch_once, scratch_key_init);
+  scratch_cache_t* c = pthread_getspecific(g_scratch_key);
+  if (!c && (c = calloc(1, sizeof(*c)))) pthread_setspecific(g_scratch_key, c);
+  return c;
+}
 static char* scratch_alloc(scratch_t* s, size_t bytes) {
+  if (bytes == 0) bytes = 64;
   if (s->n == s->cap) {
     int cap = s->cap ? s->cap * 2 : 8;
-    void** p = realloc(s->ptrs, (size_t)cap * sizeof(void*));
+    blk_t* p = realloc(s->blks, (size_t)cap * sizeof(blk_t));
     if (!p) return NULL;
-    s->ptrs = p; s->cap = cap;
+    s->blks = p; s->cap = cap;
   }
-  void* m = NULL;
-  if (posix_memalign(&m, 64, bytes ? bytes : 64)) return NULL;
-  s->ptrs[s->n++] = m;
-  return m;
+  scratch_cache_t* c = scratch_cache();
+  blk_t got = {NULL, 0};
+  if (c) { /* smallest cached block that fits without wasting more than 2x */
+    int best = -1;
+    for (int i = 0; i < c->n; ++i)
+      if (c->b[i].n >= bytes && c->b[i].n <= 2 * bytes + 65536 && (best < 0 || c->b[i].n < c->b[best].n)) best = i;
+    if (best >= 0) { got = c->b[best]; c->b[best] = c->b[--c->n]; c->total -= got.n; }
+  }
+  if (!got.p) {
+    void* m = NULL;
+    if (posix_memalign(&m, 64, bytes)) return NULL;
+    got.p = m; got.n = bytes;
+  }
+  s->blks[s->n++] = got;
+  return got.p;
 }
-static void scratch_free(scratch_t* s) { for (int i = 0; i < s->n; ++i) free(s->ptrs[i]); free(s->ptrs); }
+static void scratch_free(scratch_t* s) {
+  scratch_cache_t* c = scratch_cache();
+  for (int i = 0; i < s->n; ++i) {
+    blk_t b = s->blks[i];
+    if (c && b.n <= SCRATCH_CACHE_BYTES) {
+      /* evict the largest cached blocks until this one fits */
+      while (c->n > 0 && (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES)) {
+        int big = 0;
+        for (int j = 1; j < c->n; ++j) if (c->b[j].n > c->b[big].n) big = j;
+        free(c->b[big].p); c->total -= c->b[big].n; c->b[big] = c->b[--c->n];
+      }
+      c->b[c->n++] = b; c->total += b.n;
+    } else {
+      free(b.p);
+    }
+  }
+  free(s->blks);
+}
 
 /* ---- fused elementwise cluster */
 #define TILE 512
