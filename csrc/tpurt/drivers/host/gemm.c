@@ -4,7 +4,7 @@
  *   jc over n by NC:       B panel (kc, nc) packed into NR-wide strips  -> L3
  *     pc over k by KC:     first pass applies beta, later ones accumulate
  *       ic over m by MC:   A block (mc, kc) packed into MR-high strips  -> L2
- *         jr by NR, ir by MR: microkernel, B strip (kc, NR) stays in L1 across ir
+ *         jr by NR, ir by MR: microkernel, B strip (kc, NR) stays in L1 (or L2) across ir
  * Threads get disjoint 2-D tiles of C and pack their own panels: no barriers, and packing is
  * O((m + n) k) against O(m n k) work. Legend: see gemm.h. */
 #include "drivers/host/gemm.h"
