@@ -25,7 +25,7 @@ import warnings  # noqa: E402
 
 import torch  # noqa: E402  (during autoload: the partly imported torch; only its finished parts are used)
 
-from torch_tpu import _backend, _env, tpu  # noqa: E402
+from torch_tpu import _backend, _conv_meta, _env, tpu  # noqa: E402
 from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback  # noqa: E402
 from torch_tpu._version import __version__  # noqa: E402
 from torch_tpu.tpu import _state  # noqa: E402
@@ -35,6 +35,7 @@ def _load() -> None:
     fallback = _env.cpu_fallback_requested()  # validate every variable before touching torch
     _state.init_at_import()
     _backend.register(tpu)
+    _conv_meta.register()  # meta kernels for the convolution ops the glue registers by name
     if _state.unavailable_reason() is not None:
         warnings.warn(
             f"torch_tpu: the 'tpu' device is unavailable: {_state.unavailable_reason()}",

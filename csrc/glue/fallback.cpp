@@ -1245,9 +1245,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 // Ops whose PrivateUse1 kernel would otherwise be a CompositeExplicitAutograd
 // decomposition but that libtpurt lowers whole (native_layer_norm decomposes into
-// native_batch_norm over a [1, M, N] view): the same boxed kernel, registered by name.
+// native_batch_norm over a [1, M, N] view; convolution_overrideable's default kernel
+// throws): the same boxed kernel, registered by name.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"native_layer_norm"}) {
+  for (const char* name : {"native_layer_norm", "convolution_overrideable", "convolution_backward_overrideable"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   }
 }

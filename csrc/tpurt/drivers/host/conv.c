@@ -1,0 +1,228 @@
+/* conv.c — convolution kernels of the host driver: forward, backward-input, backward-weight
+ * (see conv.h). Spatial dims are normalized to 3 (missing ones: size 1, stride 1, no padding). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "drivers/host/conv.h"
+#include "drivers/host/gemm.h"
+
+typedef struct conv_geo_s {
+  int64_t N, C, O, G, Cg, Og, KK, KcG, P;
+  int64_t S[3], K[3], Q[3], st[3], pd[3], dl[3];
+  int64_t xs[5], ws[5], ys[5]; /* strides of x-like (N, C, *S), w-like (O, Cg, *K), y-like (N, O, *Q) */
+  char *xd, *wd, *yd;
+  int64_t Pt, ntiles;          /* output positions per tile, tiles per sample */
+} conv_geo_t;
+
+/* A tile of output positions [p0, p0 + pt): per position the input base coordinate
+ * (q * stride - padding) per spatial dim and the y-view offset of its spatial part. */
+typedef struct conv_tile_s { int64_t pt; int64_t *b0, *b1, *b2, *yoff; } conv_tile_t;
+
+static void* conv_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+static int conv_tile_alloc(conv_tile_t* t, int64_t cap) {
+  t->b0 = conv_alloc((size_t)(4 * cap) * sizeof(int64_t));
+  if (!t->b0) return -1;
+  t->b1 = t->b0 + cap; t->b2 = t->b1 + cap; t->yoff = t->b2 + cap;
+  return 0;
+}
+static void conv_tile_free(conv_tile_t* t) { free(t->b0); t->b0 = NULL; }
+static void conv_tile_set(const conv_geo_t* g, conv_tile_t* t, int64_t ti) {
+  int64_t p0 = ti * g->Pt;
+  t->pt = TPU_MIN(g->Pt, g->P - p0);
+  for (int64_t j = 0; j < t->pt; ++j) {
+    int64_t p = p0 + j;
+    int64_t q0 = p / (g->Q[1] * g->Q[2]), q1 = (p / g->Q[2]) % g->Q[1], q2 = p % g->Q[2];
+    t->b0[j] = q0 * g->st[0] - g->pd[0];
+    t->b1[j] = q1 * g->st[1] - g->pd[1];
+    t->b2[j] = q2 * g->st[2] - g->pd[2];
+    t->yoff[j] = q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
+  }
+}
+
+static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int64_t* padding,
+                             const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
+                             const tpu_host_view_t* b, const tpu_host_view_t* out, conv_geo_t* g) {
+  const tpu_host_view_t *x, *w, *y;
+  switch (kind) {
+    case TPU_HOST_CONV_FWD: x = a; w = b; y = out; break;
+    case TPU_HOST_CONV_BWD_INPUT: y = a; w = b; x = out; break;
+    case TPU_HOST_CONV_BWD_WEIGHT: x = a; y = b; w = out; break;
+    default: return TPU_ERR(INTERNAL, "host: bad convolution kind %d", kind);
+  }
+  if (nsp < 1 || nsp > 3) return TPU_ERR(UNSUPPORTED, "host: convolution with %d spatial dims", nsp);
+  if (x->rank != nsp + 2 || w->rank != nsp + 2 || y->rank != nsp + 2)
+    return TPU_ERR(INTERNAL, "host: convolution operand ranks do not match %d spatial dims", nsp);
+  memset(g, 0, sizeof(*g));
+  g->N = x->sizes[0]; g->C = x->sizes[1]; g->O = w->sizes[0]; g->Cg = w->sizes[1]; g->G = groups;
+  if (groups < 1 || g->O % groups || g->C != g->Cg * groups || y->sizes[1] != g->O || y->sizes[0] != g->N)
+    return TPU_ERR(INTERNAL, "host: convolution shapes do not match (groups %lld)", (long long)groups);
+  g->Og = g->O / groups;
+  for (int d = 0; d < 3; ++d) {
+    int in = d < nsp;
+    g->S[d] = in ? x->sizes[2 + d] : 1;
+    g->K[d] = in ? w->sizes[2 + d] : 1;
+    g->Q[d] = in ? y->sizes[2 + d] : 1;
+    g->st[d] = in ? stride[d] : 1;
+    g->pd[d] = in ? padding[d] : 0;
+    g->dl[d] = in ? dilation[d] : 1;
+    if (g->st[d] < 1 || g->dl[d] < 1)
+      return TPU_ERR(INTERNAL, "host: convolution stride and dilation must be positive");
+    g->xs[2 + d] = in ? x->strides[2 + d] : 0;
+    g->ws[2 + d] = in ? w->strides[2 + d] : 0;
+    g->ys[2 + d] = in ? y->strides[2 + d] : 0;
+  }
+  for (int d = 0; d < 2; ++d) { g->xs[d] = x->strides[d]; g->ws[d] = w->strides[d]; g->ys[d] = y->strides[d]; }
+  g->xd = x->data; g->wd = w->data; g->yd = y->data;
+  g->KK = g->K[0] * g->K[1] * g->K[2];
+  g->KcG = g->Cg * g->KK;
+  g->P = g->Q[0] * g->Q[1] * g->Q[2];
+  return TPU_OK;
+}
+
+/* Tile size: the im2col tile (C*KK, Pt) stays within ~4 MiB; forward splits further so
+ * every pool thread gets work. */
+static void conv_plan(int kind, conv_geo_t* g, size_t elem) {
+  int64_t rows = TPU_MAX((int64_t)1, g->C * g->KK);
+  int64_t pt = TPU_MAX((int64_t)16, (int64_t)((4u << 20) / (elem * (size_t)rows)));
+  if (kind != TPU_HOST_CONV_BWD_INPUT && g->N > 0) {
+    int64_t want = (tpu_pool_num_threads() + g->N - 1) / g->N; /* tiles per sample */
+    if (want > 1) pt = TPU_MIN(pt, TPU_MAX((int64_t)64, (g->P + want - 1) / want));
+  }
+  g->Pt = TPU_MAX((int64_t)1, TPU_MIN(pt, g->P));
+  g->ntiles = g->P > 0 ? (g->P + g->Pt - 1) / g->Pt : 0;
+}
+
+#define CT float
+#define CSUF f32
+#define CGEMM tpu_host_sgemm
+#include "drivers/host/conv_impl.h"
+#undef CT
+#undef CSUF
+#undef CGEMM
+#define CT double
+#define CSUF f64
+#define CGEMM tpu_host_dgemm
+#include "drivers/host/conv_impl.h"
+#undef CT
+#undef CSUF
+#undef CGEMM
+
+static int64_t view_numel(const tpu_host_view_t* v) {
+  int64_t n = 1;
+  for (int d = 0; d < v->rank; ++d) n *= v->sizes[d];
+  return n;
+}
+
+tpu_status_t tpu_host_conv_run(int kind, int nsp, const int64_t* stride, const int64_t* padding,
+                               const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
+                               const tpu_host_view_t* b, const tpu_host_view_t* out) {
+  conv_geo_t g;
+  TPU_RETURN_IF_ERROR(conv_geo(kind, nsp, stride, padding, dilation, groups, a, b, out, &g));
+  int dt = out->dtype;
+  if (a->dtype != dt || b->dtype != dt || (dt != TPU_DTYPE_F32 && dt != TPU_DTYPE_F64))
+    return TPU_ERR(UNSUPPORTED, "host: convolution of %s", tpu_dtype_name(a->dtype));
+  if (view_numel(out) == 0) return TPU_OK;
+  conv_plan(kind, &g, tpu_dtype_size(dt));
+  return dt == TPU_DTYPE_F32 ? conv_run_f32(kind, &g) : conv_run_f64(kind, &g);
+}
+
+/* ---- reference: direct loops, double accumulator, any floating dtype */
+static double ld(const char* d, int dt, int64_t off) {
+  return tpu_host_load_f64(d + off * (int64_t)tpu_dtype_size(dt), dt);
+}
+tpu_status_t tpu_host_conv_run_ref(int kind, int nsp, const int64_t* stride, const int64_t* padding,
+                                   const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
+                                   const tpu_host_view_t* b, const tpu_host_view_t* out) {
+  conv_geo_t g;
+  TPU_RETURN_IF_ERROR(conv_geo(kind, nsp, stride, padding, dilation, groups, a, b, out, &g));
+  int xt = kind == TPU_HOST_CONV_BWD_INPUT ? out->dtype : a->dtype;
+  int wt = kind == TPU_HOST_CONV_FWD ? b->dtype : kind == TPU_HOST_CONV_BWD_INPUT ? b->dtype : out->dtype;
+  int yt = kind == TPU_HOST_CONV_FWD ? out->dtype : b->dtype;
+  if (kind == TPU_HOST_CONV_BWD_INPUT) yt = a->dtype;
+  int64_t SS = g.S[0] * g.S[1] * g.S[2];
+#define XOFF(n, c, i0, i1, i2) ((n) * g.xs[0] + (c) * g.xs[1] + (i0) * g.xs[2] + (i1) * g.xs[3] + (i2) * g.xs[4])
+#define WOFF(o, c, k0, k1, k2) ((o) * g.ws[0] + (c) * g.ws[1] + (k0) * g.ws[2] + (k1) * g.ws[3] + (k2) * g.ws[4])
+#define YOFF(n, o, q0, q1, q2) ((n) * g.ys[0] + (o) * g.ys[1] + (q0) * g.ys[2] + (q1) * g.ys[3] + (q2) * g.ys[4])
+  if (kind == TPU_HOST_CONV_FWD) {
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t o = 0; o < g.O; ++o)
+        for (int64_t p = 0; p < g.P; ++p) {
+          int64_t q[3] = {p / (g.Q[1] * g.Q[2]), (p / g.Q[2]) % g.Q[1], p % g.Q[2]};
+          int64_t grp = o / g.Og;
+          double acc = 0;
+          for (int64_t c = 0; c < g.Cg; ++c)
+            for (int64_t kk = 0; kk < g.KK; ++kk) {
+              int64_t k[3] = {kk / (g.K[1] * g.K[2]), (kk / g.K[2]) % g.K[1], kk % g.K[2]}, i[3];
+              int ok = 1;
+              for (int d = 0; d < 3; ++d) {
+                i[d] = q[d] * g.st[d] - g.pd[d] + k[d] * g.dl[d];
+                ok &= i[d] >= 0 && i[d] < g.S[d];
+              }
+              if (ok) acc += ld(g.xd, xt, XOFF(n, grp * g.Cg + c, i[0], i[1], i[2])) *
+                             ld(g.wd, wt, WOFF(o, c, k[0], k[1], k[2]));
+            }
+          tpu_host_store_f64(g.yd + YOFF(n, o, q[0], q[1], q[2]) * (int64_t)tpu_dtype_size(out->dtype),
+                             out->dtype, acc);
+        }
+  } else if (kind == TPU_HOST_CONV_BWD_INPUT) {
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t s = 0; s < SS; ++s) {
+          int64_t i[3] = {s / (g.S[1] * g.S[2]), (s / g.S[2]) % g.S[1], s % g.S[2]};
+          int64_t grp = c / g.Cg;
+          double acc = 0;
+          for (int64_t o = grp * g.Og; o < (grp + 1) * g.Og; ++o)
+            for (int64_t kk = 0; kk < g.KK; ++kk) {
+              int64_t k[3] = {kk / (g.K[1] * g.K[2]), (kk / g.K[2]) % g.K[1], kk % g.K[2]}, q[3];
+              int ok = 1;
+              for (int d = 0; d < 3; ++d) {
+                int64_t num = i[d] + g.pd[d] - k[d] * g.dl[d];
+                ok &= num >= 0 && num % g.st[d] == 0 && num / g.st[d] < g.Q[d];
+                q[d] = ok ? num / g.st[d] : 0;
+              }
+              if (ok) acc += ld(g.yd, yt, YOFF(n, o, q[0], q[1], q[2])) *
+                             ld(g.wd, wt, WOFF(o, c - grp * g.Cg, k[0], k[1], k[2]));
+            }
+          tpu_host_store_f64(g.xd + XOFF(n, c, i[0], i[1], i[2]) * (int64_t)tpu_dtype_size(out->dtype),
+                             out->dtype, acc);
+        }
+  } else {
+    for (int64_t o = 0; o < g.O; ++o)
+      for (int64_t c = 0; c < g.Cg; ++c)
+        for (int64_t kk = 0; kk < g.KK; ++kk) {
+          int64_t k[3] = {kk / (g.K[1] * g.K[2]), (kk / g.K[2]) % g.K[1], kk % g.K[2]};
+          int64_t grp = o / g.Og;
+          double acc = 0;
+          for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t p = 0; p < g.P; ++p) {
+              int64_t q[3] = {p / (g.Q[1] * g.Q[2]), (p / g.Q[2]) % g.Q[1], p % g.Q[2]}, i[3];
+              int ok = 1;
+              for (int d = 0; d < 3; ++d) {
+                i[d] = q[d] * g.st[d] - g.pd[d] + k[d] * g.dl[d];
+                ok &= i[d] >= 0 && i[d] < g.S[d];
+              }
+              if (ok) acc += ld(g.yd, yt, YOFF(n, o, q[0], q[1], q[2])) *
+                             ld(g.xd, xt, XOFF(n, grp * g.Cg + c, i[0], i[1], i[2]));
+            }
+          tpu_host_store_f64(g.wd + WOFF(o, c, k[0], k[1], k[2]) * (int64_t)tpu_dtype_size(out->dtype),
+                             out->dtype, acc);
+        }
+  }
+#undef XOFF
+#undef WOFF
+#undef YOFF
+  return TPU_OK;
+}
+
+/* ---- IR entry points */
+tpu_status_t tpu_host_k_conv(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* w,
+                             const tpu_host_view_t* out) {
+  return tpu_host_conv_run(TPU_HOST_CONV_FWD, (int)op->i1, op->a[0], op->a[1], op->a[2], op->i0, x, w, out);
+}
+
+tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
+                                    const tpu_host_view_t* out) {
+  if (n != 2) return TPU_ERR(INTERNAL, "host: convolution backward takes 2 operands, got %d", n);
+  int kind = op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT ? TPU_HOST_CONV_BWD_INPUT : TPU_HOST_CONV_BWD_WEIGHT;
+  return tpu_host_conv_run(kind, out->rank - 2, op->a[0], op->a[1], op->a[2], op->i1, &xs[0], &xs[1], out);
+}
