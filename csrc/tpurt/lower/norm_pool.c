@@ -1,6 +1,706 @@
-/* norm_pool.c — lowerings (being written). */
+/* norm_pool.c — lowerings of batch norm (forward with running-stat updates, backward),
+ * group norm backward, max / average / adaptive pooling (+ backward) and nearest /
+ * bilinear upsampling (+ backward).
+ *
+ * Everything composes existing IR ops; no value-dependent branching:
+ *   - Pooling gathers each window from the input flattened to [B, P] (P = spatial
+ *     numel) with an index table [O..., K...] built from iotas (positions outside the
+ *     input are masked: -inf for max, 0 for sums), then reduces over the window.
+ *     Max pooling's indices come from argmax over the window mapped back through the
+ *     table (flat spatial offsets, as PyTorch). Backward passes scatter-add into
+ *     [B, P]. Adaptive pools use per-output windows start = floor(o*S/O),
+ *     end = ceil((o+1)*S/O), padded to the longest window and masked.
+ *   - Upsampling is separable: per spatial dim an index_select (nearest) or two
+ *     index_selects blended with the linear weights (bilinear), computed in the
+ *     op-math dtype from iotas and the runtime scale arguments with PyTorch's
+ *     formulas; backward passes scatter-add per dim.
+ *   - native_batch_norm in training mode writes running_mean / running_var: the
+ *     registry passes them as outputs 3 and 4 (their schema does not mark them). */
+#include <math.h>
+#include <stdio.h>
+
 #include "lower/lower.h"
 
+#define G (&cx->g)
+#define BIN(op, a, b) tpu_ir_binary(G, TPU_IR_##op, (a), (b))
+#define UN(op, a) tpu_ir_unary(G, TPU_IR_##op, (a))
+#define I64 TPU_DTYPE_I64
+
+static tpu_ir_type_t type_of(tpu_lower_ctx_t* cx, int v) {
+  tpu_ir_type_t t = {0};
+  if (v >= 0) t = *tpu_ir_type(G, v);
+  return t;
+}
+static int float_check(tpu_lower_ctx_t* cx, int dt) {
+  if (tpu_dtype_is_floating(dt)) return 1;
+  tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: expected a floating point tensor, but got %s", cx->op_name, tpu_dtype_name(dt)));
+  return 0;
+}
+static int out_present(tpu_lower_ctx_t* cx, int k) {
+  const tpu_tensor_t* o = lw_out_meta(cx, k);
+  return o && o->ndim >= 0;
+}
+/* a constant filling output k's shape (for placeholder outputs such as eval-mode save_mean) */
+static int const_out(tpu_lower_ctx_t* cx, int k, double v) {
+  const tpu_tensor_t* o = lw_out_meta(cx, k);
+  if (!o || o->ndim < 0) return -1;
+  return lw_const(cx, v, o->dtype, o->ndim, o->sizes);
+}
+/* v reduced over flags, broadcast back to like's shape */
+static int unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags) {
+  if (v < 0 || like < 0) return -1;
+  tpu_ir_type_t t = type_of(cx, like);
+  int64_t bd[TPU_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t.rank; ++d) if (!flags[d]) bd[n++] = d;
+  return tpu_ir_broadcast(G, v, t.rank, t.dims, bd);
+}
+/* a [C] vector broadcast along dim `cd` of like */
+static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
+  if (v < 0 || like < 0) return -1;
+  tpu_ir_type_t t = type_of(cx, like);
+  int64_t bd[1] = {cd};
+  return tpu_ir_broadcast(G, v, t.rank, t.dims, bd);
+}
+
+/* ---------------------------------------------------------------- batch norm */
+
+/* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, bool training,
+ *   float momentum, float eps) -> (out, save_mean, save_invstd) [+ running_mean,
+ *   running_var written when training with running stats; see registry.c] */
+static tpu_status_t lower_batch_norm(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0)), rank = lw_rank_of(cx, 0);
+  if (!float_check(cx, dt)) return TPU_OK;
+  if (rank < 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "batch_norm: expected input with at least 2 dims, got %d", rank);
+  const int64_t* xs = lw_sizes_of(cx, 0);
+  int64_t C = xs[1], n = 1;
+  for (int d = 0; d < rank; ++d) if (d != 1) n *= xs[d];
+  int training = (int)lw_int(cx, 5, 0);
+  int has_rs = !lw_is_none(cx, 3) && !lw_is_none(cx, 4);
+  for (int i = 1; i <= 4; ++i) {
+    if (lw_is_none(cx, i)) continue;
+    if (lw_rank_of(cx, i) != 1 || lw_sizes_of(cx, i)[0] != C)
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s should contain %lld elements not %lld",
+                     i == 1 ? "weight" : i == 2 ? "bias" : i == 3 ? "running_mean" : "running_var", (long long)C,
+                     (long long)(lw_rank_of(cx, i) == 1 ? lw_sizes_of(cx, i)[0] : -1));
+  }
+  int64_t fl[TPU_MAX_DIMS] = {0};
+  for (int d = 0; d < rank; ++d) fl[d] = d != 1;
+  int x = lw_input(cx, 0, dt);
+  int mean, invstd, var = -1;
+  int eps = lw_scalar(cx, 7, dt);
+  if (training) {
+    int cn = lw_const(cx, (double)n, dt, 1, &C);
+    mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), cn);
+    int xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
+    var = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, xc, xc), fl), cn);
+    invstd = BIN(DIV, lw_const_like(cx, 1.0, var), UN(SQRT, BIN(ADD, var, lw_bcast_like(cx, eps, var))));
+  } else {
+    if (!has_rs) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "running_mean must be defined in evaluation mode");
+    mean = lw_input(cx, 3, dt);
+    int rv = lw_input(cx, 4, dt);
+    invstd = BIN(DIV, lw_const_like(cx, 1.0, rv), UN(SQRT, BIN(ADD, rv, lw_bcast_like(cx, eps, rv))));
+  }
+  /* y = (x - mean) * (invstd * w) + b */
+  int scale = invstd;
+  if (!lw_is_none(cx, 1)) scale = BIN(MUL, scale, lw_input(cx, 1, dt));
+  int y = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, scale, x, 1));
+  if (!lw_is_none(cx, 2)) y = BIN(ADD, y, along(cx, lw_input(cx, 2, dt), x, 1));
+  lw_output(cx, 0, y);
+  if (training) {
+    lw_output(cx, 1, mean);
+    lw_output(cx, 2, invstd);
+  } else {
+    lw_output(cx, 1, const_out(cx, 1, 0));
+    lw_output(cx, 2, const_out(cx, 2, 0));
+  }
+  if (cx->nouts == 5) { /* running stats: (1 - m) * r + m * stat, var unbiased */
+    int rdt = tpu_opmath_dtype(lw_dtype_of(cx, 3));
+    int m = lw_scalar(cx, 6, TPU_DTYPE_F64);
+    int om = BIN(SUB, lw_const_like(cx, 1.0, m), m);
+    int rm = lw_input(cx, 3, rdt), rv = lw_input(cx, 4, rdt);
+    int mc = lw_bcast_like(cx, tpu_ir_convert(G, m, rdt), rm), omc = lw_bcast_like(cx, tpu_ir_convert(G, om, rdt), rm);
+    int uvar = BIN(MUL, var, lw_const_like(cx, n > 1 ? (double)n / (double)(n - 1) : (double)INFINITY, var));
+    lw_output(cx, 3, BIN(ADD, BIN(MUL, omc, rm), BIN(MUL, mc, tpu_ir_convert(G, mean, rdt))));
+    return lw_output(cx, 4, BIN(ADD, BIN(MUL, omc, rv), BIN(MUL, mc, tpu_ir_convert(G, uvar, rdt))));
+  }
+  return cx->g.status;
+}
+
+/* native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?,
+ *   save_mean?, save_invstd?, bool train, float eps, bool[3] output_mask)
+ * train: d_input = w invstd (g - mean(g) - xh mean(g xh)); eval: g w invstd.
+ * d_weight = sum(g xh), d_bias = sum(g) (xh = (x - mean) invstd). */
+static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 1)), rank = lw_rank_of(cx, 1);
+  if (!float_check(cx, dt)) return TPU_OK;
+  if (rank < 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "batch_norm_backward: expected input with at least 2 dims");
+  const int64_t* xs = lw_sizes_of(cx, 1);
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) if (d != 1) n *= xs[d];
+  int train = (int)lw_int(cx, 7, 0);
+  int64_t fl[TPU_MAX_DIMS] = {0};
+  for (int d = 0; d < rank; ++d) fl[d] = d != 1;
+  int x = lw_input(cx, 1, dt);
+  int g = lw_bcast_like(cx, lw_input(cx, 0, dt), x);
+  int mean, invstd;
+  if (train) {
+    if (lw_is_none(cx, 5) || lw_is_none(cx, 6)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "batch_norm_backward: save_mean/save_invstd must be defined in training mode");
+    mean = lw_input(cx, 5, dt);
+    invstd = lw_input(cx, 6, dt);
+  } else {
+    if (lw_is_none(cx, 3) || lw_is_none(cx, 4)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "running_mean must be defined in evaluation mode");
+    mean = lw_input(cx, 3, dt);
+    int rv = lw_input(cx, 4, dt);
+    invstd = BIN(DIV, lw_const_like(cx, 1.0, rv), UN(SQRT, BIN(ADD, rv, lw_bcast_like(cx, lw_scalar(cx, 8, dt), rv))));
+  }
+  int xh = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, invstd, x, 1));
+  if (out_present(cx, 0)) {
+    int scale = invstd;
+    if (!lw_is_none(cx, 2)) scale = BIN(MUL, scale, lw_input(cx, 2, dt));
+    int r;
+    if (train) {
+      int64_t C = xs[1];
+      int inv_n = lw_const(cx, 1.0 / (double)n, dt, 1, &C);
+      int m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, g, fl), inv_n);
+      int m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, xh), fl), inv_n);
+      r = BIN(SUB, BIN(SUB, g, along(cx, m1, x, 1)), BIN(MUL, xh, along(cx, m2, x, 1)));
+      r = BIN(MUL, r, along(cx, scale, x, 1));
+    } else {
+      r = BIN(MUL, g, along(cx, scale, x, 1));
+    }
+    lw_output(cx, 0, r);
+  } else {
+    lw_output(cx, 0, -1);
+  }
+  lw_output(cx, 1, out_present(cx, 1) ? tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, xh), fl) : -1);
+  return lw_output(cx, 2, out_present(cx, 2) ? tpu_ir_reduce(G, TPU_IR_MONOID_SUM, g, fl) : -1);
+}
+
+/* ---------------------------------------------------------------- group norm */
+
+/* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N,G], rstd [N,G]) */
+static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int64_t N = lw_int(cx, 3, 0), C = lw_int(cx, 4, 0), HW = lw_int(cx, 5, 0), Gp = lw_int(cx, 6, 1);
+  if (Gp <= 0 || C % Gp)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected number of channels in input to be divisible by num_groups, but got input of shape [%lld, %lld] and num_groups=%lld",
+                   (long long)N, (long long)C, (long long)Gp);
+  int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, n = (C / Gp) * HW;
+  int x = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);
+  int cn = lw_const(cx, (double)n, dt, 2, d4);
+  int mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), cn);
+  int xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
+  int var = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, xc, xc), fl), cn);
+  int rstd = UN(RSQRT, BIN(ADD, var, lw_bcast_like(cx, lw_scalar(cx, 7, dt), var)));
+  int y = BIN(MUL, xc, unreduce(cx, rstd, x, fl));
+  int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2};
+  if (!lw_is_none(cx, 1)) y = BIN(MUL, y, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, dt), 2, wd), 4, d4, wb));
+  if (!lw_is_none(cx, 2)) y = BIN(ADD, y, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, wd), 4, d4, wb));
+  tpu_ir_type_t xt = type_of(cx, lw_input(cx, 0, -1));
+  lw_output(cx, 0, tpu_ir_reshape(G, y, xt.rank, xt.dims));
+  lw_output(cx, 1, mean);
+  return lw_output(cx, 2, rstd);
+}
+
+/* native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group,
+ *   bool[3] output_mask) -> (d_input, d_weight, d_bias) */
+static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 1));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int64_t N = lw_int(cx, 5, 0), C = lw_int(cx, 6, 0), HW = lw_int(cx, 7, 0), Gp = lw_int(cx, 8, 1);
+  if (Gp <= 0 || C % Gp) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "native_group_norm_backward: bad group count");
+  int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, bfl[4] = {1, 0, 0, 1}, n = (C / Gp) * HW, d2[2] = {N, Gp};
+  int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2};
+  int x = tpu_ir_reshape(G, lw_input(cx, 1, dt), 4, d4);
+  int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);
+  int mean = unreduce(cx, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), x, fl);
+  int rstd = unreduce(cx, tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2), x, fl);
+  int xh = BIN(MUL, BIN(SUB, x, mean), rstd);
+  tpu_ir_type_t xt = type_of(cx, lw_input(cx, 1, -1));
+  if (out_present(cx, 0)) {
+    int dxh = g;
+    if (!lw_is_none(cx, 4)) dxh = BIN(MUL, g, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 4, dt), 2, wd), 4, d4, wb));
+    int inv_n = lw_const(cx, 1.0 / (double)n, dt, 2, d4);
+    int m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, dxh, fl), inv_n);
+    int m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, dxh, xh), fl), inv_n);
+    int r = BIN(MUL, rstd, BIN(SUB, BIN(SUB, dxh, unreduce(cx, m1, x, fl)), BIN(MUL, xh, unreduce(cx, m2, x, fl))));
+    lw_output(cx, 0, tpu_ir_reshape(G, r, xt.rank, xt.dims));
+  } else {
+    lw_output(cx, 0, -1);
+  }
+  int64_t c1 = C;
+  if (out_present(cx, 1))
+    lw_output(cx, 1, tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, xh), bfl), 1, &c1));
+  else
+    lw_output(cx, 1, -1);
+  if (out_present(cx, 2)) return lw_output(cx, 2, tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, g, bfl), 1, &c1));
+  return lw_output(cx, 2, -1);
+}
+
+/* ---------------------------------------------------------------- pooling */
+
+typedef struct {
+  int nsp;                /* spatial dims (trailing) */
+  int lead;               /* leading dims of the input (batch, channels) */
+  int64_t B;              /* product of the leading dims */
+  int64_t S[3], O[3], K[3];
+  int64_t P, Qo, Kt;      /* spatial numel of input / output / window */
+  int start[3];           /* i64 [O_j]: first window position (may be negative) */
+  int len[3];             /* i64 [O_j]: valid window length, or -1 (K_j) */
+  int64_t dil[3];
+  int flat;               /* i64 [Qo, Kt] flat spatial offset (0 where invalid) */
+  int valid;              /* bool [Qo, Kt] */
+} win_t;
+
+static int iota_i64(tpu_lower_ctx_t* cx, int64_t n) { return tpu_ir_iota(G, I64, 1, &n, 0); }
+
+/* fills w->flat / w->valid from start / len / dil */
+static int win_build(tpu_lower_ctx_t* cx, win_t* w) {
+  int nsp = w->nsp;
+  int64_t full[6];
+  for (int j = 0; j < nsp; ++j) { full[j] = w->O[j]; full[nsp + j] = w->K[j]; }
+  int flat = -1, valid = -1;
+  int64_t stride = 1;
+  for (int j = nsp - 1; j >= 0; --j) {
+    int64_t od[2] = {w->O[j], w->K[j]}, b0[1] = {0}, b1[1] = {1};
+    int st = tpu_ir_broadcast(G, w->start[j], 2, od, b0);
+    int k = tpu_ir_broadcast(G, iota_i64(cx, w->K[j]), 2, od, b1);
+    int pos = BIN(ADD, st, BIN(MUL, k, lw_const_like(cx, (double)w->dil[j], k)));
+    int ok = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, pos, lw_const_like(cx, 0, pos)),
+                           tpu_ir_compare(G, TPU_IR_CMP_LT, pos, lw_const_like(cx, (double)w->S[j], pos)));
+    if (w->len[j] >= 0)
+      ok = tpu_ir_binary(G, TPU_IR_AND, ok, tpu_ir_compare(G, TPU_IR_CMP_LT, k, tpu_ir_broadcast(G, w->len[j], 2, od, b0)));
+    int64_t bd[2] = {j, nsp + j};
+    int posf = tpu_ir_broadcast(G, BIN(MUL, pos, lw_const_like(cx, (double)stride, pos)), 2 * nsp, full, bd);
+    int okf = tpu_ir_broadcast(G, ok, 2 * nsp, full, bd);
+    flat = flat < 0 ? posf : BIN(ADD, flat, posf);
+    valid = valid < 0 ? okf : tpu_ir_binary(G, TPU_IR_AND, valid, okf);
+    stride *= w->S[j];
+  }
+  flat = tpu_ir_select(G, valid, flat, lw_const_like(cx, 0, flat));
+  int64_t qk[2] = {w->Qo, w->Kt};
+  w->flat = tpu_ir_reshape(G, flat, 2, qk);
+  w->valid = tpu_ir_reshape(G, valid, 2, qk);
+  return cx->g.status == TPU_OK;
+}
+
+/* shapes from the input (arg ix) and the output spatial sizes */
+static int win_shapes(tpu_lower_ctx_t* cx, win_t* w, int ix, int nsp, const int64_t* osz) {
+  int rank = lw_rank_of(cx, ix);
+  const int64_t* xs = lw_sizes_of(cx, ix);
+  if (rank != nsp + 1 && rank != nsp + 2) {
+    tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected %dD or %dD input, got %dD", cx->op_name, nsp + 1, nsp + 2, rank));
+    return 0;
+  }
+  w->nsp = nsp; w->lead = rank - nsp; w->B = 1; w->P = 1; w->Qo = 1; w->Kt = 1;
+  for (int d = 0; d < w->lead; ++d) w->B *= xs[d];
+  for (int j = 0; j < nsp; ++j) {
+    w->S[j] = xs[w->lead + j]; w->O[j] = osz[j];
+    w->P *= w->S[j]; w->Qo *= w->O[j];
+    w->len[j] = -1; w->dil[j] = 1;
+  }
+  return 1;
+}
+/* fixed windows: start = o*stride - pad */
+static void win_fixed(tpu_lower_ctx_t* cx, win_t* w, const int64_t* k, const int64_t* s, const int64_t* p, const int64_t* dil) {
+  for (int j = 0; j < w->nsp; ++j) {
+    w->K[j] = k[j]; w->Kt *= k[j]; w->dil[j] = dil ? dil[j] : 1;
+    int o = iota_i64(cx, w->O[j]);
+    w->start[j] = BIN(SUB, BIN(MUL, o, lw_const_like(cx, (double)s[j], o)), lw_const_like(cx, (double)p[j], o));
+  }
+}
+/* adaptive windows: [floor(o S / O), ceil((o+1) S / O)) */
+static void win_adaptive(tpu_lower_ctx_t* cx, win_t* w) {
+  for (int j = 0; j < w->nsp; ++j) {
+    int64_t S = w->S[j], O = w->O[j], kmax = 0;
+    for (int64_t o = 0; o < O; ++o) {
+      int64_t a = (o * S) / O, b = ((o + 1) * S + O - 1) / O;
+      if (b - a > kmax) kmax = b - a;
+    }
+    w->K[j] = kmax; w->Kt *= kmax;
+    int o = iota_i64(cx, O);
+    int a = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, BIN(MUL, o, lw_const_like(cx, (double)S, o)), lw_const_like(cx, (double)O, o));
+    int o1 = BIN(ADD, o, lw_const_like(cx, 1, o));
+    int b = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, BIN(ADD, BIN(MUL, o1, lw_const_like(cx, (double)S, o)), lw_const_like(cx, (double)(O - 1), o)),
+                          lw_const_like(cx, (double)O, o));
+    w->start[j] = a;
+    w->len[j] = BIN(SUB, b, a);
+  }
+}
+
+/* input (arg ix) as [B, P] in dtype dt; the windows gathered as [B, Qo, Kt] */
+static int win_gather(tpu_lower_ctx_t* cx, win_t* w, int ix, int dt) {
+  int64_t bp[2] = {w->B, w->P}, bq[2] = {w->B, w->Qo * w->Kt}, bqk[3] = {w->B, w->Qo, w->Kt}, b1[1] = {1};
+  int x = tpu_ir_reshape(G, lw_input(cx, ix, dt), 2, bp);
+  int64_t q = w->Qo * w->Kt;
+  int idx = tpu_ir_broadcast(G, tpu_ir_reshape(G, w->flat, 1, &q), 2, bq, b1);
+  return tpu_ir_reshape(G, tpu_ir_gather(G, x, idx, 1), 3, bqk);
+}
+static int valid3(tpu_lower_ctx_t* cx, win_t* w) {
+  int64_t bqk[3] = {w->B, w->Qo, w->Kt}, b12[2] = {1, 2};
+  return tpu_ir_broadcast(G, w->valid, 3, bqk, b12);
+}
+/* output dims: input lead dims + O */
+static int to_out(tpu_lower_ctx_t* cx, win_t* w, int v, int ix) {
+  const int64_t* xs = lw_sizes_of(cx, ix);
+  int64_t od[TPU_MAX_DIMS];
+  for (int d = 0; d < w->lead; ++d) od[d] = xs[d];
+  for (int j = 0; j < w->nsp; ++j) od[w->lead + j] = w->O[j];
+  return tpu_ir_reshape(G, v, w->lead + w->nsp, od);
+}
+
+/* max over windows -> outputs 0 (values) and 1 (flat spatial indices) */
+static tpu_status_t max_pool_out(tpu_lower_ctx_t* cx, win_t* w, int ix) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, ix));
+  if (!float_check(cx, dt)) return TPU_OK;
+  if (!win_build(cx, w)) return TPU_OK;
+  int v = win_gather(cx, w, ix, dt);
+  v = tpu_ir_select(G, valid3(cx, w), v, lw_const_like(cx, -INFINITY, v));
+  int64_t last[3] = {0, 0, 1};
+  int mx = tpu_ir_reduce(G, TPU_IR_MONOID_NANMAX, v, last);
+  int am = tpu_ir_argreduce(G, 0, v, 2); /* [B, Qo] */
+  int64_t bqk[3] = {w->B, w->Qo, w->Kt}, b12[2] = {1, 2}, bq1[3] = {w->B, w->Qo, 1};
+  int tab = tpu_ir_broadcast(G, w->flat, 3, bqk, b12);
+  int ind = tpu_ir_gather(G, tab, tpu_ir_reshape(G, am, 3, bq1), 2);
+  lw_output(cx, 0, to_out(cx, w, mx, ix));
+  return lw_output(cx, 1, to_out(cx, w, ind, ix));
+}
+
+/* grad_input (output 0, shaped like arg ix) = scatter-add of grad (arg ig) at indices (arg ii) */
+static tpu_status_t max_pool_bwd(tpu_lower_ctx_t* cx, int ig, int ix, int ii, int nsp) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, ig));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int rank = lw_rank_of(cx, ix);
+  if (rank < nsp + 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad input rank %d", cx->op_name, rank);
+  if (lw_dtype_of(cx, ii) != I64) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected indices of dtype Long", cx->op_name);
+  const int64_t *xs = lw_sizes_of(cx, ix), *gs = lw_sizes_of(cx, ig);
+  int64_t B = 1, P = 1, Q = 1;
+  for (int d = 0; d < rank - nsp; ++d) B *= xs[d];
+  for (int d = rank - nsp; d < rank; ++d) { P *= xs[d]; Q *= gs[d]; }
+  int64_t bp[2] = {B, P}, bq[2] = {B, Q};
+  int g = tpu_ir_reshape(G, lw_input(cx, ig, dt), 2, bq);
+  int idx = tpu_ir_reshape(G, lw_input(cx, ii, I64), 2, bq);
+  int r = tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, bp), idx, g, 1, 1);
+  return lw_output(cx, 0, tpu_ir_reshape(G, r, rank, xs));
+}
+
+static void expand_list(tpu_lower_ctx_t* cx, int i, int nsp, const int64_t* dflt, double fill, int64_t* out) {
+  const int64_t* v;
+  int n = lw_int_list(cx, i, &v);
+  for (int j = 0; j < nsp; ++j) out[j] = n <= 0 ? (dflt ? dflt[j] : (int64_t)fill) : n == 1 ? v[0] : v[j];
+  if (n > 1 && n != nsp) tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected %d values in argument %d", cx->op_name, nsp, i));
+}
+static const int64_t* out_spatial(tpu_lower_ctx_t* cx, int k, int nsp) {
+  const tpu_tensor_t* o = lw_out_meta(cx, k);
+  if (!o || o->ndim < nsp) { tpu_ir_fail(G, TPU_ERR(INTERNAL, "%s: bad output", cx->op_name)); return NULL; }
+  return o->sizes + o->ndim - nsp;
+}
+
+/* max_pool{2,3}d_with_indices(self, kernel, stride, padding, dilation, ceil_mode) */
+static tpu_status_t lw_max_pool(tpu_lower_ctx_t* cx, int nsp) {
+  int64_t k[3], s[3], p[3], d[3];
+  expand_list(cx, 1, nsp, NULL, 1, k);
+  expand_list(cx, 2, nsp, k, 1, s);
+  expand_list(cx, 3, nsp, NULL, 0, p);
+  expand_list(cx, 4, nsp, NULL, 1, d);
+  const int64_t* os = out_spatial(cx, 0, nsp);
+  win_t w;
+  if (!os || !win_shapes(cx, &w, 0, nsp, os)) return TPU_OK;
+  win_fixed(cx, &w, k, s, p, d);
+  return max_pool_out(cx, &w, 0);
+}
+static tpu_status_t lower_max_pool2d(tpu_lower_ctx_t* cx) { return lw_max_pool(cx, 2); }
+static tpu_status_t lower_max_pool3d(tpu_lower_ctx_t* cx) { return lw_max_pool(cx, 3); }
+/* max_pool{2,3}d_with_indices_backward(grad_output, self, k, s, p, d, ceil_mode, indices) */
+static tpu_status_t lower_max_pool2d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 7, 2); }
+static tpu_status_t lower_max_pool3d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 7, 3); }
+/* adaptive_max_pool2d(self, output_size) -> (out, indices) */
+static tpu_status_t lower_adaptive_max_pool2d(tpu_lower_ctx_t* cx) {
+  const int64_t* os = out_spatial(cx, 0, 2);
+  win_t w;
+  if (!os || !win_shapes(cx, &w, 0, 2, os)) return TPU_OK;
+  win_adaptive(cx, &w);
+  return max_pool_out(cx, &w, 0);
+}
+/* adaptive_max_pool2d_backward(grad_output, self, indices) */
+static tpu_status_t lower_adaptive_max_pool2d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 2, 2); }
+
+/* divisor per output position [Qo] (f dtype) for avg_pool: include_pad counts the window
+ * clipped to the padded input, else the window clipped to the input */
+static int avg_divisor(tpu_lower_ctx_t* cx, win_t* w, const int64_t* k, const int64_t* p, int include_pad, int dt) {
+  int div = -1;
+  int64_t od[3];
+  for (int j = 0; j < w->nsp; ++j) od[j] = w->O[j];
+  for (int j = 0; j < w->nsp; ++j) {
+    int st = w->start[j];
+    int en = BIN(MIN, BIN(ADD, st, lw_const_like(cx, (double)k[j], st)), lw_const_like(cx, (double)(w->S[j] + p[j]), st));
+    int sz;
+    if (include_pad) {
+      sz = BIN(SUB, en, st);
+    } else {
+      int a = BIN(MAX, st, lw_const_like(cx, 0, st)), b = BIN(MIN, en, lw_const_like(cx, (double)w->S[j], st));
+      sz = BIN(SUB, b, a);
+    }
+    int64_t bd[1] = {j};
+    sz = tpu_ir_broadcast(G, tpu_ir_convert(G, sz, dt), w->nsp, od, bd);
+    div = div < 0 ? sz : BIN(MUL, div, sz);
+  }
+  return tpu_ir_reshape(G, div, 1, &w->Qo);
+}
+
+/* avg_pool2d(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?) */
+static int avg_setup(tpu_lower_ctx_t* cx, win_t* w, int ix, const int64_t* os, int ik, int dt, int* out_div) {
+  int64_t k[2], s[2], p[2];
+  expand_list(cx, ik, 2, NULL, 1, k);
+  expand_list(cx, ik + 1, 2, k, 1, s);
+  expand_list(cx, ik + 2, 2, NULL, 0, p);
+  if (!win_shapes(cx, w, ix, 2, os)) return 0;
+  win_fixed(cx, w, k, s, p, NULL);
+  if (!win_build(cx, w)) return 0;
+  int include_pad = (int)lw_int(cx, ik + 4, 1);
+  if (!lw_is_none(cx, ik + 5)) {
+    int64_t dv = lw_int(cx, ik + 5, 1);
+    if (dv == 0) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "divisor must be not zero")); return 0; }
+    *out_div = lw_const(cx, (double)dv, dt, 1, &w->Qo);
+  } else {
+    *out_div = avg_divisor(cx, w, k, p, include_pad, dt);
+  }
+  return cx->g.status == TPU_OK;
+}
+static tpu_status_t lower_avg_pool2d(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  const int64_t* os = out_spatial(cx, 0, 2);
+  win_t w;
+  int div;
+  if (!os || !avg_setup(cx, &w, 0, os, 1, dt, &div)) return TPU_OK;
+  int v = win_gather(cx, &w, 0, dt);
+  v = tpu_ir_select(G, valid3(cx, &w), v, lw_const_like(cx, 0, v));
+  int64_t last[3] = {0, 0, 1}, bq[2] = {w.B, w.Qo}, b1[1] = {1};
+  int sm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, v, last);
+  return lw_output(cx, 0, to_out(cx, &w, BIN(DIV, sm, tpu_ir_broadcast(G, div, 2, bq, b1)), 0));
+}
+
+/* scatter-add of per-window values src [B, Qo, Kt] (0 at invalid positions) into [B, P] */
+static int win_scatter(tpu_lower_ctx_t* cx, win_t* w, int src, int dt) {
+  int64_t bp[2] = {w->B, w->P}, q = w->Qo * w->Kt, bq[2] = {w->B, q}, b1[1] = {1};
+  src = tpu_ir_select(G, valid3(cx, w), src, lw_const_like(cx, 0, src));
+  int idx = tpu_ir_broadcast(G, tpu_ir_reshape(G, w->flat, 1, &q), 2, bq, b1);
+  return tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, bp), idx, tpu_ir_reshape(G, src, 2, bq), 1, 1);
+}
+/* avg_pool2d_backward(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?) */
+static tpu_status_t lower_avg_pool2d_bwd(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int rg = lw_rank_of(cx, 0);
+  if (rg < 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad grad_output rank", cx->op_name);
+  const int64_t* os = lw_sizes_of(cx, 0) + rg - 2;
+  win_t w;
+  int div;
+  if (!avg_setup(cx, &w, 1, os, 2, dt, &div)) return TPU_OK;
+  int64_t bq[2] = {w.B, w.Qo}, bqk[3] = {w.B, w.Qo, w.Kt}, b01[2] = {0, 1}, b1[1] = {1};
+  int g = BIN(DIV, tpu_ir_reshape(G, lw_input(cx, 0, dt), 2, bq), tpu_ir_broadcast(G, div, 2, bq, b1));
+  int r = win_scatter(cx, &w, tpu_ir_broadcast(G, g, 3, bqk, b01), dt);
+  return lw_output(cx, 0, tpu_ir_reshape(G, r, lw_rank_of(cx, 1), lw_sizes_of(cx, 1)));
+}
+
+/* _adaptive_avg_pool2d(self, output_size) */
+static tpu_status_t lower_adaptive_avg_pool2d(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  const int64_t* os = out_spatial(cx, 0, 2);
+  win_t w;
+  if (!os || !win_shapes(cx, &w, 0, 2, os)) return TPU_OK;
+  win_adaptive(cx, &w);
+  if (!win_build(cx, &w)) return TPU_OK;
+  int v = win_gather(cx, &w, 0, dt);
+  v = tpu_ir_select(G, valid3(cx, &w), v, lw_const_like(cx, 0, v));
+  int64_t last[3] = {0, 0, 1}, bq[2] = {w.B, w.Qo}, b0[1] = {0}, b1[1] = {1};
+  int64_t o2[2] = {w.O[0], w.O[1]};
+  int div = BIN(MUL, tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[0], dt), 2, o2, b0),
+                tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[1], dt), 2, o2, b1));
+  div = tpu_ir_broadcast(G, tpu_ir_reshape(G, div, 1, &w.Qo), 2, bq, b1);
+  int sm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, v, last);
+  return lw_output(cx, 0, to_out(cx, &w, BIN(DIV, sm, div), 0));
+}
+/* _adaptive_avg_pool2d_backward(grad_output, self) */
+static tpu_status_t lower_adaptive_avg_pool2d_bwd(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int rg = lw_rank_of(cx, 0);
+  if (rg < 3) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad grad_output rank", cx->op_name);
+  win_t w;
+  if (!win_shapes(cx, &w, 1, 2, lw_sizes_of(cx, 0) + rg - 2)) return TPU_OK;
+  win_adaptive(cx, &w);
+  if (!win_build(cx, &w)) return TPU_OK;
+  int64_t bq[2] = {w.B, w.Qo}, bqk[3] = {w.B, w.Qo, w.Kt}, b01[2] = {0, 1}, b0[1] = {0}, b1[1] = {1};
+  int64_t o2[2] = {w.O[0], w.O[1]};
+  int div = BIN(MUL, tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[0], dt), 2, o2, b0),
+                tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[1], dt), 2, o2, b1));
+  div = tpu_ir_broadcast(G, tpu_ir_reshape(G, div, 1, &w.Qo), 2, bq, b1);
+  int g = BIN(DIV, tpu_ir_reshape(G, lw_input(cx, 0, dt), 2, bq), div);
+  int r = win_scatter(cx, &w, tpu_ir_broadcast(G, g, 3, bqk, b01), dt);
+  return lw_output(cx, 0, tpu_ir_reshape(G, r, lw_rank_of(cx, 1), lw_sizes_of(cx, 1)));
+}
+
+/* ---------------------------------------------------------------- upsampling */
+
+/* PyTorch's compute_scales_value in opmath type sdt: scale given (> 0) ? 1/scale : in/out */
+static int up_scale(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out, int sdt) {
+  int dflt = tpu_ir_constant(G, sdt, (double)in / (double)out);
+  if (sdt == TPU_DTYPE_F32) dflt = tpu_ir_constant(G, sdt, (double)((float)in / (float)out));
+  if (iscale < 0 || lw_is_none(cx, iscale)) return dflt;
+  int s = lw_scalar(cx, iscale, TPU_DTYPE_F64);
+  int inv = tpu_ir_convert(G, BIN(DIV, tpu_ir_constant(G, TPU_DTYPE_F64, 1.0), s), sdt);
+  return tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, s, tpu_ir_constant(G, TPU_DTYPE_F64, 0)), inv, dflt);
+}
+/* nearest source index per output position: min(floor(o * scale), in - 1), i64 [out] */
+static int nearest_idx(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out) {
+  int sc = up_scale(cx, iscale, in, out, TPU_DTYPE_F32);
+  int o = tpu_ir_iota(G, TPU_DTYPE_F32, 1, &out, 0);
+  int src = tpu_ir_convert(G, UN(FLOOR, BIN(MUL, o, lw_bcast_like(cx, sc, o))), I64);
+  return BIN(MIN, src, lw_const_like(cx, (double)(in - 1), src));
+}
+/* linear source indices i0, i1 and weights l0, l1 (sdt [out]) as PyTorch's
+ * area_pixel_compute_source_index (non-cubic) */
+static void linear_idx(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out, int align, int sdt, int* i0, int* i1,
+                       int* l0, int* l1) {
+  int o = tpu_ir_iota(G, sdt, 1, &out, 0);
+  int src;
+  if (align) {
+    double sc = out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
+    if (sdt == TPU_DTYPE_F32) sc = out > 1 ? (double)((float)(in - 1) / (float)(out - 1)) : 0.0;
+    src = BIN(MUL, o, lw_const_like(cx, sc, o));
+  } else {
+    int sc = lw_bcast_like(cx, up_scale(cx, iscale, in, out, sdt), o);
+    src = BIN(SUB, BIN(MUL, sc, BIN(ADD, o, lw_const_like(cx, 0.5, o))), lw_const_like(cx, 0.5, o));
+    src = BIN(MAX, src, lw_const_like(cx, 0, src));
+  }
+  *i0 = tpu_ir_convert(G, UN(TRUNC, src), I64);
+  int lt = tpu_ir_compare(G, TPU_IR_CMP_LT, *i0, lw_const_like(cx, (double)(in - 1), *i0));
+  *i1 = BIN(ADD, *i0, tpu_ir_convert(G, lt, I64));
+  *l1 = BIN(SUB, src, tpu_ir_convert(G, *i0, sdt));
+  *l0 = BIN(SUB, lw_const_like(cx, 1.0, *l1), *l1);
+}
+/* v weighted along dim d by a [n] vector */
+static int wmul(tpu_lower_ctx_t* cx, int v, int wv, int d) { return BIN(MUL, v, along(cx, wv, v, d)); }
+
+/* dim-by-dim resampling of x (rank r, spatial dims r-2, r-1) to out sizes */
+static int up_fwd(tpu_lower_ctx_t* cx, int x, const int64_t* insz, const int64_t* outsz, int bilinear, int align,
+                  int is_h, int dt) {
+  int r = type_of(cx, x).rank;
+  for (int j = 1; j >= 0; --j) { /* width first, then height (PyTorch's blend order) */
+    int d = r - 2 + j, isc = is_h + j;
+    if (!bilinear) {
+      x = tpu_ir_index_select(G, x, nearest_idx(cx, isc, insz[j], outsz[j]), d);
+    } else {
+      int i0, i1, l0, l1;
+      linear_idx(cx, isc, insz[j], outsz[j], align, dt, &i0, &i1, &l0, &l1);
+      x = BIN(ADD, wmul(cx, tpu_ir_index_select(G, x, i0, d), l0, d), wmul(cx, tpu_ir_index_select(G, x, i1, d), l1, d));
+    }
+  }
+  return x;
+}
+/* transposed: scatter-add along each dim */
+static int scatter_dim(tpu_lower_ctx_t* cx, int acc, int idx, int src, int d) {
+  tpu_ir_type_t t = type_of(cx, src);
+  int64_t bd[1] = {d};
+  return tpu_ir_scatter(G, acc, tpu_ir_broadcast(G, idx, t.rank, t.dims, bd), src, d, 1);
+}
+static int up_bwd(tpu_lower_ctx_t* cx, int g, const int64_t* insz, const int64_t* outsz, int bilinear, int align,
+                  int is_h, int dt) {
+  int r = type_of(cx, g).rank;
+  for (int j = 0; j < 2; ++j) { /* undo height, then width */
+    int d = r - 2 + j, isc = is_h + j;
+    tpu_ir_type_t t = type_of(cx, g);
+    t.dims[d] = insz[j];
+    int acc = lw_const(cx, 0, dt, t.rank, t.dims);
+    if (!bilinear) {
+      g = scatter_dim(cx, acc, nearest_idx(cx, isc, insz[j], outsz[j]), g, d);
+    } else {
+      int i0, i1, l0, l1;
+      linear_idx(cx, isc, insz[j], outsz[j], align, dt, &i0, &i1, &l0, &l1);
+      g = scatter_dim(cx, scatter_dim(cx, acc, i0, wmul(cx, g, l0, d), d), i1, wmul(cx, g, l1, d), d);
+    }
+  }
+  return g;
+}
+static int up_shapes(tpu_lower_ctx_t* cx, int r, const int64_t* full_in, int iout, int64_t* insz, int64_t* outsz) {
+  const int64_t* os;
+  if (r != 4) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected a 4D input, got %dD", cx->op_name, r)); return 0; }
+  if (lw_int_list(cx, iout, &os) != 2) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected output_size of 2 values", cx->op_name)); return 0; }
+  insz[0] = full_in[2]; insz[1] = full_in[3]; outsz[0] = os[0]; outsz[1] = os[1];
+  if (insz[0] <= 0 || insz[1] <= 0 || outsz[0] <= 0 || outsz[1] <= 0) {
+    tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: empty spatial sizes", cx->op_name));
+    return 0;
+  }
+  return 1;
+}
+/* upsample_nearest2d(self, output_size, scales_h?, scales_w?) / upsample_bilinear2d(self,
+ * output_size, align_corners, scales_h?, scales_w?) */
+static tpu_status_t lw_upsample(tpu_lower_ctx_t* cx, int bilinear) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int64_t insz[2], outsz[2];
+  if (!up_shapes(cx, lw_rank_of(cx, 0), lw_sizes_of(cx, 0), 1, insz, outsz)) return TPU_OK;
+  int align = bilinear ? (int)lw_int(cx, 2, 0) : 0;
+  int y = up_fwd(cx, lw_input(cx, 0, dt), insz, outsz, bilinear, align, bilinear ? 3 : 2, dt);
+  return lw_output(cx, 0, y);
+}
+static tpu_status_t lower_upsample_nearest2d(tpu_lower_ctx_t* cx) { return lw_upsample(cx, 0); }
+static tpu_status_t lower_upsample_bilinear2d(tpu_lower_ctx_t* cx) { return lw_upsample(cx, 1); }
+/* *_backward(grad_output, output_size, input_size, [align_corners,] scales_h?, scales_w?) */
+static tpu_status_t lw_upsample_bwd(tpu_lower_ctx_t* cx, int bilinear) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  const int64_t* is;
+  if (lw_int_list(cx, 2, &is) != 4) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected input_size of 4 values", cx->op_name);
+  int64_t insz[2], outsz[2];
+  if (!up_shapes(cx, lw_rank_of(cx, 0), is, 1, insz, outsz)) return TPU_OK;
+  const int64_t* gs = lw_sizes_of(cx, 0);
+  if (gs[2] != outsz[0] || gs[3] != outsz[1] || gs[0] != is[0] || gs[1] != is[1])
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_output shape does not match output_size", cx->op_name);
+  int align = bilinear ? (int)lw_int(cx, 3, 0) : 0;
+  int g = up_bwd(cx, lw_input(cx, 0, dt), insz, outsz, bilinear, align, bilinear ? 4 : 3, dt);
+  return lw_output(cx, 0, g);
+}
+static tpu_status_t lower_upsample_nearest2d_bwd(tpu_lower_ctx_t* cx) { return lw_upsample_bwd(cx, 0); }
+static tpu_status_t lower_upsample_bilinear2d_bwd(tpu_lower_ctx_t* cx) { return lw_upsample_bwd(cx, 1); }
+
 TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
+  {"aten::native_batch_norm", lower_batch_norm},
+  {"aten::native_batch_norm_backward", lower_batch_norm_bwd},
+  {"aten::native_group_norm", lower_group_norm},
+  {"aten::native_group_norm_backward", lower_group_norm_bwd},
+  {"aten::max_pool2d_with_indices", lower_max_pool2d},
+  {"aten::max_pool2d_with_indices.out", lower_max_pool2d},
+  {"aten::max_pool2d_with_indices_backward", lower_max_pool2d_bwd},
+  {"aten::max_pool2d_with_indices_backward.grad_input", lower_max_pool2d_bwd},
+  {"aten::max_pool3d_with_indices", lower_max_pool3d},
+  {"aten::max_pool3d_with_indices.out", lower_max_pool3d},
+  {"aten::max_pool3d_with_indices_backward", lower_max_pool3d_bwd},
+  {"aten::max_pool3d_with_indices_backward.grad_input", lower_max_pool3d_bwd},
+  {"aten::adaptive_max_pool2d", lower_adaptive_max_pool2d},
+  {"aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d},
+  {"aten::adaptive_max_pool2d_backward", lower_adaptive_max_pool2d_bwd},
+  {"aten::adaptive_max_pool2d_backward.grad_input", lower_adaptive_max_pool2d_bwd},
+  {"aten::avg_pool2d", lower_avg_pool2d},
+  {"aten::avg_pool2d.out", lower_avg_pool2d},
+  {"aten::avg_pool2d_backward", lower_avg_pool2d_bwd},
+  {"aten::avg_pool2d_backward.grad_input", lower_avg_pool2d_bwd},
+  {"aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d},
+  {"aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d},
+  {"aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_bwd},
+  {"aten::_adaptive_avg_pool2d_backward.out", lower_adaptive_avg_pool2d_bwd},
+  {"aten::upsample_nearest2d", lower_upsample_nearest2d},
+  {"aten::upsample_nearest2d.out", lower_upsample_nearest2d},
+  {"aten::upsample_nearest2d_backward", lower_upsample_nearest2d_bwd},
+  {"aten::upsample_nearest2d_backward.grad_input", lower_upsample_nearest2d_bwd},
+  {"aten::upsample_bilinear2d", lower_upsample_bilinear2d},
+  {"aten::upsample_bilinear2d.out", lower_upsample_bilinear2d},
+  {"aten::upsample_bilinear2d_backward", lower_upsample_bilinear2d_bwd},
+  {"aten::upsample_bilinear2d_backward.grad_input", lower_upsample_bilinear2d_bwd},
   TPU_LOWERING_END
 };

@@ -277,6 +277,13 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
   const tpu_lowering_t* l = find_lowering(op_name);
   if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
+  /* native_batch_norm updates running_mean / running_var (args 3, 4) in training mode
+   * though its schema does not mark them written: they become outputs 3 and 4. */
+  if (nouts == 3 && nargs == 8 && !strcmp(op_name, "aten::native_batch_norm") && args[5].kind == TPU_ARG_BOOL &&
+      args[5].i && args[3].kind == TPU_ARG_TENSOR && args[4].kind == TPU_ARG_TENSOR) {
+    tpu_tensor_t o5[5] = {outs[0], outs[1], outs[2], *args[3].tensor, *args[4].tensor};
+    return tpu_op_run(device, op_name, args, nargs, o5, 5);
+  }
   int64_t split_n = 0, split_chunk = 0;
   if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk))
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk);

@@ -1,0 +1,290 @@
+"""Normalization, pooling and upsampling ops on tpu vs PyTorch CPU (forward and backward)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+DEV = "tpu"
+FLOATS = [torch.float32, torch.float64, torch.bfloat16]
+
+
+def _tol(dtype):
+    if dtype == torch.bfloat16:
+        return dict(atol=2e-2, rtol=2e-2)
+    if dtype == torch.float16:
+        return dict(atol=2e-3, rtol=2e-3)
+    if dtype == torch.float32:
+        return dict(atol=2e-5, rtol=2e-5)
+    return dict(atol=1e-10, rtol=1e-10)
+
+
+def _rand(shape, dtype, seed=0, channels_last=False):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last if x.dim() == 4 else torch.channels_last_3d)
+    return x
+
+
+def _check(fn, inputs, dtype, grad=True, tol=None, seed=1):
+    """Runs fn on CPU and tpu copies of inputs; compares outputs and input gradients."""
+    tol = tol or _tol(dtype)
+    cpu = [t.detach().clone().requires_grad_(grad and t.is_floating_point()) for t in inputs]
+    dev = [t.detach().to(DEV).requires_grad_(grad and t.is_floating_point()) for t in inputs]
+    # keep the memory format of the inputs on the device
+    for c, d in zip(cpu, dev):
+        if c.dim() == 4 and c.is_contiguous(memory_format=torch.channels_last):
+            assert d.is_contiguous(memory_format=torch.channels_last)
+    oc, od = fn(*cpu), fn(*dev)
+    if not isinstance(oc, tuple):
+        oc, od = (oc,), (od,)
+    for a, b in zip(oc, od):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        torch.testing.assert_close(b.cpu(), a, **tol)
+    if grad:
+        gs = [_rand(a.shape, a.dtype, seed=seed + k) for k, a in enumerate(oc) if a.is_floating_point()]
+        fouts = [a for a in oc if a.is_floating_point()]
+        douts = [b for b in od if b.is_floating_point()]
+        torch.autograd.backward(fouts, gs)
+        torch.autograd.backward(douts, [g.to(DEV) for g in gs])
+        for c, d in zip(cpu, dev):
+            if c.grad is not None:
+                torch.testing.assert_close(d.grad.cpu(), c.grad, **tol)
+    return oc, od
+
+
+# ---------------------------------------------------------------- batch norm
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 5, 7), (3, 2, 2, 3, 4)])
+def test_batch_norm_train_affine(dtype, shape):
+    C = shape[1]
+    x = _rand(shape, dtype)
+    w, b = _rand((C,), dtype, 2), _rand((C,), dtype, 3)
+    _check(lambda x, w, b: F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_batch_norm_module_running_stats(dtype, channels_last):
+    torch.manual_seed(0)
+    m_cpu = torch.nn.BatchNorm2d(3, dtype=dtype)
+    m_dev = torch.nn.BatchNorm2d(3, dtype=dtype).to(DEV)
+    m_dev.load_state_dict(m_cpu.state_dict())
+    tol = _tol(dtype)
+    for step in range(3):
+        x = _rand((4, 3, 5, 6), dtype, seed=step, channels_last=channels_last)
+        xc, xd = x.clone().requires_grad_(), x.to(DEV).requires_grad_()
+        yc, yd = m_cpu(xc), m_dev(xd)
+        torch.testing.assert_close(yd.cpu(), yc, **tol)
+        g = _rand(yc.shape, dtype, seed=10 + step)
+        yc.backward(g)
+        yd.backward(g.to(DEV))
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+    torch.testing.assert_close(m_dev.running_mean.cpu(), m_cpu.running_mean, **tol)
+    torch.testing.assert_close(m_dev.running_var.cpu(), m_cpu.running_var, **tol)
+    assert int(m_dev.num_batches_tracked.cpu()) == int(m_cpu.num_batches_tracked)
+    torch.testing.assert_close(m_dev.weight.grad.cpu(), m_cpu.weight.grad, **tol)
+    torch.testing.assert_close(m_dev.bias.grad.cpu(), m_cpu.bias.grad, **tol)
+    # eval mode uses the running statistics
+    m_cpu.eval()
+    m_dev.eval()
+    x = _rand((2, 3, 4, 4), dtype, seed=7)
+    _check(lambda x: (m_cpu if x.device.type == "cpu" else m_dev)(x), [x], dtype)
+
+
+def test_batch_norm_momentum_none_cumulative():
+    m_cpu = torch.nn.BatchNorm1d(4, momentum=None)
+    m_dev = torch.nn.BatchNorm1d(4, momentum=None).to(DEV)
+    for step in range(3):
+        x = _rand((6, 4), torch.float32, seed=step)
+        m_cpu(x)
+        m_dev(x.to(DEV))
+    torch.testing.assert_close(m_dev.running_mean.cpu(), m_cpu.running_mean)
+    torch.testing.assert_close(m_dev.running_var.cpu(), m_cpu.running_var)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_batch_norm_eval_functional(dtype):
+    x = _rand((2, 3, 4, 5), dtype)
+    rm, rv = _rand((3,), dtype, 4), _rand((3,), dtype, 5).abs() + 0.5
+    w, b = _rand((3,), dtype, 2), _rand((3,), dtype, 3)
+    _check(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b, False, 0.1, 1e-5), [x, w, b], dtype)
+
+
+def test_batch_norm_bf16_module():
+    m_cpu = torch.nn.BatchNorm2d(3).to(torch.bfloat16)
+    m_dev = torch.nn.BatchNorm2d(3).to(torch.bfloat16).to(DEV)
+    x = _rand((2, 3, 5, 5), torch.bfloat16)
+    torch.testing.assert_close(m_dev(x.to(DEV)).cpu(), m_cpu(x), **_tol(torch.bfloat16))
+    torch.testing.assert_close(m_dev.running_mean.cpu(), m_cpu.running_mean, **_tol(torch.bfloat16))
+    torch.testing.assert_close(m_dev.running_var.cpu(), m_cpu.running_var, **_tol(torch.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_instance_norm(dtype):
+    x = _rand((2, 3, 5, 4), dtype)
+    w, b = _rand((3,), dtype, 2), _rand((3,), dtype, 3)
+    _check(lambda x, w, b: F.instance_norm(x, weight=w, bias=b), [x, w, b], dtype)
+    _check(lambda x: F.instance_norm(x), [x], dtype)
+
+
+# ---------------------------------------------------------------- group norm / rms norm
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5, 3), 3), ((3, 4, 7), 2), ((2, 4), 4), ((1, 6, 2, 3, 2), 1)])
+def test_group_norm(dtype, shape, groups):
+    C = shape[1]
+    x = _rand(shape, dtype)
+    w, b = _rand((C,), dtype, 2), _rand((C,), dtype, 3)
+    _check(lambda x, w, b: F.group_norm(x, groups, w, b, 1e-5), [x, w, b], dtype)
+    _check(lambda x: F.group_norm(x, groups), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rms_norm(dtype):
+    x = _rand((3, 5, 6), dtype)
+    w = _rand((6,), dtype, 2)
+    _check(lambda x, w: F.rms_norm(x, (6,), w, 1e-6), [x, w], dtype)
+    _check(lambda x: F.rms_norm(x, (5, 6)), [x], dtype)
+
+
+# ---------------------------------------------------------------- max pooling
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), ceil_mode=True),
+    dict(kernel_size=2, stride=1, dilation=2),
+    dict(kernel_size=3, stride=2, padding=1, dilation=(1, 2), ceil_mode=True),
+])
+def test_max_pool2d(dtype, kw):
+    x = _rand((2, 3, 7, 9), dtype)
+    oc, od = _check(lambda x: F.max_pool2d(x, return_indices=True, **kw), [x], dtype)
+    assert torch.equal(od[1].cpu(), oc[1])
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_max_pool2d_layouts(channels_last):
+    x = _rand((2, 4, 6, 5), torch.float32, channels_last=channels_last)
+    _check(lambda x: F.max_pool2d(x, 3, 2, 1), [x], torch.float32)
+    x3 = _rand((3, 6, 5), torch.float32)  # unbatched
+    _check(lambda x: F.max_pool2d(x, 2, ceil_mode=True), [x3], torch.float32)
+    xt = _rand((2, 3, 5, 6), torch.float32).transpose(2, 3)  # non-contiguous
+    _check(lambda x: F.max_pool2d(x, 2), [xt], torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_max_pool1d_3d(dtype):
+    x1 = _rand((2, 3, 11), dtype)
+    oc, od = _check(lambda x: F.max_pool1d(x, 3, 2, 1, return_indices=True), [x1], dtype)
+    assert torch.equal(od[1].cpu(), oc[1])
+    _check(lambda x: F.max_pool1d(x, 2, ceil_mode=True), [x1], dtype)
+    x3 = _rand((2, 2, 5, 6, 7), dtype)
+    oc, od = _check(lambda x: F.max_pool3d(x, 3, 2, 1, return_indices=True), [x3], dtype)
+    assert torch.equal(od[1].cpu(), oc[1])
+    _check(lambda x: F.max_pool3d(x, (2, 3, 2), ceil_mode=True), [x3], dtype)
+
+
+def test_max_pool2d_nan_and_ties():
+    x = torch.zeros(1, 1, 4, 4)
+    x[0, 0, 1, 1] = float("nan")
+    oc = F.max_pool2d(x, 2)
+    od = F.max_pool2d(x.to(DEV), 2)
+    torch.testing.assert_close(od.cpu(), oc, equal_nan=True)
+    y = torch.ones(1, 2, 4, 4)  # ties: first position
+    oc, ic = F.max_pool2d(y, 2, return_indices=True)
+    od, idd = F.max_pool2d(y.to(DEV), 2, return_indices=True)
+    assert torch.equal(idd.cpu(), ic)
+
+
+# ---------------------------------------------------------------- average pooling
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kw", [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 1), ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=2, stride=1, divisor_override=3),
+])
+def test_avg_pool2d(dtype, kw):
+    x = _rand((2, 3, 7, 8), dtype)
+    _check(lambda x: F.avg_pool2d(x, **kw), [x], dtype)
+
+
+def test_avg_pool_layouts_and_1d():
+    x = _rand((2, 4, 6, 5), torch.float32, channels_last=True)
+    _check(lambda x: F.avg_pool2d(x, 3, 2, 1), [x], torch.float32)
+    _check(lambda x: F.avg_pool2d(x, 2), [_rand((3, 6, 5), torch.float32)], torch.float32)
+    _check(lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), [_rand((2, 3, 10), torch.float32)], torch.float32)
+
+
+# ---------------------------------------------------------------- adaptive pooling
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("size,out", [((7, 9), (3, 4)), ((5, 5), 1), ((4, 6), (4, 6)), ((3, 5), (5, 7)), ((6, 8), (2, 4))])
+def test_adaptive_avg_pool2d(dtype, size, out):
+    x = _rand((2, 3) + size, dtype)
+    _check(lambda x: F.adaptive_avg_pool2d(x, out), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("size,out", [((7, 9), (3, 4)), ((5, 5), 1), ((3, 5), (5, 7)), ((6, 8), (2, 4))])
+def test_adaptive_max_pool2d(dtype, size, out):
+    x = _rand((2, 3) + size, dtype)
+    oc, od = _check(lambda x: F.adaptive_max_pool2d(x, out, return_indices=True), [x], dtype)
+    assert torch.equal(od[1].cpu(), oc[1])
+
+
+def test_adaptive_pool_layouts():
+    x = _rand((2, 4, 7, 6), torch.float32, channels_last=True)
+    _check(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [x], torch.float32)
+    _check(lambda x: F.adaptive_max_pool2d(x, (3, 2)), [x], torch.float32)
+    _check(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [_rand((3, 5, 7), torch.float32)], torch.float32)
+
+
+# ---------------------------------------------------------------- upsampling
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kw", [
+    dict(scale_factor=2),
+    dict(scale_factor=(1.5, 2.5)),
+    dict(size=(7, 5)),
+    dict(size=(3, 2)),
+    dict(scale_factor=0.5),
+])
+def test_upsample_nearest(dtype, kw):
+    x = _rand((2, 3, 5, 4), dtype)
+    _check(lambda x: F.interpolate(x, mode="nearest", **kw), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("kw", [
+    dict(scale_factor=2),
+    dict(scale_factor=(1.5, 2.5)),
+    dict(size=(7, 5)),
+    dict(size=(3, 2)),
+    dict(size=(1, 1)),
+])
+def test_upsample_bilinear(dtype, align_corners, kw):
+    x = _rand((2, 3, 5, 4), dtype)
+    _check(lambda x: F.interpolate(x, mode="bilinear", align_corners=align_corners, **kw), [x], dtype)
+
+
+def test_upsample_layouts():
+    x = _rand((2, 4, 5, 6), torch.float32, channels_last=True)
+    _check(lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), [x], torch.float32)
+    _check(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), [x], torch.float32)
+    _check(lambda x: F.interpolate(x, size=(9, 4), mode="bilinear", align_corners=True), [x], torch.float32)
+    m = torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+    xt = _rand((2, 3, 4, 5), torch.float32).transpose(2, 3)
+    _check(m, [xt], torch.float32)
+
+
+def test_recompute_scale_factor():
+    x = _rand((1, 2, 5, 7), torch.float32)
+    _check(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True), [x], torch.float32)
+    _check(lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest", recompute_scale_factor=True), [x], torch.float32)
