@@ -1,0 +1,246 @@
+/* test_conv.c — the convolution kernels (drivers/host/conv.c) against their _ref twins on
+ * random geometries and layouts, and the conv lowerings (lower/conv.c) end to end through
+ * tpu_op_run (forward with bias, transposed, backward with an output mask). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drivers/host/conv.h"
+#include "tpurt.h"
+
+static int g_pass, g_fail;
+#define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define OK(expr) do { tpu_status_t s_ = (expr); CHECK(s_ == TPU_OK, "%s -> %s", #expr, tpu_status_message(s_)); tpu_status_free(s_); } while (0)
+
+static double drand_(void) { return (double)rand() / (double)RAND_MAX * 2.0 - 1.0; }
+static int irand(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
+
+/* ---- host views: layout 0 contiguous, 1 channels-last (dim 1 innermost), 2 every dim
+ * strided by 2 inside a larger buffer (non-contiguous slice) */
+typedef struct { tpu_host_view_t v; char* buf; int64_t span; } hview_t;
+static hview_t hview(int dt, int rank, const int64_t* sizes, int layout) {
+  hview_t h;
+  memset(&h, 0, sizeof(h));
+  h.v.dtype = dt; h.v.rank = rank;
+  int order[TPU_MAX_DIMS];
+  for (int d = 0; d < rank; ++d) order[d] = d;
+  if (layout == 1) { /* N, *S, C */
+    int k = 0; order[k++] = 0;
+    for (int d = 2; d < rank; ++d) order[k++] = d;
+    order[k++] = 1;
+  }
+  int64_t st = layout == 2 ? 2 : 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    int d = order[i];
+    h.v.sizes[d] = sizes[d];
+    h.v.strides[d] = st;
+    st *= sizes[d] * (layout == 2 ? 2 : 1);
+  }
+  h.span = st + 1;
+  h.buf = calloc((size_t)h.span, tpu_dtype_size(dt));
+  h.v.data = h.buf;
+  return h;
+}
+static void fill(hview_t* h) {
+  size_t es = tpu_dtype_size(h->v.dtype);
+  for (int64_t i = 0; i < h->span; ++i) tpu_host_store_f64(h->buf + i * (int64_t)es, h->v.dtype, drand_());
+}
+/* max |a - b| over the view's elements; also the max |b| */
+static double vdiff(const tpu_host_view_t* a, const tpu_host_view_t* b, double* out_mag) {
+  int64_t n = 1, idx[TPU_MAX_DIMS] = {0};
+  for (int d = 0; d < a->rank; ++d) n *= a->sizes[d];
+  double m = 0, mag = 0;
+  size_t es = tpu_dtype_size(a->dtype);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t oa = 0, ob = 0;
+    for (int d = 0; d < a->rank; ++d) { oa += idx[d] * a->strides[d]; ob += idx[d] * b->strides[d]; }
+    double x = tpu_host_load_f64(a->data + oa * (int64_t)es, a->dtype);
+    double y = tpu_host_load_f64(b->data + ob * (int64_t)es, b->dtype);
+    double e = fabs(x - y);
+    if (!(e <= m)) m = e;
+    if (fabs(y) > mag) mag = fabs(y);
+    for (int d = a->rank - 1; d >= 0; --d) { if (++idx[d] < a->sizes[d]) break; idx[d] = 0; }
+  }
+  *out_mag = mag;
+  return m;
+}
+
+static void test_kernels(void) {
+  static const char* kn[3] = {"fwd", "bwd_input", "bwd_weight"};
+  for (int it = 0; it < 90; ++it) {
+    int nsp = 1 + it % 3;
+    int dt = (it / 3) % 4 == 3 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
+    int64_t G = irand(1, 3), N = irand(1, 3), Cg = irand(1, 3), Og = irand(1, 3);
+    if (it % 7 == 0) { Cg = 1; Og = irand(1, 2); G = irand(2, 4); } /* depthwise */
+    int64_t st[3], pd[3], dl[3], S[3], K[3], Q[3];
+    int ok = 1;
+    for (int d = 0; d < nsp; ++d) {
+      K[d] = irand(1, nsp == 3 ? 2 : 3); st[d] = irand(1, 3); dl[d] = irand(1, 2);
+      pd[d] = irand(0, 2); S[d] = irand(nsp == 3 ? 2 : 3, nsp == 1 ? 13 : 7);
+      if (it % 11 == 5) st[d] = K[d] + 1; /* stride > kernel */
+      int64_t q = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1) - 1;
+      if (q < 0) { ok = 0; break; }
+      Q[d] = q / st[d] + 1;
+    }
+    if (!ok) continue;
+    int64_t xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};
+    for (int d = 0; d < nsp; ++d) { xs[2 + d] = S[d]; ws[2 + d] = K[d]; ys[2 + d] = Q[d]; }
+    int rank = nsp + 2;
+    for (int kind = 0; kind < 3; ++kind) {
+      int la = irand(0, 2), lb = irand(0, 2), lo = irand(0, 2);
+      const int64_t *as = kind == 1 ? ys : xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : kind == 1 ? xs : ws;
+      hview_t a = hview(dt, rank, as, la), b = hview(dt, rank, bs, lb);
+      hview_t o = hview(dt, rank, os, lo), r = hview(dt, rank, os, 0);
+      fill(&a); fill(&b); fill(&o);
+      OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
+      OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
+      double mag, e = vdiff(&o.v, &r.v, &mag);
+      double tol = dt == TPU_DTYPE_F64 ? 1e-12 * (1 + mag) : 1e-5 * (1 + mag);
+      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d: err %g", kn[kind], nsp,
+            (long long)N, (long long)G, (long long)Cg, (long long)Og, la, lb, lo, e);
+      free(a.buf); free(b.buf); free(o.buf); free(r.buf);
+    }
+  }
+}
+
+/* a larger case that takes several tiles and threads */
+static void test_kernels_big(void) {
+  int64_t st[2] = {1, 1}, pd[2] = {1, 1}, dl[2] = {1, 1};
+  int64_t xs[4] = {2, 64, 34, 33}, ws[4] = {16, 64, 3, 3}, ys[4] = {2, 16, 34, 33};
+  const int64_t* shp[3][3] = {{xs, ws, ys}, {ys, ws, xs}, {xs, ys, ws}};
+  for (int kind = 0; kind < 3; ++kind) {
+    hview_t a = hview(TPU_DTYPE_F32, 4, shp[kind][0], 1), b = hview(TPU_DTYPE_F32, 4, shp[kind][1], 0);
+    hview_t o = hview(TPU_DTYPE_F32, 4, shp[kind][2], 0), r = hview(TPU_DTYPE_F32, 4, shp[kind][2], 0);
+    fill(&a); fill(&b);
+    OK(tpu_host_conv_run(kind, 2, st, pd, dl, 1, &a.v, &b.v, &o.v));
+    OK(tpu_host_conv_run_ref(kind, 2, st, pd, dl, 1, &a.v, &b.v, &r.v));
+    double mag, e = vdiff(&o.v, &r.v, &mag);
+    CHECK(e <= 1e-5 * (1 + mag), "big kind %d: err %g (mag %g)", kind, e, mag);
+    free(a.buf); free(b.buf); free(o.buf); free(r.buf);
+  }
+}
+
+/* ---- end to end through tpu_op_run */
+static void* g_allocs[64];
+static int g_nalloc;
+static tpu_tensor_t dev(int ndim, const int64_t* sizes, const float* host) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; ++d) n *= sizes[d];
+  void* p = NULL;
+  OK(tpu_rt_malloc(0, (size_t)n * 4, &p));
+  if (g_nalloc < 64) g_allocs[g_nalloc++] = p;
+  if (host && n) OK(tpu_rt_memcpy_h2d(0, p, host, (size_t)n * 4));
+  return tpu_tensor_contiguous(p, 0, TPU_DTYPE_F32, ndim, sizes);
+}
+static tpu_host_view_t hv(float* p, int ndim, const int64_t* sizes) {
+  tpu_host_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.data = (char*)p; v.dtype = TPU_DTYPE_F32; v.rank = ndim;
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; --d) { v.sizes[d] = sizes[d]; v.strides[d] = s; s *= sizes[d]; }
+  return v;
+}
+static float maxdiff(const float* a, const float* b, int64_t n) {
+  float m = 0;
+  for (int64_t i = 0; i < n; ++i) { float d = fabsf(a[i] - b[i]); if (!(d <= m)) m = d; }
+  return m;
+}
+static tpu_arg_t ilist(const int64_t* v, int n) {
+  tpu_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TPU_ARG_INT_LIST; a.ints = v; a.len = n;
+  return a;
+}
+
+static void test_ops(void) {
+  enum { N = 2, C = 4, H = 7, W = 6, O = 6, G = 2, KH = 3, KW = 2 };
+  int64_t st[2] = {2, 1}, pd[2] = {1, 0}, dl[2] = {1, 2}, op0[2] = {0, 0};
+  int64_t Q0 = (H + 2 * 1 - 1 * (KH - 1) - 1) / 2 + 1, Q1 = (W - 2 * (KW - 1) - 1) / 1 + 1;
+  int64_t xs[4] = {N, C, H, W}, ws[4] = {O, C / G, KH, KW}, ys[4] = {N, O, Q0, Q1}, bs[1] = {O};
+  int64_t nx = N * C * H * W, nw = O * (C / G) * KH * KW, ny = N * O * Q0 * Q1;
+  float *x = malloc(nx * 4), *w = malloc(nw * 4), *b = malloc(O * 4), *gy = malloc(ny * 4);
+  float *y = malloc(ny * 4), *ry = malloc(ny * 4), *gx = malloc(nx * 4), *rgx = malloc(nx * 4);
+  float *gw = malloc(nw * 4), *rgw = malloc(nw * 4), gb[O], rgb[O];
+  for (int64_t i = 0; i < nx; ++i) x[i] = (float)drand_();
+  for (int64_t i = 0; i < nw; ++i) w[i] = (float)drand_();
+  for (int64_t i = 0; i < ny; ++i) gy[i] = (float)drand_();
+  for (int i = 0; i < O; ++i) b[i] = (float)drand_();
+  tpu_tensor_t tx = dev(4, xs, x), tw = dev(4, ws, w), tb = dev(1, bs, b), tgy = dev(4, ys, gy);
+  tpu_tensor_t ty = dev(4, ys, NULL), tgx = dev(4, xs, NULL), tgw = dev(4, ws, NULL), tgb = dev(1, bs, NULL);
+  tpu_host_view_t vx = hv(x, 4, xs), vw = hv(w, 4, ws), vgy = hv(gy, 4, ys);
+
+  /* forward with bias */
+  tpu_arg_t fa[] = {tpu_arg_tensor(&tx), tpu_arg_tensor(&tw), tpu_arg_tensor(&tb), ilist(st, 2), ilist(pd, 2),
+                    ilist(dl, 2), tpu_arg_bool(false), ilist(op0, 2), tpu_arg_int(G)};
+  OK(tpu_op_run(0, "aten::convolution_overrideable", fa, 9, &ty, 1));
+  OK(tpu_rt_memcpy_d2h(0, y, ty.data, ny * 4));
+  tpu_host_view_t vry = hv(ry, 4, ys);
+  OK(tpu_host_conv_run_ref(TPU_HOST_CONV_FWD, 2, st, pd, dl, G, &vx, &vw, &vry));
+  for (int64_t i = 0; i < ny; ++i) ry[i] += b[(i / (Q0 * Q1)) % O];
+  CHECK(maxdiff(y, ry, ny) < 1e-5f, "convolution_overrideable: %g", maxdiff(y, ry, ny));
+
+  /* backward, all three outputs */
+  tpu_arg_t ba[] = {tpu_arg_tensor(&tgy), tpu_arg_tensor(&tx), tpu_arg_tensor(&tw), ilist(st, 2), ilist(pd, 2),
+                    ilist(dl, 2), tpu_arg_bool(false), ilist(op0, 2), tpu_arg_int(G), {0}};
+  int64_t mask[3] = {1, 1, 1};
+  ba[9] = ilist(mask, 3); ba[9].kind = TPU_ARG_BOOL_LIST;
+  tpu_tensor_t bouts[3] = {tgx, tgw, tgb};
+  OK(tpu_op_run(0, "aten::convolution_backward_overrideable", ba, 10, bouts, 3));
+  OK(tpu_rt_memcpy_d2h(0, gx, tgx.data, nx * 4));
+  OK(tpu_rt_memcpy_d2h(0, gw, tgw.data, nw * 4));
+  OK(tpu_rt_memcpy_d2h(0, gb, tgb.data, O * 4));
+  tpu_host_view_t vrgx = hv(rgx, 4, xs), vrgw = hv(rgw, 4, ws);
+  OK(tpu_host_conv_run_ref(TPU_HOST_CONV_BWD_INPUT, 2, st, pd, dl, G, &vgy, &vw, &vrgx));
+  OK(tpu_host_conv_run_ref(TPU_HOST_CONV_BWD_WEIGHT, 2, st, pd, dl, G, &vx, &vgy, &vrgw));
+  for (int o = 0; o < O; ++o) {
+    double s = 0;
+    for (int64_t i = 0; i < ny; ++i) if ((i / (Q0 * Q1)) % O == o) s += gy[i];
+    rgb[o] = (float)s;
+  }
+  CHECK(maxdiff(gx, rgx, nx) < 1e-5f, "grad_input: %g", maxdiff(gx, rgx, nx));
+  CHECK(maxdiff(gw, rgw, nw) < 1e-4f, "grad_weight: %g", maxdiff(gw, rgw, nw));
+  CHECK(maxdiff(gb, rgb, O) < 1e-4f, "grad_bias: %g", maxdiff(gb, rgb, O));
+
+  /* only grad_input (the others absent) */
+  int64_t mask1[3] = {1, 0, 0};
+  ba[9] = ilist(mask1, 3); ba[9].kind = TPU_ARG_BOOL_LIST;
+  tpu_tensor_t absent;
+  memset(&absent, 0, sizeof(absent));
+  absent.ndim = -1;
+  tpu_tensor_t bouts1[3] = {tgx, absent, absent};
+  memset(gx, 0, nx * 4);
+  OK(tpu_rt_memcpy_h2d(0, tgx.data, gx, nx * 4));
+  OK(tpu_op_run(0, "aten::convolution_backward_overrideable", ba, 10, bouts1, 3));
+  OK(tpu_rt_memcpy_d2h(0, gx, tgx.data, nx * 4));
+  CHECK(maxdiff(gx, rgx, nx) < 1e-5f, "grad_input only: %g", maxdiff(gx, rgx, nx));
+
+  /* transposed: input gy-shaped [N, O, Q], weight [O, C/G, K] -> [N, C, H, W] (no bias) */
+  tpu_arg_t ta[] = {tpu_arg_tensor(&tgy), tpu_arg_tensor(&tw), tpu_arg_none(), ilist(st, 2), ilist(pd, 2),
+                    ilist(dl, 2), tpu_arg_bool(true), ilist((int64_t[]){(H + 2 - 2 - 1) % 2, 0}, 2), tpu_arg_int(G)};
+  OK(tpu_op_run(0, "aten::convolution_overrideable", ta, 9, &tgx, 1));
+  OK(tpu_rt_memcpy_d2h(0, gx, tgx.data, nx * 4));
+  CHECK(maxdiff(gx, rgx, nx) < 1e-5f, "transposed convolution: %g", maxdiff(gx, rgx, nx));
+
+  /* a channel mismatch is an error with PyTorch's wording */
+  tpu_tensor_t tw_bad = tw;
+  tw_bad.sizes[1] = 1;
+  fa[1] = tpu_arg_tensor(&tw_bad);
+  tpu_status_t s = tpu_op_run(0, "aten::convolution_overrideable", fa, 9, &ty, 1);
+  CHECK(tpu_status_code(s) == TPU_STATUS_INVALID_ARGUMENT && strstr(tpu_status_message(s), "expected input"),
+        "channel mismatch: %s", tpu_status_message(s));
+  tpu_status_free(s);
+  OK(tpu_rt_synchronize(0));
+  free(x); free(w); free(b); free(gy); free(y); free(ry); free(gx); free(rgx); free(gw); free(rgw);
+}
+
+int main(void) {
+  srand(1234);
+  OK(tpu_rt_init());
+  test_kernels();
+  test_kernels_big();
+  test_ops();
+  for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
