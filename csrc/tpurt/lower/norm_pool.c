@@ -408,8 +408,27 @@ static tpu_status_t lw_max_pool(tpu_lower_ctx_t* cx, int nsp) {
   const int64_t* os = out_spatial(cx, 0, nsp);
   win_t w;
   if (!os || !win_shapes(cx, &w, 0, nsp, os)) return TPU_OK;
-  win_fixed(cx, &w, k, s, p, d);
-  return max_pool_out(cx, &w, 0);
+  if (!float_check(cx, lw_dtype_of(cx, 0))) return TPU_OK;
+  /* indices from the host's window-argmax kernel, values gathered at them */
+  int x = lw_input(cx, 0, -1);
+  tpu_ir_op_t op = {0};
+  op.opcode = TPU_IR_CUSTOM;
+  op.i0 = TPU_IR_CUSTOM_POOL_ARGMAX;
+  op.i1 = nsp;
+  op.type.dtype = I64;
+  op.type.rank = w.lead + nsp;
+  for (int j = 0; j < w.lead; ++j) op.type.dims[j] = lw_sizes_of(cx, 0)[j];
+  for (int j = 0; j < nsp; ++j) {
+    op.type.dims[w.lead + j] = os[j];
+    op.a[0][j] = k[j]; op.a[1][j] = s[j]; op.a[2][j] = p[j]; op.a[2][nsp + j] = d[j];
+    if (k[j] < 1 || s[j] < 1 || d[j] < 1 || p[j] < 0)
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: kernel size, stride and dilation must be positive and padding non-negative", cx->op_name);
+  }
+  int ind = tpu_ir_add_op(G, &op, 1, &x);
+  int64_t bp[2] = {w.B, w.P}, bq[2] = {w.B, w.Qo};
+  int v = tpu_ir_gather(G, tpu_ir_reshape(G, x, 2, bp), tpu_ir_reshape(G, ind, 2, bq), 1);
+  lw_output(cx, 0, to_out(cx, &w, v, 0));
+  return lw_output(cx, 1, ind);
 }
 static tpu_status_t lower_max_pool2d(tpu_lower_ctx_t* cx) { return lw_max_pool(cx, 2); }
 static tpu_status_t lower_max_pool3d(tpu_lower_ctx_t* cx) { return lw_max_pool(cx, 3); }

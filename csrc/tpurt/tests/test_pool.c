@@ -233,6 +233,61 @@ static void test_reduce_window_kernel(void) {
   tpu_status_free(s);
 }
 
+/* the host window-argmax kernel (PyTorch CPU rules: last NaN wins, ties keep the first)
+ * on 1, 2 and 3 spatial dims with padding and dilation vs naive loops */
+static void test_pool_argmax_kernel(void) {
+  enum { B = 2, L = 24 };
+  static double xs[B * L];
+  for (int i = 0; i < B * L; ++i) xs[i] = (double)(rand() % 5); /* many ties */
+  xs[5] = NAN; xs[6] = NAN; xs[30] = -INFINITY;
+  const int64_t shapes[3][3] = {{24, 1, 1}, {4, 6, 1}, {2, 3, 4}};
+  for (int n = 1; n <= 3; ++n) {
+    int64_t S[3] = {1, 1, 1}, K[3] = {1, 1, 1}, St[3] = {1, 1, 1}, P[3] = {0, 0, 0}, D[3] = {1, 1, 1}, O[3] = {1, 1, 1};
+    tpu_ir_op_t op;
+    memset(&op, 0, sizeof op);
+    op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_POOL_ARGMAX; op.i1 = n;
+    tpu_host_view_t x = {.data = (char*)xs, .dtype = TPU_DTYPE_F64, .rank = 1 + n};
+    x.sizes[0] = B;
+    for (int j = 0; j < n; ++j) {
+      int s = 3 - n + j;
+      S[s] = shapes[n - 1][j]; K[s] = 2 + (j == 0); St[s] = 1 + (j % 2); P[s] = 1; D[s] = 1 + (n == 1);
+      if (2 * P[s] > K[s]) P[s] = 0;
+      O[s] = (S[s] + 2 * P[s] - D[s] * (K[s] - 1) - 1) / St[s] + 1;
+      op.a[0][j] = K[s]; op.a[1][j] = St[s]; op.a[2][j] = P[s]; op.a[2][n + j] = D[s];
+      x.sizes[1 + j] = S[s];
+    }
+    int64_t str = 1;
+    for (int d = n; d >= 0; --d) { x.strides[d] = str; str *= x.sizes[d]; }
+    int64_t no = O[0] * O[1] * O[2];
+    int64_t* ob = calloc((size_t)(B * no), sizeof(int64_t));
+    tpu_host_view_t out = {.data = (char*)ob, .dtype = TPU_DTYPE_I64, .rank = 1 + n};
+    out.sizes[0] = B;
+    for (int j = 0; j < n; ++j) out.sizes[1 + j] = O[3 - n + j];
+    str = 1;
+    for (int d = n; d >= 0; --d) { out.strides[d] = str; str *= out.sizes[d]; }
+    OK(tpu_host_k_pool_argmax(&op, &x, &out));
+    int ok = 1;
+    for (int b = 0; b < B; ++b)
+      for (int64_t q = 0; q < no; ++q) {
+        int64_t o[3] = {q / (O[1] * O[2]), (q / O[2]) % O[1], q % O[2]}, best = -1;
+        double m = -INFINITY;
+        for (int64_t a = 0; a < K[0]; ++a)
+          for (int64_t c = 0; c < K[1]; ++c)
+            for (int64_t e = 0; e < K[2]; ++e) {
+              int64_t p0 = o[0] * St[0] - P[0] + a * D[0], p1 = o[1] * St[1] - P[1] + c * D[1], p2 = o[2] * St[2] - P[2] + e * D[2];
+              if (p0 < 0 || p0 >= S[0] || p1 < 0 || p1 >= S[1] || p2 < 0 || p2 >= S[2]) continue;
+              int64_t f = (p0 * S[1] + p1) * S[2] + p2;
+              double v = xs[b * L + f];
+              if (best < 0) best = f;
+              if (v > m || isnan(v)) { m = v; best = f; }
+            }
+        ok &= ob[b * no + q] == best;
+      }
+    CHECK(ok, "pool_argmax with %d spatial dims", n);
+    free(ob);
+  }
+}
+
 int main(void) {
   srand(7);
   OK(tpu_rt_init());
@@ -241,6 +296,7 @@ int main(void) {
   test_upsample_bilinear();
   test_batch_norm();
   test_reduce_window_kernel();
+  test_pool_argmax_kernel();
   OK(tpu_rt_synchronize(0));
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);
   printf("%d passed, %d failed\n", g_pass, g_fail);

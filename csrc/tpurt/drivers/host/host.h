@@ -92,6 +92,8 @@ tpu_status_t tpu_host_k_sort(const tpu_ir_op_t* op, const tpu_host_view_t* x, co
 tpu_status_t tpu_host_k_conv(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* w,
                              const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_reduce_window(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+/* custom target POOL_ARGMAX (pool.c) */
+tpu_status_t tpu_host_k_pool_argmax(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
 /* Dispatches on op->i0 (tpu_ir_custom_t). */
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
 /* Copies (with dtype conversion) src into dst of the same shape. */

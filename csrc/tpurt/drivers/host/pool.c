@@ -8,6 +8,7 @@
  * writes stay within the views. The pooling lowerings (lower/norm_pool.c) compose
  * gathers instead; this kernel serves graphs that use the opcode directly. */
 #include <math.h>
+#include <string.h>
 
 #include "drivers/host/host.h"
 
@@ -80,5 +81,96 @@ tpu_status_t tpu_host_k_reduce_window(const tpu_ir_op_t* op, const tpu_host_view
       tpu_host_store_f64(out->data + off * (int64_t)oe, out->dtype, acc);
     }
   }
+  return TPU_OK;
+}
+
+/* ---- TPU_IR_CUSTOM_POOL_ARGMAX: max-pool window argmax as PyTorch's CPU kernel:
+ * the window's positions inside the input in row-major order, maxindex starting at
+ * the first of them, replaced when val > max or val is NaN (so the last NaN wins).
+ * A window without positions yields its (clipped) start offset, which PyTorch's
+ * output-size rule never produces. One task per (batch row, first output dim). */
+typedef struct {
+  const tpu_host_view_t *x, *out;
+  int n, lead;
+  int64_t K[3], St[3], Pd[3], Dl[3], S[3], O[3], xs[3], os[3];
+} argmax_job_t;
+
+#define ARGMAX_BODY(LOAD)                                                                         \
+  for (int64_t o1 = 0; o1 < J->O[1]; ++o1)                                                        \
+    for (int64_t o2 = 0; o2 < J->O[2]; ++o2) {                                                    \
+      int64_t s0 = o0 * J->St[0] - J->Pd[0], s1 = o1 * J->St[1] - J->Pd[1], s2 = o2 * J->St[2] - J->Pd[2]; \
+      int64_t e0 = TPU_MIN(s0 + (J->K[0] - 1) * J->Dl[0] + 1, J->S[0]);                          \
+      int64_t e1 = TPU_MIN(s1 + (J->K[1] - 1) * J->Dl[1] + 1, J->S[1]);                          \
+      int64_t e2 = TPU_MIN(s2 + (J->K[2] - 1) * J->Dl[2] + 1, J->S[2]);                          \
+      while (s0 < 0) s0 += J->Dl[0];                                                              \
+      while (s1 < 0) s1 += J->Dl[1];                                                              \
+      while (s2 < 0) s2 += J->Dl[2];                                                              \
+      int64_t best = (s0 * J->S[1] + s1) * J->S[2] + s2;                                          \
+      double m = -INFINITY;                                                                       \
+      for (int64_t p0 = s0; p0 < e0; p0 += J->Dl[0])                                              \
+        for (int64_t p1 = s1; p1 < e1; p1 += J->Dl[1])                                            \
+          for (int64_t p2 = s2; p2 < e2; p2 += J->Dl[2]) {                                        \
+            double v = LOAD(xo + p0 * J->xs[0] + p1 * J->xs[1] + p2 * J->xs[2]);                  \
+            if (v > m || isnan(v)) { m = v; best = (p0 * J->S[1] + p1) * J->S[2] + p2; }          \
+          }                                                                                       \
+      *(int64_t*)(J->out->data + (oo + o0 * J->os[0] + o1 * J->os[1] + o2 * J->os[2]) * 8) = best; \
+    }
+
+static void argmax_worker(void* ctx, int64_t begin, int64_t end) {
+  const argmax_job_t* J = ctx;
+  const tpu_host_view_t *x = J->x, *out = J->out;
+  for (int64_t t = begin; t < end; ++t) {
+    int64_t b = t / J->O[0], o0 = t % J->O[0], xo = 0, oo = 0, r = b;
+    for (int d = J->lead - 1; d >= 0; --d) {
+      int64_t i = r % x->sizes[d];
+      r /= x->sizes[d];
+      xo += i * x->strides[d]; oo += i * out->strides[d];
+    }
+    if (x->dtype == TPU_DTYPE_F32) {
+      const float* xp = (const float*)x->data;
+#define LOAD_F32(off) ((double)xp[(off)])
+      ARGMAX_BODY(LOAD_F32)
+#undef LOAD_F32
+    } else if (x->dtype == TPU_DTYPE_F64) {
+      const double* xp = (const double*)x->data;
+#define LOAD_F64(off) (xp[(off)])
+      ARGMAX_BODY(LOAD_F64)
+#undef LOAD_F64
+    } else {
+      size_t es = tpu_dtype_size(x->dtype);
+#define LOAD_ANY(off) tpu_host_load_f64(x->data + (off) * (int64_t)es, x->dtype)
+      ARGMAX_BODY(LOAD_ANY)
+#undef LOAD_ANY
+    }
+  }
+}
+
+tpu_status_t tpu_host_k_pool_argmax(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
+  int n = (int)op->i1;
+  if (n < 1 || n > 3 || x->rank != out->rank || x->rank < n || out->dtype != TPU_DTYPE_I64)
+    return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: bad operands (%d spatial dims, rank %d -> %d)", n, x->rank, out->rank);
+  argmax_job_t J;
+  memset(&J, 0, sizeof J);
+  J.x = x; J.out = out; J.n = n; J.lead = x->rank - n;
+  int64_t nb = 1;
+  for (int d = 0; d < J.lead; ++d) {
+    if (x->sizes[d] != out->sizes[d]) return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: batch dims differ");
+    nb *= x->sizes[d];
+  }
+  /* spatial dims right-aligned into 3 slots (missing leading slots have size 1) */
+  for (int j = 0; j < 3; ++j) { J.K[j] = 1; J.St[j] = 1; J.Dl[j] = 1; J.S[j] = 1; J.O[j] = 1; }
+  for (int j = 0; j < n; ++j) {
+    int s = 3 - n + j;
+    J.K[s] = op->a[0][j]; J.St[s] = op->a[1][j]; J.Pd[s] = op->a[2][j]; J.Dl[s] = op->a[2][n + j] ? op->a[2][n + j] : 1;
+    J.S[s] = x->sizes[J.lead + j]; J.O[s] = out->sizes[J.lead + j];
+    J.xs[s] = x->strides[J.lead + j]; J.os[s] = out->strides[J.lead + j];
+    if (J.K[s] < 1 || J.St[s] < 1 || J.Dl[s] < 1 || J.Pd[s] < 0)
+      return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: bad window");
+  }
+  int64_t tasks = nb * J.O[0];
+  if (tasks == 0 || J.O[1] * J.O[2] == 0) return TPU_OK;
+  if (x->sizes[J.lead] == 0) return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: empty input");
+  int64_t per = J.O[1] * J.O[2] * J.K[0] * J.K[1] * J.K[2];
+  tpu_pool_parallel_for(tasks, TPU_MAX((int64_t)1, 32768 / TPU_MAX(per, (int64_t)1)), argmax_worker, &J);
   return TPU_OK;
 }
