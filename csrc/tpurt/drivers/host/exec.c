@@ -13,6 +13,7 @@ struct tpu_host_exe_s {
   int32_t* out_index;     /* per op: graph output slot it may write directly, or -1 */
   int32_t* mem_off; int32_t* mem_cnt; int32_t* members; /* per root: cluster members (topo order) */
   int32_t* leaf_off; int32_t* leaf_cnt; int32_t* leaves;
+  int32_t* slot;          /* per op, per operand (in_off-indexed): register slot in its cluster */
   int32_t last_step;      /* op index of the last non-view step */
   int n_steps;
 };
@@ -24,7 +25,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   if (!e) return;
   free(e->g.ops); free(e->g.operands);
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
-  free(e->leaf_off); free(e->leaf_cnt); free(e->leaves);
+  free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot);
   free(e);
 }
 
@@ -45,9 +46,10 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->leaf_off = calloc((size_t)n, sizeof(int32_t)); e->leaf_cnt = calloc((size_t)n, sizeof(int32_t));
     e->members = malloc((size_t)n * sizeof(int32_t));
     e->leaves = malloc((size_t)(n * TPU_IR_MAX_INLINE_OPERANDS + g->n_operands + 1) * sizeof(int32_t));
+    e->slot = malloc((size_t)(g->n_operands + 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
-      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves) {
+      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -102,6 +104,16 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
         int32_t t = e->members[j]; e->members[j] = e->members[j - 1]; e->members[j - 1] = t;
       }
     e->mem_off[r] = m0; e->mem_cnt[r] = nm - m0; e->leaf_off[r] = l0; e->leaf_cnt[r] = nl - l0;
+    /* register slot of every operand of every member: members first, then leaves */
+    for (int i = m0; i < nm; ++i) {
+      int v = e->members[i];
+      for (int k = 0; k < G->ops[v].n_in; ++k) {
+        int u = tpu_ir_operand(G, v, k), slot = -1;
+        for (int j = m0; j < nm && slot < 0; ++j) if (e->members[j] == u) slot = j - m0;
+        for (int j = l0; j < nl && slot < 0; ++j) if (e->leaves[j] == u) slot = (nm - m0) + (j - l0);
+        e->slot[G->ops[v].in_off + k] = slot;
+      }
+    }
   }
   free(users); free(user);
   *out_exe = e;
@@ -250,13 +262,6 @@ typedef struct {
   tpu_status_t err;
 } cluster_job_t;
 
-static int cluster_slot(const tpu_host_exe_t* e, int root, int v) {
-  const int32_t* m = e->members + e->mem_off[root];
-  for (int i = 0; i < e->mem_cnt[root]; ++i) if (m[i] == v) return i;
-  const int32_t* l = e->leaves + e->leaf_off[root];
-  for (int i = 0; i < e->leaf_cnt[root]; ++i) if (l[i] == v) return e->mem_cnt[root] + i;
-  return -1;
-}
 
 /* Tile registers: per thread, grown on demand, freed by a key destructor at thread exit. */
 typedef struct { size_t cap; int64_t data[]; } tile_buf_t;
@@ -313,7 +318,7 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       int in_dtype = TPU_DTYPE_F32;
       for (int k = 0; k < op->n_in && k < 4; ++k) {
         int u = tpu_ir_operand(G, v, k);
-        in[k] = bufs + (size_t)cluster_slot(e, J->root, u) * TILE;
+        in[k] = bufs + (size_t)e->slot[op->in_off + k] * TILE;
         if (k == (op->opcode == TPU_IR_SELECT ? 1 : 0)) in_dtype = G->ops[u].type.dtype;
       }
       if (T->compute(op, op->type.dtype, bufs + (size_t)i * TILE, in_dtype, in, len)) {
