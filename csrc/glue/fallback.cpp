@@ -1248,7 +1248,9 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // native_batch_norm over a [1, M, N] view; convolution_overrideable's default kernel
 // throws): the same boxed kernel, registered by name.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"native_layer_norm", "convolution_overrideable", "convolution_backward_overrideable"}) {
+  for (const char* name : {"native_layer_norm", "convolution_overrideable", "convolution_backward_overrideable",
+                           "_scaled_dot_product_fused_attention_overrideable",
+                           "_scaled_dot_product_fused_attention_overrideable_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   }
 }

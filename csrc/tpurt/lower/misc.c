@@ -1,6 +1,482 @@
-/* misc.c — lowerings (being written). */
+/* misc.c — lowerings of the remaining ops models hit: sort / argsort / topk /
+ * kthvalue / median, embedding_bag (forward, backward, per-sample-weights
+ * backward), multinomial, reflection / replication padding (+ backward),
+ * searchsorted.
+ *
+ * Everything composes existing IR ops: sort is the host's stable sort (NaN
+ * largest, as PyTorch), selections are gathers of the argsort; embedding_bag is
+ * index_select + index_put(accumulate) over bags (offset2bag = cumsum of ones
+ * placed at the offsets); pads are index_selects with an index computed from an
+ * iota (reflect: (W-1) - |(W-1) - |j - l||, replicate: clamp(j - l, 0, W-1)) and
+ * their backward the matching scatter-adds.
+ */
+#include <stdio.h>
+
 #include "lower/lower.h"
 
+#define G (&cx->g)
+#define I64 TPU_DTYPE_I64
+#define BIN(op, a, b) tpu_ir_binary(G, TPU_IR_##op, (a), (b))
+
+static tpu_ir_type_t ty(tpu_lower_ctx_t* cx, int v) { /* a copy: builders may move g->ops */
+  tpu_ir_type_t t;
+  if (v < 0 || v >= G->n_ops) { memset(&t, 0, sizeof(t)); return t; }
+  return *tpu_ir_type(G, v);
+}
+static int cst(tpu_lower_ctx_t* cx, double v, int like) { return lw_const_like(cx, v, like); }
+/* v reshaped to output k's shape (same element count) and bound */
+static tpu_status_t out_as(tpu_lower_ctx_t* cx, int k, int v) {
+  const tpu_ir_type_t t = ty(cx, v);
+  const tpu_tensor_t* o = lw_out_meta(cx, k);
+  if (v >= 0 && o && o->ndim >= 0 && tpu_numel(o->ndim, o->sizes) == tpu_ir_numel(&t))
+    v = tpu_ir_reshape(G, v, o->ndim, o->sizes);
+  return lw_output(cx, k, v);
+}
+static int slice_dim(tpu_lower_ctx_t* cx, int v, int dim, int64_t lo, int64_t hi) {
+  tpu_ir_type_t t = ty(cx, v);
+  int64_t s[TPU_MAX_DIMS] = {0}, l[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
+  for (int d = 0; d < t.rank; ++d) { l[d] = t.dims[d]; st[d] = 1; }
+  s[dim] = lo; l[dim] = hi;
+  return tpu_ir_slice(G, v, s, l, st);
+}
+/* x as rank >= 1 (a 0-dim tensor becomes [1]) */
+static int at_least_1d(tpu_lower_ctx_t* cx, int x) {
+  tpu_ir_type_t t = ty(cx, x);
+  if (x < 0 || t.rank) return x;
+  int64_t one = 1;
+  return tpu_ir_reshape(G, x, 1, &one);
+}
+static int iota1(tpu_lower_ctx_t* cx, int64_t n) { return tpu_ir_iota(G, I64, 1, &n, 0); }
+/* rank-1 i64 v broadcast along dim d of shape t */
+static int bcast_along(tpu_lower_ctx_t* cx, int v, const tpu_ir_type_t* t, int d) {
+  int64_t b = d;
+  return tpu_ir_broadcast(G, v, t->rank, t->dims, &b);
+}
+
+/* ---------------------------------------------------------------- sort family */
+
+/* argsort of x along d: (values, indices) */
+static void sorted(tpu_lower_ctx_t* cx, int x, int d, int desc, int* vals, int* idx) {
+  *idx = tpu_ir_sort(G, x, d, desc, 1);
+  *vals = tpu_ir_gather(G, x, *idx, d);
+}
+static tpu_status_t lw_sort(tpu_lower_ctx_t* cx, int dim_i, int desc_i) {
+  int x = at_least_1d(cx, lw_input(cx, 0, -1));
+  int d = lw_norm_dim(cx, lw_int(cx, dim_i, -1), lw_rank_of(cx, 0));
+  if (d < 0) return TPU_OK;
+  int v, i;
+  sorted(cx, x, d, (int)lw_int(cx, desc_i, 0), &v, &i);
+  tpu_status_t st = out_as(cx, 0, v);
+  return st ? st : out_as(cx, 1, i);
+}
+static tpu_status_t lower_sort(tpu_lower_ctx_t* cx) { return lw_sort(cx, 1, 2); }        /* sort(.values) */
+static tpu_status_t lower_sort_stable(tpu_lower_ctx_t* cx) { return lw_sort(cx, 2, 3); } /* sort.stable(.values_stable) */
+
+/* topk(self, k, dim=-1, largest=True, sorted=True): results are always sorted */
+static tpu_status_t lower_topk(tpu_lower_ctx_t* cx) {
+  int r = lw_rank_of(cx, 0);
+  int d = lw_norm_dim(cx, lw_int(cx, 2, -1), r);
+  if (d < 0) return TPU_OK;
+  int64_t k = lw_int(cx, 1, 1), n = r ? lw_sizes_of(cx, 0)[d] : 1;
+  if (k < 0 || k > n) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "selected index k out of range");
+  int x = at_least_1d(cx, lw_input(cx, 0, -1));
+  int i = slice_dim(cx, tpu_ir_sort(G, x, d, (int)lw_int(cx, 3, 1), 1), d, 0, k);
+  tpu_status_t st = out_as(cx, 0, tpu_ir_gather(G, x, i, d));
+  return st ? st : out_as(cx, 1, i);
+}
+
+/* the k-th smallest (0-based) along d; with nan_first, a NaN anywhere along d wins (median) */
+static tpu_status_t kth(tpu_lower_ctx_t* cx, int x, int d, int64_t k, int nan_first, int with_idx) {
+  int i = slice_dim(cx, tpu_ir_sort(G, x, d, 0, 1), d, k, k + 1);
+  int v = tpu_ir_gather(G, x, i, d);
+  tpu_ir_type_t tx = ty(cx, x);
+  if (nan_first && tpu_dtype_is_floating(tx.dtype)) {
+    int isn = tpu_ir_unary(G, TPU_IR_IS_NAN, x);
+    int64_t fl[TPU_MAX_DIMS] = {0};
+    fl[d] = 1;
+    tpu_ir_type_t tv = ty(cx, v);
+    int any = tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_OR, isn, fl), tv.rank, tv.dims);
+    int ni = tpu_ir_reshape(G, tpu_ir_argreduce(G, 0, tpu_ir_convert(G, isn, TPU_DTYPE_I32), d), tv.rank, tv.dims);
+    v = tpu_ir_select(G, any, cst(cx, NAN, v), v);
+    i = tpu_ir_select(G, any, ni, i);
+  }
+  tpu_status_t st = out_as(cx, 0, v);
+  return st || !with_idx ? st : out_as(cx, 1, i);
+}
+/* kthvalue(self, k, dim=-1, keepdim=False) */
+static tpu_status_t lower_kthvalue(tpu_lower_ctx_t* cx) {
+  int r = lw_rank_of(cx, 0);
+  int d = lw_norm_dim(cx, lw_int(cx, 2, -1), r);
+  if (d < 0) return TPU_OK;
+  int64_t k = lw_int(cx, 1, 1), n = r ? lw_sizes_of(cx, 0)[d] : 1;
+  if (k < 1 || k > n)
+    return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "kthvalue(): selected number k out of range for dimension %d", d);
+  return kth(cx, at_least_1d(cx, lw_input(cx, 0, -1)), d, k - 1, 0, 1);
+}
+/* median.dim(self, dim, keepdim=False): the lower median; NaN if any NaN */
+static tpu_status_t lower_median_dim(tpu_lower_ctx_t* cx) {
+  int r = lw_rank_of(cx, 0);
+  int d = lw_norm_dim(cx, lw_int(cx, 1, 0), r);
+  if (d < 0) return TPU_OK;
+  int64_t n = r ? lw_sizes_of(cx, 0)[d] : 1;
+  if (n == 0)
+    return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "median(): Expected reduction dim %d to have non-zero size.", d);
+  return kth(cx, at_least_1d(cx, lw_input(cx, 0, -1)), d, (n - 1) / 2, 1, 1);
+}
+/* median(self) over all elements (empty: NaN) */
+static tpu_status_t lower_median(tpu_lower_ctx_t* cx) {
+  int64_t n = tpu_numel(lw_rank_of(cx, 0), lw_sizes_of(cx, 0));
+  int x = lw_input(cx, 0, -1);
+  if (n == 0) return lw_output(cx, 0, lw_const(cx, NAN, ty(cx, x).dtype, 0, NULL));
+  return kth(cx, tpu_ir_reshape(G, x, 1, &n), 0, (n - 1) / 2, 1, 0);
+}
+
+/* ---------------------------------------------------------------- embedding_bag */
+
+enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
+
+/* offset2bag [N] (i64) from offsets; *out_raw gets cumsum-1 (what PyTorch returns). */
+static int offset2bag(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags, int* out_raw) {
+  int64_t noff = lw_rank_of(cx, off_i) ? lw_sizes_of(cx, off_i)[0] : 1;
+  int off = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, off_i, -1), I64), 1, &noff);
+  if (noff > nbags) off = slice_dim(cx, off, 0, 0, nbags);
+  int64_t np1 = n + 1, zero = 0;
+  int cnt = tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &np1), lw_const(cx, 1, I64, 1, &nbags), 1, &off, &zero, 1);
+  int raw = BIN(SUB, slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n), lw_const(cx, 1, I64, 1, &n));
+  *out_raw = raw;
+  return raw;
+}
+
+/* _embedding_bag / _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq,
+ * mode, sparse, per_sample_weights, include_last_offset, padding_idx)
+ *   -> (output [B, D], offset2bag [N], bag_size [B], max_indices [B, D] or [0]) */
+static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  int dt = tpu_opmath_dtype(o->dtype);
+  int mode = (int)lw_int(cx, 4, 0);
+  int64_t pad = lw_int(cx, 8, -1);
+  if (lw_rank_of(cx, 0) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag: weight has to be a 2D Tensor");
+  if (mode < 0 || mode > 2) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: mode %d", cx->op_name, mode);
+  int idt = lw_dtype_of(cx, 1);
+  if (idt != TPU_DTYPE_I64 && idt != TPU_DTYPE_I32)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got %s instead", tpu_dtype_name(idt));
+  int has_psw = !lw_is_none(cx, 6);
+  if (has_psw && mode != BAG_SUM)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag: per_sample_weights was not None. per_sample_weights is only supported for mode='sum' (got mode='%s'). Please open a feature request on GitHub.", mode == BAG_MEAN ? "mean" : "max");
+  int64_t nw = lw_sizes_of(cx, 0)[0], D = lw_sizes_of(cx, 0)[1];
+  int64_t n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)), B = o->sizes[0];
+  (void)nw;
+  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), I64), 1, &n);
+  int raw;
+  offset2bag(cx, 2, n, B, &raw);
+  /* bag row per index; B (a dump row) for padding, before the first offset or past the last
+   * offset with include_last_offset (PyTorch's CPU sum kernel drops those too) */
+  int bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, raw, cst(cx, 0, raw)), tpu_ir_compare(G, TPU_IR_CMP_GE, raw, cst(cx, (double)B, raw)));
+  if (pad >= 0) bad = BIN(OR, bad, tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)));
+  int bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
+  int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D};
+  int rows = tpu_ir_index_select(G, lw_input(cx, 0, dt), idx, 0); /* [N, D] */
+  int size = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, 0, B);
+  int out, maxi;
+  if (mode == BAG_MAX) {
+    int bagb = tpu_ir_broadcast(G, bag, 2, vd, (int64_t[]){0});
+    int m = slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, -INFINITY, dt, 2, od), bagb, rows, 0, 3), 0, 0, B);
+    int64_t bd[2] = {B, D};
+    int empty = tpu_ir_broadcast(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, size, cst(cx, 0, size)), 2, bd, (int64_t[]){0});
+    out = tpu_ir_select(G, empty, cst(cx, 0, m), m);
+    /* first position in the bag holding the max, then the weight row there */
+    int mpad = tpu_ir_concat(G, 2, (int[]){m, lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
+    int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, rows, tpu_ir_gather(G, mpad, bagb, 0));
+    int pos = tpu_ir_iota(G, I64, 2, vd, 0);
+    pos = tpu_ir_select(G, eq, pos, cst(cx, (double)n, pos));
+    int first = slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, (double)n, I64, 2, od), bagb, pos, 0, 4), 0, 0, B);
+    int idxpad = tpu_ir_concat(G, 2, (int[]){idx, lw_const(cx, -1, I64, 1, (int64_t[]){1})}, 0);
+    maxi = tpu_ir_gather(G, tpu_ir_broadcast(G, idxpad, 2, (int64_t[]){n + 1, D}, (int64_t[]){0}), first, 0);
+  } else {
+    if (has_psw) {
+      int w = tpu_ir_reshape(G, lw_input(cx, 6, dt), 1, &n);
+      rows = BIN(MUL, rows, tpu_ir_broadcast(G, w, 2, vd, (int64_t[]){0}));
+    }
+    out = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &bag, &zero, 1), 0, 0, B);
+    if (mode == BAG_MEAN) {
+      int den = tpu_ir_convert(G, BIN(MAX, size, cst(cx, 1, size)), dt);
+      out = BIN(DIV, out, tpu_ir_broadcast(G, den, 2, (int64_t[]){B, D}, (int64_t[]){0}));
+    }
+    maxi = -1;
+  }
+  tpu_status_t st = lw_output(cx, 0, out);
+  if (!st) st = lw_output(cx, 1, BIN(MAX, raw, cst(cx, 0, raw)));
+  if (!st) { /* with include_last_offset, bag_size has one entry per offset */
+    const tpu_tensor_t* m2 = lw_out_meta(cx, 2);
+    int64_t nb = m2->ndim == 1 ? m2->sizes[0] : B;
+    if (nb > B) size = tpu_ir_concat(G, 2, (int[]){size, lw_const(cx, 0, I64, 1, (int64_t[]){nb - B})}, 0);
+    st = out_as(cx, 2, size);
+  }
+  if (!st) {
+    const tpu_tensor_t* m3 = lw_out_meta(cx, 3);
+    if (maxi < 0 || tpu_numel(m3->ndim, m3->sizes) != B * D) maxi = lw_const(cx, 0, I64, m3->ndim, m3->sizes);
+    st = out_as(cx, 3, maxi);
+  }
+  return st;
+}
+
+/* Backward core. a[]: argument positions of grad, indices, offset2bag, bag_size,
+ * max_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx. */
+static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  int dt = tpu_opmath_dtype(o->dtype);
+  int mode = (int)lw_int(cx, a[7], 0);
+  int64_t pad = lw_int(cx, a[9], -1), nw = lw_int(cx, a[5], 0);
+  int scale = (int)lw_int(cx, a[6], 0);
+  if (lw_rank_of(cx, a[0]) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad must be 2-D", cx->op_name);
+  int64_t B = lw_sizes_of(cx, a[0])[0], D = lw_sizes_of(cx, a[0])[1];
+  int64_t n = tpu_numel(lw_rank_of(cx, a[1]), lw_sizes_of(cx, a[1]));
+  int64_t zero = 0, vd[2] = {n, D}, od[2] = {nw, D};
+  int grad = lw_input(cx, a[0], dt);
+  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, a[1], -1), I64), 1, &n);
+  if (mode == BAG_MAX) {
+    if (scale) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: scale_grad_by_freq with mode='max'", cx->op_name);
+    int mi = tpu_ir_convert(G, lw_input(cx, a[4], -1), I64);
+    if (ty(cx, mi).rank != 2 || ty(cx, mi).dims[0] != B || ty(cx, mi).dims[1] != D)
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: max_indices must be [B, D]", cx->op_name);
+    int badm = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, mi, cst(cx, 0, mi)), tpu_ir_compare(G, TPU_IR_CMP_GE, mi, cst(cx, (double)nw, mi)));
+    mi = tpu_ir_select(G, badm, cst(cx, (double)nw, mi), mi);
+    int64_t op1[2] = {nw + 1, D};
+    return lw_output(cx, 0, slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
+  }
+  int o2b = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, a[2], -1), I64), 1, &n);
+  int bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, o2b, cst(cx, 0, o2b)), tpu_ir_compare(G, TPU_IR_CMP_GE, o2b, cst(cx, (double)B, o2b)));
+  o2b = tpu_ir_select(G, bad, cst(cx, (double)B, o2b), o2b);
+  int gpad = tpu_ir_concat(G, 2, (int[]){grad, lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
+  int rows = tpu_ir_index_select(G, gpad, o2b, 0); /* [N, D] */
+  if (mode == BAG_MEAN) {
+    int bs = tpu_ir_convert(G, lw_input(cx, a[3], -1), dt);
+    int64_t b1 = B;
+    int64_t nbs = tpu_numel(lw_rank_of(cx, a[3]), lw_sizes_of(cx, a[3]));
+    if (nbs < B) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bag_size has %lld entries for %lld bags", cx->op_name, (long long)nbs, (long long)B);
+    bs = slice_dim(cx, tpu_ir_reshape(G, bs, 1, &nbs), 0, 0, b1);
+    bs = tpu_ir_concat(G, 2, (int[]){bs, lw_const(cx, 1, dt, 1, (int64_t[]){1})}, 0);
+    bs = BIN(MAX, tpu_ir_gather(G, bs, o2b, 0), lw_const(cx, 1, dt, 1, &n));
+    rows = BIN(DIV, rows, tpu_ir_broadcast(G, bs, 2, vd, (int64_t[]){0}));
+  }
+  if (!lw_is_none(cx, a[8])) {
+    int w = tpu_ir_reshape(G, lw_input(cx, a[8], dt), 1, &n);
+    rows = BIN(MUL, rows, tpu_ir_broadcast(G, w, 2, vd, (int64_t[]){0}));
+  }
+  if (pad >= 0) {
+    int is_pad = tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx));
+    rows = tpu_ir_select(G, tpu_ir_broadcast(G, is_pad, 2, vd, (int64_t[]){0}), cst(cx, 0, rows), rows);
+  }
+  if (scale) {
+    int counts = tpu_ir_index_put(G, lw_const(cx, 0, dt, 1, &nw), lw_const(cx, 1.0, dt, 1, &n), 1, &idx, &zero, 1);
+    rows = BIN(DIV, rows, tpu_ir_broadcast(G, tpu_ir_gather(G, counts, idx, 0), 2, vd, (int64_t[]){0}));
+  }
+  return lw_output(cx, 0, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &idx, &zero, 1));
+}
+/* _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+ * num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx) */
+static tpu_status_t lower_embedding_bag_bwd(tpu_lower_ctx_t* cx) {
+  if (lw_int(cx, 9, 0)) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: sparse=True", cx->op_name);
+  return embedding_bag_bwd(cx, (const int[]){0, 1, 3, 4, 5, 6, 7, 8, 10, 11});
+}
+/* _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices,
+ * num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx) */
+static tpu_status_t lower_embedding_bag_dense_bwd(tpu_lower_ctx_t* cx) {
+  return embedding_bag_bwd(cx, (const int[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+}
+/* _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag,
+ * mode, padding_idx) -> [N]: <grad[bag(i)], weight[indices[i]]> */
+static tpu_status_t lower_embedding_bag_psw_bwd(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  int dt = tpu_opmath_dtype(o->dtype);
+  if (lw_int(cx, 5, 0) != BAG_SUM)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
+  if (lw_rank_of(cx, 0) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad must be 2-D", cx->op_name);
+  int64_t B = lw_sizes_of(cx, 0)[0], D = lw_sizes_of(cx, 0)[1], pad = lw_int(cx, 6, -1);
+  int64_t n = tpu_numel(lw_rank_of(cx, 2), lw_sizes_of(cx, 2));
+  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 2, -1), I64), 1, &n);
+  int o2b = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 4, -1), I64), 1, &n);
+  int bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, o2b, cst(cx, 0, o2b)), tpu_ir_compare(G, TPU_IR_CMP_GE, o2b, cst(cx, (double)B, o2b)));
+  o2b = tpu_ir_select(G, bad, cst(cx, (double)B, o2b), o2b);
+  int gpad = tpu_ir_concat(G, 2, (int[]){lw_input(cx, 0, dt), lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
+  int prod = BIN(MUL, tpu_ir_index_select(G, gpad, o2b, 0), tpu_ir_index_select(G, lw_input(cx, 1, dt), idx, 0));
+  int r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, prod, (int64_t[]){0, 1});
+  if (pad >= 0) r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)), cst(cx, 0, r), r);
+  return out_as(cx, 0, r);
+}
+
+/* ---------------------------------------------------------------- multinomial */
+
+/* multinomial(self [K] or [R, K], num_samples, replacement=False, *, generator) -> i64.
+ * With replacement: inverse CDF (count of cdf <= u * total); without: the num_samples
+ * largest keys log(u) / p (exponential races, as the Gumbel-top-k trick). */
+static tpu_status_t lower_multinomial(tpu_lower_ctx_t* cx) {
+  int r = lw_rank_of(cx, 0);
+  if (r < 1 || r > 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "prob_dist must be 1 or 2 dim");
+  int idt = lw_dtype_of(cx, 0);
+  if (!tpu_dtype_is_floating(idt))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "multinomial only supports floating-point dtypes for input, got: %s", tpu_dtype_name(idt));
+  int64_t ns = lw_int(cx, 1, 1), repl = lw_int(cx, 2, 0);
+  const int64_t* s = lw_sizes_of(cx, 0);
+  int64_t R = r == 2 ? s[0] : 1, K = s[r - 1];
+  if (ns <= 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "cannot sample n_sample <= 0 samples");
+  if (!repl && ns > K)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  if (K == 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "multinomial: number of categories cannot be zero");
+  int dt = idt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
+  int64_t pd[2] = {R, K};
+  int p = tpu_ir_reshape(G, lw_input(cx, 0, dt), 2, pd);
+  int seed, off, res;
+  if (repl) {
+    int64_t ud[3] = {R, ns, 1}, cd[3] = {R, 1, K}, bd[3] = {R, ns, K};
+    lw_rng_state(cx, 3, (uint64_t)(R * ns), &seed, &off);
+    int u = tpu_ir_rng(G, dt, 3, ud, seed, off, 0);
+    int cdf = tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, p, 1);
+    int tot = tpu_ir_reshape(G, slice_dim(cx, cdf, 1, K - 1, K), 3, (int64_t[]){R, 1, 1});
+    int t = BIN(MUL, u, tpu_ir_broadcast(G, tot, 3, ud, NULL));
+    int le = tpu_ir_compare(G, TPU_IR_CMP_LE, tpu_ir_broadcast(G, tpu_ir_reshape(G, cdf, 3, cd), 3, bd, NULL),
+                            tpu_ir_broadcast(G, t, 3, bd, NULL));
+    res = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, le, I64), (int64_t[]){0, 0, 1});
+    res = BIN(MIN, res, cst(cx, (double)(K - 1), res));
+  } else {
+    lw_rng_state(cx, 3, (uint64_t)(R * K), &seed, &off);
+    int u = tpu_ir_rng(G, dt, 2, pd, seed, off, 0);
+    int key = BIN(DIV, tpu_ir_unary(G, TPU_IR_LOG, u), p);
+    res = slice_dim(cx, tpu_ir_sort(G, key, 1, 1, 1), 1, 0, ns);
+  }
+  return out_as(cx, 0, res);
+}
+
+/* ---------------------------------------------------------------- reflection / replication pad */
+
+/* source index along a padded dim of size w: [w + l + h] */
+static int pad_index(tpu_lower_ctx_t* cx, int64_t w, int64_t l, int64_t h, int reflect) {
+  int j = BIN(SUB, iota1(cx, w + l + h), lw_const(cx, (double)l, I64, 1, (int64_t[]){w + l + h}));
+  if (reflect) {
+    int wm = cst(cx, (double)(w - 1), j);
+    return BIN(SUB, wm, tpu_ir_unary(G, TPU_IR_ABS, BIN(SUB, wm, tpu_ir_unary(G, TPU_IR_ABS, j))));
+  }
+  return tpu_ir_clamp(G, cst(cx, 0, j), j, cst(cx, (double)(w - 1), j));
+}
+/* checks padding for an input of rank r; returns number of padded dims or -1 */
+static int pad_check(tpu_lower_ctx_t* cx, int xi, int pi, int reflect, const int64_t** pads) {
+  int np = lw_int_list(cx, pi, pads);
+  int r = lw_rank_of(cx, xi), nd = np / 2;
+  const int64_t* s = lw_sizes_of(cx, xi);
+  if (np < 2 || np % 2 || r < nd + 1 || r > nd + 2) {
+    lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected %dD or %dD input with padding of size %d", cx->op_name, nd + 1, nd + 2, np);
+    return -1;
+  }
+  for (int j = 0; j < nd; ++j) {
+    int d = r - 1 - j;
+    int64_t w = s[d], l = (*pads)[2 * j], h = (*pads)[2 * j + 1];
+    if (reflect && (l >= w || h >= w)) {
+      lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Argument #4: Padding size should be less than the corresponding input dimension, but got: padding (%lld, %lld) at dimension %d of input %dD",
+              (long long)l, (long long)h, d, r);
+      return -1;
+    }
+    if (w + l + h <= 0 || w == 0) {
+      lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: input size %lld and padding (%lld, %lld) give an empty output at dimension %d", cx->op_name, (long long)w, (long long)l, (long long)h, d);
+      return -1;
+    }
+  }
+  return nd;
+}
+static tpu_status_t lw_pad_fwd(tpu_lower_ctx_t* cx, int reflect) {
+  const int64_t* pads;
+  int nd = pad_check(cx, 0, 1, reflect, &pads);
+  if (nd < 0) return TPU_OK;
+  int r = lw_rank_of(cx, 0);
+  const int64_t* s = lw_sizes_of(cx, 0);
+  int x = lw_input(cx, 0, -1);
+  for (int j = 0; j < nd; ++j) {
+    int d = r - 1 - j;
+    x = tpu_ir_index_select(G, x, pad_index(cx, s[d], pads[2 * j], pads[2 * j + 1], reflect), d);
+  }
+  return lw_output(cx, 0, x);
+}
+/* *_backward(grad_output, self, padding) */
+static tpu_status_t lw_pad_bwd(tpu_lower_ctx_t* cx, int reflect) {
+  const int64_t* pads;
+  int nd = pad_check(cx, 1, 2, reflect, &pads);
+  if (nd < 0) return TPU_OK;
+  int r = lw_rank_of(cx, 1);
+  const int64_t* s = lw_sizes_of(cx, 1);
+  int g = lw_input(cx, 0, tpu_opmath_dtype(lw_out_meta(cx, 0)->dtype));
+  for (int j = nd - 1; j >= 0; --j) {
+    int d = r - 1 - j;
+    tpu_ir_type_t tg = ty(cx, g);
+    if (tg.rank != r || tg.dims[d] != s[d] + pads[2 * j] + pads[2 * j + 1])
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_output has the wrong size at dimension %d", cx->op_name, d);
+    int ib = bcast_along(cx, pad_index(cx, s[d], pads[2 * j], pads[2 * j + 1], reflect), &tg, d);
+    tpu_ir_type_t tz = tg;
+    tz.dims[d] = s[d];
+    g = tpu_ir_scatter(G, lw_const(cx, 0, tg.dtype, tz.rank, tz.dims), ib, g, d, 1);
+  }
+  return lw_output(cx, 0, g);
+}
+static tpu_status_t lower_reflection_pad(tpu_lower_ctx_t* cx) { return lw_pad_fwd(cx, 1); }
+static tpu_status_t lower_replication_pad(tpu_lower_ctx_t* cx) { return lw_pad_fwd(cx, 0); }
+static tpu_status_t lower_reflection_pad_bwd(tpu_lower_ctx_t* cx) { return lw_pad_bwd(cx, 1); }
+static tpu_status_t lower_replication_pad_bwd(tpu_lower_ctx_t* cx) { return lw_pad_bwd(cx, 0); }
+
+/* ---------------------------------------------------------------- searchsorted */
+
+/* searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter):
+ * position = number of boundaries < v (left) or <= v (right) along the last dim. */
+static tpu_status_t lower_searchsorted(tpu_lower_ctx_t* cx) {
+  if (!lw_is_none(cx, 5)) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: sorter", cx->op_name);
+  const char* side = lw_str(cx, 4, NULL);
+  int right = side ? !strcmp(side, "right") : (int)lw_int(cx, 3, 0);
+  int sr = lw_rank_of(cx, 0), vr = lw_rank_of(cx, 1);
+  const int64_t *ss = lw_sizes_of(cx, 0), *vs = lw_sizes_of(cx, 1);
+  if (sr < 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
+  if (sr > 1 && (vr != sr || memcmp(ss, vs, (size_t)(sr - 1) * sizeof(int64_t))))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match");
+  int ct = tpu_promote_types(lw_dtype_of(cx, 0), lw_dtype_of(cx, 1));
+  int64_t M = ss[sr - 1], V = tpu_numel(vr, vs);
+  int64_t lead = sr > 1 ? tpu_numel(sr - 1, ss) : 1, K = sr > 1 ? (vr ? vs[vr - 1] : 1) : V;
+  int64_t bd[3] = {lead, K, M};
+  int b = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 0, ct), 3, (int64_t[]){lead, 1, M}), 3, bd, NULL);
+  int v = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, ct), 3, (int64_t[]){lead, K, 1}), 3, bd, NULL);
+  int c = tpu_ir_compare(G, right ? TPU_IR_CMP_LE : TPU_IR_CMP_LT, b, v);
+  return out_as(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, c, I64), (int64_t[]){0, 0, 1}));
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
+  {"aten::sort", lower_sort}, {"aten::sort.values", lower_sort},
+  {"aten::sort.stable", lower_sort_stable}, {"aten::sort.values_stable", lower_sort_stable},
+  {"aten::topk", lower_topk}, {"aten::topk.values", lower_topk},
+  {"aten::kthvalue", lower_kthvalue}, {"aten::kthvalue.values", lower_kthvalue},
+  {"aten::median.dim", lower_median_dim}, {"aten::median.dim_values", lower_median_dim},
+  {"aten::median", lower_median}, {"aten::median.out", lower_median},
+  {"aten::_embedding_bag", lower_embedding_bag}, {"aten::_embedding_bag.out", lower_embedding_bag},
+  {"aten::_embedding_bag_forward_only", lower_embedding_bag},
+  {"aten::_embedding_bag_forward_only.out", lower_embedding_bag},
+  {"aten::_embedding_bag_backward", lower_embedding_bag_bwd},
+  {"aten::_embedding_bag_dense_backward", lower_embedding_bag_dense_bwd},
+  {"aten::_embedding_bag_dense_backward.out", lower_embedding_bag_dense_bwd},
+  {"aten::_embedding_bag_per_sample_weights_backward", lower_embedding_bag_psw_bwd},
+  {"aten::_embedding_bag_per_sample_weights_backward.out", lower_embedding_bag_psw_bwd},
+  {"aten::multinomial", lower_multinomial}, {"aten::multinomial.out", lower_multinomial},
+  {"aten::reflection_pad1d", lower_reflection_pad}, {"aten::reflection_pad1d.out", lower_reflection_pad},
+  {"aten::reflection_pad2d", lower_reflection_pad}, {"aten::reflection_pad2d.out", lower_reflection_pad},
+  {"aten::reflection_pad3d", lower_reflection_pad}, {"aten::reflection_pad3d.out", lower_reflection_pad},
+  {"aten::replication_pad1d", lower_replication_pad}, {"aten::replication_pad1d.out", lower_replication_pad},
+  {"aten::replication_pad2d", lower_replication_pad}, {"aten::replication_pad2d.out", lower_replication_pad},
+  {"aten::replication_pad3d", lower_replication_pad}, {"aten::replication_pad3d.out", lower_replication_pad},
+  {"aten::reflection_pad1d_backward", lower_reflection_pad_bwd},
+  {"aten::reflection_pad1d_backward.grad_input", lower_reflection_pad_bwd},
+  {"aten::reflection_pad2d_backward", lower_reflection_pad_bwd},
+  {"aten::reflection_pad2d_backward.grad_input", lower_reflection_pad_bwd},
+  {"aten::reflection_pad3d_backward", lower_reflection_pad_bwd},
+  {"aten::reflection_pad3d_backward.grad_input", lower_reflection_pad_bwd},
+  {"aten::replication_pad1d_backward", lower_replication_pad_bwd},
+  {"aten::replication_pad1d_backward.grad_input", lower_replication_pad_bwd},
+  {"aten::replication_pad2d_backward", lower_replication_pad_bwd},
+  {"aten::replication_pad2d_backward.grad_input", lower_replication_pad_bwd},
+  {"aten::replication_pad3d_backward", lower_replication_pad_bwd},
+  {"aten::replication_pad3d_backward.grad_input", lower_replication_pad_bwd},
+  {"aten::searchsorted.Tensor", lower_searchsorted}, {"aten::searchsorted.Tensor_out", lower_searchsorted},
   TPU_LOWERING_END
 };
