@@ -30,7 +30,7 @@ all: build
 $(VENV)/.stamp: Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q torch==2.13.0 numpy pytest setuptools wheel ninja
+	$(VPY) -m pip install -q torch==2.13.0 numpy pytest setuptools wheel ninja expecttest
 	touch $@
 venv: $(VENV)/.stamp
 
