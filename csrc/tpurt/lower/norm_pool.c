@@ -622,29 +622,35 @@ static int up_fwd(tpu_lower_ctx_t* cx, int x, const int64_t* insz, const int64_t
   }
   return x;
 }
-/* transposed: scatter-add along each dim */
-static int scatter_dim(tpu_lower_ctx_t* cx, int acc, int idx, int src, int d) {
-  tpu_ir_type_t t = type_of(cx, src);
-  int64_t bd[1] = {d};
-  return tpu_ir_scatter(G, acc, tpu_ir_broadcast(G, idx, t.rank, t.dims, bd), src, d, 1);
+/* the resampling matrix [out, in] of one dim: M[o, i] = sum of the weights of o's taps at i */
+static int up_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int bilinear, int align, int isc, int dt) {
+  int64_t oi[2] = {out, in}, b0[1] = {0};
+  int col = tpu_ir_iota(G, I64, 2, oi, 1);
+  if (!bilinear) {
+    int idx = tpu_ir_broadcast(G, nearest_idx(cx, isc, in, out), 2, oi, b0);
+    return tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, idx), dt);
+  }
+  int i0, i1, l0, l1;
+  linear_idx(cx, isc, in, out, align, dt, &i0, &i1, &l0, &l1);
+  int z = lw_const(cx, 0, dt, 2, oi);
+  int m0 = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, tpu_ir_broadcast(G, i0, 2, oi, b0)), tpu_ir_broadcast(G, l0, 2, oi, b0), z);
+  int m1 = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, tpu_ir_broadcast(G, i1, 2, oi, b0)), tpu_ir_broadcast(G, l1, 2, oi, b0), z);
+  return BIN(ADD, m0, m1);
 }
+/* transposed resampling as GEMMs: width g[R, oW] . Mw -> [R, W]; height through a transpose */
 static int up_bwd(tpu_lower_ctx_t* cx, int g, const int64_t* insz, const int64_t* outsz, int bilinear, int align,
                   int is_h, int dt) {
-  int r = type_of(cx, g).rank;
-  for (int j = 0; j < 2; ++j) { /* undo height, then width */
-    int d = r - 2 + j, isc = is_h + j;
-    tpu_ir_type_t t = type_of(cx, g);
-    t.dims[d] = insz[j];
-    int acc = lw_const(cx, 0, dt, t.rank, t.dims);
-    if (!bilinear) {
-      g = scatter_dim(cx, acc, nearest_idx(cx, isc, insz[j], outsz[j]), g, d);
-    } else {
-      int i0, i1, l0, l1;
-      linear_idx(cx, isc, insz[j], outsz[j], align, dt, &i0, &i1, &l0, &l1);
-      g = scatter_dim(cx, scatter_dim(cx, acc, i0, wmul(cx, g, l0, d), d), i1, wmul(cx, g, l1, d), d);
-    }
-  }
-  return g;
+  tpu_ir_type_t t = type_of(cx, g);
+  if (g < 0 || t.rank != 4) return -1;
+  int64_t BC = t.dims[0] * t.dims[1], OH = outsz[0], OW = outsz[1], IH = insz[0], IW = insz[1];
+  int mw = up_matrix(cx, IW, OW, bilinear, align, is_h + 1, dt);
+  int mh = up_matrix(cx, IH, OH, bilinear, align, is_h, dt);
+  int64_t r2[2] = {BC * OH, OW}, r3[3] = {BC, OH, IW}, p021[3] = {0, 2, 1}, r2b[2] = {BC * IW, OH}, r3b[3] = {BC, IW, IH};
+  int gw = tpu_ir_dot(G, tpu_ir_reshape(G, g, 2, r2), mw, 0, dt);                       /* [BC*OH, IW] */
+  int gt = tpu_ir_transpose(G, tpu_ir_reshape(G, gw, 3, r3), p021);                     /* [BC, IW, OH] */
+  int gh = tpu_ir_dot(G, tpu_ir_reshape(G, gt, 2, r2b), mh, 0, dt);                     /* [BC*IW, IH] */
+  int64_t o4[4] = {t.dims[0], t.dims[1], IH, IW};
+  return tpu_ir_reshape(G, tpu_ir_transpose(G, tpu_ir_reshape(G, gh, 3, r3b), p021), 4, o4);
 }
 static int up_shapes(tpu_lower_ctx_t* cx, int r, const int64_t* full_in, int iout, int64_t* insz, int64_t* outsz) {
   const int64_t* os;
@@ -665,8 +671,19 @@ static tpu_status_t lw_upsample(tpu_lower_ctx_t* cx, int bilinear) {
   int64_t insz[2], outsz[2];
   if (!up_shapes(cx, lw_rank_of(cx, 0), lw_sizes_of(cx, 0), 1, insz, outsz)) return TPU_OK;
   int align = bilinear ? (int)lw_int(cx, 2, 0) : 0;
-  int y = up_fwd(cx, lw_input(cx, 0, dt), insz, outsz, bilinear, align, bilinear ? 3 : 2, dt);
-  return lw_output(cx, 0, y);
+  int x = lw_input(cx, 0, dt);
+  if (!bilinear) return lw_output(cx, 0, up_fwd(cx, x, insz, outsz, 0, 0, 2, dt));
+  /* bilinear as GEMMs with the [out, in] weight matrices: width, then height */
+  const int64_t* xs = lw_sizes_of(cx, 0);
+  int64_t BC = xs[0] * xs[1], OH = outsz[0], OW = outsz[1], IH = insz[0], IW = insz[1], p10[2] = {1, 0};
+  int mw = tpu_ir_transpose(G, up_matrix(cx, IW, OW, 1, align, 4, dt), p10); /* [IW, OW] */
+  int mh = tpu_ir_transpose(G, up_matrix(cx, IH, OH, 1, align, 3, dt), p10); /* [IH, OH] */
+  int64_t r2[2] = {BC * IH, IW}, r3[3] = {BC, IH, OW}, p021[3] = {0, 2, 1}, r2b[2] = {BC * OW, IH}, r3b[3] = {BC, OW, OH};
+  int yw = tpu_ir_dot(G, tpu_ir_reshape(G, x, 2, r2), mw, 0, dt);
+  int yt = tpu_ir_transpose(G, tpu_ir_reshape(G, yw, 3, r3), p021);
+  int yh = tpu_ir_dot(G, tpu_ir_reshape(G, yt, 2, r2b), mh, 0, dt);
+  int64_t o4[4] = {xs[0], xs[1], OH, OW};
+  return lw_output(cx, 0, tpu_ir_reshape(G, tpu_ir_transpose(G, tpu_ir_reshape(G, yh, 3, r3b), p021), 4, o4));
 }
 static tpu_status_t lower_upsample_nearest2d(tpu_lower_ctx_t* cx) { return lw_upsample(cx, 0); }
 static tpu_status_t lower_upsample_bilinear2d(tpu_lower_ctx_t* cx) { return lw_upsample(cx, 1); }
