@@ -110,7 +110,7 @@ static tpu_status_t lower_kthvalue(tpu_lower_ctx_t* cx) {
   if (d < 0) return TPU_OK;
   int64_t k = lw_int(cx, 1, 1), n = r ? lw_sizes_of(cx, 0)[d] : 1;
   if (k < 1 || k > n)
-    return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "kthvalue(): selected number k out of range for dimension %d", d);
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "kthvalue(): selected number k out of range for dimension %d", d);
   return kth(cx, at_least_1d(cx, lw_input(cx, 0, -1)), d, k - 1, 0, 1);
 }
 /* median.dim(self, dim, keepdim=False): the lower median; NaN if any NaN */
@@ -424,23 +424,31 @@ static tpu_status_t lower_replication_pad_bwd(tpu_lower_ctx_t* cx) { return lw_p
 
 /* searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter):
  * position = number of boundaries < v (left) or <= v (right) along the last dim. */
-static tpu_status_t lower_searchsorted(tpu_lower_ctx_t* cx) {
-  if (!lw_is_none(cx, 5)) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: sorter", cx->op_name);
-  const char* side = lw_str(cx, 4, NULL);
-  int right = side ? !strcmp(side, "right") : (int)lw_int(cx, 3, 0);
-  int sr = lw_rank_of(cx, 0), vr = lw_rank_of(cx, 1);
-  const int64_t *ss = lw_sizes_of(cx, 0), *vs = lw_sizes_of(cx, 1);
+static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right) {
+  int sr = lw_rank_of(cx, seq_i), vr = lw_is_tensor(cx, val_i) ? lw_rank_of(cx, val_i) : 0;
+  const int64_t *ss = lw_sizes_of(cx, seq_i), *vs = vr ? lw_sizes_of(cx, val_i) : NULL;
   if (sr < 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
   if (sr > 1 && (vr != sr || memcmp(ss, vs, (size_t)(sr - 1) * sizeof(int64_t))))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match");
-  int ct = tpu_promote_types(lw_dtype_of(cx, 0), lw_dtype_of(cx, 1));
+  int ct = tpu_promote_types(lw_dtype_of(cx, seq_i), lw_dtype_of(cx, val_i));
   int64_t M = ss[sr - 1], V = tpu_numel(vr, vs);
   int64_t lead = sr > 1 ? tpu_numel(sr - 1, ss) : 1, K = sr > 1 ? (vr ? vs[vr - 1] : 1) : V;
   int64_t bd[3] = {lead, K, M};
-  int b = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 0, ct), 3, (int64_t[]){lead, 1, M}), 3, bd, NULL);
-  int v = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, ct), 3, (int64_t[]){lead, K, 1}), 3, bd, NULL);
+  int b = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, seq_i, ct), 3, (int64_t[]){lead, 1, M}), 3, bd, NULL);
+  int v = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, val_i, ct), 3, (int64_t[]){lead, K, 1}), 3, bd, NULL);
   int c = tpu_ir_compare(G, right ? TPU_IR_CMP_LE : TPU_IR_CMP_LT, b, v);
   return out_as(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, c, I64), (int64_t[]){0, 0, 1}));
+}
+static tpu_status_t lower_searchsorted(tpu_lower_ctx_t* cx) {
+  if (!lw_is_none(cx, 5)) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: sorter", cx->op_name);
+  const char* side = lw_str(cx, 4, NULL);
+  return search(cx, 0, 1, side ? !strcmp(side, "right") : (int)lw_int(cx, 3, 0));
+}
+/* bucketize.Tensor / .Scalar(self, boundaries, *, out_int32, right) */
+static tpu_status_t lower_bucketize(tpu_lower_ctx_t* cx) {
+  if (lw_rank_of(cx, 1) != 1)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "boundaries tensor must be 1 dimension, but got dim(%d)", lw_rank_of(cx, 1));
+  return search(cx, 1, 0, (int)lw_int(cx, 3, 0));
 }
 
 TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
@@ -478,5 +486,8 @@ TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
   {"aten::replication_pad3d_backward", lower_replication_pad_bwd},
   {"aten::replication_pad3d_backward.grad_input", lower_replication_pad_bwd},
   {"aten::searchsorted.Tensor", lower_searchsorted}, {"aten::searchsorted.Tensor_out", lower_searchsorted},
+  {"aten::searchsorted.Scalar", lower_searchsorted}, {"aten::searchsorted.Scalar_out", lower_searchsorted},
+  {"aten::bucketize.Tensor", lower_bucketize}, {"aten::bucketize.Tensor_out", lower_bucketize},
+  {"aten::bucketize.Scalar", lower_bucketize}, {"aten::bucketize.Scalar_out", lower_bucketize},
   TPU_LOWERING_END
 };

@@ -1,0 +1,316 @@
+"""misc ops (lower/misc.c) on the tpu device vs PyTorch CPU: sort / argsort / msort, topk,
+kthvalue, median (dim and full, NaN), embedding_bag (sum/mean/max, offsets,
+include_last_offset, per_sample_weights, padding_idx; forward and backward), multinomial
+(statistics), reflection / replication padding 1d/2d/3d (+backward), searchsorted."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+DEV = "tpu"
+
+
+def close(actual, expected, **kw):
+    assert actual.device.type == DEV, actual.device
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, **kw)
+
+
+def distinct(*shape, dtype=torch.float32):
+    """values without ties (so index results are unique), shuffled"""
+    n = 1
+    for s in shape:
+        n *= s
+    return (torch.randperm(max(n, 1))[:n].to(torch.float64) / 7 - n / 14).reshape(shape).to(dtype)
+
+
+# ---------------------------------------------------------------- sort family
+
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((4, 7), 1), ((4, 7), 0), ((3, 4, 5), -2), ((), 0), ((0, 3), 1)])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort(shape, dim, descending):
+    x = distinct(*shape)
+    v, i = torch.sort(x.to(DEV), dim=dim, descending=descending)
+    ev, ei = torch.sort(x, dim=dim, descending=descending)
+    close(v, ev)
+    close(i, ei)
+    close(torch.argsort(x.to(DEV), dim=dim, descending=descending), torch.argsort(x, dim=dim, descending=descending))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.uint8])
+def test_sort_dtypes_stable(dtype):
+    torch.manual_seed(0)
+    x = torch.randint(0, 5, (3, 17)).to(dtype)  # many ties: stable order matters
+    for desc in (False, True):
+        v, i = torch.sort(x.to(DEV), dim=1, descending=desc, stable=True)
+        ev, ei = torch.sort(x, dim=1, descending=desc, stable=True)
+        close(v, ev)
+        close(i, ei)
+    close(torch.msort(x.to(DEV)), torch.msort(x))
+
+
+def test_sort_nan_out_and_views():
+    x = torch.tensor([[3.0, float("nan"), -1.0, float("inf"), 0.0], [1.0, 2.0, float("nan"), float("-inf"), 5.0]])
+    for desc in (False, True):
+        v, i = torch.sort(x.to(DEV), 1, descending=desc)
+        ev, ei = torch.sort(x, 1, descending=desc)
+        close(v, ev)
+        close(i, ei)
+    # out= and a transposed input
+    y = distinct(6, 4).t()
+    vo, io = torch.empty(0, device=DEV), torch.empty(0, dtype=torch.long, device=DEV)
+    torch.sort(y.to(DEV), dim=1, out=(vo, io))
+    ev, ei = torch.sort(y, dim=1)
+    close(vo, ev)
+    close(io, ei)
+
+
+def test_sort_backward():
+    x = distinct(4, 6)
+    xt = x.to(DEV).requires_grad_()
+    xc = x.clone().requires_grad_()
+    w = torch.linspace(-1, 1, 24).reshape(4, 6)
+    (torch.sort(xt, 1, descending=True).values * w.to(DEV)).sum().backward()
+    (torch.sort(xc, 1, descending=True).values * w).sum().backward()
+    close(xt.grad, xc.grad)
+
+
+@pytest.mark.parametrize("k,dim,largest", [(3, -1, True), (1, 0, False), (7, 1, False), (0, 1, True)])
+def test_topk(k, dim, largest):
+    x = distinct(5, 7)
+    v, i = torch.topk(x.to(DEV), k, dim=dim, largest=largest)
+    ev, ei = torch.topk(x, k, dim=dim, largest=largest)
+    close(v, ev)
+    close(i, ei)
+
+
+def test_topk_backward_out_dtypes():
+    x = distinct(3, 9)
+    xt = x.to(DEV).requires_grad_()
+    xc = x.clone().requires_grad_()
+    torch.topk(xt, 4).values.square().sum().backward()
+    torch.topk(xc, 4).values.square().sum().backward()
+    close(xt.grad, xc.grad)
+    for dt in (torch.bfloat16, torch.int64):
+        y = torch.randperm(20).reshape(2, 10).to(dt)  # exact in bf16: no ties
+        v, i = torch.topk(y.to(DEV), 3)
+        ev, ei = torch.topk(y, 3)
+        close(v, ev)
+        close(i, ei)
+    vo, io = torch.empty(0, device=DEV), torch.empty(0, dtype=torch.long, device=DEV)
+    torch.topk(x.to(DEV), 2, out=(vo, io))
+    close(vo, torch.topk(x, 2).values)
+    with pytest.raises(RuntimeError):
+        torch.topk(x.to(DEV), 10)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_kthvalue_median(keepdim):
+    x = distinct(4, 7)
+    for k, dim in ((1, 1), (4, 1), (2, 0), (7, -1)):
+        v, i = torch.kthvalue(x.to(DEV), k, dim, keepdim=keepdim)
+        ev, ei = torch.kthvalue(x, k, dim, keepdim=keepdim)
+        close(v, ev)
+        close(i, ei)
+    for dim in (0, 1, -1):
+        v, i = torch.median(x.to(DEV), dim, keepdim=keepdim)
+        ev, ei = torch.median(x, dim, keepdim=keepdim)
+        close(v, ev)
+        close(i, ei)
+    close(torch.median(x.to(DEV)), torch.median(x))
+    with pytest.raises(RuntimeError):
+        torch.kthvalue(x.to(DEV), 8, 1)
+
+
+def test_median_nan_and_backward():
+    x = distinct(3, 6)
+    x[1, 2] = float("nan")
+    x[1, 4] = float("nan")
+    v, i = torch.median(x.to(DEV), 1)
+    ev, ei = torch.median(x, 1)
+    close(v, ev)
+    close(i, ei)
+    close(torch.median(x.to(DEV)), torch.median(x))
+    close(torch.median(torch.tensor(3.5).to(DEV)), torch.tensor(3.5))
+    y = distinct(5, 4)
+    yt = y.to(DEV).requires_grad_()
+    yc = y.clone().requires_grad_()
+    (torch.median(yt, 0).values.sum() + torch.kthvalue(yt, 2, 1).values.sum() + torch.median(yt)).backward()
+    (torch.median(yc, 0).values.sum() + torch.kthvalue(yc, 2, 1).values.sum() + torch.median(yc)).backward()
+    close(yt.grad, yc.grad)
+
+
+# ---------------------------------------------------------------- embedding_bag
+
+IDX = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 0, 7])
+OFF = torch.tensor([0, 4, 4, 6])
+
+
+def bag_run(dev, w, idx, off, psw=None, **kw):
+    wd = w.detach().to(dev).requires_grad_()
+    pd = psw.detach().to(dev).requires_grad_() if psw is not None else None
+    out = F.embedding_bag(idx.to(dev), wd, off.to(dev) if off is not None else None, per_sample_weights=pd, **kw)
+    out.backward(torch.linspace(-1, 2, out.numel()).reshape(out.shape).to(dev, out.dtype))
+    return out, wd.grad, (pd.grad if pd is not None else None)
+
+
+def bag_compare(w, idx, off, psw=None, tol=None, **kw):
+    t = bag_run(DEV, w, idx, off, psw, **kw)
+    c = bag_run("cpu", w, idx, off, psw, **kw)
+    tol = tol or {}
+    for a, b in zip(t, c):
+        if b is None:
+            assert a is None
+        else:
+            close(a, b, **tol)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 4])
+def test_embedding_bag(mode, padding_idx):
+    w = torch.randn(10, 3)
+    bag_compare(w, IDX, OFF, mode=mode, padding_idx=padding_idx)
+    # include_last_offset with a consistent last offset
+    bag_compare(w, IDX, torch.tensor([0, 3, 3, 7, 10]), mode=mode, padding_idx=padding_idx, include_last_offset=True)
+    # 2-D indices (fixed-size bags), i32 indices
+    bag_compare(w, torch.randint(0, 10, (4, 3), generator=torch.Generator().manual_seed(0)), None, mode=mode)
+    bag_compare(w, IDX.int(), OFF.int(), mode=mode, padding_idx=padding_idx)
+
+
+def test_embedding_bag_per_sample_weights():
+    w = torch.randn(10, 5)
+    psw = torch.randn(IDX.numel())
+    bag_compare(w, IDX, OFF, psw, mode="sum")
+    bag_compare(w, IDX, OFF, psw, mode="sum", padding_idx=2)
+    bag_compare(w, IDX, torch.tensor([0, 2, 10]), psw, mode="sum", include_last_offset=True)
+
+
+def test_embedding_bag_module_dtypes_empty():
+    torch.manual_seed(0)
+    m = torch.nn.EmbeddingBag(12, 4, mode="mean")
+    x = torch.randint(0, 12, (3, 5))
+    close(m.to(DEV)(x.to(DEV)), m.cpu()(x))
+    w = torch.randn(10, 3, dtype=torch.float64)
+    bag_compare(w, IDX, OFF, mode="sum")
+    wb = torch.randn(10, 3).to(torch.bfloat16)
+    out = F.embedding_bag(IDX.to(DEV), wb.to(DEV), OFF.to(DEV), mode="mean")
+    close(out, F.embedding_bag(IDX, wb, OFF, mode="mean"), atol=1e-2, rtol=1e-2)
+    # all bags empty
+    close(F.embedding_bag(torch.tensor([], dtype=torch.long).to(DEV), w.to(DEV), torch.tensor([0, 0]).to(DEV)),
+          torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_embedding_bag_scale_grad_by_freq():
+    # documented semantics (and CUDA's): each weight row's gradient is divided by the
+    # frequency of its index. PyTorch's CPU kernel indexes its count table with the
+    # position among unique indices instead, so compare to an explicit reference.
+    w = torch.randn(10, 3)
+    wt = w.to(DEV).requires_grad_()
+    F.embedding_bag(IDX.to(DEV), wt, OFF.to(DEV), mode="sum", scale_grad_by_freq=True).sum().backward()
+    wc = w.clone().requires_grad_()
+    F.embedding_bag(IDX, wc, OFF, mode="sum").sum().backward()
+    counts = torch.bincount(IDX, minlength=10).clamp(min=1).unsqueeze(1).float()
+    close(wt.grad, wc.grad / counts)
+
+
+def test_embedding_bag_errors():
+    w = torch.randn(10, 3, device=DEV)
+    with pytest.raises((RuntimeError, IndexError)):
+        F.embedding_bag(torch.tensor([1, 10]).to(DEV), w, torch.tensor([0]).to(DEV)).cpu()
+    with pytest.raises((RuntimeError, ValueError, NotImplementedError)):
+        F.embedding_bag(IDX.to(DEV), w, OFF.to(DEV), mode="max", per_sample_weights=torch.ones(10, device=DEV))
+
+
+# ---------------------------------------------------------------- multinomial
+
+def test_multinomial_with_replacement_statistics():
+    torch.manual_seed(0)
+    p = torch.tensor([[0.1, 0.0, 0.2, 0.7], [1.0, 1.0, 0.0, 2.0]])
+    n = 20000
+    s = torch.multinomial(p.to(DEV), n, replacement=True)
+    assert s.device.type == DEV and s.dtype == torch.long and s.shape == (2, n)
+    s = s.cpu()
+    for r in range(2):
+        freq = torch.bincount(s[r], minlength=4).double() / n
+        torch.testing.assert_close(freq, (p[r] / p[r].sum()).double(), atol=0.02, rtol=0)
+        assert freq[(p[r] == 0).nonzero()].sum() == 0
+    one = torch.multinomial(torch.tensor([0.0, 3.0, 0.0], device=DEV), 5, replacement=True)
+    close(one, torch.ones(5, dtype=torch.long))
+
+
+def test_multinomial_without_replacement():
+    torch.manual_seed(0)
+    p = torch.rand(4, 8) + 0.01
+    p[:, 3] = 0
+    s = torch.multinomial(p.to(DEV), 7).cpu()
+    for r in range(4):
+        assert len(set(s[r].tolist())) == 7 and 3 not in s[r].tolist()
+    full = torch.multinomial(torch.ones(6, device=DEV), 6).cpu()
+    assert sorted(full.tolist()) == list(range(6))
+    # first draw follows p
+    q = torch.tensor([0.6, 0.3, 0.1])
+    first = torch.multinomial(q.to(DEV).expand(20000, 3).contiguous(), 2)[:, 0].cpu()
+    torch.testing.assert_close(torch.bincount(first, minlength=3).double() / 20000, q.double(), atol=0.02, rtol=0)
+    # generator reproducibility
+    g1 = torch.Generator(device=DEV).manual_seed(5)
+    g2 = torch.Generator(device=DEV).manual_seed(5)
+    close(torch.multinomial(p.to(DEV), 3, generator=g1), torch.multinomial(p.to(DEV), 3, generator=g2).cpu())
+    with pytest.raises(RuntimeError):
+        torch.multinomial(torch.ones(3, device=DEV), 4)
+
+
+# ---------------------------------------------------------------- padding
+
+PADS = {1: [(2, 3), (0, 1), (-1, 2)], 2: [(2, 1, 3, 2), (1, 1, 0, 0)], 3: [(1, 2, 1, 0, 2, 1)]}
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("batched", [True, False])
+def test_pad_modes(mode, nd, batched):
+    torch.manual_seed(0)
+    spatial = (5, 4, 6)[:nd]
+    shape = ((2, 3) if batched else (3,)) + spatial
+    x = torch.randn(shape)
+    for p in PADS[nd]:
+        xt = x.to(DEV).requires_grad_()
+        xc = x.clone().requires_grad_()
+        yt, yc = F.pad(xt, p, mode=mode), F.pad(xc, p, mode=mode)
+        close(yt, yc)
+        g = torch.linspace(-1, 1, yc.numel()).reshape(yc.shape)
+        yt.backward(g.to(DEV))
+        yc.backward(g)
+        close(xt.grad, xc.grad)
+
+
+def test_pad_views_dtypes_errors():
+    x = torch.randn(2, 6, 5).transpose(1, 2)  # non-contiguous
+    close(F.pad(x.to(DEV), (2, 2), mode="reflect"), F.pad(x, (2, 2), mode="reflect"))
+    for dt in (torch.float64, torch.bfloat16):
+        y = torch.randn(1, 2, 4, 4).to(dt)
+        close(F.pad(y.to(DEV), (1, 2, 2, 1), mode="replicate"), F.pad(y, (1, 2, 2, 1), mode="replicate"))
+    with pytest.raises(RuntimeError):
+        F.pad(torch.randn(1, 2, 3, device=DEV), (3, 0), mode="reflect")
+    m = torch.nn.ReflectionPad2d(1)
+    z = torch.randn(1, 1, 3, 3)
+    close(m(z.to(DEV)), m(z))
+
+
+# ---------------------------------------------------------------- searchsorted
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted(right):
+    torch.manual_seed(0)
+    b = torch.sort(torch.randn(12)).values
+    v = torch.cat([torch.randn(3, 4).flatten(), b[:3]]).reshape(3, 5)  # includes exact hits
+    close(torch.searchsorted(b.to(DEV), v.to(DEV), right=right), torch.searchsorted(b, v, right=right))
+    close(torch.searchsorted(b.to(DEV), v.to(DEV), right=right, out_int32=True),
+          torch.searchsorted(b, v, right=right, out_int32=True))
+    b2 = torch.sort(torch.randn(3, 8), 1).values
+    v2 = torch.randn(3, 6)
+    side = "right" if right else "left"
+    close(torch.searchsorted(b2.to(DEV), v2.to(DEV), side=side), torch.searchsorted(b2, v2, side=side))
+    close(torch.bucketize(v.to(DEV), b.to(DEV), right=right), torch.bucketize(v, b, right=right))
+    ints = torch.tensor([1, 3, 3, 5, 9])
+    close(torch.searchsorted(ints.to(DEV), torch.tensor([0, 3, 4, 9, 10]).to(DEV), right=right),
+          torch.searchsorted(ints, torch.tensor([0, 3, 4, 9, 10]), right=right))
