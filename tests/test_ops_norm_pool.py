@@ -288,3 +288,20 @@ def test_recompute_scale_factor():
     x = _rand((1, 2, 5, 7), torch.float32)
     _check(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True), [x], torch.float32)
     _check(lambda x: F.interpolate(x, scale_factor=1.7, mode="nearest", recompute_scale_factor=True), [x], torch.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=1.7), dict(size=7), dict(size=3)])
+def test_upsample_1d(dtype, kw):
+    x = _rand((2, 3, 5), dtype)
+    _check(lambda x: F.interpolate(x, mode="nearest", **kw), [x], dtype)
+    _check(lambda x: F.interpolate(x, mode="nearest-exact", **kw), [x], dtype)
+    _check(lambda x: F.interpolate(x, mode="linear", **kw), [x], dtype)
+    _check(lambda x: F.interpolate(x, mode="linear", align_corners=True, **kw), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=(1.5, 0.7)), dict(size=(7, 3))])
+def test_upsample_nearest_exact2d(dtype, kw):
+    x = _rand((2, 3, 5, 4), dtype)
+    _check(lambda x: F.interpolate(x, mode="nearest-exact", **kw), [x], dtype)

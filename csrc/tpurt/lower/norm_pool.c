@@ -575,10 +575,15 @@ static int up_scale(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out, in
   int inv = tpu_ir_convert(G, BIN(DIV, tpu_ir_constant(G, TPU_DTYPE_F64, 1.0), s), sdt);
   return tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, s, tpu_ir_constant(G, TPU_DTYPE_F64, 0)), inv, dflt);
 }
-/* nearest source index per output position: min(floor(o * scale), in - 1), i64 [out] */
-static int nearest_idx(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out) {
+/* resampling modes */
+enum { UP_NEAREST = 0, UP_NEAREST_EXACT = 1, UP_LINEAR = 2 };
+
+/* nearest source index per output position, i64 [out]: min(floor(o * scale), in - 1), or
+ * min(floor((o + 0.5) * scale), in - 1) for nearest-exact (f32 math as PyTorch) */
+static int nearest_idx(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out, int exact) {
   int sc = up_scale(cx, iscale, in, out, TPU_DTYPE_F32);
   int o = tpu_ir_iota(G, TPU_DTYPE_F32, 1, &out, 0);
+  if (exact) o = BIN(ADD, o, lw_const_like(cx, 0.5, o));
   int src = tpu_ir_convert(G, UN(FLOOR, BIN(MUL, o, lw_bcast_like(cx, sc, o))), I64);
   return BIN(MIN, src, lw_const_like(cx, (double)(in - 1), src));
 }
@@ -603,31 +608,13 @@ static void linear_idx(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out,
   *l1 = BIN(SUB, src, tpu_ir_convert(G, *i0, sdt));
   *l0 = BIN(SUB, lw_const_like(cx, 1.0, *l1), *l1);
 }
-/* v weighted along dim d by a [n] vector */
-static int wmul(tpu_lower_ctx_t* cx, int v, int wv, int d) { return BIN(MUL, v, along(cx, wv, v, d)); }
 
-/* dim-by-dim resampling of x (rank r, spatial dims r-2, r-1) to out sizes */
-static int up_fwd(tpu_lower_ctx_t* cx, int x, const int64_t* insz, const int64_t* outsz, int bilinear, int align,
-                  int is_h, int dt) {
-  int r = type_of(cx, x).rank;
-  for (int j = 1; j >= 0; --j) { /* width first, then height (PyTorch's blend order) */
-    int d = r - 2 + j, isc = is_h + j;
-    if (!bilinear) {
-      x = tpu_ir_index_select(G, x, nearest_idx(cx, isc, insz[j], outsz[j]), d);
-    } else {
-      int i0, i1, l0, l1;
-      linear_idx(cx, isc, insz[j], outsz[j], align, dt, &i0, &i1, &l0, &l1);
-      x = BIN(ADD, wmul(cx, tpu_ir_index_select(G, x, i0, d), l0, d), wmul(cx, tpu_ir_index_select(G, x, i1, d), l1, d));
-    }
-  }
-  return x;
-}
 /* the resampling matrix [out, in] of one dim: M[o, i] = sum of the weights of o's taps at i */
-static int up_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int bilinear, int align, int isc, int dt) {
+static int up_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int mode, int align, int isc, int dt) {
   int64_t oi[2] = {out, in}, b0[1] = {0};
   int col = tpu_ir_iota(G, I64, 2, oi, 1);
-  if (!bilinear) {
-    int idx = tpu_ir_broadcast(G, nearest_idx(cx, isc, in, out), 2, oi, b0);
+  if (mode != UP_LINEAR) {
+    int idx = tpu_ir_broadcast(G, nearest_idx(cx, isc, in, out, mode == UP_NEAREST_EXACT), 2, oi, b0);
     return tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, idx), dt);
   }
   int i0, i1, l0, l1;
@@ -637,73 +624,110 @@ static int up_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int bilinear,
   int m1 = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, tpu_ir_broadcast(G, i1, 2, oi, b0)), tpu_ir_broadcast(G, l1, 2, oi, b0), z);
   return BIN(ADD, m0, m1);
 }
-/* transposed resampling as GEMMs: width g[R, oW] . Mw -> [R, W]; height through a transpose */
-static int up_bwd(tpu_lower_ctx_t* cx, int g, const int64_t* insz, const int64_t* outsz, int bilinear, int align,
-                  int is_h, int dt) {
-  tpu_ir_type_t t = type_of(cx, g);
-  if (g < 0 || t.rank != 4) return -1;
-  int64_t BC = t.dims[0] * t.dims[1], OH = outsz[0], OW = outsz[1], IH = insz[0], IW = insz[1];
-  int mw = up_matrix(cx, IW, OW, bilinear, align, is_h + 1, dt);
-  int mh = up_matrix(cx, IH, OH, bilinear, align, is_h, dt);
-  int64_t r2[2] = {BC * OH, OW}, r3[3] = {BC, OH, IW}, p021[3] = {0, 2, 1}, r2b[2] = {BC * IW, OH}, r3b[3] = {BC, IW, IH};
-  int gw = tpu_ir_dot(G, tpu_ir_reshape(G, g, 2, r2), mw, 0, dt);                       /* [BC*OH, IW] */
-  int gt = tpu_ir_transpose(G, tpu_ir_reshape(G, gw, 3, r3), p021);                     /* [BC, IW, OH] */
-  int gh = tpu_ir_dot(G, tpu_ir_reshape(G, gt, 2, r2b), mh, 0, dt);                     /* [BC*IW, IH] */
-  int64_t o4[4] = {t.dims[0], t.dims[1], IH, IW};
-  return tpu_ir_reshape(G, tpu_ir_transpose(G, tpu_ir_reshape(G, gh, 3, r3b), p021), 4, o4);
+
+/* One upsampling op: ns spatial dims (1 or 2; 1-D runs as 2-D with a height of 1), the
+ * output_size / input_size / align_corners argument indices and the per-dim scale args. */
+typedef struct { int ns, mode, iout, iin, ialign, isc[2]; } up_spec_t;
+
+/* x [BC, IH, IW] resampled as GEMMs with the weight matrices Mh [OH, IH], Mw [OW, IW]
+ * (transposed: Mh^T, Mw^T swap the roles): width, then height (PyTorch's blend order). */
+static int up_gemms(tpu_lower_ctx_t* cx, int x, int64_t BC, int64_t IH, int64_t IW, int mh, int mw, int64_t OH,
+                    int64_t OW, int dt) {
+  int64_t r2[2] = {BC * IH, IW}, r3[3] = {BC, IH, OW}, p021[3] = {0, 2, 1}, r2b[2] = {BC * OW, IH}, r3b[3] = {BC, OW, OH};
+  int yw = tpu_ir_dot(G, tpu_ir_reshape(G, x, 2, r2), mw, 0, dt);         /* [BC*IH, OW] */
+  int yt = tpu_ir_transpose(G, tpu_ir_reshape(G, yw, 3, r3), p021);       /* [BC, OW, IH] */
+  int yh = tpu_ir_dot(G, tpu_ir_reshape(G, yt, 2, r2b), mh, 0, dt);       /* [BC*OW, OH] */
+  return tpu_ir_transpose(G, tpu_ir_reshape(G, yh, 3, r3b), p021);        /* [BC, OH, OW] */
 }
-static int up_shapes(tpu_lower_ctx_t* cx, int r, const int64_t* full_in, int iout, int64_t* insz, int64_t* outsz) {
+
+/* sizes: insz/outsz as 2-D (height 1 for 1-D); full_in: the input's full shape */
+static int up_sizes(tpu_lower_ctx_t* cx, const up_spec_t* sp, int rank, const int64_t* full_in, int64_t* insz,
+                    int64_t* outsz) {
   const int64_t* os;
-  if (r != 4) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected a 4D input, got %dD", cx->op_name, r)); return 0; }
-  if (lw_int_list(cx, iout, &os) != 2) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected output_size of 2 values", cx->op_name)); return 0; }
-  insz[0] = full_in[2]; insz[1] = full_in[3]; outsz[0] = os[0]; outsz[1] = os[1];
+  if (rank != sp->ns + 2) {
+    tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected a %dD input, got %dD", cx->op_name, sp->ns + 2, rank));
+    return 0;
+  }
+  if (lw_int_list(cx, sp->iout, &os) != sp->ns) {
+    tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected output_size of %d values", cx->op_name, sp->ns));
+    return 0;
+  }
+  insz[0] = sp->ns == 2 ? full_in[2] : 1; insz[1] = full_in[rank - 1];
+  outsz[0] = sp->ns == 2 ? os[0] : 1; outsz[1] = os[sp->ns - 1];
   if (insz[0] <= 0 || insz[1] <= 0 || outsz[0] <= 0 || outsz[1] <= 0) {
     tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: empty spatial sizes", cx->op_name));
     return 0;
   }
   return 1;
 }
-/* upsample_nearest2d(self, output_size, scales_h?, scales_w?) / upsample_bilinear2d(self,
- * output_size, align_corners, scales_h?, scales_w?) */
-static tpu_status_t lw_upsample(tpu_lower_ctx_t* cx, int bilinear) {
-  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+/* the scale argument of 2-D dim j (height of a 1-D op: none) */
+static int up_isc(const up_spec_t* sp, int j) { return sp->ns == 2 ? sp->isc[j] : (j ? sp->isc[0] : -1); }
+
+static tpu_status_t lw_upsample(tpu_lower_ctx_t* cx, const up_spec_t* sp) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0)), rank = lw_rank_of(cx, 0);
   if (!float_check(cx, dt)) return TPU_OK;
-  int64_t insz[2], outsz[2];
-  if (!up_shapes(cx, lw_rank_of(cx, 0), lw_sizes_of(cx, 0), 1, insz, outsz)) return TPU_OK;
-  int align = bilinear ? (int)lw_int(cx, 2, 0) : 0;
-  int x = lw_input(cx, 0, dt);
-  if (!bilinear) return lw_output(cx, 0, up_fwd(cx, x, insz, outsz, 0, 0, 2, dt));
-  /* bilinear as GEMMs with the [out, in] weight matrices: width, then height */
   const int64_t* xs = lw_sizes_of(cx, 0);
-  int64_t BC = xs[0] * xs[1], OH = outsz[0], OW = outsz[1], IH = insz[0], IW = insz[1], p10[2] = {1, 0};
-  int mw = tpu_ir_transpose(G, up_matrix(cx, IW, OW, 1, align, 4, dt), p10); /* [IW, OW] */
-  int mh = tpu_ir_transpose(G, up_matrix(cx, IH, OH, 1, align, 3, dt), p10); /* [IH, OH] */
-  int64_t r2[2] = {BC * IH, IW}, r3[3] = {BC, IH, OW}, p021[3] = {0, 2, 1}, r2b[2] = {BC * OW, IH}, r3b[3] = {BC, OW, OH};
-  int yw = tpu_ir_dot(G, tpu_ir_reshape(G, x, 2, r2), mw, 0, dt);
-  int yt = tpu_ir_transpose(G, tpu_ir_reshape(G, yw, 3, r3), p021);
-  int yh = tpu_ir_dot(G, tpu_ir_reshape(G, yt, 2, r2b), mh, 0, dt);
-  int64_t o4[4] = {xs[0], xs[1], OH, OW};
-  return lw_output(cx, 0, tpu_ir_reshape(G, tpu_ir_transpose(G, tpu_ir_reshape(G, yh, 3, r3b), p021), 4, o4));
+  int64_t insz[2], outsz[2];
+  if (!up_sizes(cx, sp, rank, xs, insz, outsz)) return TPU_OK;
+  int align = sp->ialign >= 0 ? (int)lw_int(cx, sp->ialign, 0) : 0;
+  int64_t BC = xs[0] * xs[1];
+  int64_t r3[3] = {BC, insz[0], insz[1]};
+  int x = tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, r3);
+  int y;
+  if (sp->mode != UP_LINEAR) { /* exact gathers: index_select per dim */
+    x = tpu_ir_index_select(G, x, nearest_idx(cx, up_isc(sp, 1), insz[1], outsz[1], sp->mode == UP_NEAREST_EXACT), 2);
+    y = tpu_ir_index_select(G, x, nearest_idx(cx, up_isc(sp, 0), insz[0], outsz[0], sp->mode == UP_NEAREST_EXACT), 1);
+  } else {
+    int64_t p10[2] = {1, 0};
+    int mw = tpu_ir_transpose(G, up_matrix(cx, insz[1], outsz[1], sp->mode, align, up_isc(sp, 1), dt), p10);
+    int mh = tpu_ir_transpose(G, up_matrix(cx, insz[0], outsz[0], sp->mode, align, up_isc(sp, 0), dt), p10);
+    y = up_gemms(cx, x, BC, insz[0], insz[1], mh, mw, outsz[0], outsz[1], dt);
+  }
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  if (!o || o->ndim != rank) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bad output", cx->op_name);
+  return lw_output(cx, 0, tpu_ir_reshape(G, y, rank, o->sizes));
 }
-static tpu_status_t lower_upsample_nearest2d(tpu_lower_ctx_t* cx) { return lw_upsample(cx, 0); }
-static tpu_status_t lower_upsample_bilinear2d(tpu_lower_ctx_t* cx) { return lw_upsample(cx, 1); }
-/* *_backward(grad_output, output_size, input_size, [align_corners,] scales_h?, scales_w?) */
-static tpu_status_t lw_upsample_bwd(tpu_lower_ctx_t* cx, int bilinear) {
-  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+/* *_backward(grad_output, output_size, input_size, [align_corners,] scales...) */
+static tpu_status_t lw_upsample_bwd(tpu_lower_ctx_t* cx, const up_spec_t* sp) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0)), rank = lw_rank_of(cx, 0);
   if (!float_check(cx, dt)) return TPU_OK;
   const int64_t* is;
-  if (lw_int_list(cx, 2, &is) != 4) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected input_size of 4 values", cx->op_name);
+  if (lw_int_list(cx, sp->iin, &is) != sp->ns + 2)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected input_size of %d values", cx->op_name, sp->ns + 2);
   int64_t insz[2], outsz[2];
-  if (!up_shapes(cx, lw_rank_of(cx, 0), is, 1, insz, outsz)) return TPU_OK;
+  if (!up_sizes(cx, sp, rank, is, insz, outsz)) return TPU_OK;
   const int64_t* gs = lw_sizes_of(cx, 0);
-  if (gs[2] != outsz[0] || gs[3] != outsz[1] || gs[0] != is[0] || gs[1] != is[1])
+  if (gs[rank - 1] != outsz[1] || (sp->ns == 2 && gs[2] != outsz[0]) || gs[0] != is[0] || gs[1] != is[1])
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_output shape does not match output_size", cx->op_name);
-  int align = bilinear ? (int)lw_int(cx, 3, 0) : 0;
-  int g = up_bwd(cx, lw_input(cx, 0, dt), insz, outsz, bilinear, align, bilinear ? 4 : 3, dt);
-  return lw_output(cx, 0, g);
+  int align = sp->ialign >= 0 ? (int)lw_int(cx, sp->ialign, 0) : 0;
+  int64_t BC = gs[0] * gs[1], r3[3] = {BC, outsz[0], outsz[1]};
+  int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, r3);
+  int mw = up_matrix(cx, insz[1], outsz[1], sp->mode, align, up_isc(sp, 1), dt); /* [OW, IW] */
+  int mh = up_matrix(cx, insz[0], outsz[0], sp->mode, align, up_isc(sp, 0), dt); /* [OH, IH] */
+  int r = up_gemms(cx, g, BC, outsz[0], outsz[1], mh, mw, insz[0], insz[1], dt);
+  return lw_output(cx, 0, tpu_ir_reshape(G, r, rank, is));
 }
-static tpu_status_t lower_upsample_nearest2d_bwd(tpu_lower_ctx_t* cx) { return lw_upsample_bwd(cx, 0); }
-static tpu_status_t lower_upsample_bilinear2d_bwd(tpu_lower_ctx_t* cx) { return lw_upsample_bwd(cx, 1); }
+
+#define UP_FWD(fn, ns, mode, ialign, sc0, sc1) \
+  static tpu_status_t fn(tpu_lower_ctx_t* cx) { const up_spec_t sp = {ns, mode, 1, -1, ialign, {sc0, sc1}}; return lw_upsample(cx, &sp); }
+#define UP_BWD(fn, ns, mode, ialign, sc0, sc1) \
+  static tpu_status_t fn(tpu_lower_ctx_t* cx) { const up_spec_t sp = {ns, mode, 1, 2, ialign, {sc0, sc1}}; return lw_upsample_bwd(cx, &sp); }
+/* upsample_nearest2d(self, output_size, scales_h?, scales_w?) */
+UP_FWD(lower_upsample_nearest2d, 2, UP_NEAREST, -1, 2, 3)
+UP_FWD(lower_upsample_nearest_exact2d, 2, UP_NEAREST_EXACT, -1, 2, 3)
+/* upsample_bilinear2d(self, output_size, align_corners, scales_h?, scales_w?) */
+UP_FWD(lower_upsample_bilinear2d, 2, UP_LINEAR, 2, 3, 4)
+/* upsample_nearest1d(self, output_size, scales?) / upsample_linear1d(self, output_size, align_corners, scales?) */
+UP_FWD(lower_upsample_nearest1d, 1, UP_NEAREST, -1, 2, -1)
+UP_FWD(lower_upsample_nearest_exact1d, 1, UP_NEAREST_EXACT, -1, 2, -1)
+UP_FWD(lower_upsample_linear1d, 1, UP_LINEAR, 2, 3, -1)
+/* backward(grad_output, output_size, input_size, [align_corners,] scales...) */
+UP_BWD(lower_upsample_nearest2d_bwd, 2, UP_NEAREST, -1, 3, 4)
+UP_BWD(lower_upsample_nearest_exact2d_bwd, 2, UP_NEAREST_EXACT, -1, 3, 4)
+UP_BWD(lower_upsample_bilinear2d_bwd, 2, UP_LINEAR, 3, 4, 5)
+UP_BWD(lower_upsample_nearest1d_bwd, 1, UP_NEAREST, -1, 3, -1)
+UP_BWD(lower_upsample_nearest_exact1d_bwd, 1, UP_NEAREST_EXACT, -1, 3, -1)
+UP_BWD(lower_upsample_linear1d_bwd, 1, UP_LINEAR, 3, 4, -1)
 
 TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::native_batch_norm", lower_batch_norm},
@@ -738,5 +762,21 @@ TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::upsample_bilinear2d.out", lower_upsample_bilinear2d},
   {"aten::upsample_bilinear2d_backward", lower_upsample_bilinear2d_bwd},
   {"aten::upsample_bilinear2d_backward.grad_input", lower_upsample_bilinear2d_bwd},
+  {"aten::_upsample_nearest_exact2d", lower_upsample_nearest_exact2d},
+  {"aten::_upsample_nearest_exact2d.out", lower_upsample_nearest_exact2d},
+  {"aten::_upsample_nearest_exact2d_backward", lower_upsample_nearest_exact2d_bwd},
+  {"aten::_upsample_nearest_exact2d_backward.grad_input", lower_upsample_nearest_exact2d_bwd},
+  {"aten::upsample_nearest1d", lower_upsample_nearest1d},
+  {"aten::upsample_nearest1d.out", lower_upsample_nearest1d},
+  {"aten::upsample_nearest1d_backward", lower_upsample_nearest1d_bwd},
+  {"aten::upsample_nearest1d_backward.grad_input", lower_upsample_nearest1d_bwd},
+  {"aten::_upsample_nearest_exact1d", lower_upsample_nearest_exact1d},
+  {"aten::_upsample_nearest_exact1d.out", lower_upsample_nearest_exact1d},
+  {"aten::_upsample_nearest_exact1d_backward", lower_upsample_nearest_exact1d_bwd},
+  {"aten::_upsample_nearest_exact1d_backward.grad_input", lower_upsample_nearest_exact1d_bwd},
+  {"aten::upsample_linear1d", lower_upsample_linear1d},
+  {"aten::upsample_linear1d.out", lower_upsample_linear1d},
+  {"aten::upsample_linear1d_backward", lower_upsample_linear1d_bwd},
+  {"aten::upsample_linear1d_backward.grad_input", lower_upsample_linear1d_bwd},
   TPU_LOWERING_END
 };
