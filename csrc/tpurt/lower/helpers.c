@@ -133,8 +133,13 @@ void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* seed, int*
   *offset = add_sparam(cx, TPU_SBIND_GEN_OFFSET, i, 0, TPU_DTYPE_I64);
 }
 
-int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims) {
+/* Note: `dims` may point into the graph (another value's type); builders can reallocate
+ * the graph's op array, so helpers copy such arguments before adding ops. */
+int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims_in) {
   if (v < 0) return -1;
+  if (rank < 0 || rank > TPU_MAX_DIMS) return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: bad rank", cx->op_name));
+  int64_t dims[TPU_MAX_DIMS];
+  memcpy(dims, dims_in, (size_t)rank * sizeof(int64_t));
   const tpu_ir_type_t* t = tpu_ir_type(&cx->g, v);
   if (t->rank > rank) {
     /* allow dropping leading size-1 dims (e.g. a [1,n] operand for an [n] output) */
@@ -164,7 +169,10 @@ int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like) {
   const tpu_ir_type_t* t = tpu_ir_type(&cx->g, like);
   return lw_bcast(cx, v, t->rank, t->dims);
 }
-int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims) {
+int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims_in) {
+  if (rank < 0 || rank > TPU_MAX_DIMS) return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "%s: bad rank", cx->op_name));
+  int64_t dims[TPU_MAX_DIMS];
+  if (rank) memcpy(dims, dims_in, (size_t)rank * sizeof(int64_t));
   int c = tpu_ir_constant(&cx->g, dtype, value);
   return rank ? tpu_ir_broadcast(&cx->g, c, rank, dims, NULL) : c;
 }
