@@ -68,7 +68,7 @@ static double vdiff(const tpu_host_view_t* a, const tpu_host_view_t* b, double* 
 
 static void test_kernels(void) {
   static const char* kn[3] = {"fwd", "bwd_input", "bwd_weight"};
-  for (int it = 0; it < 90; ++it) {
+  for (int it = 0; it < 150; ++it) {
     int nsp = 1 + it % 3;
     int dt = (it / 3) % 4 == 3 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
     int64_t G = irand(1, 3), N = irand(1, 3), Cg = irand(1, 3), Og = irand(1, 3);
@@ -93,12 +93,15 @@ static void test_kernels(void) {
       hview_t a = hview(dt, rank, as, la), b = hview(dt, rank, bs, lb);
       hview_t o = hview(dt, rank, os, lo), r = hview(dt, rank, os, 0);
       fill(&a); fill(&b); fill(&o);
+      int64_t tile = it % 2 ? irand(1, 9) : 0; /* tiles that start and end mid-row */
+      tpu_host_conv_set_tile(tile);
       OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
+      tpu_host_conv_set_tile(0);
       OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
       double mag, e = vdiff(&o.v, &r.v, &mag);
       double tol = dt == TPU_DTYPE_F64 ? 1e-12 * (1 + mag) : 1e-5 * (1 + mag);
-      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d: err %g", kn[kind], nsp,
-            (long long)N, (long long)G, (long long)Cg, (long long)Og, la, lb, lo, e);
+      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d tile %lld: err %g", kn[kind], nsp,
+            (long long)N, (long long)G, (long long)Cg, (long long)Og, la, lb, lo, (long long)tile, e);
       free(a.buf); free(b.buf); free(o.buf); free(r.buf);
     }
   }

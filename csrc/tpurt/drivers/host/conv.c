@@ -16,7 +16,7 @@ typedef struct conv_geo_s {
 
 /* A tile of output positions [p0, p0 + pt): per position the input base coordinate
  * (q * stride - padding) per spatial dim and the y-view offset of its spatial part. */
-typedef struct conv_tile_s { int64_t pt; int64_t *b0, *b1, *b2, *yoff; } conv_tile_t;
+typedef struct conv_tile_s { int64_t p0, pt; int64_t *b0, *b1, *b2, *yoff; } conv_tile_t;
 
 static void* conv_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
 static int conv_tile_alloc(conv_tile_t* t, int64_t cap) {
@@ -28,6 +28,7 @@ static int conv_tile_alloc(conv_tile_t* t, int64_t cap) {
 static void conv_tile_free(conv_tile_t* t) { free(t->b0); t->b0 = NULL; }
 static void conv_tile_set(const conv_geo_t* g, conv_tile_t* t, int64_t ti) {
   int64_t p0 = ti * g->Pt;
+  t->p0 = p0;
   t->pt = TPU_MIN(g->Pt, g->P - p0);
   for (int64_t j = 0; j < t->pt; ++j) {
     int64_t p = p0 + j;
@@ -37,6 +38,15 @@ static void conv_tile_set(const conv_geo_t* g, conv_tile_t* t, int64_t ti) {
     t->b2[j] = q2 * g->st[2] - g->pd[2];
     t->yoff[j] = q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
   }
+}
+
+/* Output positions q of the innermost dim whose input i = q * st - pd + off is in [0, S):
+ * [*lo, *hi), clamped to [0, Q). */
+static void conv_inner_range(const conv_geo_t* g, int64_t off, int64_t* lo, int64_t* hi) {
+  int64_t a = g->pd[2] - off, b = g->S[2] - 1 + g->pd[2] - off;
+  *lo = a <= 0 ? 0 : (a + g->st[2] - 1) / g->st[2];
+  *hi = b < 0 ? 0 : TPU_MIN(g->Q[2], b / g->st[2] + 1);
+  if (*lo > *hi) *lo = *hi;
 }
 
 static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int64_t* padding,
@@ -57,19 +67,20 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
   if (groups < 1 || g->O % groups || g->C != g->Cg * groups || y->sizes[1] != g->O || y->sizes[0] != g->N)
     return TPU_ERR(INTERNAL, "host: convolution shapes do not match (groups %lld)", (long long)groups);
   g->Og = g->O / groups;
-  for (int d = 0; d < 3; ++d) {
-    int in = d < nsp;
-    g->S[d] = in ? x->sizes[2 + d] : 1;
-    g->K[d] = in ? w->sizes[2 + d] : 1;
-    g->Q[d] = in ? y->sizes[2 + d] : 1;
-    g->st[d] = in ? stride[d] : 1;
-    g->pd[d] = in ? padding[d] : 0;
-    g->dl[d] = in ? dilation[d] : 1;
-    if (g->st[d] < 1 || g->dl[d] < 1)
+  /* real spatial dims fill the LAST slots, so slot 2 is always the innermost one */
+  for (int s = 0; s < 3; ++s) {
+    int d = s - (3 - nsp), in = d >= 0;
+    g->S[s] = in ? x->sizes[2 + d] : 1;
+    g->K[s] = in ? w->sizes[2 + d] : 1;
+    g->Q[s] = in ? y->sizes[2 + d] : 1;
+    g->st[s] = in ? stride[d] : 1;
+    g->pd[s] = in ? padding[d] : 0;
+    g->dl[s] = in ? dilation[d] : 1;
+    if (g->st[s] < 1 || g->dl[s] < 1)
       return TPU_ERR(INTERNAL, "host: convolution stride and dilation must be positive");
-    g->xs[2 + d] = in ? x->strides[2 + d] : 0;
-    g->ws[2 + d] = in ? w->strides[2 + d] : 0;
-    g->ys[2 + d] = in ? y->strides[2 + d] : 0;
+    g->xs[2 + s] = in ? x->strides[2 + d] : 0;
+    g->ws[2 + s] = in ? w->strides[2 + d] : 0;
+    g->ys[2 + s] = in ? y->strides[2 + d] : 0;
   }
   for (int d = 0; d < 2; ++d) { g->xs[d] = x->strides[d]; g->ws[d] = w->strides[d]; g->ys[d] = y->strides[d]; }
   g->xd = x->data; g->wd = w->data; g->yd = y->data;
@@ -81,6 +92,13 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
 
 /* Tile size: the im2col tile (C*KK, Pt) stays within ~4 MiB; forward splits further so
  * every pool thread gets work. */
+static int64_t g_forced_tile;
+int64_t tpu_host_conv_set_tile(int64_t pt) {
+  int64_t old = g_forced_tile;
+  g_forced_tile = pt > 0 ? pt : 0;
+  return old;
+}
+
 static void conv_plan(int kind, conv_geo_t* g, size_t elem) {
   int64_t rows = TPU_MAX((int64_t)1, g->C * g->KK);
   int64_t pt = TPU_MAX((int64_t)16, (int64_t)((4u << 20) / (elem * (size_t)rows)));
@@ -88,6 +106,7 @@ static void conv_plan(int kind, conv_geo_t* g, size_t elem) {
     int64_t want = (tpu_pool_num_threads() + g->N - 1) / g->N; /* tiles per sample */
     if (want > 1) pt = TPU_MIN(pt, TPU_MAX((int64_t)64, (g->P + want - 1) / want));
   }
+  if (g_forced_tile) pt = g_forced_tile;
   g->Pt = TPU_MAX((int64_t)1, TPU_MIN(pt, g->P));
   g->ntiles = g->P > 0 ? (g->P + g->Pt - 1) / g->Pt : 0;
 }

@@ -33,6 +33,9 @@ tpu_status_t tpu_host_conv_run(int kind, int nsp, const int64_t* stride, const i
 tpu_status_t tpu_host_conv_run_ref(int kind, int nsp, const int64_t* stride, const int64_t* padding,
                                    const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
                                    const tpu_host_view_t* b, const tpu_host_view_t* out);
+/* Testing hook: forces tiles of `pt` output positions (0 = automatic); returns the previous value.
+ * Not thread-safe against running kernels. */
+int64_t tpu_host_conv_set_tile(int64_t pt);
 /* TPU_IR_CUSTOM entry for the two backward targets (called by tpu_host_k_custom). */
 tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out);

@@ -5,20 +5,36 @@
 #define CJOIN(a, b) CJOIN2(a, b)
 #define CFN(name) CJOIN(name, CSUF)
 
-/* im2col of sample x (at n) for tile positions j < pt: col (C*KK, pt) row-major. */
+/* im2col of sample x (at n) for tile positions j < pt: col (C*KK, pt) row-major. Walks the
+ * tile in runs along the innermost output dim, where the valid input range is known. */
 static void CFN(im2col)(const conv_geo_t* g, const CT* x, const conv_tile_t* t, CT* col) {
   const int64_t* xs = g->xs;
+  int64_t Q2 = g->Q[2], st2 = g->st[2], xs4 = xs[4];
   for (int64_t c = 0; c < g->C; ++c) {
     const CT* xc = x + c * xs[1];
     for (int64_t kk = 0; kk < g->KK; ++kk) {
       int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-      int64_t o0 = k0 * g->dl[0], o1 = k1 * g->dl[1], o2 = k2 * g->dl[2];
+      int64_t o0 = k0 * g->dl[0], o1 = k1 * g->dl[1], o2 = k2 * g->dl[2], lo, hi;
+      conv_inner_range(g, o2, &lo, &hi);
       CT* dst = col + (c * g->KK + kk) * t->pt;
-      for (int64_t j = 0; j < t->pt; ++j) {
-        int64_t i0 = t->b0[j] + o0, i1 = t->b1[j] + o1, i2 = t->b2[j] + o2;
-        int ok = (uint64_t)i0 < (uint64_t)g->S[0] && (uint64_t)i1 < (uint64_t)g->S[1] &&
-                 (uint64_t)i2 < (uint64_t)g->S[2];
-        dst[j] = ok ? xc[i0 * xs[2] + i1 * xs[3] + i2 * xs[4]] : (CT)0;
+      for (int64_t j = 0; j < t->pt;) {
+        int64_t q2 = (t->p0 + j) % Q2, len = TPU_MIN(Q2 - q2, t->pt - j);
+        int64_t i0 = t->b0[j] + o0, i1 = t->b1[j] + o1;
+        CT* d = dst + j; /* d[q - q2] for q in [q2, q2 + len) */
+        if ((uint64_t)i0 >= (uint64_t)g->S[0] || (uint64_t)i1 >= (uint64_t)g->S[1]) {
+          for (int64_t q = 0; q < len; ++q) d[q] = (CT)0;
+        } else {
+          int64_t a = TPU_MIN(TPU_MAX(q2, lo), q2 + len), b = TPU_MAX(a, TPU_MIN(q2 + len, hi));
+          int64_t sb = i0 * xs[2] + i1 * xs[3] + (o2 - g->pd[2]) * xs4; /* + q * st2 * xs4 */
+          for (int64_t q = q2; q < a; ++q) d[q - q2] = (CT)0;
+          if (st2 == 1 && xs4 == 1) {
+            if (b > a) memcpy(d + (a - q2), xc + sb + a, (size_t)(b - a) * sizeof(CT));
+          } else {
+            for (int64_t q = a; q < b; ++q) d[q - q2] = xc[sb + q * st2 * xs4];
+          }
+          for (int64_t q = b; q < q2 + len; ++q) d[q - q2] = (CT)0;
+        }
+        j += len;
       }
     }
   }
@@ -26,18 +42,28 @@ static void CFN(im2col)(const conv_geo_t* g, const CT* x, const conv_tile_t* t, 
 
 /* col2im: acc (C, S0*S1*S2) += col (C*KK, pt) scattered back to input positions. */
 static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t, CT* acc) {
-  int64_t SS = g->S[0] * g->S[1] * g->S[2];
+  int64_t SS = g->S[0] * g->S[1] * g->S[2], Q2 = g->Q[2], st2 = g->st[2];
   for (int64_t c = 0; c < g->C; ++c) {
     CT* ac = acc + c * SS;
     for (int64_t kk = 0; kk < g->KK; ++kk) {
       int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-      int64_t o0 = k0 * g->dl[0], o1 = k1 * g->dl[1], o2 = k2 * g->dl[2];
+      int64_t o0 = k0 * g->dl[0], o1 = k1 * g->dl[1], o2 = k2 * g->dl[2], lo, hi;
+      conv_inner_range(g, o2, &lo, &hi);
       const CT* src = col + (c * g->KK + kk) * t->pt;
-      for (int64_t j = 0; j < t->pt; ++j) {
-        int64_t i0 = t->b0[j] + o0, i1 = t->b1[j] + o1, i2 = t->b2[j] + o2;
-        if ((uint64_t)i0 < (uint64_t)g->S[0] && (uint64_t)i1 < (uint64_t)g->S[1] &&
-            (uint64_t)i2 < (uint64_t)g->S[2])
-          ac[(i0 * g->S[1] + i1) * g->S[2] + i2] += src[j];
+      for (int64_t j = 0; j < t->pt;) {
+        int64_t q2 = (t->p0 + j) % Q2, len = TPU_MIN(Q2 - q2, t->pt - j);
+        int64_t i0 = t->b0[j] + o0, i1 = t->b1[j] + o1;
+        if ((uint64_t)i0 < (uint64_t)g->S[0] && (uint64_t)i1 < (uint64_t)g->S[1]) {
+          int64_t a = TPU_MAX(q2, lo), b = TPU_MIN(q2 + len, hi);
+          const CT* s = src + j; /* s[q - q2] */
+          int64_t db = (i0 * g->S[1] + i1) * g->S[2] + (o2 - g->pd[2]); /* + q * st2 */
+          if (st2 == 1) {
+            for (int64_t q = a; q < b; ++q) ac[db + q] += s[q - q2];
+          } else {
+            for (int64_t q = a; q < b; ++q) ac[db + q * st2] += s[q - q2];
+          }
+        }
+        j += len;
       }
     }
   }
