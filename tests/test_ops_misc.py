@@ -314,3 +314,29 @@ def test_searchsorted(right):
     ints = torch.tensor([1, 3, 3, 5, 9])
     close(torch.searchsorted(ints.to(DEV), torch.tensor([0, 3, 4, 9, 10]).to(DEV), right=right),
           torch.searchsorted(ints, torch.tensor([0, 3, 4, 9, 10]), right=right))
+
+
+# ---------------------------------------------------------------- unique
+
+UNIQUE_INPUTS = [
+    torch.tensor([[3, 1, 2, 1], [5, 3, 3, 0]]),
+    torch.tensor([3.0, 1.0, -0.5, 2.0, 1.0, 3.0]),
+    torch.tensor([], dtype=torch.long),
+    torch.tensor(5),
+    torch.tensor([2.0, 0.0, 2.0, 1.0]).to(torch.bfloat16),
+    torch.tensor([True, False, True]),
+    torch.tensor([1, 1, 2, 2, 2, 1, 3, 3], dtype=torch.int32),
+]
+
+
+@pytest.mark.parametrize("x", UNIQUE_INPUTS, ids=lambda t: f"{t.dtype}{list(t.shape)}")
+@pytest.mark.parametrize("inv,cnt", [(False, False), (True, False), (False, True), (True, True)])
+def test_unique(x, inv, cnt):
+    for fn in (torch.unique, torch.unique_consecutive):
+        a = fn(x, return_inverse=inv, return_counts=cnt)
+        b = fn(x.to(DEV), return_inverse=inv, return_counts=cnt)
+        a = a if isinstance(a, tuple) else (a,)
+        b = b if isinstance(b, tuple) else (b,)
+        assert len(a) == len(b)
+        for p, q in zip(a, b):
+            close(q, p)

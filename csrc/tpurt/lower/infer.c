@@ -1,5 +1,5 @@
 /* infer.c — output shapes of data-dependent ops (nonzero, masked_select,
- * repeat_interleave.Tensor, bincount). These read the data they depend on back through
+ * repeat_interleave.Tensor, bincount, _unique2, unique_consecutive). These read the data they depend on back through
  * tpu_rt_memcpy_d2h (which waits for the queue), then the op's lowering does the
  * real work with the output shape fixed. */
 #include <stdlib.h>
@@ -72,6 +72,14 @@ static tpu_status_t count_nonzero(int device, const tpu_tensor_t* t, int64_t* ou
   free(buf);
   *out_count = c;
   return TPU_OK;
+}
+
+/* ascending, NaN last (the host sort's order) */
+static int cmp_nan_last(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  if (x != x) return y != y ? 0 : 1;
+  if (y != y) return -1;
+  return x < y ? -1 : x > y;
 }
 
 static const tpu_tensor_t* tensor_arg(const tpu_arg_t* args, int nargs, int i) {
@@ -149,6 +157,41 @@ tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args
     int dt = !w ? TPU_DTYPE_I64 : w->dtype == TPU_DTYPE_F32 ? TPU_DTYPE_F32 : TPU_DTYPE_F64;
     out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)dt, 1, &n);
     *out_nouts = 1;
+    return TPU_OK;
+  }
+  if (!strcmp(op_name, "aten::_unique2") || !strcmp(op_name, "aten::unique_consecutive")) {
+    /* (self, [sorted,] return_inverse, return_counts[, dim]) -> (values [n], inverse, counts) */
+    int consec = !strcmp(op_name, "aten::unique_consecutive");
+    if (max_outs < 3) return TPU_ERR(INVALID_ARGUMENT, "%s: needs 3 output records", op_name);
+    const tpu_tensor_t* x = tensor_arg(args, nargs, 0);
+    if (!x) return TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor", op_name);
+    if (consec && nargs > 3 && args[3].kind != TPU_ARG_NONE) return TPU_ERR(UNSUPPORTED, "%s: dim", op_name);
+    int a0 = consec ? 1 : 2;
+    int inv = nargs > a0 && args[a0].i, cnt = nargs > a0 + 1 && args[a0 + 1].i;
+    int64_t m = tpu_numel(x->ndim, x->sizes), n = 0, zero = 0;
+    double* v = malloc(sizeof(double) * (size_t)(m ? m : 1));
+    uint8_t* buf; const uint8_t* base;
+    tpu_status_t st = v ? read_span(device, x, &buf, &base) : TPU_ERR(OUT_OF_MEMORY, "unique: out of host memory");
+    if (st) { free(v); return st; }
+    int64_t k = 0;
+    int fl = tpu_dtype_is_floating(x->dtype);
+    if (buf) FOR_EACH_ELEM(x, base, p, {
+      double e;
+      if (!fl) e = (double)elem_i64(p, x->dtype);
+      else if (x->dtype == TPU_DTYPE_F64) memcpy(&e, p, 8);
+      else if (x->dtype == TPU_DTYPE_F32) { float f; memcpy(&f, p, 4); e = f; }
+      else { uint16_t h; memcpy(&h, p, 2); e = x->dtype == TPU_DTYPE_BF16 ? (double)tpu_bf16_to_f32(h) : (double)tpu_f16_to_f32(h); }
+      v[k++] = e;
+    });
+    free(buf);
+    if (!consec) qsort(v, (size_t)m, sizeof(double), cmp_nan_last);
+    for (int64_t i = 0; i < m; ++i) n += i == 0 || !(v[i] == v[i - 1]); /* as the lowering: NaN != NaN */
+    free(v);
+    out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)x->dtype, 1, &n);
+    out_meta[1] = inv ? tpu_tensor_contiguous(NULL, device, TPU_DTYPE_I64, x->ndim, x->sizes)
+                      : tpu_tensor_contiguous(NULL, device, TPU_DTYPE_I64, 1, &zero);
+    out_meta[2] = tpu_tensor_contiguous(NULL, device, TPU_DTYPE_I64, 1, cnt ? &n : &zero);
+    *out_nouts = 3;
     return TPU_OK;
   }
   return TPU_ERR(UNSUPPORTED, "%s: no data-dependent shape rule", op_name);

@@ -451,7 +451,51 @@ static tpu_status_t lower_bucketize(tpu_lower_ctx_t* cx) {
   return search(cx, 1, 0, (int)lw_int(cx, 3, 0));
 }
 
+/* ---------------------------------------------------------------- unique */
+
+/* _unique2(self, sorted, return_inverse, return_counts) / unique_consecutive(self,
+ * return_inverse, return_counts, dim=None): the output records carry n (tpu_op_infer).
+ * Elements (sorted for _unique2) start a new group where they differ from their
+ * predecessor (NaN != NaN, as infer.c counts); group id = cumsum(new) - 1. */
+static tpu_status_t lw_unique(tpu_lower_ctx_t* cx, int consec) {
+  if (consec && !lw_is_none(cx, 3)) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: dim", cx->op_name);
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  int64_t m = tpu_numel(lw_rank_of(cx, 0), lw_sizes_of(cx, 0)), n = o->ndim == 1 ? o->sizes[0] : -1;
+  if (n < 0 || n > m) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bad output size", cx->op_name);
+  int x = tpu_ir_reshape(G, lw_input(cx, 0, -1), 1, &m);
+  int idx = consec ? iota1(cx, m) : tpu_ir_sort(G, x, 0, 0, 1);
+  int s = consec ? x : tpu_ir_gather(G, x, idx, 0);
+  int64_t zero = 0;
+  int pos;
+  if (m > 0) {
+    int ne = tpu_ir_compare(G, TPU_IR_CMP_NE, slice_dim(cx, s, 0, 1, m), slice_dim(cx, s, 0, 0, m - 1));
+    int nw = tpu_ir_concat(G, 2, (int[]){lw_const(cx, 1, I64, 1, (int64_t[]){1}), tpu_ir_convert(G, ne, I64)}, 0);
+    pos = BIN(SUB, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, nw, 0), lw_const(cx, 1, I64, 1, &m));
+    pos = BIN(MIN, pos, cst(cx, (double)(n ? n - 1 : 0), pos)); /* never out of bounds */
+  } else {
+    pos = lw_const(cx, 0, I64, 1, &m);
+  }
+  int vals = n ? tpu_ir_index_put(G, lw_const(cx, 0, ty(cx, s).dtype, 1, &n), s, 1, &pos, &zero, 0)
+               : lw_const(cx, 0, ty(cx, s).dtype, 1, &n);
+  tpu_status_t st = lw_output(cx, 0, vals);
+  const tpu_tensor_t* mi = lw_out_meta(cx, 1);
+  if (!st) {
+    int inv = m && tpu_numel(mi->ndim, mi->sizes) == m ? tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &m), pos, 1, &idx, &zero, 0) : -1;
+    st = inv >= 0 ? out_as(cx, 1, inv) : lw_output(cx, 1, lw_const(cx, 0, I64, mi->ndim, mi->sizes));
+  }
+  const tpu_tensor_t* mc = lw_out_meta(cx, 2);
+  if (!st) {
+    int c = n && mc->ndim == 1 && mc->sizes[0] == n
+                ? tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &n), lw_const(cx, 1, I64, 1, &m), 1, &pos, &zero, 1) : -1;
+    st = c >= 0 ? lw_output(cx, 2, c) : lw_output(cx, 2, lw_const(cx, 0, I64, mc->ndim, mc->sizes));
+  }
+  return st;
+}
+static tpu_status_t lower_unique2(tpu_lower_ctx_t* cx) { return lw_unique(cx, 0); }
+static tpu_status_t lower_unique_consecutive(tpu_lower_ctx_t* cx) { return lw_unique(cx, 1); }
+
 TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
+  {"aten::_unique2", lower_unique2}, {"aten::unique_consecutive", lower_unique_consecutive},
   {"aten::sort", lower_sort}, {"aten::sort.values", lower_sort},
   {"aten::sort.stable", lower_sort_stable}, {"aten::sort.values_stable", lower_sort_stable},
   {"aten::topk", lower_topk}, {"aten::topk.values", lower_topk},
