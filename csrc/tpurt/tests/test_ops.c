@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "drivers/host/host.h"
 #include "ir/ir.h"
 #include "tpurt.h"
 
@@ -111,6 +112,43 @@ static void test_dtypes(void) {
   tpu_rt_free(0, da); tpu_rt_free(0, db); tpu_rt_free(0, dout); tpu_rt_free(0, diout);
 }
 
+
+/* reduce(elementwise(x)) large enough for the executor's blocked evaluation: blocking a
+ * kept dim (sum over dim 1) and a reduced dim (sum over dim 0, partials), vs naive sums. */
+static void test_fused_reduce(void) {
+  enum { M = 700, N = 1100 };
+  float* x = malloc(sizeof(float) * M * N);
+  for (int i = 0; i < M * N; ++i) x[i] = frand();
+  for (int reduce_dim = 0; reduce_dim < 2; ++reduce_dim) {
+    tpu_ir_graph_t g; tpu_ir_graph_init(&g);
+    int p = tpu_ir_param(&g, TPU_DTYPE_F32, 2, (int64_t[]){M, N});
+    int sq = tpu_ir_binary(&g, TPU_IR_MUL, p, p);
+    int y = tpu_ir_binary(&g, TPU_IR_ADD, sq, tpu_ir_broadcast(&g, tpu_ir_constant(&g, TPU_DTYPE_F32, 0.5), 2, (int64_t[]){M, N}, NULL));
+    int64_t flags[2] = {reduce_dim == 0, reduce_dim == 1};
+    tpu_ir_output(&g, tpu_ir_reduce(&g, TPU_IR_MONOID_SUM, y, flags));
+    tpu_host_exe_t* exe = NULL;
+    OK(tpu_host_compile(&g, &exe));
+    int n_out = reduce_dim == 0 ? N : M;
+    float* out = malloc(sizeof(float) * n_out);
+    tpu_host_view_t in = {(char*)x, TPU_DTYPE_F32, 2, {M, N}, {N, 1}};
+    tpu_host_view_t ov = {(char*)out, TPU_DTYPE_F32, 1, {n_out}, {1}};
+    OK(exe ? tpu_host_exe_run(exe, &in, NULL, &ov) : TPU_ERR(INTERNAL, "no exe"));
+    int ok = 1;
+    for (int o = 0; o < n_out && ok; ++o) {
+      double acc = 0;
+      for (int r = 0; r < (reduce_dim == 0 ? M : N); ++r) {
+        float v = reduce_dim == 0 ? x[r * N + o] : x[o * N + r];
+        acc += (double)(v * v + 0.5f);
+      }
+      ok = fabs(out[o] - acc) <= 1e-5 * fabs(acc) + 1e-4;
+      if (!ok) printf("  dim %d out[%d] = %g, want %g\n", reduce_dim, o, out[o], acc);
+    }
+    CHECK(ok, "blocked reduce of an elementwise producer over dim %d", reduce_dim);
+    tpu_host_exe_free(exe); tpu_ir_graph_free(&g); free(out);
+  }
+  free(x);
+}
+
 int main(void) {
   srand(1234);
   OK(tpu_rt_init());
@@ -118,6 +156,7 @@ int main(void) {
   test_add_broadcast();
   test_unsupported();
   test_dtypes();
+  test_fused_reduce();
   OK(tpu_rt_synchronize(0));
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail != 0;

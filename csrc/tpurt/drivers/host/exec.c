@@ -14,6 +14,7 @@ struct tpu_host_exe_s {
   int32_t* mem_off; int32_t* mem_cnt; int32_t* members; /* per root: cluster members (topo order) */
   int32_t* leaf_off; int32_t* leaf_cnt; int32_t* leaves;
   int32_t* slot;          /* per op, per operand (in_off-indexed): register slot in its cluster */
+  uint8_t* fused;         /* per op: 1 = elementwise root evaluated block by block inside its reduce */
   int32_t last_step;      /* op index of the last non-view step */
   int n_steps;
 };
@@ -25,7 +26,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   if (!e) return;
   free(e->g.ops); free(e->g.operands);
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
-  free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot);
+  free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e);
 }
 
@@ -47,9 +48,10 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->members = malloc((size_t)n * sizeof(int32_t));
     e->leaves = malloc((size_t)(n * TPU_IR_MAX_INLINE_OPERANDS + g->n_operands + 1) * sizeof(int32_t));
     e->slot = malloc((size_t)(g->n_operands + 1) * sizeof(int32_t));
+    e->fused = calloc((size_t)n, 1);
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
-      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot) {
+      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -78,6 +80,10 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
   for (int v = 0; v < n; ++v)
     if (e->kind[v] == K_ROOT && users[v] == 1 && tpu_ir_is_elementwise(G->ops[user[v]].opcode))
       e->kind[v] = K_MEMBER;
+  /* An elementwise root read only by a reduce is never materialized whole: the reduce
+   * evaluates it block by block (cache-sized temporaries), see run_fused_reduce. */
+  for (int v = 0; v < n; ++v)
+    if (e->kind[v] == K_ROOT && users[v] == 1 && G->ops[user[v]].opcode == TPU_IR_REDUCE) e->fused[v] = 1;
   /* Members of the cluster rooted at r: walk operands through K_MEMBER values. */
   int nm = 0, nl = 0;
   int32_t* stack = users; /* reuse as scratch */
@@ -333,12 +339,10 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
-static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, const tpu_host_view_t* out) {
+/* Runs the cluster rooted at `root` with the given leaf views (same shape as out). */
+static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
+                                       const tpu_host_view_t* out) {
   int nleaf = e->leaf_cnt[root];
-  if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
-  tpu_host_view_t leaf[64];
-  const int32_t* lv = e->leaves + e->leaf_off[root];
-  for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
   /* Iteration order: dims sorted by |output stride| descending, size-1 dims dropped,
    * then adjacent dims coalesced when every operand is contiguous across them. */
   int R = out->rank, perm[TPU_MAX_DIMS], r = 0;
@@ -380,6 +384,95 @@ static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, 
   int64_t per_unit = TPU_MIN(inner, TILE);
   tpu_pool_parallel_for(units, TPU_MAX(1, 32768 / per_unit), cluster_worker, &J);
   return J.err;
+}
+
+static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, const tpu_host_view_t* out) {
+  int nleaf = e->leaf_cnt[root];
+  if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
+  tpu_host_view_t leaf[64];
+  const int32_t* lv = e->leaves + e->leaf_off[root];
+  for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
+  return run_cluster_leaves(e, root, leaf, out);
+}
+
+/* reduce(cluster) without materializing the cluster: blocks along the first non-unit dim
+ * of the cluster's shape, each evaluated into a ~1 MiB temporary that stays in L2.
+ * Blocking a kept dim writes each block's slice of the output; blocking a reduced dim
+ * writes per-block partials (f64 for floats, i64 otherwise), combined by a final reduce. */
+#define FUSED_BLOCK_BYTES ((int64_t)1 << 20)
+static tpu_status_t run_fused_reduce(const tpu_host_exe_t* e, int v, int u, val_t* vals,
+                                     const tpu_host_view_t* dst, scratch_t* s) {
+  const tpu_ir_op_t* op = &e->g.ops[v];
+  const tpu_ir_type_t* S = &e->g.ops[u].type;
+  int nleaf = e->leaf_cnt[u], R = S->rank;
+  if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
+  tpu_host_view_t leaf[64], lb[64];
+  const int32_t* lv = e->leaves + e->leaf_off[u];
+  for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
+  int64_t total = tpu_ir_numel(S), es = (int64_t)tpu_dtype_size(S->dtype);
+  int d0 = -1;
+  for (int d = 0; d < R && d0 < 0; ++d) if (S->dims[d] > 1) d0 = d;
+  int64_t row = d0 >= 0 ? total / S->dims[d0] : total;
+  int64_t B = d0 >= 0 ? TPU_MAX(1, FUSED_BLOCK_BYTES / es / TPU_MAX(row, 1)) : 1;
+  int64_t nb = d0 >= 0 ? (S->dims[d0] + B - 1) / B : 1;
+  if (total == 0 || d0 < 0 || nb <= 1 || total * es <= 4 * FUSED_BLOCK_BYTES) {
+    /* small: materialize whole */
+    char* buf = scratch_alloc(s, (size_t)(total * es));
+    if (!buf) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
+    tpu_host_view_t full;
+    view_contiguous(&full, buf, S);
+    TPU_RETURN_IF_ERROR(run_cluster_leaves(e, u, leaf, &full));
+    return tpu_host_k_reduce(op, &full, dst);
+  }
+  char* blk = scratch_alloc(s, (size_t)(B * row * es));
+  if (!blk) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
+  tpu_ir_type_t bt = *S;
+  int kept_d0 = !op->a[0][d0];
+  int od = 0; /* output dim of d0 when it is kept */
+  for (int d = 0; d < d0; ++d) od += !op->a[0][d];
+  tpu_host_view_t P, pv;
+  tpu_ir_type_t pt;
+  if (!kept_d0) {
+    memset(&pt, 0, sizeof pt);
+    pt.dtype = tpu_dtype_is_floating(S->dtype) && op->i0 != TPU_IR_MONOID_AND && op->i0 != TPU_IR_MONOID_OR
+                   ? TPU_DTYPE_F64 : TPU_DTYPE_I64;
+    pt.rank = dst->rank + 1;
+    if (pt.rank > TPU_MAX_DIMS) return TPU_ERR(UNSUPPORTED, "host: fused reduce rank");
+    pt.dims[0] = nb;
+    for (int d = 0; d < dst->rank; ++d) pt.dims[d + 1] = dst->sizes[d];
+    char* pb = scratch_alloc(s, (size_t)(tpu_ir_numel(&pt) * 8));
+    if (!pb) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
+    view_contiguous(&P, pb, &pt);
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t b0 = i * B, len = TPU_MIN(B, S->dims[d0] - b0);
+    for (int j = 0; j < nleaf; ++j) {
+      lb[j] = leaf[j];
+      lb[j].data += b0 * leaf[j].strides[d0] * (int64_t)tpu_dtype_size(leaf[j].dtype);
+      lb[j].sizes[d0] = len;
+    }
+    bt.dims[d0] = len;
+    tpu_host_view_t bv;
+    view_contiguous(&bv, blk, &bt);
+    TPU_RETURN_IF_ERROR(run_cluster_leaves(e, u, lb, &bv));
+    if (kept_d0) {
+      tpu_host_view_t ob = *dst;
+      ob.data += b0 * dst->strides[od] * (int64_t)tpu_dtype_size(dst->dtype);
+      ob.sizes[od] = len;
+      TPU_RETURN_IF_ERROR(tpu_host_k_reduce(op, &bv, &ob));
+    } else {
+      pv = P;
+      pv.rank = P.rank - 1;
+      for (int d = 0; d < pv.rank; ++d) { pv.sizes[d] = P.sizes[d + 1]; pv.strides[d] = P.strides[d + 1]; }
+      pv.data = P.data + i * P.strides[0] * 8;
+      TPU_RETURN_IF_ERROR(tpu_host_k_reduce(op, &bv, &pv));
+    }
+  }
+  if (kept_d0) return TPU_OK;
+  tpu_ir_op_t comb = *op;
+  memset(comb.a[0], 0, sizeof(comb.a[0]));
+  comb.a[0][0] = 1;
+  return tpu_host_k_reduce(&comb, &P, dst);
 }
 
 static tpu_status_t materialize(val_t* x, const tpu_ir_type_t* t, scratch_t* s) {
@@ -513,6 +606,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
       }
       case K_MEMBER: break;
       case K_ROOT: case K_LIB: {
+        if (e->fused[v]) break; /* evaluated inside its reduce */
         /* Destination: the output view when that is safe, else a contiguous temporary. */
         int k = e->out_index[v];
         int direct = k >= 0 && !written[k];
@@ -533,7 +627,10 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           view_contiguous(&x->v, buf, &op->type);
         }
         x->ready = 1;
-        st = e->kind[v] == K_ROOT ? run_cluster(e, v, vals, &x->v) : run_lib(e, v, vals, &x->v, scalars);
+        if (e->kind[v] == K_ROOT) st = run_cluster(e, v, vals, &x->v);
+        else if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)])
+          st = run_fused_reduce(e, v, tpu_ir_operand(G, v, 0), vals, &x->v, &s);
+        else st = run_lib(e, v, vals, &x->v, scalars);
         if (st == TPU_OK) tpu_metrics_add_kernels(1);
         break;
       }
