@@ -340,3 +340,42 @@ def test_unique(x, inv, cnt):
         assert len(a) == len(b)
         for p, q in zip(a, b):
             close(q, p)
+
+
+def test_nanmedian():
+    x = distinct(4, 6)
+    x[0, 1] = x[0, 4] = x[2, 0] = float("nan")
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            v, i = torch.nanmedian(x.to(DEV), dim, keepdim=keepdim)
+            ev, ei = torch.nanmedian(x, dim, keepdim=keepdim)
+            close(v, ev)
+            close(i, ei)
+    close(torch.nanmedian(x.to(DEV)), torch.nanmedian(x))
+    close(torch.nanmedian(torch.full((3,), float("nan")).to(DEV)), torch.tensor(float("nan")))
+    y = torch.randperm(15).reshape(3, 5)
+    close(torch.nanmedian(y.to(DEV), 1).values, torch.nanmedian(y, 1).values)
+    xt = x.to(DEV).requires_grad_()
+    xc = x.clone().requires_grad_()
+    torch.nanmedian(xt, 1).values.sum().backward()
+    torch.nanmedian(xc, 1).values.sum().backward()
+    close(xt.grad, xc.grad)
+
+
+# ---------------------------------------------------------------- cdist
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, 1.5, 0.5, float("inf")])
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary", "donot_use_mm_for_euclid_dist"])
+def test_cdist(p, mode):
+    torch.manual_seed(0)
+    a, b = torch.randn(2, 5, 3), torch.randn(2, 4, 3)
+    b[0, 1] = a[0, 2]  # a zero distance: zero gradient there, as on CPU
+    res = []
+    for dev in (DEV, "cpu"):
+        x, y = a.to(dev).requires_grad_(), b.to(dev).requires_grad_()
+        o = torch.cdist(x, y, p=p, compute_mode=mode)
+        o.backward(torch.linspace(-1, 1, o.numel()).reshape(o.shape).to(dev))
+        res.append((o.detach(), x.grad, y.grad))
+    for t, c in zip(*res):
+        close(t, c.cpu(), atol=1e-5, rtol=1e-4)
+    close(torch.cdist(a[0].to(DEV), b[0].to(DEV), p=p), torch.cdist(a[0], b[0], p=p), atol=1e-5, rtol=1e-4)

@@ -10,6 +10,7 @@
  * iota (reflect: (W-1) - |(W-1) - |j - l||, replicate: clamp(j - l, 0, W-1)) and
  * their backward the matching scatter-adds.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "lower/lower.h"
@@ -129,6 +130,38 @@ static tpu_status_t lower_median(tpu_lower_ctx_t* cx) {
   int x = lw_input(cx, 0, -1);
   if (n == 0) return lw_output(cx, 0, lw_const(cx, NAN, ty(cx, x).dtype, 0, NULL));
   return kth(cx, tpu_ir_reshape(G, x, 1, &n), 0, (n - 1) / 2, 1, 0);
+}
+
+/* nanmedian: the lower median of the non-NaN values along d (NaN sorts last, so it is
+ * element (count - 1) / 2 of the sorted row, a per-row gather); all NaN -> NaN */
+static tpu_status_t nanmedian(tpu_lower_ctx_t* cx, int x, int d, int with_idx) {
+  tpu_ir_type_t tx = ty(cx, x);
+  if (!tpu_dtype_is_floating(tx.dtype)) return kth(cx, x, d, (tx.dims[d] - 1) / 2, 0, with_idx);
+  int i = tpu_ir_sort(G, x, d, 0, 1);
+  int64_t fl[TPU_MAX_DIMS] = {0};
+  fl[d] = 1;
+  int cnt = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, tpu_ir_unary(G, TPU_IR_NOT, tpu_ir_unary(G, TPU_IR_IS_NAN, x)), I64), fl);
+  int k = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, BIN(MAX, BIN(SUB, cnt, cst(cx, 1, cnt)), cst(cx, 0, cnt)), cst(cx, 2, cnt));
+  tpu_ir_type_t tk = tx;
+  tk.dims[d] = 1;
+  k = tpu_ir_reshape(G, k, tk.rank, tk.dims);
+  int si = tpu_ir_gather(G, i, k, d);
+  tpu_status_t st = out_as(cx, 0, tpu_ir_gather(G, x, si, d));
+  return st || !with_idx ? st : out_as(cx, 1, si);
+}
+static tpu_status_t lower_nanmedian_dim(tpu_lower_ctx_t* cx) {
+  int r = lw_rank_of(cx, 0);
+  int d = lw_norm_dim(cx, lw_int(cx, 1, 0), r);
+  if (d < 0) return TPU_OK;
+  if ((r ? lw_sizes_of(cx, 0)[d] : 1) == 0)
+    return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "nanmedian(): Expected reduction dim %d to have non-zero size.", d);
+  return nanmedian(cx, at_least_1d(cx, lw_input(cx, 0, -1)), d, 1);
+}
+static tpu_status_t lower_nanmedian(tpu_lower_ctx_t* cx) {
+  int64_t n = tpu_numel(lw_rank_of(cx, 0), lw_sizes_of(cx, 0));
+  int x = lw_input(cx, 0, -1);
+  if (n == 0) return lw_output(cx, 0, lw_const(cx, NAN, ty(cx, x).dtype, 0, NULL));
+  return nanmedian(cx, tpu_ir_reshape(G, x, 1, &n), 0, 0);
 }
 
 /* ---------------------------------------------------------------- embedding_bag */
@@ -494,7 +527,81 @@ static tpu_status_t lw_unique(tpu_lower_ctx_t* cx, int consec) {
 static tpu_status_t lower_unique2(tpu_lower_ctx_t* cx) { return lw_unique(cx, 0); }
 static tpu_status_t lower_unique_consecutive(tpu_lower_ctx_t* cx) { return lw_unique(cx, 1); }
 
+/* ---------------------------------------------------------------- cdist */
+
+/* diff (B, P, R, M) = x1[:, :, None] - x2[:, None] of arguments a1, a2 ([*, P, M], [*, R, M]) */
+static int cdist_diff(tpu_lower_ctx_t* cx, int a1, int a2, int dt, int64_t* bpr) {
+  int r1 = lw_rank_of(cx, a1), r2 = lw_rank_of(cx, a2);
+  if (r1 < 2 || r2 < 2 || r1 != r2) {
+    tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: inputs must have the same rank >= 2", cx->op_name));
+    return -1;
+  }
+  const int64_t *s1 = lw_sizes_of(cx, a1), *s2 = lw_sizes_of(cx, a2);
+  int64_t B = 1;
+  for (int d = 0; d < r1 - 2; ++d) {
+    if (s1[d] != s2[d]) { tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: batch dims must match", cx->op_name)); return -1; }
+    B *= s1[d];
+  }
+  int64_t P = s1[r1 - 2], R = s2[r2 - 2], M = s1[r1 - 1];
+  if (s2[r2 - 1] != M) {
+    tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "X1 and X2 must have the same number of columns. X1: %lld X2: %lld", (long long)M, (long long)s2[r2 - 1]));
+    return -1;
+  }
+  bpr[0] = B; bpr[1] = P; bpr[2] = R; bpr[3] = M;
+  int64_t d4[4] = {B, P, R, M};
+  int x1 = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, a1, dt), 3, (int64_t[]){B, P, M}), 4, d4, (int64_t[]){0, 1, 3});
+  int x2 = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, a2, dt), 3, (int64_t[]){B, R, M}), 4, d4, (int64_t[]){0, 2, 3});
+  return BIN(SUB, x1, x2);
+}
+/* _cdist_forward(x1, x2, p, compute_mode): p picks the algorithm (key_scalars bit 2) */
+static tpu_status_t lower_cdist(tpu_lower_ctx_t* cx) {
+  double p = lw_key_scalar(cx, 2, 2.0);
+  if (p < 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "cdist only supports non-negative p values");
+  int dt = tpu_opmath_dtype(lw_out_meta(cx, 0)->dtype);
+  if (!tpu_dtype_is_floating(dt)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "cdist only supports floating-point dtypes, X1 got: %s", tpu_dtype_name(lw_dtype_of(cx, 0)));
+  int64_t bpr[4];
+  int diff = cdist_diff(cx, 0, 1, dt, bpr);
+  if (diff < 0) return TPU_OK;
+  int a = tpu_ir_unary(G, TPU_IR_ABS, diff), r;
+  int64_t fl[4] = {0, 0, 0, 1};
+  if (p == 0) r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_NE, a, cst(cx, 0, a)), dt), fl);
+  else if (p == 1) r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, a, fl);
+  else if (p == 2) r = tpu_ir_unary(G, TPU_IR_SQRT, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, a, a), fl));
+  else if (isinf(p)) r = bpr[3] ? tpu_ir_reduce(G, TPU_IR_MONOID_NANMAX, a, fl) : lw_const(cx, 0, dt, 3, bpr);
+  else {
+    int s = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(POW, a, cst(cx, p, a)), fl);
+    r = BIN(POW, s, cst(cx, 1.0 / p, s));
+  }
+  return out_as(cx, 0, r);
+}
+/* _cdist_backward(grad [*, P, R], x1, x2, p, cdist [*, P, R]) -> grad of x1 */
+static tpu_status_t lower_cdist_bwd(tpu_lower_ctx_t* cx) {
+  double p = lw_key_scalar(cx, 3, 2.0);
+  int dt = tpu_opmath_dtype(lw_out_meta(cx, 0)->dtype);
+  int64_t bpr[4];
+  int diff = cdist_diff(cx, 1, 2, dt, bpr);
+  if (diff < 0) return TPU_OK;
+  int64_t d4[4] = {bpr[0], bpr[1], bpr[2], bpr[3]}, d3[3] = {bpr[0], bpr[1], bpr[2]};
+  int g = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, d3), 4, d4, (int64_t[]){0, 1, 2});
+  int dist = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 4, dt), 3, d3), 4, d4, (int64_t[]){0, 1, 2});
+  int zero = cst(cx, 0, diff), sg = tpu_ir_unary(G, TPU_IR_SIGN, diff), a = tpu_ir_unary(G, TPU_IR_ABS, diff), t;
+  int dz = tpu_ir_compare(G, TPU_IR_CMP_EQ, dist, zero);
+  if (p == 0) t = zero;
+  else if (p == 1) t = sg;
+  else if (p == 2) t = tpu_ir_select(G, dz, zero, BIN(DIV, diff, dist));
+  else if (isinf(p)) t = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, a, dist), sg, zero);
+  else if (p < 2) /* |d|^(p-1) sign(d) / dist^(p-1) */
+    t = tpu_ir_select(G, BIN(OR, dz, tpu_ir_compare(G, TPU_IR_CMP_EQ, a, zero)), zero,
+                      BIN(DIV, BIN(MUL, sg, BIN(POW, a, cst(cx, p - 1, a))), BIN(POW, dist, cst(cx, p - 1, a))));
+  else
+    t = tpu_ir_select(G, dz, zero, BIN(DIV, BIN(MUL, diff, BIN(POW, a, cst(cx, p - 2, a))), BIN(POW, dist, cst(cx, p - 1, a))));
+  int r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, t), (int64_t[]){0, 0, 1, 0});
+  return out_as(cx, 0, r);
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
+  {"aten::_cdist_forward", lower_cdist, 1u << 2}, {"aten::_cdist_forward.out", lower_cdist, 1u << 2},
+  {"aten::_cdist_backward", lower_cdist_bwd, 1u << 3}, {"aten::_cdist_backward.out", lower_cdist_bwd, 1u << 3},
   {"aten::_unique2", lower_unique2}, {"aten::unique_consecutive", lower_unique_consecutive},
   {"aten::sort", lower_sort}, {"aten::sort.values", lower_sort},
   {"aten::sort.stable", lower_sort_stable}, {"aten::sort.values_stable", lower_sort_stable},
@@ -502,6 +609,8 @@ TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
   {"aten::kthvalue", lower_kthvalue}, {"aten::kthvalue.values", lower_kthvalue},
   {"aten::median.dim", lower_median_dim}, {"aten::median.dim_values", lower_median_dim},
   {"aten::median", lower_median}, {"aten::median.out", lower_median},
+  {"aten::nanmedian.dim", lower_nanmedian_dim}, {"aten::nanmedian.dim_values", lower_nanmedian_dim},
+  {"aten::nanmedian", lower_nanmedian}, {"aten::nanmedian.out", lower_nanmedian},
   {"aten::_embedding_bag", lower_embedding_bag}, {"aten::_embedding_bag.out", lower_embedding_bag},
   {"aten::_embedding_bag_forward_only", lower_embedding_bag},
   {"aten::_embedding_bag_forward_only.out", lower_embedding_bag},
