@@ -79,6 +79,7 @@ static void test_kernels(void) {
       K[d] = irand(1, nsp == 3 ? 2 : 3); st[d] = irand(1, 3); dl[d] = irand(1, 2);
       pd[d] = irand(0, 2); S[d] = irand(nsp == 3 ? 2 : 3, nsp == 1 ? 13 : 7);
       if (it % 11 == 5) st[d] = K[d] + 1; /* stride > kernel */
+      if (it % 5 == 2) { K[d] = 1; st[d] = 1; pd[d] = 0; } /* 1x1: x is its own im2col */
       int64_t q = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1) - 1;
       if (q < 0) { ok = 0; break; }
       Q[d] = q / st[d] + 1;

@@ -12,6 +12,11 @@ typedef struct conv_geo_s {
   int64_t xs[5], ws[5], ys[5]; /* strides of x-like (N, C, *S), w-like (O, Cg, *K), y-like (N, O, *Q) */
   char *xd, *wd, *yd;
   int64_t Pt, ntiles;          /* output positions per tile, tiles per sample */
+  /* y_direct: y's spatial dims flatten to one stride yps, so GEMMs read/write y in place;
+   * x_direct: also a 1x1, stride-1, unpadded conv whose x flattens (stride xps): x is its own
+   * im2col matrix (C, P). */
+  int y_direct, x_direct;
+  int64_t yps, xps;
 } conv_geo_t;
 
 /* A tile of output positions [p0, p0 + pt): per position the input base coordinate
@@ -47,6 +52,16 @@ static void conv_inner_range(const conv_geo_t* g, int64_t off, int64_t* lo, int6
   *lo = a <= 0 ? 0 : (a + g->st[2] - 1) / g->st[2];
   *hi = b < 0 ? 0 : TPU_MIN(g->Q[2], b / g->st[2] + 1);
   if (*lo > *hi) *lo = *hi;
+}
+
+/* 1 if the 3 spatial dims (sizes sz, strides st) are one strided run; its stride in *out */
+static int conv_flat(const int64_t* sz, const int64_t* st, int64_t* out) {
+  int64_t step = st[2];
+  if (sz[1] > 1 && st[1] != step * sz[2]) return 0;
+  if (sz[0] > 1 && st[0] != (sz[1] > 1 ? st[1] * sz[1] : step * sz[2])) return 0;
+  if (sz[2] == 1 && (sz[1] > 1 || sz[0] > 1)) return 0; /* keep it simple: innermost must count */
+  *out = step;
+  return 1;
 }
 
 static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int64_t* padding,
@@ -87,6 +102,10 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
   g->KK = g->K[0] * g->K[1] * g->K[2];
   g->KcG = g->Cg * g->KK;
   g->P = g->Q[0] * g->Q[1] * g->Q[2];
+  g->y_direct = conv_flat(g->Q, g->ys + 2, &g->yps);
+  int unit = g->KK == 1;
+  for (int s = 0; s < 3; ++s) unit &= g->st[s] == 1 && g->pd[s] == 0 && g->S[s] == g->Q[s];
+  g->x_direct = unit && conv_flat(g->S, g->xs + 2, &g->xps);
   return TPU_OK;
 }
 

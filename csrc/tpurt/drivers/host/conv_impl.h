@@ -100,13 +100,22 @@ static void CFN(fwd_worker)(void* ctx, int64_t begin, int64_t end) {
   for (int64_t u = begin; u < end; ++u) {
     int64_t n = u / g->ntiles, ti = u % g->ntiles;
     conv_tile_set(g, &t, ti);
-    CFN(im2col)(g, xd + n * g->xs[0], &t, col);
+    const CT* B = col; /* (C*KK, pt) */
+    int64_t b_rs = t.pt, b_cs = 1;
+    if (g->x_direct) {
+      B = xd + n * g->xs[0] + t.p0 * g->xps; b_rs = g->xs[1]; b_cs = g->xps;
+    } else {
+      CFN(im2col)(g, xd + n * g->xs[0], &t, col);
+    }
+    CT* yn = yd + n * g->ys[0];
+    CT* C = g->y_direct ? yn + t.p0 * g->yps : ct; /* (O, pt) */
+    int64_t c_rs = g->y_direct ? g->ys[1] : t.pt, c_cs = g->y_direct ? g->yps : 1;
     for (int64_t grp = 0; grp < g->G; ++grp)
       CGEMM(g->Og, t.pt, g->KcG, (CT)1, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
-            col + grp * g->KcG * t.pt, t.pt, 1, (CT)0, ct + grp * g->Og * t.pt, t.pt, 1);
-    CT* yn = yd + n * g->ys[0];
-    for (int64_t o = 0; o < g->O; ++o)
-      for (int64_t j = 0; j < t.pt; ++j) yn[o * g->ys[1] + t.yoff[j]] = ct[o * t.pt + j];
+            B + grp * g->KcG * b_rs, b_rs, b_cs, (CT)0, C + grp * g->Og * c_rs, c_rs, c_cs);
+    if (!g->y_direct)
+      for (int64_t o = 0; o < g->O; ++o)
+        for (int64_t j = 0; j < t.pt; ++j) yn[o * g->ys[1] + t.yoff[j]] = ct[o * t.pt + j];
   }
 done:
   free(col); free(ct); conv_tile_free(&t);
@@ -129,12 +138,18 @@ static void CFN(bwd_input_worker)(void* ctx, int64_t begin, int64_t end) {
     const CT* yn = yd + n * g->ys[0];
     for (int64_t ti = 0; ti < g->ntiles; ++ti) {
       conv_tile_set(g, &t, ti);
-      for (int64_t o = 0; o < g->O; ++o)
-        for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = yn[o * g->ys[1] + t.yoff[j]];
+      const CT* B = gt; /* gy tile (O, pt) */
+      int64_t b_rs = t.pt, b_cs = 1;
+      if (g->y_direct) {
+        B = yn + t.p0 * g->yps; b_rs = g->ys[1]; b_cs = g->yps;
+      } else {
+        for (int64_t o = 0; o < g->O; ++o)
+          for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = yn[o * g->ys[1] + t.yoff[j]];
+      }
       /* col_g (KcG, pt) = wp_g^T (KcG, Og) @ gy_g (Og, pt) */
       for (int64_t grp = 0; grp < g->G; ++grp)
         CGEMM(g->KcG, t.pt, g->Og, (CT)1, J->wp + grp * g->Og * g->KcG, 1, g->KcG,
-              gt + grp * g->Og * t.pt, t.pt, 1, (CT)0, col + grp * g->KcG * t.pt, t.pt, 1);
+              B + grp * g->Og * b_rs, b_rs, b_cs, (CT)0, col + grp * g->KcG * t.pt, t.pt, 1);
       CFN(col2im)(g, col, &t, acc);
     }
     CT* xn = xd + n * g->xs[0];
@@ -164,14 +179,26 @@ static void CFN(bwd_weight_worker)(void* ctx, int64_t begin, int64_t end) {
     for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
       int64_t n = u / g->ntiles, ti = u % g->ntiles;
       conv_tile_set(g, &t, ti);
-      CFN(im2col)(g, xd + n * g->xs[0], &t, col);
+      const CT* X = col; /* im2col (C*KK, pt) */
+      int64_t x_rs = t.pt, x_cs = 1;
+      if (g->x_direct) {
+        X = xd + n * g->xs[0] + t.p0 * g->xps; x_rs = g->xs[1]; x_cs = g->xps;
+      } else {
+        CFN(im2col)(g, xd + n * g->xs[0], &t, col);
+      }
       const CT* yn = yd + n * g->ys[0];
-      for (int64_t o = 0; o < g->O; ++o)
-        for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = yn[o * g->ys[1] + t.yoff[j]];
+      const CT* A = gt; /* gy tile (O, pt) */
+      int64_t a_rs = t.pt, a_cs = 1;
+      if (g->y_direct) {
+        A = yn + t.p0 * g->yps; a_rs = g->ys[1]; a_cs = g->yps;
+      } else {
+        for (int64_t o = 0; o < g->O; ++o)
+          for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = yn[o * g->ys[1] + t.yoff[j]];
+      }
       /* acc_g (Og, KcG) += gy_g (Og, pt) @ col_g^T (pt, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
-        CGEMM(g->Og, g->KcG, t.pt, (CT)1, gt + grp * g->Og * t.pt, t.pt, 1,
-              col + grp * g->KcG * t.pt, 1, t.pt, (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
+        CGEMM(g->Og, g->KcG, t.pt, (CT)1, A + grp * g->Og * a_rs, a_rs, a_cs,
+              X + grp * g->KcG * x_rs, x_cs, x_rs, (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
     }
   }
 done:
