@@ -305,3 +305,22 @@ def test_upsample_1d(dtype, kw):
 def test_upsample_nearest_exact2d(dtype, kw):
     x = _rand((2, 3, 5, 4), dtype)
     _check(lambda x: F.interpolate(x, mode="nearest-exact", **kw), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # CPU has no bf16 avg_pool3d
+def test_pool3d_avg_and_adaptive(dtype):
+    x = _rand((2, 2, 5, 6, 7), dtype)
+    _check(lambda x: F.avg_pool3d(x, 2), [x], dtype)
+    _check(lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), [x], dtype)
+    _check(lambda x: F.avg_pool3d(x, (3, 2, 3), (2, 1, 2), (1, 0, 1), divisor_override=5), [x], dtype)
+    _check(lambda x: F.adaptive_avg_pool3d(x, (2, 4, 3)), [x], dtype)
+    oc, od = _check(lambda x: F.adaptive_max_pool3d(x, (3, 2, 4), return_indices=True), [x], dtype)
+    assert torch.equal(od[1].cpu(), oc[1])
+
+
+def test_empty_batch():
+    x = torch.randn(0, 3, 6, 5)  # (max_pool2d: PyTorch's meta decomposition rejects an empty batch)
+    _check(lambda x: F.avg_pool2d(x, 2), [x], torch.float32)
+    _check(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [x], torch.float32)
+    _check(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), [x], torch.float32)
+    _check(lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), [x], torch.float32)

@@ -435,16 +435,19 @@ static tpu_status_t lower_max_pool3d(tpu_lower_ctx_t* cx) { return lw_max_pool(c
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, k, s, p, d, ceil_mode, indices) */
 static tpu_status_t lower_max_pool2d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 7, 2); }
 static tpu_status_t lower_max_pool3d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 7, 3); }
-/* adaptive_max_pool2d(self, output_size) -> (out, indices) */
-static tpu_status_t lower_adaptive_max_pool2d(tpu_lower_ctx_t* cx) {
-  const int64_t* os = out_spatial(cx, 0, 2);
+/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices) */
+static tpu_status_t lw_adaptive_max_pool(tpu_lower_ctx_t* cx, int nsp) {
+  const int64_t* os = out_spatial(cx, 0, nsp);
   win_t w;
-  if (!os || !win_shapes(cx, &w, 0, 2, os)) return TPU_OK;
+  if (!os || !win_shapes(cx, &w, 0, nsp, os)) return TPU_OK;
   win_adaptive(cx, &w);
   return max_pool_out(cx, &w, 0);
 }
-/* adaptive_max_pool2d_backward(grad_output, self, indices) */
+static tpu_status_t lower_adaptive_max_pool2d(tpu_lower_ctx_t* cx) { return lw_adaptive_max_pool(cx, 2); }
+static tpu_status_t lower_adaptive_max_pool3d(tpu_lower_ctx_t* cx) { return lw_adaptive_max_pool(cx, 3); }
+/* adaptive_max_pool{2,3}d_backward(grad_output, self, indices) */
 static tpu_status_t lower_adaptive_max_pool2d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 2, 2); }
+static tpu_status_t lower_adaptive_max_pool3d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 2, 3); }
 
 /* divisor per output position [Qo] (f dtype) for avg_pool: include_pad counts the window
  * clipped to the padded input, else the window clipped to the input */
@@ -468,14 +471,27 @@ static int avg_divisor(tpu_lower_ctx_t* cx, win_t* w, const int64_t* k, const in
   }
   return tpu_ir_reshape(G, div, 1, &w->Qo);
 }
+/* adaptive windows: the product of the window lengths, [Qo] */
+static int adaptive_divisor(tpu_lower_ctx_t* cx, win_t* w, int dt) {
+  int div = -1;
+  int64_t od[3];
+  for (int j = 0; j < w->nsp; ++j) od[j] = w->O[j];
+  for (int j = 0; j < w->nsp; ++j) {
+    int64_t bd[1] = {j};
+    int sz = tpu_ir_broadcast(G, tpu_ir_convert(G, w->len[j], dt), w->nsp, od, bd);
+    div = div < 0 ? sz : BIN(MUL, div, sz);
+  }
+  return tpu_ir_reshape(G, div, 1, &w->Qo);
+}
 
-/* avg_pool2d(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?) */
-static int avg_setup(tpu_lower_ctx_t* cx, win_t* w, int ix, const int64_t* os, int ik, int dt, int* out_div) {
-  int64_t k[2], s[2], p[2];
-  expand_list(cx, ik, 2, NULL, 1, k);
-  expand_list(cx, ik + 1, 2, k, 1, s);
-  expand_list(cx, ik + 2, 2, NULL, 0, p);
-  if (!win_shapes(cx, w, ix, 2, os)) return 0;
+/* avg_pool{2,3}d(self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?):
+ * the windows of input ix (kernel list at arg ik), output spatial sizes os */
+static int avg_setup(tpu_lower_ctx_t* cx, win_t* w, int ix, const int64_t* os, int ik, int nsp, int dt, int* out_div) {
+  int64_t k[3], s[3], p[3];
+  expand_list(cx, ik, nsp, NULL, 1, k);
+  expand_list(cx, ik + 1, nsp, k, 1, s);
+  expand_list(cx, ik + 2, nsp, NULL, 0, p);
+  if (!win_shapes(cx, w, ix, nsp, os)) return 0;
   win_fixed(cx, w, k, s, p, NULL);
   if (!win_build(cx, w)) return 0;
   int include_pad = (int)lw_int(cx, ik + 4, 1);
@@ -488,20 +504,14 @@ static int avg_setup(tpu_lower_ctx_t* cx, win_t* w, int ix, const int64_t* os, i
   }
   return cx->g.status == TPU_OK;
 }
-static tpu_status_t lower_avg_pool2d(tpu_lower_ctx_t* cx) {
-  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
-  if (!float_check(cx, dt)) return TPU_OK;
-  const int64_t* os = out_spatial(cx, 0, 2);
-  win_t w;
-  int div;
-  if (!os || !avg_setup(cx, &w, 0, os, 1, dt, &div)) return TPU_OK;
-  int v = win_gather(cx, &w, 0, dt);
-  v = tpu_ir_select(G, valid3(cx, &w), v, lw_const_like(cx, 0, v));
-  int64_t last[3] = {0, 0, 1}, bq[2] = {w.B, w.Qo}, b1[1] = {1};
+/* window sums of input ix divided by div [Qo] -> output 0 */
+static tpu_status_t avg_out(tpu_lower_ctx_t* cx, win_t* w, int ix, int div, int dt) {
+  int v = win_gather(cx, w, ix, dt);
+  v = tpu_ir_select(G, valid3(cx, w), v, lw_const_like(cx, 0, v));
+  int64_t last[3] = {0, 0, 1}, bq[2] = {w->B, w->Qo}, b1[1] = {1};
   int sm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, v, last);
-  return lw_output(cx, 0, to_out(cx, &w, BIN(DIV, sm, tpu_ir_broadcast(G, div, 2, bq, b1)), 0));
+  return lw_output(cx, 0, to_out(cx, w, BIN(DIV, sm, tpu_ir_broadcast(G, div, 2, bq, b1)), ix));
 }
-
 /* scatter-add of per-window values src [B, Qo, Kt] (0 at invalid positions) into [B, P] */
 static int win_scatter(tpu_lower_ctx_t* cx, win_t* w, int src, int dt) {
   int64_t bp[2] = {w->B, w->P}, q = w->Qo * w->Kt, bq[2] = {w->B, q}, b1[1] = {1};
@@ -509,60 +519,66 @@ static int win_scatter(tpu_lower_ctx_t* cx, win_t* w, int src, int dt) {
   int idx = tpu_ir_broadcast(G, tpu_ir_reshape(G, w->flat, 1, &q), 2, bq, b1);
   return tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, bp), idx, tpu_ir_reshape(G, src, 2, bq), 1, 1);
 }
-/* avg_pool2d_backward(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?) */
-static tpu_status_t lower_avg_pool2d_bwd(tpu_lower_ctx_t* cx) {
-  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
-  if (!float_check(cx, dt)) return TPU_OK;
-  int rg = lw_rank_of(cx, 0);
-  if (rg < 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad grad_output rank", cx->op_name);
-  const int64_t* os = lw_sizes_of(cx, 0) + rg - 2;
-  win_t w;
-  int div;
-  if (!avg_setup(cx, &w, 1, os, 2, dt, &div)) return TPU_OK;
-  int64_t bq[2] = {w.B, w.Qo}, bqk[3] = {w.B, w.Qo, w.Kt}, b01[2] = {0, 1}, b1[1] = {1};
+/* grad (arg 0) / div spread over the windows -> output 0 shaped like arg ix */
+static tpu_status_t avg_bwd_out(tpu_lower_ctx_t* cx, win_t* w, int ix, int div, int dt) {
+  int64_t bq[2] = {w->B, w->Qo}, bqk[3] = {w->B, w->Qo, w->Kt}, b01[2] = {0, 1}, b1[1] = {1};
   int g = BIN(DIV, tpu_ir_reshape(G, lw_input(cx, 0, dt), 2, bq), tpu_ir_broadcast(G, div, 2, bq, b1));
-  int r = win_scatter(cx, &w, tpu_ir_broadcast(G, g, 3, bqk, b01), dt);
-  return lw_output(cx, 0, tpu_ir_reshape(G, r, lw_rank_of(cx, 1), lw_sizes_of(cx, 1)));
+  int r = win_scatter(cx, w, tpu_ir_broadcast(G, g, 3, bqk, b01), dt);
+  return lw_output(cx, 0, tpu_ir_reshape(G, r, lw_rank_of(cx, ix), lw_sizes_of(cx, ix)));
 }
 
-/* _adaptive_avg_pool2d(self, output_size) */
-static tpu_status_t lower_adaptive_avg_pool2d(tpu_lower_ctx_t* cx) {
+static tpu_status_t lw_avg_pool(tpu_lower_ctx_t* cx, int nsp) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
   if (!float_check(cx, dt)) return TPU_OK;
-  const int64_t* os = out_spatial(cx, 0, 2);
+  const int64_t* os = out_spatial(cx, 0, nsp);
   win_t w;
-  if (!os || !win_shapes(cx, &w, 0, 2, os)) return TPU_OK;
-  win_adaptive(cx, &w);
-  if (!win_build(cx, &w)) return TPU_OK;
-  int v = win_gather(cx, &w, 0, dt);
-  v = tpu_ir_select(G, valid3(cx, &w), v, lw_const_like(cx, 0, v));
-  int64_t last[3] = {0, 0, 1}, bq[2] = {w.B, w.Qo}, b0[1] = {0}, b1[1] = {1};
-  int64_t o2[2] = {w.O[0], w.O[1]};
-  int div = BIN(MUL, tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[0], dt), 2, o2, b0),
-                tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[1], dt), 2, o2, b1));
-  div = tpu_ir_broadcast(G, tpu_ir_reshape(G, div, 1, &w.Qo), 2, bq, b1);
-  int sm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, v, last);
-  return lw_output(cx, 0, to_out(cx, &w, BIN(DIV, sm, div), 0));
+  int div;
+  if (!os || !avg_setup(cx, &w, 0, os, 1, nsp, dt, &div)) return TPU_OK;
+  return avg_out(cx, &w, 0, div, dt);
 }
-/* _adaptive_avg_pool2d_backward(grad_output, self) */
-static tpu_status_t lower_adaptive_avg_pool2d_bwd(tpu_lower_ctx_t* cx) {
+static tpu_status_t lower_avg_pool2d(tpu_lower_ctx_t* cx) { return lw_avg_pool(cx, 2); }
+static tpu_status_t lower_avg_pool3d(tpu_lower_ctx_t* cx) { return lw_avg_pool(cx, 3); }
+/* avg_pool{2,3}d_backward(grad_output, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override?) */
+static tpu_status_t lw_avg_pool_bwd(tpu_lower_ctx_t* cx, int nsp) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
   if (!float_check(cx, dt)) return TPU_OK;
   int rg = lw_rank_of(cx, 0);
-  if (rg < 3) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad grad_output rank", cx->op_name);
+  if (rg < nsp + 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad grad_output rank", cx->op_name);
   win_t w;
-  if (!win_shapes(cx, &w, 1, 2, lw_sizes_of(cx, 0) + rg - 2)) return TPU_OK;
+  int div;
+  if (!avg_setup(cx, &w, 1, lw_sizes_of(cx, 0) + rg - nsp, 2, nsp, dt, &div)) return TPU_OK;
+  return avg_bwd_out(cx, &w, 1, div, dt);
+}
+static tpu_status_t lower_avg_pool2d_bwd(tpu_lower_ctx_t* cx) { return lw_avg_pool_bwd(cx, 2); }
+static tpu_status_t lower_avg_pool3d_bwd(tpu_lower_ctx_t* cx) { return lw_avg_pool_bwd(cx, 3); }
+
+/* _adaptive_avg_pool{2,3}d(self, output_size) */
+static tpu_status_t lw_adaptive_avg_pool(tpu_lower_ctx_t* cx, int nsp) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  const int64_t* os = out_spatial(cx, 0, nsp);
+  win_t w;
+  if (!os || !win_shapes(cx, &w, 0, nsp, os)) return TPU_OK;
   win_adaptive(cx, &w);
   if (!win_build(cx, &w)) return TPU_OK;
-  int64_t bq[2] = {w.B, w.Qo}, bqk[3] = {w.B, w.Qo, w.Kt}, b01[2] = {0, 1}, b0[1] = {0}, b1[1] = {1};
-  int64_t o2[2] = {w.O[0], w.O[1]};
-  int div = BIN(MUL, tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[0], dt), 2, o2, b0),
-                tpu_ir_broadcast(G, tpu_ir_convert(G, w.len[1], dt), 2, o2, b1));
-  div = tpu_ir_broadcast(G, tpu_ir_reshape(G, div, 1, &w.Qo), 2, bq, b1);
-  int g = BIN(DIV, tpu_ir_reshape(G, lw_input(cx, 0, dt), 2, bq), div);
-  int r = win_scatter(cx, &w, tpu_ir_broadcast(G, g, 3, bqk, b01), dt);
-  return lw_output(cx, 0, tpu_ir_reshape(G, r, lw_rank_of(cx, 1), lw_sizes_of(cx, 1)));
+  return avg_out(cx, &w, 0, adaptive_divisor(cx, &w, dt), dt);
 }
+static tpu_status_t lower_adaptive_avg_pool2d(tpu_lower_ctx_t* cx) { return lw_adaptive_avg_pool(cx, 2); }
+static tpu_status_t lower_adaptive_avg_pool3d(tpu_lower_ctx_t* cx) { return lw_adaptive_avg_pool(cx, 3); }
+/* _adaptive_avg_pool{2,3}d_backward(grad_output, self) */
+static tpu_status_t lw_adaptive_avg_pool_bwd(tpu_lower_ctx_t* cx, int nsp) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  if (!float_check(cx, dt)) return TPU_OK;
+  int rg = lw_rank_of(cx, 0);
+  if (rg < nsp + 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bad grad_output rank", cx->op_name);
+  win_t w;
+  if (!win_shapes(cx, &w, 1, nsp, lw_sizes_of(cx, 0) + rg - nsp)) return TPU_OK;
+  win_adaptive(cx, &w);
+  if (!win_build(cx, &w)) return TPU_OK;
+  return avg_bwd_out(cx, &w, 1, adaptive_divisor(cx, &w, dt), dt);
+}
+static tpu_status_t lower_adaptive_avg_pool2d_bwd(tpu_lower_ctx_t* cx) { return lw_adaptive_avg_pool_bwd(cx, 2); }
+static tpu_status_t lower_adaptive_avg_pool3d_bwd(tpu_lower_ctx_t* cx) { return lw_adaptive_avg_pool_bwd(cx, 3); }
 
 /* ---------------------------------------------------------------- upsampling */
 
@@ -754,6 +770,18 @@ TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d},
   {"aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_bwd},
   {"aten::_adaptive_avg_pool2d_backward.out", lower_adaptive_avg_pool2d_bwd},
+  {"aten::adaptive_max_pool3d", lower_adaptive_max_pool3d},
+  {"aten::adaptive_max_pool3d.out", lower_adaptive_max_pool3d},
+  {"aten::adaptive_max_pool3d_backward", lower_adaptive_max_pool3d_bwd},
+  {"aten::adaptive_max_pool3d_backward.grad_input", lower_adaptive_max_pool3d_bwd},
+  {"aten::avg_pool3d", lower_avg_pool3d},
+  {"aten::avg_pool3d.out", lower_avg_pool3d},
+  {"aten::avg_pool3d_backward", lower_avg_pool3d_bwd},
+  {"aten::avg_pool3d_backward.grad_input", lower_avg_pool3d_bwd},
+  {"aten::_adaptive_avg_pool3d", lower_adaptive_avg_pool3d},
+  {"aten::_adaptive_avg_pool3d.out", lower_adaptive_avg_pool3d},
+  {"aten::_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool3d_bwd},
+  {"aten::_adaptive_avg_pool3d_backward.out", lower_adaptive_avg_pool3d_bwd},
   {"aten::upsample_nearest2d", lower_upsample_nearest2d},
   {"aten::upsample_nearest2d.out", lower_upsample_nearest2d},
   {"aten::upsample_nearest2d_backward", lower_upsample_nearest2d_bwd},
