@@ -324,3 +324,41 @@ def test_empty_batch():
     _check(lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [x], torch.float32)
     _check(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), [x], torch.float32)
     _check(lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), [x], torch.float32)
+
+
+def test_small_unet_block_training_step():
+    """conv + BatchNorm + ReLU + max pool + bilinear upsample + GroupNorm: a train step matches CPU."""
+    if not torch_tpu_supports("aten::convolution_overrideable"):
+        pytest.skip("needs aten::convolution_overrideable (not lowered yet)")
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(8)
+            self.c2 = torch.nn.Conv2d(8, 8, 3, padding=1)
+            self.gn = torch.nn.GroupNorm(2, 8)
+            self.head = torch.nn.Conv2d(16, 2, 1)
+
+        def forward(self, x):
+            a = F.relu(self.bn(self.c1(x)))
+            b = F.relu(self.gn(self.c2(F.max_pool2d(a, 2))))
+            b = F.interpolate(b, scale_factor=2, mode="bilinear", align_corners=False)
+            return self.head(torch.cat([a, b], 1))
+
+    torch.manual_seed(0)
+    m_cpu = Block().double()
+    m_dev = Block().double()
+    m_dev.load_state_dict(m_cpu.state_dict())
+    m_dev = m_dev.to(DEV)
+    x = _rand((2, 3, 8, 10), torch.float64)
+    for m, xx in ((m_cpu, x), (m_dev, x.to(DEV))):
+        m(xx).square().mean().backward()
+    for (n, p_c), p_d in zip(m_cpu.named_parameters(), m_dev.parameters()):
+        torch.testing.assert_close(p_d.grad.cpu(), p_c.grad, atol=1e-9, rtol=1e-7, msg=n)
+    torch.testing.assert_close(m_dev.bn.running_var.cpu(), m_cpu.bn.running_var)
+
+
+def torch_tpu_supports(name):
+    import torch_tpu
+    return torch_tpu._C._op_supported(name)
