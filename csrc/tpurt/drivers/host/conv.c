@@ -17,6 +17,9 @@ typedef struct conv_geo_s {
    * im2col matrix (C, P). */
   int y_direct, x_direct;
   int64_t yps, xps;
+  /* cl: x has unit channel stride (channels_last): im2col rows are output positions and
+   * columns (group, kernel offset, channel), so gathers copy runs of channels */
+  int cl;
 } conv_geo_t;
 
 /* A tile of output positions [p0, p0 + pt): per position the input base coordinate
@@ -106,6 +109,7 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
   int unit = g->KK == 1;
   for (int s = 0; s < 3; ++s) unit &= g->st[s] == 1 && g->pd[s] == 0 && g->S[s] == g->Q[s];
   g->x_direct = unit && conv_flat(g->S, g->xs + 2, &g->xps);
+  g->cl = !g->x_direct && g->xs[1] == 1 && g->C > 1;
   return TPU_OK;
 }
 
