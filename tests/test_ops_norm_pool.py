@@ -362,3 +362,29 @@ def test_small_unet_block_training_step():
 def torch_tpu_supports(name):
     import torch_tpu
     return torch_tpu._C._op_supported(name)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_aten_overloads(training):
+    """_native_batch_norm_legit (+no_stats), _batch_norm_with_update, batch_norm_backward vs CPU."""
+    aten = torch.ops.aten
+    x = _rand((3, 4, 5, 2), torch.float64)
+    w, b = _rand((4,), torch.float64, 1), _rand((4,), torch.float64, 2)
+    rm, rv = _rand((4,), torch.float64, 3), _rand((4,), torch.float64, 4).abs() + 0.5
+
+    def run(dev):
+        t = [v.clone().to(dev) for v in (x, w, b, rm, rv)]
+        outs = list(aten._native_batch_norm_legit(t[0], t[1], t[2], t[3], t[4], training, 0.2, 1e-5)) + [t[3], t[4]]
+        if not training:  # eval-mode save_mean/save_rstd: the meta function's shape differs from CPU's (empty)
+            outs = outs[:1] + outs[3:]
+        if training:
+            outs += list(aten._native_batch_norm_legit.no_stats(t[0], t[1], t[2], True, 0.2, 1e-5))
+            rm2, rv2 = t[3].clone(), t[4].clone()
+            y, sm, sv, reserve = aten._batch_norm_with_update(t[0], t[1], t[2], rm2, rv2, 0.3, 1e-5)
+            outs += [y, sm, sv, rm2, rv2]
+            g = torch.ones_like(y) * 0.5 + t[0]
+            outs += list(aten.batch_norm_backward(g, t[0], t[1], rm2, rv2, sm, sv, True, 1e-5, [True, True, True], reserve))
+        return [o.cpu() for o in outs]
+
+    for a, b_ in zip(run("cpu"), run(DEV)):
+        torch.testing.assert_close(b_, a, atol=1e-10, rtol=1e-10)

@@ -65,30 +65,36 @@ static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
 
 /* ---------------------------------------------------------------- batch norm */
 
-/* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, bool training,
- *   float momentum, float eps) -> (out, save_mean, save_invstd) [+ running_mean,
- *   running_var written when training with running stats; see registry.c] */
-static tpu_status_t lower_batch_norm(tpu_lower_ctx_t* cx) {
-  int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0)), rank = lw_rank_of(cx, 0);
+/* Argument / output layout of one batch-norm forward overload: input, weight, bias,
+ * running stats, training flag (-1: always training), momentum, eps; out_rs: index of
+ * the first of the running-stat outputs (-1: none, -2: outputs 3, 4 when present),
+ * out_y: index of the normalized output (then save_mean, save_invstd), n_extra: trailing
+ * placeholder outputs (the reserve of _batch_norm_with_update). */
+typedef struct { int ix, iw, ib, irm, irv, itrain, imom, ieps, out_rs, out_y, n_extra; } bn_spec_t;
+
+static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
+  int dt = tpu_opmath_dtype(lw_dtype_of(cx, sp->ix)), rank = lw_rank_of(cx, sp->ix);
   if (!float_check(cx, dt)) return TPU_OK;
   if (rank < 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "batch_norm: expected input with at least 2 dims, got %d", rank);
-  const int64_t* xs = lw_sizes_of(cx, 0);
+  const int64_t* xs = lw_sizes_of(cx, sp->ix);
   int64_t C = xs[1], n = 1;
   for (int d = 0; d < rank; ++d) if (d != 1) n *= xs[d];
-  int training = (int)lw_int(cx, 5, 0);
-  int has_rs = !lw_is_none(cx, 3) && !lw_is_none(cx, 4);
-  for (int i = 1; i <= 4; ++i) {
-    if (lw_is_none(cx, i)) continue;
+  int training = sp->itrain < 0 ? 1 : (int)lw_int(cx, sp->itrain, 0);
+  int has_rs = sp->irm >= 0 && !lw_is_none(cx, sp->irm) && !lw_is_none(cx, sp->irv);
+  const int ia[4] = {sp->iw, sp->ib, sp->irm, sp->irv};
+  static const char* const names[4] = {"weight", "bias", "running_mean", "running_var"};
+  for (int k = 0; k < 4; ++k) {
+    int i = ia[k];
+    if (i < 0 || lw_is_none(cx, i)) continue;
     if (lw_rank_of(cx, i) != 1 || lw_sizes_of(cx, i)[0] != C)
-      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s should contain %lld elements not %lld",
-                     i == 1 ? "weight" : i == 2 ? "bias" : i == 3 ? "running_mean" : "running_var", (long long)C,
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s should contain %lld elements not %lld", names[k], (long long)C,
                      (long long)(lw_rank_of(cx, i) == 1 ? lw_sizes_of(cx, i)[0] : -1));
   }
   int64_t fl[TPU_MAX_DIMS] = {0};
   for (int d = 0; d < rank; ++d) fl[d] = d != 1;
-  int x = lw_input(cx, 0, dt);
+  int x = lw_input(cx, sp->ix, dt);
   int mean, invstd, var = -1;
-  int eps = lw_scalar(cx, 7, dt);
+  int eps = lw_scalar(cx, sp->ieps, dt);
   if (training) {
     int cn = lw_const(cx, (double)n, dt, 1, &C);
     mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), cn);
@@ -97,34 +103,66 @@ static tpu_status_t lower_batch_norm(tpu_lower_ctx_t* cx) {
     invstd = BIN(DIV, lw_const_like(cx, 1.0, var), UN(SQRT, BIN(ADD, var, lw_bcast_like(cx, eps, var))));
   } else {
     if (!has_rs) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "running_mean must be defined in evaluation mode");
-    mean = lw_input(cx, 3, dt);
-    int rv = lw_input(cx, 4, dt);
+    mean = lw_input(cx, sp->irm, dt);
+    int rv = lw_input(cx, sp->irv, dt);
     invstd = BIN(DIV, lw_const_like(cx, 1.0, rv), UN(SQRT, BIN(ADD, rv, lw_bcast_like(cx, eps, rv))));
   }
   /* y = (x - mean) * (invstd * w) + b */
   int scale = invstd;
-  if (!lw_is_none(cx, 1)) scale = BIN(MUL, scale, lw_input(cx, 1, dt));
+  if (!lw_is_none(cx, sp->iw)) scale = BIN(MUL, scale, lw_input(cx, sp->iw, dt));
   int y = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, scale, x, 1));
-  if (!lw_is_none(cx, 2)) y = BIN(ADD, y, along(cx, lw_input(cx, 2, dt), x, 1));
-  lw_output(cx, 0, y);
-  if (training) {
-    lw_output(cx, 1, mean);
-    lw_output(cx, 2, invstd);
-  } else {
-    lw_output(cx, 1, const_out(cx, 1, 0));
-    lw_output(cx, 2, const_out(cx, 2, 0));
+  if (!lw_is_none(cx, sp->ib)) y = BIN(ADD, y, along(cx, lw_input(cx, sp->ib, dt), x, 1));
+  /* running stats: (1 - m) * r + m * stat (var unbiased); unchanged in eval mode */
+  int out_rs = sp->out_rs == -2 ? (cx->nouts == 5 ? 3 : -1) : sp->out_rs;
+  int nrm = -1, nrv = -1;
+  if (out_rs >= 0) {
+    if (!has_rs) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: running stats must be defined", cx->op_name);
+    int rdt = tpu_opmath_dtype(lw_dtype_of(cx, sp->irm));
+    nrm = lw_input(cx, sp->irm, rdt);
+    nrv = lw_input(cx, sp->irv, rdt);
+    if (training) {
+      int m = lw_scalar(cx, sp->imom, TPU_DTYPE_F64);
+      int om = BIN(SUB, lw_const_like(cx, 1.0, m), m);
+      int mc = lw_bcast_like(cx, tpu_ir_convert(G, m, rdt), nrm), omc = lw_bcast_like(cx, tpu_ir_convert(G, om, rdt), nrm);
+      int uvar = BIN(MUL, var, lw_const_like(cx, n > 1 ? (double)n / (double)(n - 1) : (double)INFINITY, var));
+      nrm = BIN(ADD, BIN(MUL, omc, nrm), BIN(MUL, mc, tpu_ir_convert(G, mean, rdt)));
+      nrv = BIN(ADD, BIN(MUL, omc, nrv), BIN(MUL, mc, tpu_ir_convert(G, uvar, rdt)));
+    }
   }
-  if (cx->nouts == 5) { /* running stats: (1 - m) * r + m * stat, var unbiased */
-    int rdt = tpu_opmath_dtype(lw_dtype_of(cx, 3));
-    int m = lw_scalar(cx, 6, TPU_DTYPE_F64);
-    int om = BIN(SUB, lw_const_like(cx, 1.0, m), m);
-    int rm = lw_input(cx, 3, rdt), rv = lw_input(cx, 4, rdt);
-    int mc = lw_bcast_like(cx, tpu_ir_convert(G, m, rdt), rm), omc = lw_bcast_like(cx, tpu_ir_convert(G, om, rdt), rm);
-    int uvar = BIN(MUL, var, lw_const_like(cx, n > 1 ? (double)n / (double)(n - 1) : (double)INFINITY, var));
-    lw_output(cx, 3, BIN(ADD, BIN(MUL, omc, rm), BIN(MUL, mc, tpu_ir_convert(G, mean, rdt))));
-    return lw_output(cx, 4, BIN(ADD, BIN(MUL, omc, rv), BIN(MUL, mc, tpu_ir_convert(G, uvar, rdt))));
+  /* bind in output order */
+  for (int k = 0; k < cx->nouts; ++k) {
+    if (k == out_rs) lw_output(cx, k, nrm);
+    else if (out_rs >= 0 && k == out_rs + 1) lw_output(cx, k, nrv);
+    else if (k == sp->out_y) lw_output(cx, k, y);
+    else if (k == sp->out_y + 1) lw_output(cx, k, training ? mean : const_out(cx, k, 0));
+    else if (k == sp->out_y + 2) lw_output(cx, k, training ? invstd : const_out(cx, k, 0));
+    else lw_output(cx, k, const_out(cx, k, 0)); /* reserve */
   }
   return cx->g.status;
+}
+/* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, bool training,
+ *   float momentum, float eps) -> (out, save_mean, save_invstd) [+ running_mean,
+ *   running_var written when training with running stats; see registry.c] */
+static tpu_status_t lower_batch_norm(tpu_lower_ctx_t* cx) {
+  const bn_spec_t sp = {0, 1, 2, 3, 4, 5, 6, 7, -2, 0, 0};
+  return lw_batch_norm(cx, &sp);
+}
+/* _native_batch_norm_legit(input, weight?, bias?, running_mean(a!), running_var(b!), training,
+ *   momentum, eps): outputs running_mean, running_var, then (out, save_mean, save_rstd) */
+static tpu_status_t lower_batch_norm_legit(tpu_lower_ctx_t* cx) {
+  const bn_spec_t sp = {0, 1, 2, 3, 4, 5, 6, 7, 0, 2, 0};
+  return lw_batch_norm(cx, &sp);
+}
+/* _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps) */
+static tpu_status_t lower_batch_norm_legit_no_stats(tpu_lower_ctx_t* cx) {
+  const bn_spec_t sp = {0, 1, 2, -1, -1, 3, 4, 5, -1, 0, 0};
+  return lw_batch_norm(cx, &sp);
+}
+/* _batch_norm_with_update(input, weight?, bias?, running_mean(a!), running_var(b!), momentum,
+ *   eps): outputs running stats, then (out, save_mean, save_invstd, reserve) */
+static tpu_status_t lower_batch_norm_with_update(tpu_lower_ctx_t* cx) {
+  const bn_spec_t sp = {0, 1, 2, 3, 4, -1, 5, 6, 0, 2, 1};
+  return lw_batch_norm(cx, &sp);
 }
 
 /* native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?,
@@ -748,6 +786,12 @@ UP_BWD(lower_upsample_linear1d_bwd, 1, UP_LINEAR, 3, 4, -1)
 TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::native_batch_norm", lower_batch_norm},
   {"aten::native_batch_norm_backward", lower_batch_norm_bwd},
+  {"aten::_native_batch_norm_legit", lower_batch_norm_legit},
+  {"aten::_native_batch_norm_legit.no_stats", lower_batch_norm_legit_no_stats},
+  {"aten::_batch_norm_with_update", lower_batch_norm_with_update},
+  /* batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?,
+   *   save_var?, bool update, eps, output_mask, reserve): native_batch_norm_backward's layout */
+  {"aten::batch_norm_backward", lower_batch_norm_bwd},
   {"aten::native_group_norm", lower_group_norm},
   {"aten::native_group_norm_backward", lower_group_norm_bwd},
   {"aten::max_pool2d_with_indices", lower_max_pool2d},
