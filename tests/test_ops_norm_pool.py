@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 DEV = "tpu"
-FLOATS = [torch.float32, torch.float64, torch.bfloat16]
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 
 
 def _tol(dtype):
