@@ -339,6 +339,7 @@ def run_subprocess(op_db: list[Any], indices: list[int], args: argparse.Namespac
     results: dict[int, Result] = {}
     pending = list(indices)
     chunk = max(1, args.chunk)
+    failures = 0
     while pending:
         todo, pending = pending[:chunk], pending[chunk:]
         while todo:
@@ -396,7 +397,13 @@ def run_subprocess(op_db: list[Any], indices: list[int], args: argparse.Namespac
                 todo = [i for i in todo if i != started]
             elif todo and not done_here:
                 tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-                raise SystemExit(f"worker failed before running any entry: {tail[-1] if tail else proc.returncode}")
+                failures += 1
+                if failures > 3:  # e.g. the extension is being rebuilt: wait and retry a few times
+                    raise SystemExit(f"worker failed before running any entry: {tail[-1] if tail else proc.returncode}")
+                print(f"worker failed to start ({tail[-1][:160] if tail else proc.returncode}); retrying", flush=True)
+                time.sleep(30)
+            else:
+                failures = 0
     return [results[i] for i in indices]
 
 
