@@ -379,3 +379,37 @@ def test_cdist(p, mode):
     for t, c in zip(*res):
         close(t, c.cpu(), atol=1e-5, rtol=1e-4)
     close(torch.cdist(a[0].to(DEV), b[0].to(DEV), p=p), torch.cdist(a[0], b[0], p=p), atol=1e-5, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- logcumsumexp
+
+LCSE_INPUTS = [
+    torch.randn(3, 7, generator=torch.Generator().manual_seed(0)),
+    torch.tensor([-1000.0, 0.0, 5.0, -2000.0, float("inf"), 1.0]),
+    torch.tensor([float("-inf"), float("-inf"), 2.0]),
+    torch.tensor([1.0, float("nan"), 2.0]),
+    torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 100,
+    torch.randn(6, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16),
+    torch.tensor(2.0),
+    torch.zeros(0, 3),
+]
+
+
+@pytest.mark.parametrize("x", LCSE_INPUTS, ids=lambda t: f"{t.dtype}{list(t.shape)}")
+def test_logcumsumexp(x):
+    for d in range(-max(x.dim(), 1), max(x.dim(), 1)):
+        close(torch.logcumsumexp(x.to(DEV), d), torch.logcumsumexp(x, d))
+
+
+def test_logcumsumexp_backward_out_views():
+    x = torch.randn(3, 6, dtype=torch.float64)
+    res = []
+    for dev in (DEV, "cpu"):
+        t = x.to(dev).requires_grad_()
+        torch.logcumsumexp(t, 1).backward(torch.linspace(-1, 1, 18, dtype=torch.float64).reshape(3, 6).to(dev))
+        res.append(t.grad)
+    close(res[0], res[1].cpu())
+    y = torch.randn(5, 4).t()
+    out = torch.empty(0, device=DEV)
+    torch.logcumsumexp(y.to(DEV), 0, out=out)
+    close(out, torch.logcumsumexp(y, 0))

@@ -527,6 +527,25 @@ static tpu_status_t lw_unique(tpu_lower_ctx_t* cx, int consec) {
 static tpu_status_t lower_unique2(tpu_lower_ctx_t* cx) { return lw_unique(cx, 0); }
 static tpu_status_t lower_unique_consecutive(tpu_lower_ctx_t* cx) { return lw_unique(cx, 1); }
 
+/* ---------------------------------------------------------------- logcumsumexp */
+
+/* _logcumsumexp(self, dim): the custom scan (stable log-add-exp in double, drivers/host/scan.c) */
+static tpu_status_t lower_logcumsumexp(tpu_lower_ctx_t* cx) {
+  int idt = lw_dtype_of(cx, 0), r = lw_rank_of(cx, 0);
+  if (!tpu_dtype_is_floating(idt))
+    return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "\"logcumsumexp_out_cpu\" not implemented for '%s'", tpu_dtype_name(idt));
+  int d = lw_norm_dim(cx, lw_int(cx, 1, 0), r);
+  if (d < 0) return TPU_OK;
+  int x = at_least_1d(cx, lw_input(cx, 0, idt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32));
+  if (x < 0) return TPU_OK;
+  tpu_ir_op_t p = {0};
+  p.opcode = TPU_IR_CUSTOM;
+  p.type = ty(cx, x);
+  p.i0 = TPU_IR_CUSTOM_LOGCUMSUMEXP;
+  p.i1 = d;
+  return out_as(cx, 0, tpu_ir_add_op(G, &p, 1, &x));
+}
+
 /* ---------------------------------------------------------------- cdist */
 
 /* diff (B, P, R, M) = x1[:, :, None] - x2[:, None] of arguments a1, a2 ([*, P, M], [*, R, M]) */
@@ -600,6 +619,7 @@ static tpu_status_t lower_cdist_bwd(tpu_lower_ctx_t* cx) {
 }
 
 TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
+  {"aten::_logcumsumexp", lower_logcumsumexp}, {"aten::_logcumsumexp.out", lower_logcumsumexp},
   {"aten::_cdist_forward", lower_cdist, 1u << 2}, {"aten::_cdist_forward.out", lower_cdist, 1u << 2},
   {"aten::_cdist_backward", lower_cdist_bwd, 1u << 3}, {"aten::_cdist_backward.out", lower_cdist_bwd, 1u << 3},
   {"aten::_unique2", lower_unique2}, {"aten::unique_consecutive", lower_unique_consecutive},

@@ -2,13 +2,14 @@
  * their naive _ref twins (forward output + logsumexp, backward dq/dk/dv) on odd sizes,
  * causal masks, broadcast additive biases with fully masked rows, grouped-query heads and
  * transposed (B, T, H, E) layouts; plus sort/topk/embedding_bag lowerings (lower/misc.c)
- * through tpu_op_run against naive loops. */
+ * through tpu_op_run against naive loops; the logcumsumexp scan (drivers/host/scan.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "drivers/host/attention.h"
+#include "drivers/host/scan.h"
 #include "tpurt.h"
 
 static int g_pass, g_fail;
@@ -208,12 +209,49 @@ static void test_embedding_bag(void) {
   tpu_status_free(st);
 }
 
+/* logcumsumexp scan vs a naive log(sum(exp)) on a transposed view, plus infinities/NaN */
+static void test_logcumsumexp(void) {
+  enum { R = 5, C = 37 };
+  float x[R * C], o1[R * C], o2[R * C];
+  for (int i = 0; i < R * C; ++i) x[i] = frand() * 20.0f;
+  x[3] = -INFINITY; x[C + 2] = INFINITY; x[2 * C + 5] = NAN;
+  tpu_host_view_t xv = vflat(x, 2, (int64_t[]){R, C}), ov1 = vflat(o1, 2, (int64_t[]){R, C}), ov2 = vflat(o2, 2, (int64_t[]){R, C});
+  tpu_ir_op_t op = {0};
+  op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_LOGCUMSUMEXP; op.i1 = 1;
+  OK(tpu_host_k_logcumsumexp(&op, &xv, &ov1));
+  OK(tpu_host_k_logcumsumexp_ref(&op, &xv, &ov2));
+  int bad = 0;
+  for (int r = 0; r < R; ++r) {
+    long double sum = 0;
+    int nan = 0, inf = 0;
+    for (int c = 0; c < C; ++c) {
+      float e = x[r * C + c];
+      nan |= e != e; inf |= e == INFINITY;
+      if (e == e && e != INFINITY) sum += expl((long double)e);
+      double want = nan ? NAN : inf ? INFINITY : (double)logl(sum), got = o1[r * C + c];
+      if (!(nan ? got != got : inf ? got == INFINITY : fabs(got - want) <= 1e-5 * (1 + fabs(want)))) bad++;
+      if (memcmp(&o1[r * C + c], &o2[r * C + c], sizeof(float))) bad++;
+    }
+  }
+  CHECK(bad == 0, "logcumsumexp: %d mismatches", bad);
+  /* transposed view along dim 0 */
+  tpu_host_view_t xt = xv, ot = ov1;
+  xt.sizes[0] = C; xt.sizes[1] = R; xt.strides[0] = 1; xt.strides[1] = C;
+  ot.sizes[0] = C; ot.sizes[1] = R; ot.strides[0] = 1; ot.strides[1] = C;
+  op.i1 = 0;
+  OK(tpu_host_k_logcumsumexp(&op, &xt, &ot));
+  int same = 1;
+  for (int i = 0; i < R * C; ++i) same &= (o1[i] == o2[i]) || (o1[i] != o1[i] && o2[i] != o2[i]);
+  CHECK(same, "logcumsumexp transposed view differs");
+}
+
 int main(void) {
   srand(7);
   OK(tpu_rt_init());
   test_kernels();
   test_topk();
   test_embedding_bag();
+  test_logcumsumexp();
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);
   tpu_status_free(tpu_rt_synchronize(0));
   printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -2,6 +2,7 @@
 #include "drivers/host/host.h"
 #include "drivers/host/conv.h"
 #include "drivers/host/attention.h"
+#include "drivers/host/scan.h"
 
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
   if (op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT || op->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT)
@@ -9,5 +10,6 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (op->i0 == TPU_IR_CUSTOM_POOL_ARGMAX && n == 1) return tpu_host_k_pool_argmax(op, &xs[0], out); /* pool.c */
   if (op->i0 == TPU_IR_CUSTOM_ATTENTION || op->i0 == TPU_IR_CUSTOM_ATTENTION_BWD)
     return tpu_host_k_attention(op, n, xs, out); /* attention.c */
+  if (op->i0 == TPU_IR_CUSTOM_LOGCUMSUMEXP && n == 1) return tpu_host_k_logcumsumexp(op, &xs[0], out); /* scan.c */
   return TPU_ERR(UNSUPPORTED, "host: custom_call target %lld not implemented", (long long)op->i0);
 }
