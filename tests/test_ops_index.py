@@ -619,3 +619,15 @@ def test_cpu_index_tensors_are_moved_like_cuda():
 def test_out_variant_meta_errors_raise():
     with pytest.raises(RuntimeError, match="step must be nonzero"):
         torch.arange(0, 5, 0, device="tpu")
+
+
+def test_gather_scatter_accept_int32_index():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, generator=g)
+    i = torch.tensor([[0, 1], [2, 3], [1, 1]], dtype=torch.int32)
+    src = torch.ones(3, 2)
+    for f in (lambda a, i, s: torch.gather(a, 1, i), lambda a, i, s: torch.zeros_like(a).scatter(1, i, s),
+              lambda a, i, s: torch.zeros_like(a).scatter_add(1, i, s)):
+        torch.testing.assert_close(f(x.to("tpu"), i.to("tpu"), src.to("tpu")).cpu(), f(x, i, src))
+    with pytest.raises(RuntimeError, match="int32/int64"):
+        torch.gather(x.to("tpu"), 1, i.to(torch.int16).to("tpu"))

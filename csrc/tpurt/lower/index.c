@@ -496,8 +496,8 @@ static tpu_status_t lower_index_select(tpu_lower_ctx_t* cx) {
 static tpu_status_t check_gather_scatter_shapes(tpu_lower_ctx_t* cx, const char* what, int dim, int xi, int ii, int si) {
   int xr = lw_rank_of(cx, xi), ir = lw_rank_of(cx, ii);
   const int64_t *xd = lw_sizes_of(cx, xi), *id = lw_sizes_of(cx, ii);
-  if (lw_dtype_of(cx, ii) != TPU_DTYPE_I64)
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", what);
+  if (lw_dtype_of(cx, ii) != TPU_DTYPE_I64 && lw_dtype_of(cx, ii) != TPU_DTYPE_I32)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index", what);
   if (tpu_numel(ir, id) == 0) return TPU_OK;
   if (ir != xr && !(xr <= 1 && ir <= 1))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Index tensor must have the same number of dimensions as %s tensor", si >= 0 ? "self" : "input");
@@ -533,7 +533,7 @@ static tpu_status_t lower_gather(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = &cx->outs[0];
   if (tpu_numel(o->ndim, o->sizes) == 0) return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL));
   int r = xr > lw_rank_of(cx, 2) ? xr : lw_rank_of(cx, 2);
-  int x = as_rank(cx, lw_input(cx, 0, -1), r), idx = as_rank(cx, lw_input(cx, 2, -1), r);
+  int x = as_rank(cx, lw_input(cx, 0, -1), r), idx = as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r);
   return lw_output(cx, 0, tpu_ir_gather(G, x, idx, dim));
 }
 
@@ -551,7 +551,7 @@ static tpu_status_t scatter_common(tpu_lower_ctx_t* cx, int src_i, int mode, con
   memcpy(ti.dims, lw_sizes_of(cx, 2), sizeof(ti.dims));
   if (tnumel(&ti) == 0) return lw_output(cx, 0, x);
   int r = xr > ti.rank ? xr : ti.rank;
-  int idx = as_rank(cx, lw_input(cx, 2, -1), r);
+  int idx = as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r);
   ti = ty(cx, idx);
   int src;
   if (lw_is_scalar_arg(cx, src_i)) src = splat(cx, lw_scalar(cx, src_i, xdt), &ti);
@@ -634,7 +634,7 @@ static tpu_status_t lower_scatter_reduce_two(tpu_lower_ctx_t* cx) {
   if (tnumel(&ti) == 0) return lw_output(cx, 0, x);
   int r = xr > ti.rank ? xr : ti.rank;
   x = as_rank(cx, x, r);
-  int idx = as_rank(cx, lw_input(cx, 2, -1), r);
+  int idx = as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r);
   ti = ty(cx, idx);
   int src = as_rank(cx, lw_input(cx, 3, -1), r);
   tpu_ir_type_t ts = ty(cx, src);
