@@ -388,3 +388,13 @@ def test_batch_norm_aten_overloads(training):
 
     for a, b_ in zip(run("cpu"), run(DEV)):
         torch.testing.assert_close(b_, a, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=(1.5, 0.7, 2.2)), dict(size=(3, 5, 4))])
+def test_upsample_3d(dtype, kw):
+    x = _rand((2, 2, 3, 4, 5), dtype)
+    _check(lambda x: F.interpolate(x, mode="nearest", **kw), [x], dtype)
+    _check(lambda x: F.interpolate(x, mode="nearest-exact", **kw), [x], dtype)
+    _check(lambda x: F.interpolate(x, mode="trilinear", **kw), [x], dtype)
+    _check(lambda x: F.interpolate(x, mode="trilinear", align_corners=True, **kw), [x], dtype)

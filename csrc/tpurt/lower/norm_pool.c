@@ -679,22 +679,30 @@ static int up_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int mode, int
   return BIN(ADD, m0, m1);
 }
 
-/* One upsampling op: ns spatial dims (1 or 2; 1-D runs as 2-D with a height of 1), the
- * output_size / input_size / align_corners argument indices and the per-dim scale args. */
-typedef struct { int ns, mode, iout, iin, ialign, isc[2]; } up_spec_t;
+/* One upsampling op: ns spatial dims (1..3), the output_size / input_size / align_corners
+ * argument indices and the scale argument of each spatial dim. */
+typedef struct { int ns, mode, iout, iin, ialign, isc[3]; } up_spec_t;
 
-/* x [BC, IH, IW] resampled as GEMMs with the weight matrices Mh [OH, IH], Mw [OW, IW]
- * (transposed: Mh^T, Mw^T swap the roles): width, then height (PyTorch's blend order). */
-static int up_gemms(tpu_lower_ctx_t* cx, int x, int64_t BC, int64_t IH, int64_t IW, int mh, int mw, int64_t OH,
-                    int64_t OW, int dt) {
-  int64_t r2[2] = {BC * IH, IW}, r3[3] = {BC, IH, OW}, p021[3] = {0, 2, 1}, r2b[2] = {BC * OW, IH}, r3b[3] = {BC, OW, OH};
-  int yw = tpu_ir_dot(G, tpu_ir_reshape(G, x, 2, r2), mw, 0, dt);         /* [BC*IH, OW] */
-  int yt = tpu_ir_transpose(G, tpu_ir_reshape(G, yw, 3, r3), p021);       /* [BC, OW, IH] */
-  int yh = tpu_ir_dot(G, tpu_ir_reshape(G, yt, 2, r2b), mh, 0, dt);       /* [BC*OW, OH] */
-  return tpu_ir_transpose(G, tpu_ir_reshape(G, yh, 3, r3b), p021);        /* [BC, OH, OW] */
+/* x [BC, S...] with spatial dim j (tensor dim 1 + j) mapped through m [in_j, out_j] by a GEMM:
+ * the dim moves last (a view), [R, in_j] . m -> [R, out_j], and moves back */
+static int up_apply_dim(tpu_lower_ctx_t* cx, int x, int j, int m, int dt) {
+  tpu_ir_type_t t = type_of(cx, x), mt = type_of(cx, m);
+  if (x < 0 || m < 0) return -1;
+  int r = t.rank, d = 1 + j;
+  int64_t perm[TPU_MAX_DIMS], inv[TPU_MAX_DIMS], pd[TPU_MAX_DIMS], R = 1;
+  int n = 0;
+  for (int k = 0; k < r; ++k) if (k != d) perm[n++] = k;
+  perm[n] = d;
+  for (int k = 0; k < r; ++k) { pd[k] = t.dims[perm[k]]; inv[perm[k]] = k; if (k < r - 1) R *= pd[k]; }
+  int xt = d == r - 1 ? x : tpu_ir_transpose(G, x, perm);
+  int64_t r2[2] = {R, t.dims[d]};
+  int y = tpu_ir_dot(G, tpu_ir_reshape(G, xt, 2, r2), m, 0, dt);
+  pd[r - 1] = mt.dims[1];
+  y = tpu_ir_reshape(G, y, r, pd);
+  return d == r - 1 ? y : tpu_ir_transpose(G, y, inv);
 }
 
-/* sizes: insz/outsz as 2-D (height 1 for 1-D); full_in: the input's full shape */
+/* spatial sizes (in / out) of the op; full_in: the input's full shape */
 static int up_sizes(tpu_lower_ctx_t* cx, const up_spec_t* sp, int rank, const int64_t* full_in, int64_t* insz,
                     int64_t* outsz) {
   const int64_t* os;
@@ -706,82 +714,84 @@ static int up_sizes(tpu_lower_ctx_t* cx, const up_spec_t* sp, int rank, const in
     tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "%s: expected output_size of %d values", cx->op_name, sp->ns));
     return 0;
   }
-  insz[0] = sp->ns == 2 ? full_in[2] : 1; insz[1] = full_in[rank - 1];
-  outsz[0] = sp->ns == 2 ? os[0] : 1; outsz[1] = os[sp->ns - 1];
-  if (insz[0] <= 0 || insz[1] <= 0 || outsz[0] <= 0 || outsz[1] <= 0) {
-    tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: empty spatial sizes", cx->op_name));
-    return 0;
+  for (int j = 0; j < sp->ns; ++j) {
+    insz[j] = full_in[2 + j]; outsz[j] = os[j];
+    if (insz[j] <= 0 || outsz[j] <= 0) {
+      tpu_ir_fail(G, TPU_ERR(UNSUPPORTED, "%s: empty spatial sizes", cx->op_name));
+      return 0;
+    }
   }
   return 1;
 }
-/* the scale argument of 2-D dim j (height of a 1-D op: none) */
-static int up_isc(const up_spec_t* sp, int j) { return sp->ns == 2 ? sp->isc[j] : (j ? sp->isc[0] : -1); }
 
 static tpu_status_t lw_upsample(tpu_lower_ctx_t* cx, const up_spec_t* sp) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0)), rank = lw_rank_of(cx, 0);
   if (!float_check(cx, dt)) return TPU_OK;
   const int64_t* xs = lw_sizes_of(cx, 0);
-  int64_t insz[2], outsz[2];
+  int64_t insz[3], outsz[3];
   if (!up_sizes(cx, sp, rank, xs, insz, outsz)) return TPU_OK;
   int align = sp->ialign >= 0 ? (int)lw_int(cx, sp->ialign, 0) : 0;
-  int64_t BC = xs[0] * xs[1];
-  int64_t r3[3] = {BC, insz[0], insz[1]};
-  int x = tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, r3);
-  int y;
-  if (sp->mode != UP_LINEAR) { /* exact gathers: index_select per dim */
-    x = tpu_ir_index_select(G, x, nearest_idx(cx, up_isc(sp, 1), insz[1], outsz[1], sp->mode == UP_NEAREST_EXACT), 2);
-    y = tpu_ir_index_select(G, x, nearest_idx(cx, up_isc(sp, 0), insz[0], outsz[0], sp->mode == UP_NEAREST_EXACT), 1);
-  } else {
-    int64_t p10[2] = {1, 0};
-    int mw = tpu_ir_transpose(G, up_matrix(cx, insz[1], outsz[1], sp->mode, align, up_isc(sp, 1), dt), p10);
-    int mh = tpu_ir_transpose(G, up_matrix(cx, insz[0], outsz[0], sp->mode, align, up_isc(sp, 0), dt), p10);
-    y = up_gemms(cx, x, BC, insz[0], insz[1], mh, mw, outsz[0], outsz[1], dt);
+  int64_t r[TPU_MAX_DIMS] = {xs[0] * xs[1]}, p10[2] = {1, 0};
+  for (int j = 0; j < sp->ns; ++j) r[1 + j] = insz[j];
+  int y = tpu_ir_reshape(G, lw_input(cx, 0, dt), 1 + sp->ns, r);
+  for (int j = sp->ns - 1; j >= 0; --j) { /* last dim first (PyTorch's blend order) */
+    if (sp->mode != UP_LINEAR) /* exact gathers */
+      y = tpu_ir_index_select(G, y, nearest_idx(cx, sp->isc[j], insz[j], outsz[j], sp->mode == UP_NEAREST_EXACT), 1 + j);
+    else
+      y = up_apply_dim(cx, y, j, tpu_ir_transpose(G, up_matrix(cx, insz[j], outsz[j], sp->mode, align, sp->isc[j], dt), p10), dt);
   }
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
   if (!o || o->ndim != rank) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bad output", cx->op_name);
   return lw_output(cx, 0, tpu_ir_reshape(G, y, rank, o->sizes));
 }
-/* *_backward(grad_output, output_size, input_size, [align_corners,] scales...) */
+/* *_backward(grad_output, output_size, input_size, [align_corners,] scales...): the
+ * transposed maps as GEMMs with the [out, in] matrices */
 static tpu_status_t lw_upsample_bwd(tpu_lower_ctx_t* cx, const up_spec_t* sp) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0)), rank = lw_rank_of(cx, 0);
   if (!float_check(cx, dt)) return TPU_OK;
   const int64_t* is;
   if (lw_int_list(cx, sp->iin, &is) != sp->ns + 2)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected input_size of %d values", cx->op_name, sp->ns + 2);
-  int64_t insz[2], outsz[2];
+  int64_t insz[3], outsz[3];
   if (!up_sizes(cx, sp, rank, is, insz, outsz)) return TPU_OK;
   const int64_t* gs = lw_sizes_of(cx, 0);
-  if (gs[rank - 1] != outsz[1] || (sp->ns == 2 && gs[2] != outsz[0]) || gs[0] != is[0] || gs[1] != is[1])
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_output shape does not match output_size", cx->op_name);
+  int ok = gs[0] == is[0] && gs[1] == is[1];
+  for (int j = 0; j < sp->ns; ++j) ok &= gs[2 + j] == outsz[j];
+  if (!ok) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_output shape does not match output_size", cx->op_name);
   int align = sp->ialign >= 0 ? (int)lw_int(cx, sp->ialign, 0) : 0;
-  int64_t BC = gs[0] * gs[1], r3[3] = {BC, outsz[0], outsz[1]};
-  int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, r3);
-  int mw = up_matrix(cx, insz[1], outsz[1], sp->mode, align, up_isc(sp, 1), dt); /* [OW, IW] */
-  int mh = up_matrix(cx, insz[0], outsz[0], sp->mode, align, up_isc(sp, 0), dt); /* [OH, IH] */
-  int r = up_gemms(cx, g, BC, outsz[0], outsz[1], mh, mw, insz[0], insz[1], dt);
-  return lw_output(cx, 0, tpu_ir_reshape(G, r, rank, is));
+  int64_t r[TPU_MAX_DIMS] = {gs[0] * gs[1]};
+  for (int j = 0; j < sp->ns; ++j) r[1 + j] = outsz[j];
+  int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 1 + sp->ns, r);
+  for (int j = sp->ns - 1; j >= 0; --j)
+    g = up_apply_dim(cx, g, j, up_matrix(cx, insz[j], outsz[j], sp->mode, align, sp->isc[j], dt), dt);
+  return lw_output(cx, 0, tpu_ir_reshape(G, g, rank, is));
 }
 
-#define UP_FWD(fn, ns, mode, ialign, sc0, sc1) \
-  static tpu_status_t fn(tpu_lower_ctx_t* cx) { const up_spec_t sp = {ns, mode, 1, -1, ialign, {sc0, sc1}}; return lw_upsample(cx, &sp); }
-#define UP_BWD(fn, ns, mode, ialign, sc0, sc1) \
-  static tpu_status_t fn(tpu_lower_ctx_t* cx) { const up_spec_t sp = {ns, mode, 1, 2, ialign, {sc0, sc1}}; return lw_upsample_bwd(cx, &sp); }
-/* upsample_nearest2d(self, output_size, scales_h?, scales_w?) */
-UP_FWD(lower_upsample_nearest2d, 2, UP_NEAREST, -1, 2, 3)
-UP_FWD(lower_upsample_nearest_exact2d, 2, UP_NEAREST_EXACT, -1, 2, 3)
-/* upsample_bilinear2d(self, output_size, align_corners, scales_h?, scales_w?) */
-UP_FWD(lower_upsample_bilinear2d, 2, UP_LINEAR, 2, 3, 4)
-/* upsample_nearest1d(self, output_size, scales?) / upsample_linear1d(self, output_size, align_corners, scales?) */
-UP_FWD(lower_upsample_nearest1d, 1, UP_NEAREST, -1, 2, -1)
-UP_FWD(lower_upsample_nearest_exact1d, 1, UP_NEAREST_EXACT, -1, 2, -1)
-UP_FWD(lower_upsample_linear1d, 1, UP_LINEAR, 2, 3, -1)
+#define UP_FWD(fn, ns, mode, ialign, sc0, sc1, sc2) \
+  static tpu_status_t fn(tpu_lower_ctx_t* cx) { const up_spec_t sp = {ns, mode, 1, -1, ialign, {sc0, sc1, sc2}}; return lw_upsample(cx, &sp); }
+#define UP_BWD(fn, ns, mode, ialign, sc0, sc1, sc2) \
+  static tpu_status_t fn(tpu_lower_ctx_t* cx) { const up_spec_t sp = {ns, mode, 1, 2, ialign, {sc0, sc1, sc2}}; return lw_upsample_bwd(cx, &sp); }
+/* upsample_nearest{1,2,3}d(self, output_size, scales...), _upsample_nearest_exact*: same */
+UP_FWD(lower_upsample_nearest1d, 1, UP_NEAREST, -1, 2, -1, -1)
+UP_FWD(lower_upsample_nearest2d, 2, UP_NEAREST, -1, 2, 3, -1)
+UP_FWD(lower_upsample_nearest3d, 3, UP_NEAREST, -1, 2, 3, 4)
+UP_FWD(lower_upsample_nearest_exact1d, 1, UP_NEAREST_EXACT, -1, 2, -1, -1)
+UP_FWD(lower_upsample_nearest_exact2d, 2, UP_NEAREST_EXACT, -1, 2, 3, -1)
+UP_FWD(lower_upsample_nearest_exact3d, 3, UP_NEAREST_EXACT, -1, 2, 3, 4)
+/* upsample_{linear1d,bilinear2d,trilinear3d}(self, output_size, align_corners, scales...) */
+UP_FWD(lower_upsample_linear1d, 1, UP_LINEAR, 2, 3, -1, -1)
+UP_FWD(lower_upsample_bilinear2d, 2, UP_LINEAR, 2, 3, 4, -1)
+UP_FWD(lower_upsample_trilinear3d, 3, UP_LINEAR, 2, 3, 4, 5)
 /* backward(grad_output, output_size, input_size, [align_corners,] scales...) */
-UP_BWD(lower_upsample_nearest2d_bwd, 2, UP_NEAREST, -1, 3, 4)
-UP_BWD(lower_upsample_nearest_exact2d_bwd, 2, UP_NEAREST_EXACT, -1, 3, 4)
-UP_BWD(lower_upsample_bilinear2d_bwd, 2, UP_LINEAR, 3, 4, 5)
-UP_BWD(lower_upsample_nearest1d_bwd, 1, UP_NEAREST, -1, 3, -1)
-UP_BWD(lower_upsample_nearest_exact1d_bwd, 1, UP_NEAREST_EXACT, -1, 3, -1)
-UP_BWD(lower_upsample_linear1d_bwd, 1, UP_LINEAR, 3, 4, -1)
+UP_BWD(lower_upsample_nearest1d_bwd, 1, UP_NEAREST, -1, 3, -1, -1)
+UP_BWD(lower_upsample_nearest2d_bwd, 2, UP_NEAREST, -1, 3, 4, -1)
+UP_BWD(lower_upsample_nearest3d_bwd, 3, UP_NEAREST, -1, 3, 4, 5)
+UP_BWD(lower_upsample_nearest_exact1d_bwd, 1, UP_NEAREST_EXACT, -1, 3, -1, -1)
+UP_BWD(lower_upsample_nearest_exact2d_bwd, 2, UP_NEAREST_EXACT, -1, 3, 4, -1)
+UP_BWD(lower_upsample_nearest_exact3d_bwd, 3, UP_NEAREST_EXACT, -1, 3, 4, 5)
+UP_BWD(lower_upsample_linear1d_bwd, 1, UP_LINEAR, 3, 4, -1, -1)
+UP_BWD(lower_upsample_bilinear2d_bwd, 2, UP_LINEAR, 3, 4, 5, -1)
+UP_BWD(lower_upsample_trilinear3d_bwd, 3, UP_LINEAR, 3, 4, 5, 6)
 
 TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::native_batch_norm", lower_batch_norm},
@@ -850,5 +860,17 @@ TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::upsample_linear1d.out", lower_upsample_linear1d},
   {"aten::upsample_linear1d_backward", lower_upsample_linear1d_bwd},
   {"aten::upsample_linear1d_backward.grad_input", lower_upsample_linear1d_bwd},
+  {"aten::upsample_nearest3d", lower_upsample_nearest3d},
+  {"aten::upsample_nearest3d.out", lower_upsample_nearest3d},
+  {"aten::upsample_nearest3d_backward", lower_upsample_nearest3d_bwd},
+  {"aten::upsample_nearest3d_backward.grad_input", lower_upsample_nearest3d_bwd},
+  {"aten::_upsample_nearest_exact3d", lower_upsample_nearest_exact3d},
+  {"aten::_upsample_nearest_exact3d.out", lower_upsample_nearest_exact3d},
+  {"aten::_upsample_nearest_exact3d_backward", lower_upsample_nearest_exact3d_bwd},
+  {"aten::_upsample_nearest_exact3d_backward.grad_input", lower_upsample_nearest_exact3d_bwd},
+  {"aten::upsample_trilinear3d", lower_upsample_trilinear3d},
+  {"aten::upsample_trilinear3d.out", lower_upsample_trilinear3d},
+  {"aten::upsample_trilinear3d_backward", lower_upsample_trilinear3d_bwd},
+  {"aten::upsample_trilinear3d_backward.grad_input", lower_upsample_trilinear3d_bwd},
   TPU_LOWERING_END
 };
