@@ -151,12 +151,13 @@ static tpu_status_t lower_convolution(tpu_lower_ctx_t* cx) {
 }
 
 /* aten::convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation,
- *     transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias) */
-static tpu_status_t lower_convolution_backward(tpu_lower_ctx_t* cx) {
+ *     transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias);
+ * aten::convolution_backward has bias_sizes before stride (attrs from argument 4). */
+static tpu_status_t conv_backward(tpu_lower_ctx_t* cx, int attr0) {
   int nsp;
   TPU_RETURN_IF_ERROR(conv_check_inputs(cx, 1, 2, &nsp));
   conv_attr_t a;
-  TPU_RETURN_IF_ERROR(conv_attrs(cx, 3, nsp, &a));
+  TPU_RETURN_IF_ERROR(conv_attrs(cx, attr0, nsp, &a));
   if (!lw_is_tensor(cx, 0) || lw_rank_of(cx, 0) != nsp + 2)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_output must have the input's rank", cx->op_name);
   int ct = tpu_opmath_dtype(lw_dtype_of(cx, 1));
@@ -188,8 +189,15 @@ static tpu_status_t lower_convolution_backward(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 2, gb);
 }
 
+static tpu_status_t lower_convolution_backward_overrideable(tpu_lower_ctx_t* cx) { return conv_backward(cx, 3); }
+static tpu_status_t lower_convolution_backward(tpu_lower_ctx_t* cx) { return conv_backward(cx, 4); }
+
+/* aten::convolution / convolution_backward (same schemas but bias_sizes) are what traced ATen
+ * graphs (AOTAutograd) contain; eager dispatch reaches the overrideable pair. */
 TPU_LOWERING_TABLE(tpu_lowerings_conv) = {
   {"aten::convolution_overrideable", lower_convolution},
-  {"aten::convolution_backward_overrideable", lower_convolution_backward},
+  {"aten::convolution_backward_overrideable", lower_convolution_backward_overrideable},
+  {"aten::convolution", lower_convolution},
+  {"aten::convolution_backward", lower_convolution_backward},
   TPU_LOWERING_END
 };

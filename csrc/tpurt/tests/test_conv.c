@@ -183,6 +183,9 @@ static void test_ops(void) {
   OK(tpu_host_conv_run_ref(TPU_HOST_CONV_FWD, 2, st, pd, dl, G, &vx, &vw, &vry));
   for (int64_t i = 0; i < ny; ++i) ry[i] += b[(i / (Q0 * Q1)) % O];
   CHECK(maxdiff(y, ry, ny) < 1e-5f, "convolution_overrideable: %g", maxdiff(y, ry, ny));
+  OK(tpu_op_run(0, "aten::convolution", fa, 9, &ty, 1));
+  OK(tpu_rt_memcpy_d2h(0, y, ty.data, ny * 4));
+  CHECK(maxdiff(y, ry, ny) < 1e-5f, "convolution: %g", maxdiff(y, ry, ny));
 
   /* backward, all three outputs */
   tpu_arg_t ba[] = {tpu_arg_tensor(&tgy), tpu_arg_tensor(&tx), tpu_arg_tensor(&tw), ilist(st, 2), ilist(pd, 2),
@@ -205,6 +208,15 @@ static void test_ops(void) {
   CHECK(maxdiff(gx, rgx, nx) < 1e-5f, "grad_input: %g", maxdiff(gx, rgx, nx));
   CHECK(maxdiff(gw, rgw, nw) < 1e-4f, "grad_weight: %g", maxdiff(gw, rgw, nw));
   CHECK(maxdiff(gb, rgb, O) < 1e-4f, "grad_bias: %g", maxdiff(gb, rgb, O));
+
+  /* aten::convolution_backward: the same with bias_sizes before stride */
+  int64_t bsz[1] = {O};
+  tpu_arg_t ca[] = {ba[0], ba[1], ba[2], ilist(bsz, 1), ba[3], ba[4], ba[5], ba[6], ba[7], ba[8], ba[9]};
+  OK(tpu_op_run(0, "aten::convolution_backward", ca, 11, bouts, 3));
+  OK(tpu_rt_memcpy_d2h(0, gw, tgw.data, nw * 4));
+  OK(tpu_rt_memcpy_d2h(0, gb, tgb.data, O * 4));
+  CHECK(maxdiff(gw, rgw, nw) < 1e-4f, "convolution_backward grad_weight: %g", maxdiff(gw, rgw, nw));
+  CHECK(maxdiff(gb, rgb, O) < 1e-4f, "convolution_backward grad_bias: %g", maxdiff(gb, rgb, O));
 
   /* only grad_input (the others absent) */
   int64_t mask1[3] = {1, 0, 0};
