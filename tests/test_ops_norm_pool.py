@@ -398,3 +398,11 @@ def test_upsample_3d(dtype, kw):
     _check(lambda x: F.interpolate(x, mode="nearest-exact", **kw), [x], dtype)
     _check(lambda x: F.interpolate(x, mode="trilinear", **kw), [x], dtype)
     _check(lambda x: F.interpolate(x, mode="trilinear", align_corners=True, **kw), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("kw", [dict(scale_factor=2), dict(scale_factor=(1.5, 0.6)), dict(size=(7, 3)), dict(size=(1, 1))])
+def test_upsample_bicubic(dtype, align_corners, kw):
+    x = _rand((2, 3, 5, 4), dtype)
+    _check(lambda x: F.interpolate(x, mode="bicubic", align_corners=align_corners, **kw), [x], dtype)

@@ -630,7 +630,7 @@ static int up_scale(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out, in
   return tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, s, tpu_ir_constant(G, TPU_DTYPE_F64, 0)), inv, dflt);
 }
 /* resampling modes */
-enum { UP_NEAREST = 0, UP_NEAREST_EXACT = 1, UP_LINEAR = 2 };
+enum { UP_NEAREST = 0, UP_NEAREST_EXACT = 1, UP_LINEAR = 2, UP_CUBIC = 3 };
 
 /* nearest source index per output position, i64 [out]: min(floor(o * scale), in - 1), or
  * min(floor((o + 0.5) * scale), in - 1) for nearest-exact (f32 math as PyTorch) */
@@ -663,14 +663,51 @@ static void linear_idx(tpu_lower_ctx_t* cx, int iscale, int64_t in, int64_t out,
   *l0 = BIN(SUB, lw_const_like(cx, 1.0, *l1), *l1);
 }
 
+/* bicubic (PyTorch's A = -0.75 convolution, 4 taps at clamp(floor(src) - 1 + k, 0, in - 1),
+ * src without the linear modes' clamp at 0) as an [out, in] matrix */
+static int cubic_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int align, int isc, int dt) {
+  int64_t oi[2] = {out, in}, b0[1] = {0};
+  int o = tpu_ir_iota(G, dt, 1, &out, 0);
+  int src;
+  if (align) {
+    double sc = out > 1 ? (double)(in - 1) / (double)(out - 1) : 0.0;
+    if (dt == TPU_DTYPE_F32) sc = out > 1 ? (double)((float)(in - 1) / (float)(out - 1)) : 0.0;
+    src = BIN(MUL, o, lw_const_like(cx, sc, o));
+  } else {
+    int sc = lw_bcast_like(cx, up_scale(cx, isc, in, out, dt), o);
+    src = BIN(SUB, BIN(MUL, sc, BIN(ADD, o, lw_const_like(cx, 0.5, o))), lw_const_like(cx, 0.5, o));
+  }
+  int fl = BIN(MIN, UN(FLOOR, src), lw_const_like(cx, (double)(in - 1), src));
+  int t = BIN(MIN, BIN(MAX, BIN(SUB, src, fl), lw_const_like(cx, 0, src)), lw_const_like(cx, 1, src));
+  int base = tpu_ir_convert(G, fl, I64);
+  const double A = -0.75;
+  /* conv1(x) = ((A + 2) x - (A + 3)) x x + 1; conv2(x) = ((A x - 5A) x + 8A) x - 4A */
+#define CONV1(x) BIN(ADD, BIN(MUL, BIN(MUL, BIN(SUB, BIN(MUL, lw_const_like(cx, A + 2, x), x), lw_const_like(cx, A + 3, x)), x), x), lw_const_like(cx, 1, x))
+#define CONV2(x) BIN(SUB, BIN(MUL, BIN(ADD, BIN(MUL, BIN(SUB, BIN(MUL, lw_const_like(cx, A, x), x), lw_const_like(cx, 5 * A, x)), x), lw_const_like(cx, 8 * A, x)), x), lw_const_like(cx, 4 * A, x))
+  int one = lw_const_like(cx, 1, t), t2 = BIN(SUB, one, t);
+  int w[4] = {CONV2(BIN(ADD, t, one)), CONV1(t), CONV1(t2), CONV2(BIN(ADD, t2, one))};
+#undef CONV1
+#undef CONV2
+  int col = tpu_ir_iota(G, I64, 2, oi, 1), z = lw_const(cx, 0, dt, 2, oi), m = -1;
+  for (int k = 0; k < 4; ++k) {
+    int idx = BIN(ADD, base, lw_const_like(cx, (double)(k - 1), base));
+    idx = BIN(MIN, BIN(MAX, idx, lw_const_like(cx, 0, idx)), lw_const_like(cx, (double)(in - 1), idx));
+    int tap = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, tpu_ir_broadcast(G, idx, 2, oi, b0)),
+                            tpu_ir_broadcast(G, w[k], 2, oi, b0), z);
+    m = m < 0 ? tap : BIN(ADD, m, tap);
+  }
+  return m;
+}
+
 /* the resampling matrix [out, in] of one dim: M[o, i] = sum of the weights of o's taps at i */
 static int up_matrix(tpu_lower_ctx_t* cx, int64_t in, int64_t out, int mode, int align, int isc, int dt) {
   int64_t oi[2] = {out, in}, b0[1] = {0};
   int col = tpu_ir_iota(G, I64, 2, oi, 1);
-  if (mode != UP_LINEAR) {
+  if (mode == UP_NEAREST || mode == UP_NEAREST_EXACT) {
     int idx = tpu_ir_broadcast(G, nearest_idx(cx, isc, in, out, mode == UP_NEAREST_EXACT), 2, oi, b0);
     return tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, col, idx), dt);
   }
+  if (mode == UP_CUBIC) return cubic_matrix(cx, in, out, align, isc, dt);
   int i0, i1, l0, l1;
   linear_idx(cx, isc, in, out, align, dt, &i0, &i1, &l0, &l1);
   int z = lw_const(cx, 0, dt, 2, oi);
@@ -735,7 +772,7 @@ static tpu_status_t lw_upsample(tpu_lower_ctx_t* cx, const up_spec_t* sp) {
   for (int j = 0; j < sp->ns; ++j) r[1 + j] = insz[j];
   int y = tpu_ir_reshape(G, lw_input(cx, 0, dt), 1 + sp->ns, r);
   for (int j = sp->ns - 1; j >= 0; --j) { /* last dim first (PyTorch's blend order) */
-    if (sp->mode != UP_LINEAR) /* exact gathers */
+    if (sp->mode == UP_NEAREST || sp->mode == UP_NEAREST_EXACT) /* exact gathers */
       y = tpu_ir_index_select(G, y, nearest_idx(cx, sp->isc[j], insz[j], outsz[j], sp->mode == UP_NEAREST_EXACT), 1 + j);
     else
       y = up_apply_dim(cx, y, j, tpu_ir_transpose(G, up_matrix(cx, insz[j], outsz[j], sp->mode, align, sp->isc[j], dt), p10), dt);
@@ -782,7 +819,9 @@ UP_FWD(lower_upsample_nearest_exact3d, 3, UP_NEAREST_EXACT, -1, 2, 3, 4)
 UP_FWD(lower_upsample_linear1d, 1, UP_LINEAR, 2, 3, -1, -1)
 UP_FWD(lower_upsample_bilinear2d, 2, UP_LINEAR, 2, 3, 4, -1)
 UP_FWD(lower_upsample_trilinear3d, 3, UP_LINEAR, 2, 3, 4, 5)
+UP_FWD(lower_upsample_bicubic2d, 2, UP_CUBIC, 2, 3, 4, -1)
 /* backward(grad_output, output_size, input_size, [align_corners,] scales...) */
+UP_BWD(lower_upsample_bicubic2d_bwd, 2, UP_CUBIC, 3, 4, 5, -1)
 UP_BWD(lower_upsample_nearest1d_bwd, 1, UP_NEAREST, -1, 3, -1, -1)
 UP_BWD(lower_upsample_nearest2d_bwd, 2, UP_NEAREST, -1, 3, 4, -1)
 UP_BWD(lower_upsample_nearest3d_bwd, 3, UP_NEAREST, -1, 3, 4, 5)
@@ -860,6 +899,10 @@ TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::upsample_linear1d.out", lower_upsample_linear1d},
   {"aten::upsample_linear1d_backward", lower_upsample_linear1d_bwd},
   {"aten::upsample_linear1d_backward.grad_input", lower_upsample_linear1d_bwd},
+  {"aten::upsample_bicubic2d", lower_upsample_bicubic2d},
+  {"aten::upsample_bicubic2d.out", lower_upsample_bicubic2d},
+  {"aten::upsample_bicubic2d_backward", lower_upsample_bicubic2d_bwd},
+  {"aten::upsample_bicubic2d_backward.grad_input", lower_upsample_bicubic2d_bwd},
   {"aten::upsample_nearest3d", lower_upsample_nearest3d},
   {"aten::upsample_nearest3d.out", lower_upsample_nearest3d},
   {"aten::upsample_nearest3d_backward", lower_upsample_nearest3d_bwd},
