@@ -213,3 +213,33 @@ def test_errors_match_cpu():
     assert str(ed.value).split("\n")[0] == str(ec.value).split("\n")[0]
     with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
         F.conv2d(torch.randn(1, 2, 2, 2, device=DEV), torch.randn(3, 2, 3, 3, device=DEV))
+
+
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv2d_padding_modes(mode):
+    torch.manual_seed(5)
+    m = torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode=mode)
+    md = copy.deepcopy(m).to(DEV)
+    x = torch.randn(2, 2, 5, 6)
+    y, yd = m(x), md(x.to(DEV))
+    torch.testing.assert_close(yd.cpu(), y, atol=1e-5, rtol=1e-5)
+    y.square().sum().backward()
+    yd.square().sum().backward()
+    torch.testing.assert_close(md.weight.grad.cpu(), m.weight.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(md.bias.grad.cpu(), m.bias.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_double_backward():
+    """create_graph through a convolution (gradient penalties): PyTorch composes it from
+    convolutions, which come back to the same lowerings."""
+    res = {}
+    for dev in ("cpu", DEV):
+        torch.manual_seed(6)
+        x = torch.randn(1, 2, 5, 5).to(dev).requires_grad_()
+        w = torch.randn(3, 2, 3, 3).to(dev).requires_grad_()
+        y = F.conv2d(x, w, padding=1, stride=2)
+        (gx,) = torch.autograd.grad(y.square().sum(), x, create_graph=True)
+        gx.square().sum().backward()
+        res[dev] = (gx.detach().cpu(), w.grad.cpu(), x.grad.cpu())
+    for a, b in zip(res[DEV], res["cpu"]):
+        torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-4)
