@@ -171,8 +171,11 @@ def test_unbatched_and_empty_batch():
     _run(lambda x, w, b: F.conv1d(x, w, b), [torch.randn(3, 6), torch.randn(4, 3, 3), torch.randn(4)])
     x = torch.randn(0, 3, 6, 6)
     w = torch.randn(4, 3, 3, 3)
-    y = F.conv2d(x.to(DEV), w.to(DEV))
+    xd, wd = x.to(DEV).requires_grad_(), w.to(DEV).requires_grad_()
+    y = F.conv2d(xd, wd)
     assert y.shape == (0, 4, 4, 4)
+    y.sum().backward()
+    assert xd.grad.shape == x.shape and wd.grad.abs().sum().item() == 0
 
 
 def test_partial_gradients():
