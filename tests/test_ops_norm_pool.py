@@ -406,3 +406,13 @@ def test_upsample_3d(dtype, kw):
 def test_upsample_bicubic(dtype, align_corners, kw):
     x = _rand((2, 3, 5, 4), dtype)
     _check(lambda x: F.interpolate(x, mode="bicubic", align_corners=align_corners, **kw), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_max_unpool(dtype):
+    x = _rand((2, 3, 6, 7), dtype)
+    out, idx = F.max_pool2d(x, 2, return_indices=True)
+    _check(lambda v: F.max_unpool2d(v, idx.to(v.device), 2, output_size=(6, 7)), [out], dtype)
+    x3 = _rand((2, 2, 4, 5, 6), dtype)
+    out3, idx3 = F.max_pool3d(x3, 2, return_indices=True)
+    _check(lambda v: F.max_unpool3d(v, idx3.to(v.device), 2, output_size=(4, 5, 6)), [out3], dtype)

@@ -18,6 +18,7 @@
  *     registry passes them as outputs 3 and 4 (their schema does not mark them). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "lower/lower.h"
 
@@ -487,6 +488,31 @@ static tpu_status_t lower_adaptive_max_pool3d(tpu_lower_ctx_t* cx) { return lw_a
 static tpu_status_t lower_adaptive_max_pool2d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 2, 2); }
 static tpu_status_t lower_adaptive_max_pool3d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 2, 3); }
 
+/* max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices, output_size, stride,
+ * padding): zeros with self's values placed at the flat spatial indices (an index outside
+ * the output is an error at the next sync) */
+static tpu_status_t lw_max_unpool(tpu_lower_ctx_t* cx, int nsp) {
+  int dt = lw_dtype_of(cx, 0), rank = lw_rank_of(cx, 0);
+  if (rank != nsp + 1 && rank != nsp + 2)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected %dD or %dD input, got %dD", cx->op_name, nsp + 1, nsp + 2, rank);
+  if (lw_dtype_of(cx, 1) != I64) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "elements in indices should be type int64");
+  const int64_t *xs = lw_sizes_of(cx, 0), *is = lw_sizes_of(cx, 1);
+  if (lw_rank_of(cx, 1) != rank || memcmp(xs, is, (size_t)rank * sizeof(int64_t)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected shape of indices to be same as that of the input tensor");
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  if (!o || o->ndim != rank) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bad output", cx->op_name);
+  int64_t B = 1, Q = 1, P = 1;
+  for (int d = 0; d < rank - nsp; ++d) B *= xs[d];
+  for (int d = rank - nsp; d < rank; ++d) { Q *= xs[d]; P *= o->sizes[d]; }
+  int64_t bq[2] = {B, Q}, bp[2] = {B, P};
+  int x = tpu_ir_reshape(G, lw_input(cx, 0, -1), 2, bq);
+  int idx = tpu_ir_reshape(G, lw_input(cx, 1, I64), 2, bq);
+  int r = tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, bp), idx, x, 1, 0);
+  return lw_output(cx, 0, tpu_ir_reshape(G, r, rank, o->sizes));
+}
+static tpu_status_t lower_max_unpool2d(tpu_lower_ctx_t* cx) { return lw_max_unpool(cx, 2); }
+static tpu_status_t lower_max_unpool3d(tpu_lower_ctx_t* cx) { return lw_max_unpool(cx, 3); }
+
 /* divisor per output position [Qo] (f dtype) for avg_pool: include_pad counts the window
  * clipped to the padded input, else the window clipped to the input */
 static int avg_divisor(tpu_lower_ctx_t* cx, win_t* w, const int64_t* k, const int64_t* p, int include_pad, int dt) {
@@ -867,6 +893,10 @@ TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::adaptive_max_pool3d.out", lower_adaptive_max_pool3d},
   {"aten::adaptive_max_pool3d_backward", lower_adaptive_max_pool3d_bwd},
   {"aten::adaptive_max_pool3d_backward.grad_input", lower_adaptive_max_pool3d_bwd},
+  {"aten::max_unpool2d", lower_max_unpool2d},
+  {"aten::max_unpool2d.out", lower_max_unpool2d},
+  {"aten::max_unpool3d", lower_max_unpool3d},
+  {"aten::max_unpool3d.out", lower_max_unpool3d},
   {"aten::avg_pool3d", lower_avg_pool3d},
   {"aten::avg_pool3d.out", lower_avg_pool3d},
   {"aten::avg_pool3d_backward", lower_avg_pool3d_bwd},
