@@ -1,19 +1,23 @@
-/* norm_pool.c — lowerings of batch norm (forward with running-stat updates, backward),
- * group norm backward, max / average / adaptive pooling (+ backward) and nearest /
- * bilinear upsampling (+ backward).
+/* norm_pool.c — lowerings of batch norm (native_batch_norm with running-stat updates,
+ * _native_batch_norm_legit[.no_stats], _batch_norm_with_update, backward), group norm
+ * (+ backward), max pooling 1-3d with indices, max_unpool, average and adaptive
+ * average / max pooling 2d/3d (+ backward), and nearest / nearest-exact / linear /
+ * bilinear / bicubic / trilinear upsampling (+ backward).
  *
- * Everything composes existing IR ops; no value-dependent branching:
- *   - Pooling gathers each window from the input flattened to [B, P] (P = spatial
- *     numel) with an index table [O..., K...] built from iotas (positions outside the
- *     input are masked: -inf for max, 0 for sums), then reduces over the window.
- *     Max pooling's indices come from argmax over the window mapped back through the
- *     table (flat spatial offsets, as PyTorch). Backward passes scatter-add into
- *     [B, P]. Adaptive pools use per-output windows start = floor(o*S/O),
- *     end = ceil((o+1)*S/O), padded to the longest window and masked.
- *   - Upsampling is separable: per spatial dim an index_select (nearest) or two
- *     index_selects blended with the linear weights (bilinear), computed in the
- *     op-math dtype from iotas and the runtime scale arguments with PyTorch's
- *     formulas; backward passes scatter-add per dim.
+ * No value-dependent branching; Scalars (momentum, eps, scale factors) stay runtime values:
+ *   - Max pooling with fixed windows: the host's window-argmax kernel (custom target
+ *     POOL_ARGMAX, drivers/host/pool.c, PyTorch's CPU NaN/tie rules) gives the flat
+ *     spatial indices; the values are a gather at them.
+ *   - Average and adaptive pools gather each window from the input flattened to
+ *     [B, P] (P = spatial numel) with an index table [O..., K...] built from iotas
+ *     (positions outside the input masked: -inf for max, 0 for sums) and reduce over
+ *     the window (adaptive max: argmax over the window mapped through the table).
+ *     Adaptive windows: start = floor(o*S/O), end = ceil((o+1)*S/O), padded to the
+ *     longest window and masked. Backward passes scatter-add into [B, P].
+ *   - Upsampling is separable: nearest modes index_select per spatial dim (exact);
+ *     linear / cubic modes, and every backward, multiply each spatial dim by an
+ *     [out, in] resampling matrix (GEMM) built from iotas and PyTorch's source-index
+ *     formulas in the op-math dtype.
  *   - native_batch_norm in training mode writes running_mean / running_var: the
  *     registry passes them as outputs 3 and 4 (their schema does not mark them). */
 #include <math.h>
