@@ -413,3 +413,15 @@ def test_logcumsumexp_backward_out_views():
     out = torch.empty(0, device=DEV)
     torch.logcumsumexp(y.to(DEV), 0, out=out)
     close(out, torch.logcumsumexp(y, 0))
+
+
+def test_searchsorted_sorter():
+    torch.manual_seed(0)
+    b = torch.randn(3, 9)
+    srt = torch.argsort(b, 1)
+    v = torch.randn(3, 4)
+    for right in (False, True):
+        close(torch.searchsorted(b.to(DEV), v.to(DEV), right=right, sorter=srt.to(DEV)),
+              torch.searchsorted(b, v, right=right, sorter=srt))
+    with pytest.raises((RuntimeError, IndexError)):
+        torch.searchsorted(b.to(DEV), v.to(DEV), sorter=(srt + 9).to(DEV)).cpu()

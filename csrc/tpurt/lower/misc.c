@@ -457,7 +457,7 @@ static tpu_status_t lower_replication_pad_bwd(tpu_lower_ctx_t* cx) { return lw_p
 
 /* searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter):
  * position = number of boundaries < v (left) or <= v (right) along the last dim. */
-static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right) {
+static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right, int sorter_i) {
   int sr = lw_rank_of(cx, seq_i), vr = lw_is_tensor(cx, val_i) ? lw_rank_of(cx, val_i) : 0;
   const int64_t *ss = lw_sizes_of(cx, seq_i), *vs = vr ? lw_sizes_of(cx, val_i) : NULL;
   if (sr < 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should have positive dimension, but got 0 dimension");
@@ -467,21 +467,29 @@ static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right)
   int64_t M = ss[sr - 1], V = tpu_numel(vr, vs);
   int64_t lead = sr > 1 ? tpu_numel(sr - 1, ss) : 1, K = sr > 1 ? (vr ? vs[vr - 1] : 1) : V;
   int64_t bd[3] = {lead, K, M};
-  int b = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, seq_i, ct), 3, (int64_t[]){lead, 1, M}), 3, bd, NULL);
+  int seq = lw_input(cx, seq_i, ct);
+  if (sorter_i >= 0) { /* the boundaries in sorted order: seq.gather(-1, sorter) */
+    if (lw_rank_of(cx, sorter_i) != sr || memcmp(lw_sizes_of(cx, sorter_i), ss, (size_t)sr * sizeof(int64_t)))
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundary and sorter must have the same size");
+    int so = tpu_ir_convert(G, lw_input(cx, sorter_i, -1), I64);
+    /* a negative entry becomes M so the gather reports it (index errors at sync, as for >= M) */
+    so = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, so, cst(cx, 0, so)), cst(cx, (double)M, so), so);
+    seq = tpu_ir_gather(G, seq, so, sr - 1);
+  }
+  int b = tpu_ir_broadcast(G, tpu_ir_reshape(G, seq, 3, (int64_t[]){lead, 1, M}), 3, bd, NULL);
   int v = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, val_i, ct), 3, (int64_t[]){lead, K, 1}), 3, bd, NULL);
   int c = tpu_ir_compare(G, right ? TPU_IR_CMP_LE : TPU_IR_CMP_LT, b, v);
   return out_as(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, c, I64), (int64_t[]){0, 0, 1}));
 }
 static tpu_status_t lower_searchsorted(tpu_lower_ctx_t* cx) {
-  if (!lw_is_none(cx, 5)) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: sorter", cx->op_name);
   const char* side = lw_str(cx, 4, NULL);
-  return search(cx, 0, 1, side ? !strcmp(side, "right") : (int)lw_int(cx, 3, 0));
+  return search(cx, 0, 1, side ? !strcmp(side, "right") : (int)lw_int(cx, 3, 0), lw_is_none(cx, 5) ? -1 : 5);
 }
 /* bucketize.Tensor / .Scalar(self, boundaries, *, out_int32, right) */
 static tpu_status_t lower_bucketize(tpu_lower_ctx_t* cx) {
   if (lw_rank_of(cx, 1) != 1)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "boundaries tensor must be 1 dimension, but got dim(%d)", lw_rank_of(cx, 1));
-  return search(cx, 1, 0, (int)lw_int(cx, 3, 0));
+  return search(cx, 1, 0, (int)lw_int(cx, 3, 0), -1);
 }
 
 /* ---------------------------------------------------------------- unique */
