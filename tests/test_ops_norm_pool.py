@@ -416,3 +416,18 @@ def test_max_unpool(dtype):
     x3 = _rand((2, 2, 4, 5, 6), dtype)
     out3, idx3 = F.max_pool3d(x3, 2, return_indices=True)
     _check(lambda v: F.max_unpool3d(v, idx3.to(v.device), 2, output_size=(4, 5, 6)), [out3], dtype)
+
+
+def test_adaptive_max_pool_nan_indices():
+    x = _rand((1, 2, 7, 5), torch.float32)
+    x[0, 0, 1, 1] = float("nan")
+    x[0, 0, 2, 2] = float("nan")
+    x[0, 1, 3:, :] = float("-inf")
+    oc, ic = F.adaptive_max_pool2d(x, (3, 2), return_indices=True)
+    od, idd = F.adaptive_max_pool2d(x.to(DEV), (3, 2), return_indices=True)
+    torch.testing.assert_close(od.cpu(), oc, equal_nan=True)
+    assert torch.equal(idd.cpu(), ic)
+    oc, ic = F.max_pool2d(x, 3, 1, 1, return_indices=True)
+    od, idd = F.max_pool2d(x.to(DEV), 3, 1, 1, return_indices=True)
+    torch.testing.assert_close(od.cpu(), oc, equal_nan=True)
+    assert torch.equal(idd.cpu(), ic)

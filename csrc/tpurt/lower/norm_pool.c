@@ -8,10 +8,10 @@
  *   - Max pooling with fixed windows: the host's window-argmax kernel (custom target
  *     POOL_ARGMAX, drivers/host/pool.c, PyTorch's CPU NaN/tie rules) gives the flat
  *     spatial indices; the values are a gather at them.
- *   - Average and adaptive pools gather each window from the input flattened to
- *     [B, P] (P = spatial numel) with an index table [O..., K...] built from iotas
- *     (positions outside the input masked: -inf for max, 0 for sums) and reduce over
- *     the window (adaptive max: argmax over the window mapped through the table).
+ *     Adaptive max pooling uses the same kernel with adaptive windows.
+ *   - Average pools gather each window from the input flattened to [B, P] (P = spatial
+ *     numel) with an index table [O..., K...] built from iotas (positions outside the
+ *     input masked to 0) and sum over the window.
  *     Adaptive windows: start = floor(o*S/O), end = ceil((o+1)*S/O), padded to the
  *     longest window and masked. Backward passes scatter-add into [B, P].
  *   - Upsampling is separable: nearest modes index_select per spatial dim (exact);
@@ -394,23 +394,6 @@ static int to_out(tpu_lower_ctx_t* cx, win_t* w, int v, int ix) {
   return tpu_ir_reshape(G, v, w->lead + w->nsp, od);
 }
 
-/* max over windows -> outputs 0 (values) and 1 (flat spatial indices) */
-static tpu_status_t max_pool_out(tpu_lower_ctx_t* cx, win_t* w, int ix) {
-  int dt = tpu_opmath_dtype(lw_dtype_of(cx, ix));
-  if (!float_check(cx, dt)) return TPU_OK;
-  if (!win_build(cx, w)) return TPU_OK;
-  int v = win_gather(cx, w, ix, dt);
-  v = tpu_ir_select(G, valid3(cx, w), v, lw_const_like(cx, -INFINITY, v));
-  int64_t last[3] = {0, 0, 1};
-  int mx = tpu_ir_reduce(G, TPU_IR_MONOID_NANMAX, v, last);
-  int am = tpu_ir_argreduce(G, 0, v, 2); /* [B, Qo] */
-  int64_t bqk[3] = {w->B, w->Qo, w->Kt}, b12[2] = {1, 2}, bq1[3] = {w->B, w->Qo, 1};
-  int tab = tpu_ir_broadcast(G, w->flat, 3, bqk, b12);
-  int ind = tpu_ir_gather(G, tab, tpu_ir_reshape(G, am, 3, bq1), 2);
-  lw_output(cx, 0, to_out(cx, w, mx, ix));
-  return lw_output(cx, 1, to_out(cx, w, ind, ix));
-}
-
 /* grad_input (output 0, shaped like arg ix) = scatter-add of grad (arg ig) at indices (arg ii) */
 static tpu_status_t max_pool_bwd(tpu_lower_ctx_t* cx, int ig, int ix, int ii, int nsp) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, ig));
@@ -441,13 +424,10 @@ static const int64_t* out_spatial(tpu_lower_ctx_t* cx, int k, int nsp) {
   return o->sizes + o->ndim - nsp;
 }
 
-/* max_pool{2,3}d_with_indices(self, kernel, stride, padding, dilation, ceil_mode) */
-static tpu_status_t lw_max_pool(tpu_lower_ctx_t* cx, int nsp) {
-  int64_t k[3], s[3], p[3], d[3];
-  expand_list(cx, 1, nsp, NULL, 1, k);
-  expand_list(cx, 2, nsp, k, 1, s);
-  expand_list(cx, 3, nsp, NULL, 0, p);
-  expand_list(cx, 4, nsp, NULL, 1, d);
+/* indices from the host's window-argmax kernel (stride 0: adaptive windows), values
+ * gathered at them -> outputs 0 (values) and 1 (indices) */
+static tpu_status_t max_pool_kernel(tpu_lower_ctx_t* cx, int nsp, const int64_t* k, const int64_t* s,
+                                    const int64_t* p, const int64_t* d) {
   const int64_t* os = out_spatial(cx, 0, nsp);
   win_t w;
   if (!os || !win_shapes(cx, &w, 0, nsp, os)) return TPU_OK;
@@ -464,7 +444,7 @@ static tpu_status_t lw_max_pool(tpu_lower_ctx_t* cx, int nsp) {
   for (int j = 0; j < nsp; ++j) {
     op.type.dims[w.lead + j] = os[j];
     op.a[0][j] = k[j]; op.a[1][j] = s[j]; op.a[2][j] = p[j]; op.a[2][nsp + j] = d[j];
-    if (k[j] < 1 || s[j] < 1 || d[j] < 1 || p[j] < 0)
+    if (k[j] < 1 || s[j] < 0 || d[j] < 1 || p[j] < 0)
       return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: kernel size, stride and dilation must be positive and padding non-negative", cx->op_name);
   }
   int ind = tpu_ir_add_op(G, &op, 1, &x);
@@ -473,18 +453,26 @@ static tpu_status_t lw_max_pool(tpu_lower_ctx_t* cx, int nsp) {
   lw_output(cx, 0, to_out(cx, &w, v, 0));
   return lw_output(cx, 1, ind);
 }
+/* max_pool{2,3}d_with_indices(self, kernel, stride, padding, dilation, ceil_mode) */
+static tpu_status_t lw_max_pool(tpu_lower_ctx_t* cx, int nsp) {
+  int64_t k[3], s[3], p[3], d[3];
+  expand_list(cx, 1, nsp, NULL, 1, k);
+  expand_list(cx, 2, nsp, k, 1, s);
+  expand_list(cx, 3, nsp, NULL, 0, p);
+  expand_list(cx, 4, nsp, NULL, 1, d);
+  for (int j = 0; j < nsp; ++j)
+    if (s[j] < 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: stride should be greater than zero", cx->op_name);
+  return max_pool_kernel(cx, nsp, k, s, p, d);
+}
 static tpu_status_t lower_max_pool2d(tpu_lower_ctx_t* cx) { return lw_max_pool(cx, 2); }
 static tpu_status_t lower_max_pool3d(tpu_lower_ctx_t* cx) { return lw_max_pool(cx, 3); }
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, k, s, p, d, ceil_mode, indices) */
 static tpu_status_t lower_max_pool2d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 7, 2); }
 static tpu_status_t lower_max_pool3d_bwd(tpu_lower_ctx_t* cx) { return max_pool_bwd(cx, 0, 1, 7, 3); }
-/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices) */
+/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices): the argmax kernel's adaptive windows */
 static tpu_status_t lw_adaptive_max_pool(tpu_lower_ctx_t* cx, int nsp) {
-  const int64_t* os = out_spatial(cx, 0, nsp);
-  win_t w;
-  if (!os || !win_shapes(cx, &w, 0, nsp, os)) return TPU_OK;
-  win_adaptive(cx, &w);
-  return max_pool_out(cx, &w, 0);
+  const int64_t k[3] = {1, 1, 1}, s[3] = {0, 0, 0}, p[3] = {0, 0, 0}, d[3] = {1, 1, 1};
+  return max_pool_kernel(cx, nsp, k, s, p, d);
 }
 static tpu_status_t lower_adaptive_max_pool2d(tpu_lower_ctx_t* cx) { return lw_adaptive_max_pool(cx, 2); }
 static tpu_status_t lower_adaptive_max_pool3d(tpu_lower_ctx_t* cx) { return lw_adaptive_max_pool(cx, 3); }

@@ -288,6 +288,37 @@ static void test_pool_argmax_kernel(void) {
   }
 }
 
+/* adaptive windows (stride 0): [floor(o S / O), ceil((o + 1) S / O)) per dim */
+static void test_pool_argmax_adaptive(void) {
+  enum { B = 3, S0 = 7, S1 = 5, O0 = 3, O1 = 4 };
+  static float xs[B * S0 * S1];
+  for (int i = 0; i < B * S0 * S1; ++i) xs[i] = (float)(rand() % 7);
+  xs[9] = NAN;
+  tpu_ir_op_t op;
+  memset(&op, 0, sizeof op);
+  op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_POOL_ARGMAX; op.i1 = 2;
+  for (int j = 0; j < 2; ++j) { op.a[0][j] = 1; op.a[1][j] = 0; op.a[2][2 + j] = 1; }
+  tpu_host_view_t x = {.data = (char*)xs, .dtype = TPU_DTYPE_F32, .rank = 3, .sizes = {B, S0, S1}, .strides = {S0 * S1, S1, 1}};
+  int64_t ob[B * O0 * O1];
+  tpu_host_view_t out = {.data = (char*)ob, .dtype = TPU_DTYPE_I64, .rank = 3, .sizes = {B, O0, O1}, .strides = {O0 * O1, O1, 1}};
+  OK(tpu_host_k_pool_argmax(&op, &x, &out));
+  int ok = 1;
+  for (int b = 0; b < B; ++b)
+    for (int o0 = 0; o0 < O0; ++o0)
+      for (int o1 = 0; o1 < O1; ++o1) {
+        int h0 = o0 * S0 / O0, h1 = ((o0 + 1) * S0 + O0 - 1) / O0, w0 = o1 * S1 / O1, w1 = ((o1 + 1) * S1 + O1 - 1) / O1;
+        int64_t best = h0 * S1 + w0;
+        float m = -INFINITY;
+        for (int h = h0; h < h1; ++h)
+          for (int w = w0; w < w1; ++w) {
+            float v = xs[b * S0 * S1 + h * S1 + w];
+            if (v > m || isnan(v)) { m = v; best = h * S1 + w; }
+          }
+        ok &= ob[(b * O0 + o0) * O1 + o1] == best;
+      }
+  CHECK(ok, "pool_argmax adaptive windows");
+}
+
 int main(void) {
   srand(7);
   OK(tpu_rt_init());
@@ -297,6 +328,7 @@ int main(void) {
   test_batch_norm();
   test_reduce_window_kernel();
   test_pool_argmax_kernel();
+  test_pool_argmax_adaptive();
   OK(tpu_rt_synchronize(0));
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);
   printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -84,7 +84,8 @@ tpu_status_t tpu_host_k_reduce_window(const tpu_ir_op_t* op, const tpu_host_view
   return TPU_OK;
 }
 
-/* ---- TPU_IR_CUSTOM_POOL_ARGMAX: max-pool window argmax as PyTorch's CPU kernel:
+/* ---- TPU_IR_CUSTOM_POOL_ARGMAX: max-pool window argmax as PyTorch's CPU kernels (a stride
+ * of 0 marks an adaptive dim):
  * the window's positions inside the input in row-major order, maxindex starting at
  * the first of them, replaced when val > max or val is NaN (so the last NaN wins).
  * A window without positions yields its (clipped) start offset, which PyTorch's
@@ -95,13 +96,25 @@ typedef struct {
   int64_t K[3], St[3], Pd[3], Dl[3], S[3], O[3], xs[3], os[3];
 } argmax_job_t;
 
+/* window of output o along slot j: [start, end) before skipping negative positions; stride 0
+ * marks an adaptive dim ([floor(o S / O), ceil((o + 1) S / O)), as adaptive_max_pool) */
+static inline void argmax_range(const argmax_job_t* J, int j, int64_t o, int64_t* s, int64_t* e) {
+  if (J->St[j] == 0) {
+    *s = (o * J->S[j]) / J->O[j];
+    *e = ((o + 1) * J->S[j] + J->O[j] - 1) / J->O[j];
+    return;
+  }
+  *s = o * J->St[j] - J->Pd[j];
+  *e = TPU_MIN(*s + (J->K[j] - 1) * J->Dl[j] + 1, J->S[j]);
+}
+
 #define ARGMAX_BODY(LOAD)                                                                         \
   for (int64_t o1 = 0; o1 < J->O[1]; ++o1)                                                        \
     for (int64_t o2 = 0; o2 < J->O[2]; ++o2) {                                                    \
-      int64_t s0 = o0 * J->St[0] - J->Pd[0], s1 = o1 * J->St[1] - J->Pd[1], s2 = o2 * J->St[2] - J->Pd[2]; \
-      int64_t e0 = TPU_MIN(s0 + (J->K[0] - 1) * J->Dl[0] + 1, J->S[0]);                          \
-      int64_t e1 = TPU_MIN(s1 + (J->K[1] - 1) * J->Dl[1] + 1, J->S[1]);                          \
-      int64_t e2 = TPU_MIN(s2 + (J->K[2] - 1) * J->Dl[2] + 1, J->S[2]);                          \
+      int64_t s0, s1, s2, e0, e1, e2;                                                             \
+      argmax_range(J, 0, o0, &s0, &e0);                                                           \
+      argmax_range(J, 1, o1, &s1, &e1);                                                           \
+      argmax_range(J, 2, o2, &s2, &e2);                                                           \
       while (s0 < 0) s0 += J->Dl[0];                                                              \
       while (s1 < 0) s1 += J->Dl[1];                                                              \
       while (s2 < 0) s2 += J->Dl[2];                                                              \
@@ -164,13 +177,14 @@ tpu_status_t tpu_host_k_pool_argmax(const tpu_ir_op_t* op, const tpu_host_view_t
     J.K[s] = op->a[0][j]; J.St[s] = op->a[1][j]; J.Pd[s] = op->a[2][j]; J.Dl[s] = op->a[2][n + j] ? op->a[2][n + j] : 1;
     J.S[s] = x->sizes[J.lead + j]; J.O[s] = out->sizes[J.lead + j];
     J.xs[s] = x->strides[J.lead + j]; J.os[s] = out->strides[J.lead + j];
-    if (J.K[s] < 1 || J.St[s] < 1 || J.Dl[s] < 1 || J.Pd[s] < 0)
+    if (J.St[s] == 0) { J.K[s] = 1; J.Dl[s] = 1; J.Pd[s] = 0; } /* adaptive */
+    if (J.K[s] < 1 || J.St[s] < 0 || J.Dl[s] < 1 || J.Pd[s] < 0)
       return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: bad window");
   }
   int64_t tasks = nb * J.O[0];
   if (tasks == 0 || J.O[1] * J.O[2] == 0) return TPU_OK;
   if (x->sizes[J.lead] == 0) return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: empty input");
-  int64_t per = J.O[1] * J.O[2] * J.K[0] * J.K[1] * J.K[2];
+  int64_t per = J.O[1] * J.O[2] * J.K[0] * J.K[1] * J.K[2] * 4;
   tpu_pool_parallel_for(tasks, TPU_MAX((int64_t)1, 32768 / TPU_MAX(per, (int64_t)1)), argmax_worker, &J);
   return TPU_OK;
 }
