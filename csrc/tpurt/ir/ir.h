@@ -94,7 +94,7 @@ typedef enum tpu_ir_custom_e {
   TPU_IR_CUSTOM_UPSAMPLE_BWD,
   TPU_IR_CUSTOM_POOL_ARGMAX,    /* (x [B..., *S]) -> i64 [B..., *O]: flat spatial index of each max-pool
                                    window's max (PyTorch CPU rules); i1 = spatial dims, a[0] window,
-                                   a[1] stride, a[2] padding then dilation (drivers/host/pool.c) */
+                                   a[1] stride (0: adaptive windows), a[2] padding then dilation (drivers/host/pool.c) */
   TPU_IR_CUSTOM_LOGCUMSUMEXP,   /* (x f32/f64) -> same type: log(cumsum(exp(x))) along i1 = dim,
                                    computed stably in double (drivers/host/scan.c) */
   TPU_IR_CUSTOM_COUNT
