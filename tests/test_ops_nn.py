@@ -27,7 +27,9 @@ def grads_of(fn, *inputs):
     for dev in (DEV, "cpu"):
         xs = [x.detach().to(dev).requires_grad_(x.is_floating_point()) for x in inputs]
         out = fn(*xs)
-        g = torch.ones_like(out) if out.dim() == 0 else torch.linspace(-1, 1, out.numel(), device=dev).reshape(out.shape).to(out.dtype)
+        # the same upstream gradient on both devices (made on the CPU: f32 linspace may differ
+        # by an ulp because PyTorch's CPU kernel is compiled with FMA contraction and ours is not)
+        g = torch.ones_like(out) if out.dim() == 0 else torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(out.dtype).to(dev)
         out.backward(g)
         res.append((out.detach(), [x.grad for x in xs if x.requires_grad]))
     return res
