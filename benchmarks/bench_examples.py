@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
 
 def _import_examples_common():
+    sys.modules.pop("common", None)  # run_all.py may have imported benchmarks/common.py as `common`
     import common as examples_common  # examples/common.py (first on sys.path)
     return examples_common
 
