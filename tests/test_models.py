@@ -109,3 +109,16 @@ def test_tiny_gpt_trains_like_cpu():
     _compare(cpu, tpu)
     assert tpu[-1] < tpu[0]
     assert torch_tpu.metrics()["fallback_ops"] == before
+
+
+def test_module_to_keeps_tied_weights_and_parameter_identity():
+    emb = nn.Embedding(11, 4)
+    head = nn.Linear(4, 11, bias=False)
+    head.weight = emb.weight  # tied, as in GPT-2 / Qwen
+    model = nn.ModuleDict({"emb": emb, "head": head})
+    p = model["emb"].weight
+    model.to("tpu")
+    assert model["emb"].weight is model["head"].weight is p  # same Parameter, like CUDA
+    assert p.device.type == "tpu" and len(list(model.parameters())) == 1
+    model.to("cpu")
+    assert model["emb"].weight is model["head"].weight

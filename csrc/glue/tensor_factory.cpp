@@ -190,6 +190,19 @@ at::Tensor& set_empty_(at::Tensor& self) {
 
 void record_stream(at::Tensor&, c10::Stream) {}  // one queue per device: nothing to record
 
+// ATen's composite version treats only its built-in dense backends (CPU, CUDA, ...) as
+// compatible, so Module.to("tpu") replaced every Parameter with a new one and silently
+// untied shared weights. Plain strided CPU and tpu tensors are the same TensorImpl class,
+// so `param.data = tpu_tensor` (what Module._apply does for CUDA) is safe here too.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto plain = [](const at::Tensor& t) {
+    return t.layout() == c10::kStrided && !t.is_quantized() && !t.is_nested() &&
+           (t.device().type() == c10::DeviceType::CPU || t.device().type() == c10::DeviceType::PrivateUse1) &&
+           typeid(*t.unsafeGetTensorImpl()) == typeid(c10::TensorImpl);
+  };
+  return plain(self) && plain(from);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -209,6 +222,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_tensor_));
   m.impl("set_", TORCH_FN(set_empty_));
   m.impl("record_stream", TORCH_FN(record_stream));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 }
 
 }  // namespace torch_tpu
