@@ -231,3 +231,18 @@ def test_binary_backward_with_broadcast():
         ((a * b + a / b - torch.maximum(a, b)).sum()).backward()
         grads.append((a.grad.cpu(), b.grad.cpu()))
     torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_logaddexp_and_equal():
+    g = torch.Generator().manual_seed(9)
+    a, b = rand((4, 5), torch.float32, -30, 30, gen=g), rand((5,), torch.float32, -30, 30, gen=g)
+    a[0, 0], b[0] = float("inf"), float("inf")
+    a[1, 1], b[1] = -float("inf"), -float("inf")
+    check(torch.logaddexp, a, b)
+    check(torch.logaddexp2, a, b)
+    x = rand((3, 4), torch.float32, gen=g)
+    xt = x.to("tpu")
+    assert torch.equal(xt, x.clone().to("tpu")) and not torch.equal(xt, (x + 1).to("tpu"))
+    assert not torch.equal(xt, xt[:2])
+    nan = torch.tensor(float("nan")).to("tpu")
+    assert torch.equal(nan, nan) == torch.equal(torch.tensor(float("nan")), torch.tensor(float("nan")))

@@ -550,6 +550,46 @@ static tpu_status_t lower_mish_backward(tpu_lower_ctx_t* cx) { /* g * (t + x * s
   return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, d));
 }
 
+/* logaddexp(a, b) = max + log1p(exp(-|a - b|)); equal infinities give that infinity.
+ * logaddexp2 is the same in base 2. */
+static tpu_status_t lw_logaddexp(tpu_lower_ctx_t* cx, int base2) {
+  int idx[2] = {0, 1};
+  int dt = tpu_opmath_dtype(lw_result_type(cx, 2, idx));
+  if (!tpu_dtype_is_floating(dt)) dt = TPU_DTYPE_F32;
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int m = tpu_ir_binary(G, TPU_IR_MAX, a, b);
+  int d = tpu_ir_unary(G, TPU_IR_NEG, tpu_ir_unary(G, TPU_IR_ABS, tpu_ir_binary(G, TPU_IR_SUB, a, b)));
+  int r;
+  if (base2) { /* m + log2(1 + 2^d) */
+    int p = tpu_ir_binary(G, TPU_IR_POW, lw_const_like(cx, 2.0, d), d);
+    r = tpu_ir_binary(G, TPU_IR_ADD, m, tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_unary(G, TPU_IR_LOG1P, p), lw_const_like(cx, 1.4426950408889634, p)));
+  } else {
+    r = tpu_ir_binary(G, TPU_IR_ADD, m, tpu_ir_unary(G, TPU_IR_LOG1P, tpu_ir_unary(G, TPU_IR_EXP, d)));
+  }
+  int same_inf = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_unary(G, TPU_IR_IS_INF, a), tpu_ir_compare(G, TPU_IR_CMP_EQ, a, b));
+  return lw_output(cx, 0, tpu_ir_select(G, same_inf, a, r));
+}
+static tpu_status_t lower_logaddexp(tpu_lower_ctx_t* cx) { return lw_logaddexp(cx, 0); }
+static tpu_status_t lower_logaddexp2(tpu_lower_ctx_t* cx) { return lw_logaddexp(cx, 1); }
+/* equal(self, other) -> bool: same shape and every element equal (NaN != NaN). The glue
+ * passes the bool result as a 0-dim output tensor. */
+static tpu_status_t lower_equal(tpu_lower_ctx_t* cx) {
+  int ra = lw_rank_of(cx, 0), rb = lw_rank_of(cx, 1);
+  const int64_t *sa = lw_sizes_of(cx, 0), *sb = lw_sizes_of(cx, 1);
+  int same = ra == rb;
+  for (int d = 0; d < ra && same; ++d) same = sa[d] == sb[d];
+  if (!same) return lw_output(cx, 0, lw_const(cx, 0, TPU_DTYPE_BOOL, 0, NULL));
+  int idx[2] = {0, 1};
+  int dt = lw_result_type(cx, 2, idx);
+  int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, lw_input(cx, 0, dt), lw_input(cx, 1, dt));
+  if (ra == 0) return lw_output(cx, 0, eq);
+  int64_t flags[TPU_MAX_DIMS];
+  for (int d = 0; d < ra; ++d) flags[d] = 1;
+  return lw_output(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_AND, eq, flags));
+}
+
 /* ---- fill / copy / masked_fill (in-place: outs[0] is self) */
 static tpu_status_t lower_fill(tpu_lower_ctx_t* cx) { /* fill_.Scalar(self, value) / fill_.Tensor */
   if (lw_rank_of(cx, 1) != 0)
@@ -647,5 +687,8 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::hardsigmoid_backward.grad_input", lower_hardsigmoid_backward},
   {"aten::hardswish_backward", lower_hardswish_backward}, {"aten::hardswish_backward.out", lower_hardswish_backward},
   {"aten::mish", lower_mish}, {"aten::mish.out", lower_mish}, {"aten::mish_backward", lower_mish_backward},
+  {"aten::logaddexp.out", lower_logaddexp}, {"aten::logaddexp", lower_logaddexp},
+  {"aten::logaddexp2.out", lower_logaddexp2}, {"aten::logaddexp2", lower_logaddexp2},
+  {"aten::equal", lower_equal},
   TPU_LOWERING_END
 };
