@@ -246,3 +246,21 @@ def test_logaddexp_and_equal():
     assert not torch.equal(xt, xt[:2])
     nan = torch.tensor(float("nan")).to("tpu")
     assert torch.equal(nan, nan) == torch.equal(torch.tensor(float("nan")), torch.tensor(float("nan")))
+
+
+@pytest.mark.parametrize("fn", [lambda a, b: torch.copysign(a, b), torch.hypot, lambda a, b: torch.heaviside(a, b),
+                                lambda a, b: torch.sinc(a), lambda a, b: F.softshrink(a, 0.7),
+                                lambda a, b: torch.special.entr(a)], ids=["copysign", "hypot", "heaviside", "sinc",
+                                                                          "softshrink", "entr"])
+def test_small_special_functions(fn):
+    g = torch.Generator().manual_seed(10)
+    a, b = rand((4, 6), torch.float32, -2, 2, gen=g), rand((4, 6), torch.float32, -2, 2, gen=g)
+    a[0, :3] = torch.tensor([0.0, -0.0, float("nan")])
+    b[0, 3:] = torch.tensor([0.0, -0.0, float("inf")])
+    check(fn, a, b)
+    x = a.clone().requires_grad_()
+    if fn(x, b).requires_grad:  # backward where defined
+        xt = a.clone().to("tpu").requires_grad_()
+        fn(x, b).sum().backward()
+        fn(xt, b.to("tpu")).sum().backward()
+        torch.testing.assert_close(xt.grad.cpu(), x.grad, equal_nan=True)

@@ -590,6 +590,80 @@ static tpu_status_t lower_equal(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_AND, eq, flags));
 }
 
+/* ---- small special functions (copysign, hypot, heaviside, sinc, softshrink, entr) */
+static int float_common(tpu_lower_ctx_t* cx) {
+  int idx[2] = {0, 1};
+  int dt = tpu_opmath_dtype(lw_result_type(cx, lw_is_none(cx, 1) || !(lw_is_tensor(cx, 1) || lw_is_scalar_arg(cx, 1)) ? 1 : 2, idx));
+  return tpu_dtype_is_floating(dt) ? dt : TPU_DTYPE_F32;
+}
+static tpu_status_t lower_copysign(tpu_lower_ctx_t* cx) {
+  int dt = float_common(cx);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int zero = lw_const_like(cx, 0, b);
+  /* negative, or -0.0 (1 / -0.0 = -inf) */
+  int neg = tpu_ir_binary(G, TPU_IR_OR, tpu_ir_compare(G, TPU_IR_CMP_LT, b, zero),
+                          tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_EQ, b, zero),
+                                        tpu_ir_compare(G, TPU_IR_CMP_LT, tpu_ir_binary(G, TPU_IR_DIV, lw_const_like(cx, 1.0, b), b), zero)));
+  int m = tpu_ir_unary(G, TPU_IR_ABS, a);
+  return lw_output(cx, 0, tpu_ir_select(G, neg, tpu_ir_unary(G, TPU_IR_NEG, m), m));
+}
+static tpu_status_t lower_hypot(tpu_lower_ctx_t* cx) {
+  int dt = float_common(cx);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = tpu_ir_unary(G, TPU_IR_ABS, lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes));
+  int b = tpu_ir_unary(G, TPU_IR_ABS, lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes));
+  /* scaled to avoid overflow: m * sqrt(1 + (n/m)^2); inf wins over nan as in C hypot */
+  int m = tpu_ir_binary(G, TPU_IR_MAX, a, b), n = tpu_ir_binary(G, TPU_IR_MIN, a, b);
+  int q = tpu_ir_binary(G, TPU_IR_DIV, n, m);
+  int r = tpu_ir_binary(G, TPU_IR_MUL, m, tpu_ir_unary(G, TPU_IR_SQRT, tpu_ir_binary(G, TPU_IR_ADD, lw_const_like(cx, 1.0, q), tpu_ir_binary(G, TPU_IR_MUL, q, q))));
+  r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, m, lw_const_like(cx, 0, m)), lw_const_like(cx, 0, m), r);
+  int inf = tpu_ir_binary(G, TPU_IR_OR, tpu_ir_unary(G, TPU_IR_IS_INF, a), tpu_ir_unary(G, TPU_IR_IS_INF, b));
+  return lw_output(cx, 0, tpu_ir_select(G, inf, lw_const_like(cx, INFINITY, r), r));
+}
+static tpu_status_t lower_heaviside(tpu_lower_ctx_t* cx) { /* (self, values) */
+  if (lw_dtype_of(cx, 0) != lw_dtype_of(cx, 1))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "heaviside is not yet implemented for tensors with different dtypes");
+  int dt = OUT_DT(0);
+  const tpu_tensor_t* o = &cx->outs[0];
+  int x = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int v = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int zero = lw_const_like(cx, 0, x);
+  int r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, x, zero), lw_const_like(cx, 1, x), zero);
+  /* x == 0 ? values : (x > 0), so NaN gives 0 as on the CPU */
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, zero), v, r));
+}
+static tpu_status_t lower_sinc(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt);
+  int px = tpu_ir_binary(G, TPU_IR_MUL, x, lw_const_like(cx, 3.14159265358979323846, x));
+  int r = tpu_ir_binary(G, TPU_IR_DIV, tpu_ir_unary(G, TPU_IR_SIN, px), px);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, lw_const_like(cx, 0, x)), lw_const_like(cx, 1.0, x), r));
+}
+static tpu_status_t lower_softshrink(tpu_lower_ctx_t* cx) { /* (self, lambd) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  lw_check_scalar(cx, 1, TPU_IR_CMP_GE, 0.0, -1, "lambda must be greater or equal to 0, but found to be %g.");
+  int x = lw_input(cx, 0, dt), l = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x);
+  int r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, x, l), tpu_ir_binary(G, TPU_IR_SUB, x, l), lw_const_like(cx, 0, x));
+  r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, tpu_ir_unary(G, TPU_IR_NEG, l)), tpu_ir_binary(G, TPU_IR_ADD, x, l), r);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, x), x, r));
+}
+static tpu_status_t lower_softshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, self, lambd) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt), l = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int out = tpu_ir_compare(G, TPU_IR_CMP_GT, tpu_ir_unary(G, TPU_IR_ABS, x), l);
+  return lw_output(cx, 0, tpu_ir_select(G, out, g, lw_const_like(cx, 0, g)));
+}
+static tpu_status_t lower_entr(tpu_lower_ctx_t* cx) { /* -x log x; 0 at 0; -inf below 0 */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt), zero = lw_const_like(cx, 0, x);
+  int r = tpu_ir_unary(G, TPU_IR_NEG, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_unary(G, TPU_IR_LOG, x)));
+  r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, zero), zero, r);
+  r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, zero), lw_const_like(cx, -INFINITY, x), r);
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, x), x, r));
+}
+
 /* ---- fill / copy / masked_fill (in-place: outs[0] is self) */
 static tpu_status_t lower_fill(tpu_lower_ctx_t* cx) { /* fill_.Scalar(self, value) / fill_.Tensor */
   if (lw_rank_of(cx, 1) != 0)
@@ -690,5 +764,9 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::logaddexp.out", lower_logaddexp}, {"aten::logaddexp", lower_logaddexp},
   {"aten::logaddexp2.out", lower_logaddexp2}, {"aten::logaddexp2", lower_logaddexp2},
   {"aten::equal", lower_equal},
+  {"aten::copysign.out", lower_copysign}, {"aten::copysign.Scalar_out", lower_copysign},
+  {"aten::hypot.out", lower_hypot}, {"aten::heaviside.out", lower_heaviside}, {"aten::sinc.out", lower_sinc},
+  {"aten::softshrink.out", lower_softshrink}, {"aten::softshrink_backward.grad_input", lower_softshrink_backward},
+  {"aten::softshrink_backward", lower_softshrink_backward}, {"aten::special_entr.out", lower_entr},
   TPU_LOWERING_END
 };
