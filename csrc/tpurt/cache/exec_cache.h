@@ -18,6 +18,8 @@ typedef struct tpu_exec_entry_s {
   tpu_scalar_bind_t sbind[TPU_LOWER_MAX_SCALARS];
   int n_checks;
   tpu_scalar_check_t checks[TPU_LOWER_MAX_CHECKS];
+  int n_arg_outs;
+  int16_t arg_outs[TPU_LOWER_MAX_ARG_OUTS];
   int refcount; /* atomic */
   struct tpu_exec_entry_s *lru_prev, *lru_next, *chain;
 } tpu_exec_entry_t;

@@ -198,6 +198,19 @@ tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
   tpu_ir_output(&cx->g, v);
   return TPU_OK;
 }
+tpu_status_t lw_output_arg(tpu_lower_ctx_t* cx, int arg, int v) {
+  if (cx->g.status) return TPU_OK;
+  if (arg < 0 || arg >= cx->nargs || cx->args[arg].kind != TPU_ARG_TENSOR || cx->n_arg_outs >= TPU_LOWER_MAX_ARG_OUTS)
+    return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: argument %d cannot be written", cx->op_name, arg);
+  if (cx->g.n_outputs != cx->nouts + cx->n_arg_outs)
+    return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bind every output before argument outputs", cx->op_name);
+  const tpu_tensor_t* t = cx->args[arg].tensor;
+  v = tpu_ir_convert(&cx->g, v, t->dtype);
+  v = lw_bcast(cx, v, t->ndim, t->sizes);
+  tpu_ir_output(&cx->g, v);
+  cx->arg_outs[cx->n_arg_outs++] = (int16_t)arg;
+  return TPU_OK;
+}
 int lw_norm_dim(tpu_lower_ctx_t* cx, int64_t dim, int rank) {
   int r = rank ? rank : 1;
   if (dim < -r || dim >= r) {

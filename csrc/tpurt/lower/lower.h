@@ -34,6 +34,7 @@ typedef struct { int16_t kind; int16_t arg; int32_t index; } tpu_scalar_bind_t;
  * <cmp> (arg2 >= 0 ? value(arg2) : bound) must hold, else msg (printf with the
  * value(s) as %g) becomes an INVALID_ARGUMENT error. */
 #define TPU_LOWER_MAX_CHECKS 4
+#define TPU_LOWER_MAX_ARG_OUTS 4
 typedef struct { int16_t arg, arg2; int32_t cmp; double bound; char msg[112]; } tpu_scalar_check_t;
 
 typedef struct tpu_lower_ctx_s {
@@ -49,6 +50,8 @@ typedef struct tpu_lower_ctx_s {
   tpu_scalar_bind_t sbind[TPU_LOWER_MAX_SCALARS];
   int n_checks;
   tpu_scalar_check_t checks[TPU_LOWER_MAX_CHECKS];
+  int n_arg_outs;         /* extra outputs written into tensor arguments (lw_output_arg) */
+  int16_t arg_outs[TPU_LOWER_MAX_ARG_OUTS];
   int gen_arg;            /* argument holding the generator (-1: none) */
   uint64_t rng_increment; /* Philox counters to reserve per run */
 } tpu_lower_ctx_t;
@@ -103,6 +106,10 @@ int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims); /* nump
 int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like);
 int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);   /* splat of like's shape+dtype */
 int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
+/* Binds v as an extra output written into tensor argument `arg`, for ops that update an
+ * input their schema does not mark as written (native_batch_norm's running stats). Call
+ * after every lw_output. */
+tpu_status_t lw_output_arg(tpu_lower_ctx_t* cx, int arg, int v);
 /* Binds v as output k: converted to the output's dtype, broadcast to its shape.
  * An absent output (record ndim == -1: an undefined tensor the meta function
  * returned, e.g. a masked-off gradient) gets a dummy and v is ignored (may be -1). */

@@ -18,8 +18,8 @@
  *     linear / cubic modes, and every backward, multiply each spatial dim by an
  *     [out, in] resampling matrix (GEMM) built from iotas and PyTorch's source-index
  *     formulas in the op-math dtype.
- *   - native_batch_norm in training mode writes running_mean / running_var: the
- *     registry passes them as outputs 3 and 4 (their schema does not mark them). */
+ *   - native_batch_norm in training mode writes running_mean / running_var, which its
+ *     schema does not mark written: the lowering binds them with lw_output_arg. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,7 +72,7 @@ static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
 
 /* Argument / output layout of one batch-norm forward overload: input, weight, bias,
  * running stats, training flag (-1: always training), momentum, eps; out_rs: index of
- * the first of the running-stat outputs (-1: none, -2: outputs 3, 4 when present),
+ * the first of the running-stat outputs (-1: none, -2: written into the running-stat arguments (lw_output_arg)),
  * out_y: index of the normalized output (then save_mean, save_invstd), n_extra: trailing
  * placeholder outputs (the reserve of _batch_norm_with_update). */
 typedef struct { int ix, iw, ib, irm, irv, itrain, imom, ieps, out_rs, out_y, n_extra; } bn_spec_t;
@@ -118,9 +118,11 @@ static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
   int y = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, scale, x, 1));
   if (!lw_is_none(cx, sp->ib)) y = BIN(ADD, y, along(cx, lw_input(cx, sp->ib, dt), x, 1));
   /* running stats: (1 - m) * r + m * stat (var unbiased); unchanged in eval mode */
-  int out_rs = sp->out_rs == -2 ? (cx->nouts == 5 ? 3 : -1) : sp->out_rs;
+  /* -2: the running stats are arguments the schema does not mark written (native_batch_norm) */
+  int rs_args = sp->out_rs == -2 && training && has_rs;
+  int out_rs = sp->out_rs == -2 ? -1 : sp->out_rs;
   int nrm = -1, nrv = -1;
-  if (out_rs >= 0) {
+  if (out_rs >= 0 || rs_args) {
     if (!has_rs) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: running stats must be defined", cx->op_name);
     int rdt = tpu_opmath_dtype(lw_dtype_of(cx, sp->irm));
     nrm = lw_input(cx, sp->irm, rdt);
@@ -143,11 +145,15 @@ static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
     else if (k == sp->out_y + 2) lw_output(cx, k, training ? invstd : const_out(cx, k, 0));
     else lw_output(cx, k, const_out(cx, k, 0)); /* reserve */
   }
+  if (rs_args) {
+    lw_output_arg(cx, sp->irm, nrm);
+    lw_output_arg(cx, sp->irv, nrv);
+  }
   return cx->g.status;
 }
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, bool training,
  *   float momentum, float eps) -> (out, save_mean, save_invstd) [+ running_mean,
- *   running_var written when training with running stats; see registry.c] */
+ *   running_var written when training with running stats, through lw_output_arg] */
 static tpu_status_t lower_batch_norm(tpu_lower_ctx_t* cx) {
   const bn_spec_t sp = {0, 1, 2, 3, 4, 5, 6, 7, -2, 0, 0};
   return lw_batch_norm(cx, &sp);

@@ -143,7 +143,7 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
   cx->gen_arg = -1;
   tpu_status_t st = l->fn(cx);
   if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
-  if (st == TPU_OK && cx->g.n_outputs != nouts)
+  if (st == TPU_OK && cx->g.n_outputs != nouts + cx->n_arg_outs)
     st = TPU_ERR(INTERNAL, "%s: lowering bound %d of %d outputs", name, cx->g.n_outputs, nouts);
   tpu_exec_entry_t* e = NULL;
   if (st == TPU_OK) {
@@ -154,6 +154,8 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
   if (st == TPU_OK) {
     e->n_tbind = cx->n_tbind; e->n_sbind = cx->n_sbind; e->gen_arg = cx->gen_arg;
     e->rng_increment = cx->rng_increment; e->n_outputs = nouts;
+    e->n_arg_outs = cx->n_arg_outs;
+    memcpy(e->arg_outs, cx->arg_outs, sizeof(e->arg_outs));
     memcpy(e->tbind, cx->tbind, sizeof(e->tbind));
     memcpy(e->sbind, cx->sbind, sizeof(e->sbind));
     e->n_checks = cx->n_checks;
@@ -318,13 +320,6 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
   const tpu_lowering_t* l = find_lowering(op_name);
   if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
-  /* native_batch_norm updates running_mean / running_var (args 3, 4) in training mode
-   * though its schema does not mark them written: they become outputs 3 and 4. */
-  if (nouts == 3 && nargs == 8 && !strcmp(op_name, "aten::native_batch_norm") && args[5].kind == TPU_ARG_BOOL &&
-      args[5].i && args[3].kind == TPU_ARG_TENSOR && args[4].kind == TPU_ARG_TENSOR) {
-    tpu_tensor_t o5[5] = {outs[0], outs[1], outs[2], *args[3].tensor, *args[4].tensor};
-    return tpu_op_run(device, op_name, args, nargs, o5, 5);
-  }
   int64_t split_n = 0, split_chunk = 0;
   if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk))
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk);
@@ -355,9 +350,9 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
     if (st) { tpu_exec_entry_release(e); return st; }
   }
   /* bind */
-  task_t* t = malloc(sizeof(task_t) + (size_t)(e->n_tbind + nouts) * sizeof(tpu_host_view_t));
+  task_t* t = malloc(sizeof(task_t) + (size_t)(e->n_tbind + nouts + e->n_arg_outs) * sizeof(tpu_host_view_t));
   if (!t) { tpu_exec_entry_release(e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-  t->e = e; t->np = e->n_tbind; t->nout = nouts;
+  t->e = e; t->np = e->n_tbind; t->nout = nouts + e->n_arg_outs;
   for (int p = 0; p < e->n_tbind; ++p) {
     const tpu_tensor_bind_t* b = &e->tbind[p];
     const tpu_tensor_t* src = b->src == TPU_BIND_ARG ? args[b->arg].tensor
@@ -388,6 +383,7 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
     if (outs[j].ndim >= 0) { to_view(v, &outs[j]); continue; }
     v->data = (char*)&t->sink; v->dtype = TPU_DTYPE_F64; v->rank = 0;
   }
+  for (int j = 0; j < e->n_arg_outs; ++j) to_view(&t->views[e->n_tbind + nouts + j], args[e->arg_outs[j]].tensor);
   tpu_metrics_add_ops(1);
   return tpu_rt_queue_enqueue(device, op_name, task_run, t, task_free);
 }
