@@ -280,3 +280,13 @@ int tpu_can_cast(int from, int to) {
   return 1;
 }
 int tpu_opmath_dtype(int dt) { return (dt == TPU_DTYPE_F16 || dt == TPU_DTYPE_BF16) ? TPU_DTYPE_F32 : dt; }
+const char* tpu_dtype_c10_name(int dt) {
+  static const char* const n[TPU_DTYPE_COUNT] = {"Float", "Double", "Half", "BFloat16", "Long",
+                                                 "Int", "Short", "Char", "Byte", "Bool"};
+  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
+}
+const char* tpu_dtype_cpp_name(int dt) {
+  static const char* const n[TPU_DTYPE_COUNT] = {"float", "double", "c10::Half", "c10::BFloat16", "long int",
+                                                 "int", "short int", "signed char", "unsigned char", "bool"};
+  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
+}

@@ -360,10 +360,9 @@ static tpu_status_t lower_index(tpu_lower_ctx_t* cx) {
 
 /* ---- index_put_ / _index_put_impl_(self, indices, values, accumulate[, unsafe]) */
 static tpu_status_t check_same_dtype_put(tpu_lower_ctx_t* cx, int xdt, int vdt) {
-  static const char* const names[TPU_DTYPE_COUNT] = {"Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool"};
   if (xdt != vdt)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Index put requires the source and destination dtypes match, got %s for the destination and %s for the source.",
-                   names[xdt], names[vdt]);
+                   tpu_dtype_c10_name(xdt), tpu_dtype_c10_name(vdt));
   return TPU_OK;
 }
 static int can_bcast(int r, const int64_t* d, int R, const int64_t* D) {

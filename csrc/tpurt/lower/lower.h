@@ -121,7 +121,9 @@ tpu_status_t lw_fail(tpu_lower_ctx_t* cx, tpu_status_code_t code, const char* fm
 int tpu_promote_types(int a, int b);
 int lw_result_type(const tpu_lower_ctx_t* cx, int n, const int* arg_idx);
 int tpu_can_cast(int from, int to);
-int tpu_opmath_dtype(int dtype);  /* f16/bf16 -> f32; others unchanged */
+int tpu_opmath_dtype(int dtype);
+const char* tpu_dtype_c10_name(int dtype); /* "Float", "BFloat16": c10::ScalarType names in messages */
+const char* tpu_dtype_cpp_name(int dtype); /* "float", "c10::BFloat16": caffe2::TypeMeta names */  /* f16/bf16 -> f32; others unchanged */
 int lw_norm_dim(tpu_lower_ctx_t* cx, int64_t dim, int rank); /* wraps negative dims; -1 on error */
 
 /* ---- common op shapes */

@@ -14,18 +14,8 @@
 
 #define G (&cx->g)
 #define OUT_DT(k) (cx->outs[k].dtype)
-
-static const char* c10_name(int dt) {
-  static const char* const n[TPU_DTYPE_COUNT] = {"Float", "Double", "Half", "BFloat16", "Long",
-                                                 "Int", "Short", "Char", "Byte", "Bool"};
-  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
-}
-/* caffe2::TypeMeta names (what `tensor.dtype()` prints in C++ messages). */
-static const char* cpp_name(int dt) {
-  static const char* const n[TPU_DTYPE_COUNT] = {"float", "double", "c10::Half", "c10::BFloat16", "long int",
-                                                 "int", "short int", "signed char", "unsigned char", "bool"};
-  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
-}
+#define c10_name tpu_dtype_c10_name
+#define cpp_name tpu_dtype_cpp_name
 
 static tpu_status_t check_not_bool(tpu_lower_ctx_t* cx, int dt, const char* kernel) {
   if (dt == TPU_DTYPE_BOOL)

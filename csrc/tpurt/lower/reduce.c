@@ -14,20 +14,9 @@
 
 #define G (&cx->g)
 #define OUT_DT(k) (cx->outs[k].dtype)
+#define c10_name tpu_dtype_c10_name
+#define cpp_name tpu_dtype_cpp_name
 
-/* c10::ScalarType names, as PyTorch prints them in messages. */
-static const char* c10_name(int dt) {
-  static const char* const n[TPU_DTYPE_COUNT] = {"Float", "Double", "Half", "BFloat16", "Long",
-                                                 "Int", "Short", "Char", "Byte", "Bool"};
-  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
-}
-
-/* caffe2::TypeMeta names (C++ messages print these). */
-static const char* cpp_name(int dt) {
-  static const char* const n[TPU_DTYPE_COUNT] = {"float", "double", "c10::Half", "c10::BFloat16", "long int",
-                                                 "int", "short int", "signed char", "unsigned char", "bool"};
-  return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
-}
 static int check_out_dtype(tpu_lower_ctx_t* cx, int k, int want) {
   const tpu_tensor_t* o = lw_out_meta(cx, k);
   if (!o || o->ndim < 0 || o->dtype == want) return 0;

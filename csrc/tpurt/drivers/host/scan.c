@@ -53,14 +53,14 @@ static tpu_status_t check(const tpu_ir_op_t* op, const tpu_host_view_t* x, const
   return TPU_OK;
 }
 tpu_status_t tpu_host_k_logcumsumexp(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
-  int64_t lines;
+  int64_t lines = 0;
   TPU_RETURN_IF_ERROR(check(op, x, out, &lines));
   lcse_job_t J = {x, out, (int)op->i1};
   if (lines) tpu_pool_parallel_for(lines, TPU_MAX(1, 16384 / TPU_MAX(1, x->sizes[J.dim])), lcse_worker, &J);
   return TPU_OK;
 }
 tpu_status_t tpu_host_k_logcumsumexp_ref(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
-  int64_t lines;
+  int64_t lines = 0;
   TPU_RETURN_IF_ERROR(check(op, x, out, &lines));
   lcse_job_t J = {x, out, (int)op->i1};
   if (lines) lcse_worker(&J, 0, lines);
