@@ -181,6 +181,14 @@ int lw_const_like(tpu_lower_ctx_t* cx, double value, int like) {
   const tpu_ir_type_t* t = tpu_ir_type(&cx->g, like);
   return lw_const(cx, value, t->dtype, t->rank, t->dims);
 }
+int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags) {
+  if (v < 0 || like < 0) return -1;
+  tpu_ir_type_t t = *tpu_ir_type(&cx->g, like); /* a copy: builders may move the op array */
+  int64_t bd[TPU_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < t.rank; ++d) if (!flags[d]) bd[n++] = d;
+  return tpu_ir_broadcast(&cx->g, v, t.rank, t.dims, bd);
+}
 tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
   if (cx->g.status) return TPU_OK; /* reported by the caller */
   if (k < 0 || k >= cx->nouts) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: no output %d", cx->op_name, k);

@@ -104,7 +104,9 @@ void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* out_seed, 
 /* ---- shape/dtype helpers */
 int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims); /* numpy-style */
 int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like);
-int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);   /* splat of like's shape+dtype */
+int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);
+/* v, the result of reducing `like` over the dims flagged in `flags`, broadcast back to like's shape. */
+int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags);   /* splat of like's shape+dtype */
 int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
 /* Binds v as an extra output written into tensor argument `arg`, for ops that update an
  * input their schema does not mark as written (native_batch_norm's running stats). Call

@@ -19,15 +19,7 @@ static tpu_ir_type_t type_of(tpu_lower_ctx_t* cx, int v) {
   if (v >= 0) t = *tpu_ir_type(G, v); /* a copy: builders may move the op array */
   return t;
 }
-/* v (like reduced over the dims flagged in `flags`) broadcast back to like's shape */
-static int unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags) {
-  if (v < 0 || like < 0) return -1;
-  tpu_ir_type_t t = type_of(cx, like);
-  int64_t bd[TPU_MAX_DIMS];
-  int n = 0;
-  for (int d = 0; d < t.rank; ++d) if (!flags[d]) bd[n++] = d;
-  return tpu_ir_broadcast(G, v, t.rank, t.dims, bd);
-}
+#define unreduce lw_unreduce
 static int sum_all(tpu_lower_ctx_t* cx, int v) {
   tpu_ir_type_t t = type_of(cx, v);
   if (v < 0 || t.rank == 0) return v;

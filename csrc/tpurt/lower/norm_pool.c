@@ -51,15 +51,7 @@ static int const_out(tpu_lower_ctx_t* cx, int k, double v) {
   if (!o || o->ndim < 0) return -1;
   return lw_const(cx, v, o->dtype, o->ndim, o->sizes);
 }
-/* v reduced over flags, broadcast back to like's shape */
-static int unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags) {
-  if (v < 0 || like < 0) return -1;
-  tpu_ir_type_t t = type_of(cx, like);
-  int64_t bd[TPU_MAX_DIMS];
-  int n = 0;
-  for (int d = 0; d < t.rank; ++d) if (!flags[d]) bd[n++] = d;
-  return tpu_ir_broadcast(G, v, t.rank, t.dims, bd);
-}
+#define unreduce lw_unreduce
 /* a [C] vector broadcast along dim `cd` of like */
 static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
   if (v < 0 || like < 0) return -1;
