@@ -1,4 +1,5 @@
-/* optim.c — fused optimizer steps (_fused_adam_, _fused_adamw_, _fused_sgd_): one
+/* optim.c — fused optimizer steps (_fused_adam_, _fused_adamw_, _fused_sgd_) and the
+ * GradScaler ops (_amp_foreach_non_finite_check_and_unscale_, _amp_update_scale_): one
  * graph per call over the tensor lists (the registry runs long lists as several
  * calls over slices). The math mirrors PyTorch's CPU fused kernels (FusedAdamKernel,
  * FusedSGDKernel): per-call coefficients in f64, cast once to the op-math dtype;
@@ -180,9 +181,90 @@ static tpu_status_t lower_fused_sgd(tpu_lower_ctx_t* cx) {
   return TPU_OK;
 }
 
+/* ---- GradScaler (torch.amp): the CPU kernels' semantics (AmpKernels.cpp). */
+static int one_elem_float(tpu_lower_ctx_t* cx, int i, const char* what) {
+  const tpu_tensor_t* t = lw_is_tensor(cx, i) ? cx->args[i].tensor : NULL;
+  tpu_status_t st = TPU_OK;
+  int64_t numel = 1;
+  for (int d = 0; t && d < t->ndim; ++d) numel *= t->sizes[d];
+  if (!t) st = TPU_ERR(INVALID_ARGUMENT, "%s: %s must be a tensor", cx->op_name, what);
+  else if (numel != 1) st = TPU_ERR(INVALID_ARGUMENT, "%s must be a 1-element tensor.", what);
+  else if (t->dtype != TPU_DTYPE_F32) st = TPU_ERR(INVALID_ARGUMENT, "%s must be a float tensor.", what);
+  if (st) tpu_ir_fail(G, st);
+  return st == TPU_OK;
+}
+
+/* _amp_foreach_non_finite_check_and_unscale_(Tensor(a!)[] self, Tensor(b!) found_inf,
+ *   Tensor inv_scale): self[i] *= inv_scale (op-math dtype, rounded once); found_inf = 1
+ * if any element of any tensor is inf/NaN, else unchanged (so the registry may run a
+ * long list as slices that share found_inf). Outputs: self[0..n), found_inf. */
+static tpu_status_t lower_amp_unscale(tpu_lower_ctx_t* cx) {
+  int n = lw_list_len(cx, 0);
+  if (n < 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected a tensor list", cx->op_name);
+  if (n + 1 > MAXN) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: at most %d tensors per call", cx->op_name, MAXN - 1);
+  if (cx->nouts != n + 1) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: expected %d outputs, got %d", cx->op_name, n + 1, cx->nouts);
+  if (!one_elem_float(cx, 1, "found_inf") || !one_elem_float(cx, 2, "inv_scale")) return TPU_OK;
+  int found0 = as_scalar(cx, lw_input(cx, 1, TPU_DTYPE_F32));
+  int inv = as_scalar(cx, lw_input(cx, 2, TPU_DTYPE_F32));
+  int any = tpu_ir_constant(G, TPU_DTYPE_BOOL, 0);
+  int res[MAXN];
+  for (int i = 0; i < n; ++i) {
+    const tpu_tensor_t* t = lw_list_meta(cx, 0, i);
+    if (!t) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: undefined tensor in the list", cx->op_name);
+    if (!tpu_dtype_is_floating(t->dtype))
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: expected floating point tensors, got %s", cx->op_name, tpu_dtype_name(t->dtype));
+    int dt = tpu_opmath_dtype(t->dtype);
+    int x = lw_list_input(cx, 0, i, dt);
+    int64_t all[TPU_MAX_DIMS];
+    for (int d = 0; d < t->ndim; ++d) all[d] = 1;
+    int bad = tpu_ir_unary(G, TPU_IR_NOT, tpu_ir_unary(G, TPU_IR_IS_FINITE, x));
+    if (t->ndim > 0) bad = tpu_ir_reduce(G, TPU_IR_MONOID_OR, bad, all);
+    any = BIN(OR, any, bad);
+    res[i] = BIN(MUL, x, bc(cx, tpu_ir_convert(G, inv, dt), x));
+  }
+  int found = tpu_ir_select(G, any, tpu_ir_constant(G, TPU_DTYPE_F32, 1.0), found0);
+  for (int i = 0; i < n; ++i) lw_output(cx, i, res[i]);
+  return lw_output(cx, n, found);
+}
+
+/* _amp_update_scale_(Tensor(a!) self, Tensor(b!) growth_tracker, Tensor found_inf,
+ *   float scale_growth_factor, float scale_backoff_factor, int growth_interval):
+ * found_inf: scale *= backoff, tracker = 0; else tracker + 1 == interval: scale *= growth
+ * (kept only if finite), tracker = 0; else tracker += 1. Products in f64, rounded to f32.
+ * Outputs: self, growth_tracker. */
+static tpu_status_t lower_amp_update_scale(tpu_lower_ctx_t* cx) {
+  if (!one_elem_float(cx, 0, "current_scale") || !one_elem_float(cx, 2, "found_inf")) return TPU_OK;
+  const tpu_tensor_t* gt = lw_is_tensor(cx, 1) ? cx->args[1].tensor : NULL;
+  if (!gt || gt->dtype != TPU_DTYPE_I32)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "growth_tracker must be an int tensor.");
+  int64_t numel = 1;
+  for (int d = 0; d < gt->ndim; ++d) numel *= gt->sizes[d];
+  if (numel != 1) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "growth_tracker must be a 1-element tensor.");
+  if (cx->nouts != 2) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: expected 2 outputs, got %d", cx->op_name, cx->nouts);
+  int scale = as_scalar(cx, lw_input(cx, 0, TPU_DTYPE_F64));
+  int tracker = as_scalar(cx, lw_input(cx, 1, TPU_DTYPE_I32));
+  int found = as_scalar(cx, lw_input(cx, 2, TPU_DTYPE_F32));
+  int growth = lw_scalar(cx, 3, TPU_DTYPE_F64), backoff = lw_scalar(cx, 4, TPU_DTYPE_F64);
+  int interval = tpu_ir_constant(G, TPU_DTYPE_I32, (double)lw_int(cx, 5, 2000));
+  int is_inf = tpu_ir_compare(G, TPU_IR_CMP_NE, found, tpu_ir_constant(G, TPU_DTYPE_F32, 0.0));
+  int succ = BIN(ADD, tracker, tpu_ir_constant(G, TPU_DTYPE_I32, 1));
+  int grow = tpu_ir_compare(G, TPU_IR_CMP_EQ, succ, interval);
+  int grown = tpu_ir_convert(G, BIN(MUL, scale, growth), TPU_DTYPE_F32);
+  int scale32 = tpu_ir_convert(G, scale, TPU_DTYPE_F32);
+  int kept = tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_FINITE, grown), grown, scale32);
+  int zero = tpu_ir_constant(G, TPU_DTYPE_I32, 0);
+  int new_scale = tpu_ir_select(G, is_inf, tpu_ir_convert(G, BIN(MUL, scale, backoff), TPU_DTYPE_F32),
+                                tpu_ir_select(G, grow, kept, scale32));
+  int new_tracker = tpu_ir_select(G, is_inf, zero, tpu_ir_select(G, grow, zero, succ));
+  lw_output(cx, 0, new_scale);
+  return lw_output(cx, 1, new_tracker);
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_optim) = {
   {"aten::_fused_adam_", lower_fused_adam}, {"aten::_fused_adam_.tensor_lr", lower_fused_adam},
   {"aten::_fused_adamw_", lower_fused_adamw}, {"aten::_fused_adamw_.tensor_lr", lower_fused_adamw},
   {"aten::_fused_sgd_", lower_fused_sgd}, {"aten::_fused_sgd_.tensor_lr", lower_fused_sgd},
+  {"aten::_amp_foreach_non_finite_check_and_unscale_", lower_amp_unscale},
+  {"aten::_amp_update_scale_", lower_amp_update_scale},
   TPU_LOWERING_END
 };

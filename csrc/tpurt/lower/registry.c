@@ -270,8 +270,12 @@ static void to_view(tpu_host_view_t* v, const tpu_tensor_t* t) {
  * Scalar[] list) has length N or 0 and the outputs are blocks of N (written lists,
  * Tensor[] returns) — the per-tensor independence these op families guarantee. */
 static int list_split_plan(const char* name, const tpu_arg_t* args, int nargs, int nouts, int64_t* out_n,
-                           int64_t* out_chunk) {
-  if (strncmp(name, "aten::_foreach_", 15) && strncmp(name, "aten::_fused_", 13)) return 0;
+                           int64_t* out_chunk, int* out_tail) {
+  /* GradScaler's unscale writes one found_inf flag after its list, which each call only
+   * ever sets: every slice gets that trailing output too. */
+  int tail = !strcmp(name, "aten::_amp_foreach_non_finite_check_and_unscale_");
+  if (strncmp(name, "aten::_foreach_", 15) && strncmp(name, "aten::_fused_", 13) && !tail) return 0;
+  nouts -= tail;
   int64_t n = 0;
   int nlists = 0;
   for (int i = 0; i < nargs; ++i) {
@@ -281,20 +285,20 @@ static int list_split_plan(const char* name, const tpu_arg_t* args, int nargs, i
   }
   if (n <= 1 || nouts % n) return 0;
   int64_t per_out = nouts / n;
-  int64_t chunk = per_out ? TPU_IR_MAX_OUTPUTS / per_out : n;
+  int64_t chunk = per_out ? (TPU_IR_MAX_OUTPUTS - tail) / per_out : n;
   int64_t by_in = (TPU_LOWER_MAX_PARAMS - 8) / (nlists + 1);
   if (by_in < chunk) chunk = by_in;
   if (chunk < 1) chunk = 1;
   if (n <= chunk) return 0;
-  *out_n = n; *out_chunk = chunk;
+  *out_n = n; *out_chunk = chunk; *out_tail = tail;
   return 1;
 }
 static tpu_status_t list_split_run(int device, const char* name, const tpu_arg_t* args, int nargs,
-                                   const tpu_tensor_t* outs, int nouts, int64_t n, int64_t chunk) {
+                                   const tpu_tensor_t* outs, int nouts, int64_t n, int64_t chunk, int tail) {
   tpu_arg_t* a = malloc((size_t)(nargs ? nargs : 1) * sizeof(tpu_arg_t));
   tpu_tensor_t* o = malloc((size_t)(nouts ? nouts : 1) * sizeof(tpu_tensor_t));
   if (!a || !o) { free(a); free(o); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-  int64_t blocks = nouts / n;
+  int64_t blocks = (nouts - tail) / n;
   tpu_status_t st = TPU_OK;
   for (int64_t b = 0; b < n && st == TPU_OK; b += chunk) {
     int64_t c = TPU_MIN(chunk, n - b);
@@ -306,7 +310,8 @@ static tpu_status_t list_split_run(int device, const char* name, const tpu_arg_t
       else if (args[i].kind == TPU_ARG_INT_LIST || args[i].kind == TPU_ARG_BOOL_LIST) { a[i].ints = args[i].ints + b; a[i].len = c; }
     }
     for (int64_t k = 0; k < blocks; ++k) memcpy(o + k * c, outs + k * n + b, (size_t)c * sizeof(tpu_tensor_t));
-    st = tpu_op_run(device, name, a, nargs, o, (int)(blocks * c));
+    memcpy(o + blocks * c, outs + blocks * n, (size_t)tail * sizeof(tpu_tensor_t));
+    st = tpu_op_run(device, name, a, nargs, o, (int)(blocks * c + tail));
   }
   free(a); free(o);
   return st;
@@ -321,8 +326,9 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   const tpu_lowering_t* l = find_lowering(op_name);
   if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
   int64_t split_n = 0, split_chunk = 0;
-  if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk))
-    return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk);
+  int split_tail = 0;
+  if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk, &split_tail))
+    return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk, split_tail);
   key_t_ k = {.p = NULL, .cap = sizeof(k.inline_buf)};
   k.p = k.inline_buf;
   tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars);
