@@ -240,6 +240,13 @@ typedef struct tpu_metrics_s {
   uint64_t exec_cache_entries;
   double compile_seconds;
   uint64_t kernels_launched;    /* host-driver steps executed */
+  /* compiler (summed over compiles): graph sizes before/after the passes, rewrites per pass,
+   * fusion in the host plans */
+  uint64_t graph_ops_before, graph_ops_after;
+  uint64_t pass_canon_rewrites, pass_folds, pass_cse_hits, pass_dce_removed;
+  uint64_t fusion_clusters;         /* elementwise clusters of 2+ ops (one tile loop each) */
+  uint64_t fusion_ops_fused;        /* elementwise ops evaluated inside another op's loop */
+  uint64_t fusion_reduce_producers; /* elementwise clusters evaluated inside their reduce */
 } tpu_metrics_t;
 void tpu_metrics_get(tpu_metrics_t* out_metrics);
 void tpu_metrics_reset(void);

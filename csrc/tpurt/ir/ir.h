@@ -201,6 +201,15 @@ uint64_t tpu_ir_hash(const tpu_ir_graph_t* g);              /* structural */
 int tpu_ir_equal(const tpu_ir_graph_t* a, const tpu_ir_graph_t* b);
 /* Text form into buf (truncated with "..." if too small); returns bytes needed. */
 size_t tpu_ir_print(const tpu_ir_graph_t* g, char* buf, size_t cap);
+/* StableHLO MLIR text of g: one `func.func public @<func_name>` ("main" if NULL) in a module.
+ * Arguments: the tensor params %arg0.. in param index order, then the runtime scalars as
+ * rank-0 tensors in scalar index order. Results: the graph outputs in order. Composite IR ops
+ * and custom_call targets are expanded into StableHLO (plus CHLO for special functions) that
+ * computes what the host driver computes (docs/stablehlo.md lists the known gaps).
+ * *out_text: malloc'd, NUL-terminated, the caller free()s it; NULL on error.
+ * Errors: INVALID_ARGUMENT if g fails tpu_ir_verify; UNSUPPORTED naming an op or target the
+ * printer cannot express (e.g. rng). Thread-safe for distinct or unchanging graphs. */
+tpu_status_t tpu_ir_stablehlo_print(const tpu_ir_graph_t* g, const char* func_name, char** out_text);
 int tpu_ir_same_shape(const tpu_ir_type_t* a, const tpu_ir_type_t* b);
 int64_t tpu_ir_numel(const tpu_ir_type_t* t);
 

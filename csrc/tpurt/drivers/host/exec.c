@@ -21,6 +21,16 @@ struct tpu_host_exe_s {
 
 const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return &e->g; }
 int tpu_host_exe_num_steps(const tpu_host_exe_t* e) { return e->n_steps; }
+void tpu_host_exe_fusion_stats(const tpu_host_exe_t* e, int32_t* out_clusters, int32_t* out_fused_ops,
+                               int32_t* out_reduce_producers) {
+  int32_t c = 0, f = 0, r = 0;
+  for (int v = 0; v < e->g.n_ops; ++v) {
+    if (e->kind[v] == K_ROOT && e->mem_cnt[v] > 1) c++;
+    if (e->kind[v] == K_MEMBER) f++;
+    if (e->fused[v]) r++;
+  }
+  *out_clusters = c; *out_fused_ops = f; *out_reduce_producers = r;
+}
 
 void tpu_host_exe_free(tpu_host_exe_t* e) {
   if (!e) return;

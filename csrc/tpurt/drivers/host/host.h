@@ -33,6 +33,10 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
 void tpu_host_exe_free(tpu_host_exe_t* exe);
 const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* exe);
 int tpu_host_exe_num_steps(const tpu_host_exe_t* exe); /* kernels per run */
+/* Fusion in the plan: elementwise clusters of 2+ ops, elementwise ops evaluated inside
+ * another op's tile loop, clusters evaluated block by block inside their reduce. */
+void tpu_host_exe_fusion_stats(const tpu_host_exe_t* exe, int32_t* out_clusters, int32_t* out_fused_ops,
+                               int32_t* out_reduce_producers);
 
 /* Runs the executable synchronously on the calling thread (a device queue
  * worker), using the shared thread pool inside kernels. params/outs: one view

@@ -1,0 +1,62 @@
+/* pass_cse.c — common subexpression elimination: an op equal to an earlier one (same
+ * opcode, type and attributes byte for byte, same operands after remapping) is replaced
+ * by it. Every IR op is a pure function of its operands (RNG takes seed and offset as
+ * operands), so sharing never changes a result. Params and scalars are never merged
+ * (their index differs anyway). */
+#include <stdlib.h>
+
+#include "compiler/compiler.h"
+#include "compiler/rewrite.h"
+
+static uint64_t mix(uint64_t h, const void* p, size_t n) {
+  const unsigned char* c = p;
+  for (size_t i = 0; i < n; ++i) { h ^= c[i]; h *= 1099511628211ull; }
+  return h;
+}
+/* Op with its operand offset cleared: the bytes that define its value besides operands. */
+static tpu_ir_op_t key_of(const tpu_ir_op_t* op) {
+  tpu_ir_op_t k = *op;
+  k.in_off = 0; /* prec (precision_config) is an attribute: compared */
+  return k;
+}
+static uint64_t hash_new(const tpu_ir_graph_t* ng, int v) {
+  tpu_ir_op_t k = key_of(&ng->ops[v]);
+  uint64_t h = mix(1469598103934665603ull, &k, sizeof(k));
+  return mix(h, ng->operands + ng->ops[v].in_off, (size_t)k.n_in * sizeof(int32_t));
+}
+static int same_new(const tpu_ir_graph_t* ng, int a, int b) {
+  tpu_ir_op_t ka = key_of(&ng->ops[a]), kb = key_of(&ng->ops[b]);
+  return !memcmp(&ka, &kb, sizeof(ka)) &&
+         !memcmp(ng->operands + ng->ops[a].in_off, ng->operands + ng->ops[b].in_off,
+                 (size_t)ka.n_in * sizeof(int32_t));
+}
+
+tpu_status_t tpu_compiler_cse(tpu_ir_graph_t* g, int* out_changes) {
+  *out_changes = 0;
+  tpu_rw_t rw;
+  TPU_RETURN_IF_ERROR(tpu_rw_begin(&rw, g));
+  size_t cap = 16;
+  while (cap < (size_t)g->n_ops * 2) cap *= 2;
+  int32_t* table = malloc(cap * sizeof(int32_t));
+  if (!table) { tpu_rw_abort(&rw); return TPU_ERR(OUT_OF_MEMORY, "compiler: out of host memory"); }
+  for (size_t i = 0; i < cap; ++i) table[i] = -1;
+  int changes = 0;
+  for (int v = 0; v < g->n_ops && !rw.ng.status; ++v) {
+    int nv = tpu_rw_copy(&rw, v);
+    rw.map[v] = nv;
+    int oc = g->ops[v].opcode;
+    if (nv < 0 || oc == TPU_IR_PARAM || oc == TPU_IR_SCALAR) continue;
+    size_t slot = (size_t)hash_new(&rw.ng, nv) & (cap - 1);
+    while (table[slot] >= 0 && !same_new(&rw.ng, table[slot], nv)) slot = (slot + 1) & (cap - 1);
+    if (table[slot] < 0) { table[slot] = nv; continue; }
+    /* duplicate: drop the copy just appended (it is the last op) and reuse the first */
+    rw.map[v] = table[slot];
+    rw.ng.n_operands -= rw.ng.ops[nv].n_in;
+    rw.ng.n_ops--;
+    changes++;
+  }
+  free(table);
+  tpu_status_t st = tpu_rw_finish(&rw, g);
+  if (st == TPU_OK) *out_changes = changes;
+  return st;
+}
