@@ -17,6 +17,15 @@ def metrics() -> dict[str, Any]:
       exec_cache_entries  executables currently cached
       compile_seconds     time spent compiling (float)
       kernels_launched    kernel steps the driver executed
+      graph_ops_before    IR ops in compiled graphs before the compiler passes (summed)
+      graph_ops_after     ... and after them
+      pass_canon_rewrites algebraic/view-chain rewrites by canonicalization
+      pass_folds          ops replaced by constants (constant folding)
+      pass_cse_hits       ops replaced by an identical earlier op (CSE)
+      pass_dce_removed    ops removed because they reached no output (DCE)
+      fusion_clusters     elementwise clusters of 2+ ops run as one tiled loop
+      fusion_ops_fused    elementwise ops evaluated inside another op's loop
+      fusion_reduce_producers  elementwise clusters evaluated block by block inside a reduce
       fallback_ops        ops that ran on the CPU (only with TORCH_TPU_CPU_FALLBACK=1)
       fallback_counts     {op name: count} for those CPU fallbacks
     """

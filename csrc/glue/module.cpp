@@ -58,6 +58,15 @@ py::dict metrics() {
   d["exec_cache_entries"] = mt.exec_cache_entries;
   d["compile_seconds"] = mt.compile_seconds;
   d["kernels_launched"] = mt.kernels_launched;
+  d["graph_ops_before"] = mt.graph_ops_before;
+  d["graph_ops_after"] = mt.graph_ops_after;
+  d["pass_canon_rewrites"] = mt.pass_canon_rewrites;
+  d["pass_folds"] = mt.pass_folds;
+  d["pass_cse_hits"] = mt.pass_cse_hits;
+  d["pass_dce_removed"] = mt.pass_dce_removed;
+  d["fusion_clusters"] = mt.fusion_clusters;
+  d["fusion_ops_fused"] = mt.fusion_ops_fused;
+  d["fusion_reduce_producers"] = mt.fusion_reduce_producers;
   d["fallback_ops"] = fallback_total();
   return d;
 }

@@ -62,8 +62,8 @@ tpu_status_t tpu_compiler_run(tpu_ir_graph_t* g, const char* name, tpu_compiler_
  * is owned by the caller. Compile time is NOT added here (callers time the lowering too). */
 tpu_status_t tpu_compiler_compile(tpu_ir_graph_t* g, const char* name, tpu_host_exe_t** out_exe);
 
-/* TORCH_TPU_DUMP_IR: writes <dir>/<seq>_<name>.<stage>.txt (and .stablehlo.mlir for the
- * final stage when a StableHLO printer is linked). No-op when the variable is unset; an
+/* TORCH_TPU_DUMP_IR: writes <dir>/<seq>_<name>.<stage>.txt (and <seq>_<name>.stablehlo.mlir
+ * for stage "after"). No-op when the variable is unset; an
  * unwritable directory prints one warning to stderr and disables the dump. */
 void tpu_compiler_dump(const tpu_ir_graph_t* g, const char* name, int seq, const char* stage);
 int tpu_compiler_dump_next_seq(void); /* -1 when dumping is off */

@@ -1,5 +1,6 @@
 /* dump.c — TORCH_TPU_DUMP_IR=dir: each compiled graph as IR text before and after the
- * passes (<dir>/<seq>_<name>.before.txt / .after.txt). A directory that cannot be
+ * passes (<dir>/<seq>_<name>.before.txt / .after.txt) and the graph after the passes as
+ * StableHLO (<seq>_<name>.stablehlo.mlir). A directory that cannot be
  * written prints one warning and turns the dump off; nothing here can fail a compile. */
 #include <errno.h>
 #include <stdio.h>
@@ -57,6 +58,19 @@ void tpu_compiler_dump(const tpu_ir_graph_t* g, const char* name, int seq, const
   snprintf(path, sizeof(path), "%s/%05d_%s.%s.txt", g_dir, seq, safe, stage);
   write_file(path, text, strlen(text));
   free(text);
-  /* StableHLO hook: when ir/ provides tpu_ir_print_stablehlo, the final stage is also
-   * written as <seq>_<name>.stablehlo.mlir here (see compiler/README.md). */
+  if (strcmp(stage, "after") != 0) return;
+  /* the graph the driver runs, as StableHLO (a graph the printer cannot express gets a
+   * one-line comment saying why, so the file set stays complete) */
+  char* hlo = NULL;
+  tpu_status_t st = tpu_ir_stablehlo_print(g, "main", &hlo);
+  snprintf(path, sizeof(path), "%s/%05d_%s.stablehlo.mlir", g_dir, seq, safe);
+  if (st == TPU_OK && hlo) {
+    write_file(path, hlo, strlen(hlo));
+  } else {
+    char msg[512];
+    int n = snprintf(msg, sizeof(msg), "// not expressible in StableHLO: %s\n", st ? tpu_status_message(st) : "?");
+    write_file(path, msg, n > 0 ? TPU_MIN((size_t)n, sizeof(msg) - 1) : 0);
+  }
+  free(hlo);
+  tpu_status_free(st);
 }

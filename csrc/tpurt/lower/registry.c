@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cache/exec_cache.h"
+#include "compiler/compiler.h"
 #include "lower/lower.h"
 #include "runtime/runtime.h"
 
@@ -150,7 +151,7 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
     e = calloc(1, sizeof(*e));
     if (!e) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   }
-  if (st == TPU_OK) st = tpu_host_compile(&cx->g, &e->exe);
+  if (st == TPU_OK) st = tpu_compiler_compile(&cx->g, name, &e->exe); /* passes + host plan */
   if (st == TPU_OK) {
     e->n_tbind = cx->n_tbind; e->n_sbind = cx->n_sbind; e->gen_arg = cx->gen_arg;
     e->rng_increment = cx->rng_increment; e->n_outputs = nouts;

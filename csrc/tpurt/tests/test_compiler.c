@@ -443,6 +443,12 @@ static void test_compile_and_dump(void) {
   snprintf(path, sizeof path, "%s/00000_test__chain_1.after.txt", dir);
   CHECK(stat(path, &sb) == 0 && sb.st_size > 0, "dump written: %s", path);
   unlink(path);
+  snprintf(path, sizeof path, "%s/00000_test__chain_1.stablehlo.mlir", dir);
+  FILE* f = fopen(path, "r");
+  char head[4096] = {0};
+  if (f) { size_t n = fread(head, 1, sizeof head - 1, f); head[n] = 0; fclose(f); }
+  CHECK(strstr(head, "func.func") && strstr(head, "stablehlo."), "StableHLO dump: %.200s", head);
+  unlink(path);
   rmdir(dir);
   unsetenv("TORCH_TPU_DUMP_IR");
 }
