@@ -66,7 +66,7 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
   memcpy(e->g.ops, g->ops, (size_t)n * sizeof(tpu_ir_op_t));
-  memcpy(e->g.operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
+  if (g->n_operands) memcpy(e->g.operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
   const tpu_ir_graph_t* G = &e->g;
   for (int v = 0; v < n; ++v) {
     e->out_index[v] = -1;
