@@ -85,6 +85,33 @@ py::dict counts() {
   HANDLE_TH_ERRORS { body; }   \
   END_HANDLE_TH_ERRORS_PYBIND
 
+// Debug recording of executed graphs (tests/test_stablehlo.py): StableHLO text + input/output copies.
+static py::list debug_take_graphs() {
+  static const char* const kDt[] = {"float32", "float64", "float16", "bfloat16", "int64",
+                                    "int32", "int16", "int8", "uint8", "bool"};
+  static const char* const kRole[] = {"params", "scalars", "outputs"};
+  py::list out;
+  while (tpu_debug_graph_t* r = tpu_debug_take_graph()) {
+    py::dict d;
+    d["op"] = std::string(r->op_name);
+    d["text"] = r->text ? py::object(py::str(r->text)) : py::object(py::none());
+    d["error"] = r->error ? py::object(py::str(r->error)) : py::object(py::none());
+    py::list lists[3];
+    for (int k = 0; k < r->n_arrays; ++k) {
+      const tpu_debug_array_t& a = r->arrays[k];
+      py::list shape;
+      for (int i = 0; i < a.rank; ++i) shape.append(a.dims[i]);
+      py::object data = a.data ? py::object(py::bytes(static_cast<const char*>(a.data), a.nbytes))
+                               : py::object(py::none());
+      lists[a.role].append(py::make_tuple(kDt[a.dtype], py::tuple(shape), data));
+    }
+    for (int k = 0; k < 3; ++k) d[kRole[k]] = lists[k];
+    tpu_debug_graph_free(r);
+    out.append(d);
+  }
+  return out;
+}
+
 PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu._C: PrivateUse1 glue between PyTorch and libtpurt";
@@ -141,6 +168,8 @@ PYBIND11_MODULE(_C, m) {
     })
   });
   m.def("_op_supported", [](const std::string& name) -> bool { TPU_PY(return tpu_op_supported(name.c_str())) });
+  m.def("_debug_record_graphs", [](bool enable) { TPU_PY(tpu_debug_record_graphs(enable)) });
+  m.def("_debug_take_graphs", []() -> py::list { TPU_PY(return debug_take_graphs()) });
   // Not in the original list: lets torch.tpu implement _is_in_bad_fork (the host
   // runtime's threads do not survive fork()).
   m.def("_is_in_bad_fork", []() -> bool { TPU_PY(return torch::utils::is_device_in_bad_fork(kTpu)) });

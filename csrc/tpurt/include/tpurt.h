@@ -230,6 +230,30 @@ bool tpu_op_supported(const char* op_name);
 tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args, int nargs,
                           tpu_tensor_t* out_meta, int max_outs, int* out_nouts);
 
+/* ---- debugging: recording of executed graphs (tests of the StableHLO printer).
+ * While enabled, every tpu_op_run records the StableHLO text of the executable it runs
+ * (compiled or taken from the cache), a copy of its inputs taken just before it runs and
+ * of its outputs just after. Costs nothing while disabled. Thread-safe. */
+typedef enum { TPU_DEBUG_PARAM = 0, TPU_DEBUG_SCALAR, TPU_DEBUG_OUTPUT } tpu_debug_role_t;
+typedef struct tpu_debug_array_s {
+  int32_t role;                 /* tpu_debug_role_t; in StableHLO argument / result order */
+  int32_t dtype, rank;
+  int64_t dims[TPU_MAX_DIMS];
+  void* data;                   /* contiguous row-major copy; NULL for an absent output */
+  size_t nbytes;
+} tpu_debug_array_t;
+typedef struct tpu_debug_graph_s {
+  char op_name[128];
+  char* text;                   /* StableHLO module (func @main), or NULL if not printable */
+  char* error;                  /* why text is NULL, or the run's error; NULL if none */
+  int n_arrays;
+  tpu_debug_array_t* arrays;
+} tpu_debug_graph_t;
+void tpu_debug_record_graphs(bool enable);
+/* Oldest finished record (owned: free with tpu_debug_graph_free), or NULL if none. */
+tpu_debug_graph_t* tpu_debug_take_graph(void);
+void tpu_debug_graph_free(tpu_debug_graph_t* r);   /* NULL is fine */
+
 /* ------------------------------------------------------------------ metrics */
 
 typedef struct tpu_metrics_s {

@@ -566,7 +566,9 @@ static int elementwise(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
     }
   }
   if (!fl) {
-    if (opc == TPU_IR_SIGN) return unop(P, "stablehlo.sign", in[0]);
+    if (opc == TPU_IR_SIGN) /* no unsigned sign in StableHLO */
+      return idt == TPU_DTYPE_U8 ? shlo_convert(P, shlo_cmp(P, TPU_IR_CMP_NE, in[0], shlo_const_like(P, in[0], idt, 0)), idt)
+                                 : unop(P, "stablehlo.sign", in[0]);
     if (n == 2) return int_binary(P, opc, in[0], in[1]);
     return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: %s on integers", tpu_ir_opcode_name(opc)));
   }

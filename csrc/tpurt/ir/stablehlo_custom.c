@@ -1,7 +1,204 @@
-/* stablehlo_custom.c — custom_call targets expanded into plain StableHLO. */
+/* stablehlo_custom.c — custom_call targets expanded into plain StableHLO, computing what
+ * the host driver's fused kernels compute (drivers/host/attention.h, conv.h, pool.c, scan.c):
+ *   ATTENTION      softmax(q k^T * scale + bias, causal mask) v, with the row logsumexp
+ *   ATTENTION_BWD  dq | dk | dv from recomputed probabilities (flat result)
+ *   CONV_BWD_INPUT / CONV_BWD_WEIGHT  as convolutions (dilated input / swapped roles)
+ *   POOL_ARGMAX    (stablehlo_ops.c)   LOGCUMSUMEXP  a scan with a logaddexp region in f64
+ * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
+ * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
+
+#define F32 TPU_DTYPE_F32
+
+static int dot4(shlo_t* P, int a, int b, int64_t ca, int64_t cb, int64_t m, int64_t n) {
+  /* [B, H, ., .] x [B, H, ., .] contracting dim ca of a with cb of b -> [B, H, m, n] */
+  const tpu_ir_type_t* ta = shlo_type(P, a);
+  int64_t bd[2] = {0, 1}, dims[4] = {ta->dims[0], ta->dims[1], m, n};
+  tpu_ir_type_t rt = shlo_ty(F32, 4, dims);
+  return shlo_dot(P, a, b, 2, bd, bd, 1, &ca, &cb, &rt);
+}
+/* [B, Hk, S, E] -> [B, Hk * G, S, E] (query head h reads kv head h / G) */
+static int expand_heads(shlo_t* P, int x, int64_t G) {
+  if (G == 1) return x;
+  const tpu_ir_type_t t = *shlo_type(P, x);
+  int64_t d5[5] = {t.dims[0], t.dims[1], G, t.dims[2], t.dims[3]}, bd[4] = {0, 1, 3, 4};
+  int b = shlo_bcast(P, x, 5, d5, bd);
+  int64_t d4[4] = {t.dims[0], t.dims[1] * G, t.dims[2], t.dims[3]};
+  return shlo_reshape(P, b, 4, d4);
+}
+/* [B, Hk * G, S, E] -> summed over each group -> [B, Hk, S, E] */
+static int reduce_heads(shlo_t* P, int x, int64_t G) {
+  if (G == 1) return x;
+  const tpu_ir_type_t t = *shlo_type(P, x);
+  int64_t d5[5] = {t.dims[0], t.dims[1] / G, G, t.dims[2], t.dims[3]}, fl[5] = {0, 0, 1, 0, 0};
+  return shlo_reduce(P, TPU_IR_MONOID_SUM, shlo_reshape(P, x, 5, d5), fl);
+}
+/* masked, scaled, biased scores [B, Hq, T, S] */
+static int scores(shlo_t* P, int q, int k, int bias, int scale, int causal) {
+  const tpu_ir_type_t* tq = shlo_type(P, q);
+  int64_t T = tq->dims[2], S = shlo_type(P, k)->dims[2];
+  int s = dot4(P, q, k, 3, 3, T, S);
+  const tpu_ir_type_t ts = *shlo_type(P, s);
+  s = shlo_bin(P, "stablehlo.multiply", s, shlo_bcast(P, scale, 4, ts.dims, NULL));
+  if (bias >= 0) s = shlo_bin(P, "stablehlo.add", s, bias);
+  if (causal) { /* key j visible to query i iff j <= i */
+    tpu_ir_type_t ti = ts; ti.dtype = TPU_DTYPE_I64;
+    int vis = shlo_cmp(P, TPU_IR_CMP_LE, shlo_iota(P, &ti, 3), shlo_iota(P, &ti, 2));
+    s = shlo_select(P, vis, s, shlo_const_like(P, s, F32, -INFINITY));
+  }
+  return s;
+}
+
+static int attention(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  int causal = (int)(op->i1 & 1), has_bias = (op->i1 & 2) != 0;
+  int bwd = op->i0 == TPU_IR_CUSTOM_ATTENTION_BWD;
+  int base = bwd ? 1 : 0;
+  if (n != base + 3 + (bwd ? 2 : 0) + has_bias + 1) return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: attention operands"));
+  int q = in[base], k = in[base + 1], v = in[base + 2];
+  int bias = has_bias ? in[n - 2] : -1, scale = in[n - 1];
+  const tpu_ir_type_t tq = *shlo_type(P, q), tk = *shlo_type(P, k), tv = *shlo_type(P, v);
+  int64_t B = tq.dims[0], Hq = tq.dims[1], T = tq.dims[2], E = tq.dims[3];
+  int64_t Hk = tk.dims[1], S = tk.dims[2], Ev = tv.dims[3], G = Hk ? Hq / Hk : 1;
+  int ke = expand_heads(P, k, G), ve = expand_heads(P, v, G);
+  int s = scores(P, q, ke, bias, scale, causal);
+  int64_t row[3] = {B, Hq, T}, fl[4] = {0, 0, 0, 1}, bd3[3] = {0, 1, 2};
+  const tpu_ir_type_t ts = *shlo_type(P, s);
+  if (!bwd) {
+    int m = shlo_reduce(P, TPU_IR_MONOID_MAX, s, fl);
+    int minf = shlo_cmp(P, TPU_IR_CMP_EQ, m, shlo_const_like(P, m, F32, -INFINITY));
+    int ms = shlo_select(P, minf, shlo_const_like(P, m, F32, 0), m); /* fully masked row */
+    int e = shlo_un(P, "stablehlo.exponential", shlo_bin(P, "stablehlo.subtract", s, shlo_bcast(P, ms, 4, ts.dims, bd3)));
+    int l = shlo_reduce(P, TPU_IR_MONOID_SUM, e, fl);
+    int lz = shlo_cmp(P, TPU_IR_CMP_EQ, l, shlo_const_like(P, l, F32, 0));
+    int ls = shlo_select(P, lz, shlo_const_like(P, l, F32, 1), l);
+    int p = shlo_bin(P, "stablehlo.divide", e, shlo_bcast(P, ls, 4, ts.dims, bd3));
+    int o = dot4(P, p, ve, 3, 2, T, Ev);
+    int lse = shlo_bin(P, "stablehlo.add", ms, shlo_un(P, "stablehlo.log", l)); /* -inf when l = 0 */
+    int64_t r4[4] = {B, Hq, T, 1};
+    int parts[2] = {o, shlo_reshape(P, lse, 4, r4)};
+    (void)row;
+    return shlo_concat(P, 2, parts, 3);
+  }
+  int dout = in[0], out = in[base + 3], lse = in[base + 4];
+  int linf = shlo_cmp(P, TPU_IR_CMP_EQ, lse, shlo_const_like(P, lse, F32, -INFINITY));
+  int lsafe = shlo_select(P, linf, shlo_const_like(P, lse, F32, 0), lse);
+  int p = shlo_un(P, "stablehlo.exponential", shlo_bin(P, "stablehlo.subtract", s, shlo_bcast(P, lsafe, 4, ts.dims, bd3)));
+  int dv = dot4(P, p, dout, 2, 2, S, Ev);                      /* [B, Hq, S, Ev] */
+  int dp = dot4(P, dout, ve, 3, 3, T, S);                      /* [B, Hq, T, S] */
+  int D = shlo_reduce(P, TPU_IR_MONOID_SUM, shlo_bin(P, "stablehlo.multiply", dout, out), fl);
+  int ds = shlo_bin(P, "stablehlo.multiply", p, shlo_bin(P, "stablehlo.subtract", dp, shlo_bcast(P, D, 4, ts.dims, bd3)));
+  int dq = dot4(P, ds, ke, 3, 2, T, E);
+  int dk = dot4(P, ds, q, 2, 2, S, E);
+  dq = shlo_bin(P, "stablehlo.multiply", dq, shlo_bcast(P, scale, 4, shlo_type(P, dq)->dims, NULL));
+  dk = shlo_bin(P, "stablehlo.multiply", dk, shlo_bcast(P, scale, 4, shlo_type(P, dk)->dims, NULL));
+  dk = reduce_heads(P, dk, G);
+  dv = reduce_heads(P, dv, G);
+  int64_t nq = B * Hq * T * E, nk = B * Hk * S * E, nv = B * Hk * S * Ev;
+  int parts[3] = {shlo_reshape(P, dq, 1, &nq), shlo_reshape(P, dk, 1, &nk), shlo_reshape(P, dv, 1, &nv)};
+  return shlo_concat(P, 3, parts, 0);
+}
+
+/* gx [N, C, *S] = input-gradient of conv(x, w): conv of gy dilated by the stride with the
+ * spatially flipped kernel, in/out features swapped per group. */
+static int conv_bwd_input(shlo_t* P, const tpu_ir_op_t* op, int gy, int w) {
+  const tpu_ir_type_t* t = &op->type;
+  int nsp = t->rank - 2, ct = t->dtype;
+  int64_t G = op->i1 ? op->i1 : 1;
+  gy = shlo_convert(P, gy, ct); w = shlo_convert(P, w, ct);
+  const tpu_ir_type_t tw = *shlo_type(P, w), tg = *shlo_type(P, gy);
+  int64_t O = tw.dims[0], Cg = tw.dims[1], Og = O / G;
+  int64_t d5[TPU_MAX_DIMS] = {G, Og, Cg}, perm[TPU_MAX_DIMS] = {0, 2, 1};
+  for (int d = 0; d < nsp; ++d) { d5[3 + d] = tw.dims[2 + d]; perm[3 + d] = 3 + d; }
+  int w5 = shlo_transpose(P, shlo_reshape(P, w, 3 + nsp, d5), perm);
+  int64_t d4[TPU_MAX_DIMS] = {G * Cg, Og};
+  for (int d = 0; d < nsp; ++d) d4[2 + d] = tw.dims[2 + d];
+  int wr = shlo_reshape(P, w5, 2 + nsp, d4);
+  int64_t rev[TPU_MAX_DIMS];
+  for (int d = 0; d < nsp; ++d) rev[d] = 2 + d;
+  int rv = shlo_begin(P, "stablehlo.reverse", 1, &wr);
+  shlo_printf(P, " {dimensions = ");
+  shlo_i64s(P, rev, nsp);
+  shlo_printf(P, "}");
+  wr = shlo_end(P, rv, 1, &wr, shlo_type(P, wr));
+  int64_t pad[3][2], one[3] = {1, 1, 1};
+  for (int d = 0; d < nsp; ++d) {
+    int64_t K = tw.dims[2 + d], Q = tg.dims[2 + d], S = t->dims[2 + d];
+    int64_t st = op->a[0][d], pd = op->a[1][d], dl = op->a[2][d];
+    pad[d][0] = (K - 1) * dl - pd;
+    pad[d][1] = S - (Q - 1) * st - 1 + pd;
+  }
+  return shlo_conv_general(P, gy, wr, "bf", "oi", "bf", nsp, one, (const int64_t(*)[2])pad, op->a[0], op->a[2], G, t);
+}
+
+/* gw [O, C/G, *K] = weight-gradient: x's batch dim contracted as the feature dim, per group. */
+static int conv_bwd_weight(shlo_t* P, const tpu_ir_op_t* op, int x, int gy) {
+  const tpu_ir_type_t* t = &op->type;
+  int nsp = t->rank - 2, ct = t->dtype;
+  int64_t G = op->i1 ? op->i1 : 1;
+  x = shlo_convert(P, x, ct); gy = shlo_convert(P, gy, ct);
+  const tpu_ir_type_t tx = *shlo_type(P, x), tg = *shlo_type(P, gy);
+  int64_t Cg = t->dims[1], Og = t->dims[0] / G;
+  int64_t pad[3][2], one[3] = {1, 1, 1};
+  for (int d = 0; d < nsp; ++d) {
+    int64_t K = t->dims[2 + d], Q = tg.dims[2 + d], S = tx.dims[2 + d];
+    int64_t st = op->a[0][d], pd = op->a[1][d], dl = op->a[2][d];
+    pad[d][0] = pd;
+    pad[d][1] = (K - 1) * dl + (Q - 1) * st + 1 - S - pd;
+  }
+  int parts[64];
+  if (G > 64) return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: conv weight gradient with more than 64 groups"));
+  tpu_ir_type_t rt = *t; rt.dims[0] = Og;
+  for (int64_t g = 0; g < G; ++g) {
+    int xg = G == 1 ? x : shlo_slice_dim(P, x, 1, g * Cg, (g + 1) * Cg);
+    int yg = G == 1 ? gy : shlo_slice_dim(P, gy, 1, g * Og, (g + 1) * Og);
+    parts[g] = shlo_conv_general(P, xg, yg, "fb", "io", "fb", nsp, op->a[2], (const int64_t(*)[2])pad, one, op->a[0], 1, &rt);
+  }
+  return shlo_concat(P, (int)G, parts, 0);
+}
+
+/* log(cumsum(exp(x))) along dim, as a scan with a stable logaddexp region, in f64 */
+static int logcumsumexp(shlo_t* P, const tpu_ir_op_t* op, int x) {
+  const tpu_ir_type_t tx = *shlo_type(P, x);
+  int dim = (int)op->i1, r = tx.rank, dt = tx.dtype;
+  int xc = shlo_convert(P, x, TPU_DTYPE_F64);
+  tpu_ir_type_t t0 = shlo_ty(TPU_DTYPE_F64, 0, NULL);
+  int init = shlo_const(P, &t0, -INFINITY, 0);
+  int64_t n = tx.dims[dim];
+  int in[2] = {xc, init};
+  int w = shlo_begin(P, "stablehlo.reduce_window", 2, in);
+  if (w < 0) return -1;
+  int dts[2] = {TPU_DTYPE_F64, TPU_DTYPE_F64};
+  int a = shlo_region_begin(P, 2, dts);
+  if (a < 0) return -1;
+  int mx = shlo_bin(P, "stablehlo.maximum", a, a + 1), mn = shlo_bin(P, "stablehlo.minimum", a, a + 1);
+  int ninf = shlo_cmp(P, TPU_IR_CMP_EQ, mn, shlo_const(P, &t0, -INFINITY, 0));
+  int d = shlo_select(P, ninf, shlo_const(P, &t0, -INFINITY, 0), shlo_bin(P, "stablehlo.subtract", mn, mx));
+  int res = shlo_bin(P, "stablehlo.add", mx, shlo_un(P, "stablehlo.log_plus_one", shlo_un(P, "stablehlo.exponential", d)));
+  res = shlo_select(P, ninf, mx, res);
+  shlo_region_end(P, 1, &res);
+  int64_t win[TPU_MAX_DIMS], one[TPU_MAX_DIMS];
+  for (int k = 0; k < r; ++k) { win[k] = k == dim ? (n ? n : 1) : 1; one[k] = 1; }
+  shlo_printf(P, " {padding = dense<[");
+  for (int k = 0; k < r; ++k) shlo_printf(P, "%s[%lld, 0]", k ? ", " : "", (long long)(k == dim && n ? n - 1 : 0));
+  shlo_printf(P, "]> : tensor<%dx2xi64>, window_dimensions = ", r);
+  shlo_i64s(P, win, r);
+  shlo_printf(P, ", window_strides = ");
+  shlo_i64s(P, one, r);
+  shlo_printf(P, "}");
+  tpu_ir_type_t t = tx; t.dtype = TPU_DTYPE_F64;
+  return shlo_convert(P, shlo_end(P, w, 2, in, &t), dt);
+}
 
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
-  return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld is not expanded yet", (long long)op->i0));
+  switch (op->i0) {
+    case TPU_IR_CUSTOM_ATTENTION: case TPU_IR_CUSTOM_ATTENTION_BWD: return attention(P, op, op->n_in, in);
+    case TPU_IR_CUSTOM_CONV_BWD_INPUT: return conv_bwd_input(P, op, in[0], in[1]);
+    case TPU_IR_CUSTOM_CONV_BWD_WEIGHT: return conv_bwd_weight(P, op, in[0], in[1]);
+    case TPU_IR_CUSTOM_POOL_ARGMAX: return shlo_pool_argmax(P, op, in[0]);
+    case TPU_IR_CUSTOM_LOGCUMSUMEXP: return logcumsumexp(P, op, in[0]);
+    default:
+      return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no expansion (no lowering emits it yet)",
+                                  (long long)op->i0));
+  }
 }

@@ -67,6 +67,13 @@ int shlo_reduce(shlo_t* P, int monoid, int x, const int64_t* flags);
 
 /* stablehlo_ops.c: every opcode stablehlo.c does not handle; in[] are the operands' values. */
 int shlo_print_other(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in);
+/* POOL_ARGMAX expansion (used by stablehlo_custom.c). */
+int shlo_pool_argmax(shlo_t* P, const tpu_ir_op_t* op, int x);
+/* stablehlo.convolution; dl/dr/dout name the first two dims of lhs/rhs/result: "bf" (batch,
+ * feature), "fb", "oi", "io"; spatial dims follow in order. pad[d] = {low, high}. */
+int shlo_conv_general(shlo_t* P, int lhs, int rhs, const char* dl, const char* dr, const char* dout, int nsp,
+                      const int64_t* strides, const int64_t (*pad)[2], const int64_t* lhs_dil,
+                      const int64_t* rhs_dil, int64_t groups, const tpu_ir_type_t* rt);
 /* stablehlo_custom.c: TPU_IR_CUSTOM targets. */
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in);
 

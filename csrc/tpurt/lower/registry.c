@@ -7,6 +7,7 @@
 #include "cache/exec_cache.h"
 #include "compiler/compiler.h"
 #include "lower/lower.h"
+#include "lower/record.h"
 #include "runtime/runtime.h"
 
 /* ---- name -> lowering table (open addressing, built once) */
@@ -248,15 +249,20 @@ typedef struct {
   int np, nout;
   tpu_host_scalar_t scalars[TPU_LOWER_MAX_SCALARS];
   double sink; /* where absent outputs (ndim -1) are written */
+  tpu_debug_graph_t* rec; /* debug recording (record.h), usually NULL */
   tpu_host_view_t views[]; /* np params, then nout outputs */
 } task_t;
 
 static tpu_status_t task_run(void* ctx) {
   task_t* t = ctx;
-  return tpu_host_exe_run(t->e->exe, t->views, t->scalars, t->views + t->np);
+  if (t->rec) tpu_record_inputs(t->rec, t->views, t->np);
+  tpu_status_t st = tpu_host_exe_run(t->e->exe, t->views, t->scalars, t->views + t->np);
+  if (t->rec) { tpu_record_finish(t->rec, t->views + t->np, t->nout, st); t->rec = NULL; }
+  return st;
 }
 static void task_free(void* ctx) {
   task_t* t = ctx;
+  tpu_debug_graph_free(t->rec);
   tpu_exec_entry_release(t->e);
   free(t);
 }
@@ -359,7 +365,7 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   /* bind */
   task_t* t = malloc(sizeof(task_t) + (size_t)(e->n_tbind + nouts + e->n_arg_outs) * sizeof(tpu_host_view_t));
   if (!t) { tpu_exec_entry_release(e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-  t->e = e; t->np = e->n_tbind; t->nout = nouts + e->n_arg_outs;
+  t->e = e; t->np = e->n_tbind; t->nout = nouts + e->n_arg_outs; t->rec = NULL;
   for (int p = 0; p < e->n_tbind; ++p) {
     const tpu_tensor_bind_t* b = &e->tbind[p];
     const tpu_tensor_t* src = b->src == TPU_BIND_ARG ? args[b->arg].tensor
@@ -391,6 +397,7 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
     v->data = (char*)&t->sink; v->dtype = TPU_DTYPE_F64; v->rank = 0;
   }
   for (int j = 0; j < e->n_arg_outs; ++j) to_view(&t->views[e->n_tbind + nouts + j], args[e->arg_outs[j]].tensor);
+  t->rec = tpu_record_enabled() ? tpu_record_begin(op_name, tpu_host_exe_graph(e->exe), t->scalars) : NULL;
   tpu_metrics_add_ops(1);
   return tpu_rt_queue_enqueue(device, op_name, task_run, t, task_free);
 }

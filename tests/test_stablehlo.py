@@ -1,0 +1,260 @@
+"""The StableHLO printer kept honest: every graph the host driver runs for these ops is
+printed as StableHLO, compiled with jax's XLA on the CPU and run on the same inputs; its
+outputs must match the host driver's (exact for integer/bool/movement results, a few ulp
+for floating math: see stablehlo_oracle._TOL for why).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("jax", reason="jax/jaxlib is the StableHLO oracle (installed by `make venv`)")
+
+from stablehlo_oracle import check_records, recorded  # noqa: E402
+
+DEV = "tpu"
+
+
+def _g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def rn(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=_g(seed)).to(dtype).to(DEV)
+
+
+def ri(lo, hi, *shape, dtype=torch.int64, seed=0):
+    return torch.randint(lo, hi, shape, generator=_g(seed)).to(dtype).to(DEV)
+
+
+def _with_specials(x):
+    c = x.cpu().clone().flatten()
+    if c.numel() >= 6 and c.dtype.is_floating_point:
+        c[0], c[1], c[2], c[3] = float("nan"), float("inf"), -float("inf"), -0.0
+    return c.reshape(x.shape).to(DEV)
+
+
+# ---- op-level cases: name -> function run on tpu tensors (its graphs are checked)
+def _eltwise_float(dt):
+    def f():
+        x = _with_specials(rn(7, 13, dtype=dt, seed=1))
+        y = rn(7, 13, dtype=dt, seed=2)
+        p = rn(7, 13, dtype=dt, seed=3).abs() + 0.1
+        outs = [x + y, x - 2.5 * y, x * y, x / y, torch.remainder(x, y), torch.fmod(x, y),
+                torch.floor_divide(x, y), torch.maximum(x, y), torch.minimum(x, y),
+                torch.clamp(x, -0.5, 0.7), torch.where(x > y, x, y), x.neg(), x.abs(), x.sign(),
+                torch.exp(y), torch.log(p), torch.sqrt(p), torch.rsqrt(p), torch.tanh(x), torch.sigmoid(y),
+                torch.sin(y), torch.cos(y), torch.floor(x), torch.ceil(x), torch.round(x), torch.trunc(x),
+                torch.erf(y), torch.expm1(y), torch.log1p(p), torch.atan2(x, y), torch.pow(p, y),
+                torch.isnan(x), torch.isinf(x), torch.isfinite(x), x == y, x != y, x < y, x <= y, x >= y,
+                torch.reciprocal(p), F.gelu(y), F.silu(y), F.relu(x), F.softplus(y), F.leaky_relu(x, 0.1)]
+        return outs
+    return f
+
+
+def _eltwise_int(dt):
+    def f():
+        lo = 0 if dt == torch.uint8 else -50
+        a = ri(lo, 50, 5, 11, dtype=dt, seed=4)
+        b = ri(1, 7, 5, 11, dtype=dt, seed=5)
+        if dt != torch.uint8:
+            b = b * ri(0, 2, 5, 11, dtype=dt, seed=6).mul(2).sub(1)
+        outs = [a + b, a - b, a * b, torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
+                torch.remainder(a, b), torch.fmod(a, b), torch.maximum(a, b), torch.minimum(a, b),
+                a & b, a | b, a ^ b, ~a, a == b, a < b, a > b, a.abs() if dt != torch.uint8 else a,
+                torch.clamp(a, 3, 20), a.to(torch.float32), a.to(torch.bool), a.sign()]
+        if dt != torch.uint8:
+            outs += [a.neg()]
+        return outs
+    return f
+
+
+def _converts():
+    x = _with_specials(rn(6, 9, seed=7) * 100)
+    xf = rn(6, 9, seed=8) * 100
+    outs = [xf.to(torch.int32), xf.to(torch.int64), xf.to(torch.int8), xf.to(torch.uint8), x.to(torch.bool),
+            x.to(torch.bfloat16), x.to(torch.float16), x.to(torch.float64), ri(-300, 300, 6, 9).to(torch.bfloat16),
+            ri(-300, 300, 6, 9).to(torch.int8), ri(0, 2, 6, 9).to(torch.bool).to(torch.float32)]
+    return outs
+
+
+def _reductions(dt):
+    def f():
+        x = rn(5, 7, 9, dtype=dt, seed=9)
+        return [x.sum(), x.sum(1), x.mean((0, 2)), x.amax(2), x.amin(0), x.prod(1), x.max(1).values,
+                x.argmax(2), x.argmin(0), torch.logsumexp(x, 1), x.var(1), x.std(0), x.norm(dim=2),
+                (x > 0).all(1), (x > 0).any(2), x.cumsum(1), x.cumprod(2), torch.cummax(x, 1).values,
+                torch.cummax(x, 1).indices]
+    return f
+
+
+def _argreduce_ties():
+    x = ri(0, 3, 6, 10, seed=10).to(torch.float32)  # many ties: first occurrence wins
+    y = x.clone().cpu(); y[1, 4] = float("nan"); y[1, 7] = float("nan"); y = y.to(DEV)
+    return [x.argmax(1), x.argmin(0), y.argmax(1), y.argmin(1), ri(-5, 5, 4, 9, seed=11).argmax(1)]
+
+
+def _matmul(dt):
+    def f():
+        a, b = rn(7, 13, dtype=dt, seed=12), rn(13, 5, dtype=dt, seed=13)
+        bb1, bb2 = rn(3, 7, 13, dtype=dt, seed=14), rn(3, 13, 5, dtype=dt, seed=15)
+        w, bias = rn(6, 13, dtype=dt, seed=16), rn(6, dtype=dt, seed=17)
+        return [a @ b, torch.bmm(bb1, bb2), F.linear(a, w, bias), torch.einsum("bij,bjk->bik", bb1, bb2),
+                a.t() @ a, torch.matmul(rn(13, dtype=dt), b)]
+    return f
+
+
+def _norms_softmax(dt):
+    def f():
+        x = rn(4, 6, 10, dtype=dt, seed=18)
+        w, b = rn(10, dtype=dt, seed=19), rn(10, dtype=dt, seed=20)
+        return [F.softmax(x, -1), F.log_softmax(x, 1), F.layer_norm(x, (10,), w, b),
+                F.rms_norm(x, (10,), w, eps=1e-6), F.group_norm(rn(2, 6, 5, dtype=dt), 3),
+                F.batch_norm(rn(4, 6, 5, dtype=dt), None, None, training=True)]
+    return f
+
+
+def _movement():
+    x = rn(4, 5, 6, seed=21)
+    idx = ri(0, 5, 7, seed=22)
+    return [x.permute(2, 0, 1).contiguous(), x[:, 1:4:2, ::3].contiguous(), x.flip(1), torch.cat([x, x * 2], 1),
+            torch.stack([x, x], 0), F.pad(x, (1, 2, 0, 3)), F.pad(x, (-1, 2)), x.reshape(20, 6).t().contiguous(),
+            x.index_select(1, idx), x.expand(3, 4, 5, 6).contiguous(), torch.roll(x, 2, 1), x.repeat(2, 1, 1),
+            torch.tril(rn(5, 7)), torch.triu(rn(5, 7), 1), torch.arange(11, device=DEV) * 3,
+            torch.zeros(3, 4, device=DEV), torch.full((2, 3), 7.0, device=DEV), x.diagonal(0, 1, 2).contiguous()]
+
+
+def _indexing():
+    x = rn(6, 8, seed=23)
+    gi = ri(0, 8, 6, 5, seed=24)
+    si = torch.stack([torch.randperm(8, generator=_g(k))[:5] for k in range(6)]).to(DEV)
+    src = rn(6, 5, seed=25)
+    rows = ri(-6, 6, 4, seed=26)
+    vals = rn(4, 8, seed=27)
+    m = x > 0
+    y = x.clone(); y[rows] = vals
+    z = x.clone(); z.index_put_((ri(0, 6, 9, seed=28), ri(0, 8, 9, seed=29)), rn(9, seed=30), accumulate=True)
+    return [torch.gather(x, 1, gi), x.scatter(1, si, src), x.scatter_add(1, gi, src), torch.take_along_dim(x, gi, 1),
+            x[rows], x[:, ri(0, 8, 3, seed=31)], y, z, torch.where(m, x, 0.0),
+            x.scatter_reduce(1, gi, src, "amax"), x.scatter_reduce(1, gi, src, "prod"),
+            F.embedding(ri(0, 6, 3, 4, seed=32), x), F.one_hot(ri(0, 5, 7, seed=33), 5)]
+
+
+def _sorting():
+    x = _with_specials(rn(5, 9, seed=34))
+    t = ri(0, 4, 5, 9, seed=35).to(torch.float32)  # ties: stable order
+    return [torch.sort(x, 1).values, torch.sort(x, 1).indices, torch.sort(t, dim=1, stable=True).indices,
+            torch.sort(t, dim=0, descending=True, stable=True).indices, torch.argsort(t, dim=1, stable=True),
+            torch.topk(rn(5, 9, seed=36), 3, 1).values, torch.topk(rn(5, 9, seed=36), 3, 1).indices,
+            torch.sort(ri(-9, 9, 4, 7, seed=37), dim=1, stable=True).values, torch.kthvalue(rn(4, 7, seed=38), 2, 1).values]
+
+
+def _conv_pool(dt):
+    def f():
+        x = rn(2, 4, 9, 11, dtype=dt, seed=39)
+        w, b = rn(6, 4, 3, 3, dtype=dt, seed=40), rn(6, dtype=dt, seed=41)
+        wg = rn(6, 2, 3, 2, dtype=dt, seed=42)
+        wt = rn(4, 3, 3, 3, dtype=dt, seed=43)
+        return [F.conv2d(x, w, b, padding=1), F.conv2d(x, w, stride=2, dilation=(1, 2)), F.conv2d(x, wg, groups=2, padding=(1, 0)),
+                F.conv1d(rn(2, 4, 13, dtype=dt), rn(5, 4, 3, dtype=dt), padding=2),
+                F.conv_transpose2d(x, wt, stride=2, padding=1, output_padding=1),
+                F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2), F.adaptive_avg_pool2d(x, (3, 4)),
+                F.max_pool2d(x, 2, return_indices=True)[1], F.adaptive_max_pool2d(x, (4, 3)),
+                F.interpolate(x, scale_factor=2, mode="nearest"), F.interpolate(x, size=(5, 7), mode="bilinear", align_corners=False)]
+    return f
+
+
+def _sdpa(dt):
+    def f():
+        q, k, v = rn(2, 4, 7, 8, dtype=dt, seed=44), rn(2, 4, 9, 8, dtype=dt, seed=45), rn(2, 4, 9, 6, dtype=dt, seed=46)
+        mask = rn(7, 9, seed=47) > -0.5
+        kg, vg = rn(2, 2, 9, 8, dtype=dt, seed=48), rn(2, 2, 9, 6, dtype=dt, seed=49)
+        return [F.scaled_dot_product_attention(q, k, v), F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+                F.scaled_dot_product_attention(q, k[:, :, :7], v[:, :, :7], is_causal=True),
+                F.scaled_dot_product_attention(q, kg, vg, enable_gqa=True, scale=0.3)]
+    return f
+
+
+def _backward():
+    x = rn(3, 4, 8, 8, seed=50).requires_grad_()
+    w = rn(5, 4, 3, 3, seed=51).requires_grad_()
+    q = rn(2, 2, 5, 4, seed=52).requires_grad_()
+    kv = rn(2, 2, 6, 4, seed=53).requires_grad_()
+    y = F.conv2d(x, w, padding=1, stride=2)
+    a = F.scaled_dot_product_attention(q, kv, kv, is_causal=False)
+    loss = y.square().mean() + F.max_pool2d(x, 2).sum() + a.sum() + F.log_softmax(x, 1).mean()
+    loss.backward()
+    return [x.grad, w.grad, q.grad, kv.grad]
+
+
+CASES = {
+    "eltwise_f32": _eltwise_float(torch.float32),
+    "eltwise_bf16": _eltwise_float(torch.bfloat16),
+    "eltwise_f16": _eltwise_float(torch.float16),
+    "eltwise_f64": _eltwise_float(torch.float64),
+    "eltwise_i64": _eltwise_int(torch.int64),
+    "eltwise_i32": _eltwise_int(torch.int32),
+    "eltwise_i8": _eltwise_int(torch.int8),
+    "eltwise_u8": _eltwise_int(torch.uint8),
+    "converts": _converts,
+    "reductions_f32": _reductions(torch.float32),
+    "reductions_bf16": _reductions(torch.bfloat16),
+    "argreduce_ties": _argreduce_ties,
+    "matmul_f32": _matmul(torch.float32),
+    "matmul_bf16": _matmul(torch.bfloat16),
+    "norms_softmax_f32": _norms_softmax(torch.float32),
+    "norms_softmax_bf16": _norms_softmax(torch.bfloat16),
+    "movement": _movement,
+    "indexing": _indexing,
+    "sorting": _sorting,
+    "conv_pool_f32": _conv_pool(torch.float32),
+    "conv_pool_bf16": _conv_pool(torch.bfloat16),
+    "sdpa_f32": _sdpa(torch.float32),
+    "sdpa_bf16": _sdpa(torch.bfloat16),
+    "backward": _backward,
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_graphs(name):
+    with recorded() as recs:
+        CASES[name]()
+    check_records(recs)
+
+
+def test_scalars_are_arguments():
+    """Runtime scalars are trailing rank-0 arguments: two scalar values, one module."""
+    x = rn(5, 3, seed=60)
+    with recorded() as recs:
+        x * 0.25
+        x * 3.5
+    check_records(recs, min_graphs=2)
+    assert recs[0]["text"] == recs[1]["text"]
+    assert len(recs[0]["scalars"]) >= 1
+
+
+def test_oracle_catches_a_wrong_output():
+    """The comparison is live: a recorded output changed beyond the tolerance (a high bf16
+    mantissa bit, the low bit of an integer) fails."""
+    import numpy as np
+    with recorded() as recs:
+        rn(4, 5, seed=62, dtype=torch.bfloat16).exp()
+        ri(0, 9, 6, seed=63) * 3
+    check_records(recs, min_graphs=2)
+    for r in recs:
+        dtype, shape, data = r["outputs"][0]
+        raw = bytearray(data)
+        raw[0] ^= 0x40 if dtype == "bfloat16" else 0x01  # 64 bf16 ulps / one integer step
+        bad = dict(r, outputs=[(dtype, shape, bytes(raw))])
+        with pytest.raises(AssertionError):
+            check_records([bad])
+    assert np is not None
+
+
+def test_recording_off_records_nothing():
+    x = rn(4, seed=61)
+    torch.tpu.synchronize()
+    (x + 1).cpu()
+    import torch_tpu
+    assert torch_tpu._C._debug_take_graphs() == []
