@@ -33,6 +33,10 @@ $(VENV)/.stamp: Makefile
 	$(VPY) -m pip install -q torch==2.13.0 numpy pytest setuptools wheel ninja expecttest
 	touch $@
 venv: $(VENV)/.stamp
+# Test-only oracle for the StableHLO printer (tests/test_stablehlo.py): jax's XLA on the CPU.
+$(VENV)/.oracle: $(VENV)/.stamp
+	$(VPY) -m pip install -q jax==0.10.2 jaxlib==0.10.2
+	touch $@
 
 # ---- libtpurt (C11), optimized and sanitizer builds
 $(BUILD)/opt/%.o: %.c $(TPURT_HDRS)
@@ -82,7 +86,7 @@ build: ext
 run: build
 	$(VPY) examples/train_mlp.py --device tpu --steps 300
 
-test-py: build
+test-py: build $(VENV)/.oracle
 	$(VPY) -m pytest -q tests
 
 test: build test-c test-sanitize test-py
