@@ -113,14 +113,26 @@ def _compare(op: str, k: int, dtype: str, got: np.ndarray, want: np.ndarray) -> 
     return None
 
 
-def check_records(records: list[dict], min_graphs: int = 1) -> int:
-    """Runs each recorded module with XLA and compares; raises AssertionError listing every mismatch."""
+# The printer's documented gap (docs/stablehlo.md): rng graphs are not printed.
+KNOWN_GAPS = ("stablehlo: rng ",)
+
+
+def check_records(records: list[dict], min_graphs: int = 1, allow_gaps: bool = False) -> dict:
+    """Runs each recorded module with XLA and compares; raises AssertionError listing every mismatch.
+    allow_gaps: graphs the printer reports as a known gap (rng) are counted, not failed.
+    Returns {"checked": n, "gaps": n, "ops": sorted op names checked}."""
     assert len(records) >= min_graphs, f"expected at least {min_graphs} recorded graphs, got {len(records)}"
     problems: list[str] = []
+    gaps = 0
+    ops: set[str] = set()
     for r in records:
         if r["text"] is None:
+            if allow_gaps and r["error"] and r["error"].startswith(KNOWN_GAPS):
+                gaps += 1
+                continue
             problems.append(f"{r['op']}: not printable: {r['error']}")
             continue
+        ops.add(r["op"])
         if r["error"] is not None:
             problems.append(f"{r['op']}: the host run failed: {r['error']}")
             continue
@@ -138,4 +150,4 @@ def check_records(records: list[dict], min_graphs: int = 1) -> int:
             if msg:
                 problems.append(msg)
     assert not problems, "\n".join(problems)
-    return len(records)
+    return {"checked": len(records) - gaps, "gaps": gaps, "ops": sorted(ops)}

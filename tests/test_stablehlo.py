@@ -5,6 +5,9 @@ for floating math: see stablehlo_oracle._TOL for why).
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -221,6 +224,24 @@ def test_op_graphs(name):
     with recorded() as recs:
         CASES[name]()
     check_records(recs)
+
+
+# ---- the examples: every graph one training step runs (forward, backward, optimizer), op by op
+# in strict eager mode, in f32 and under bf16 autocast.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+EXAMPLE_KW = {"mingpt": {}, "llama": {}, "qwen": {}, "resnet": {"lr": 0.01, "batch": 4}, "unet": {}, "dlrm": {}}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("amp", [False, True], ids=["f32", "bf16"])
+@pytest.mark.parametrize("name", list(EXAMPLE_KW))
+def test_example_step_graphs(name, amp):
+    import common  # examples/common.py
+    example = common.import_example(name)
+    with recorded() as recs:
+        example.train(DEV, steps=1, tiny=True, seed=0, log=None, amp=amp, **EXAMPLE_KW[name])
+    stats = check_records(recs, min_graphs=10, allow_gaps=True)
+    assert stats["checked"] >= 10, stats
 
 
 def test_scalars_are_arguments():
