@@ -27,12 +27,14 @@ import torch  # noqa: E402  (during autoload: the partly imported torch; only it
 
 from torch_tpu import _backend, _conv_meta, _env, tpu  # noqa: E402
 from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback  # noqa: E402
+from torch_tpu._compile import recompile_reasons  # noqa: E402  (torch.compile(backend="tpu"): entry point)
 from torch_tpu._version import __version__  # noqa: E402
 from torch_tpu.tpu import _state  # noqa: E402
 
 
 def _load() -> None:
     fallback = _env.cpu_fallback_requested()  # validate every variable before touching torch
+    _env.read_bool("TORCH_TPU_COMPILE_STRICT")  # validated here; read when torch.compile(backend="tpu") runs
     _state.init_at_import()
     _backend.register(tpu)
     _conv_meta.register()  # meta kernels for the convolution ops the glue registers by name
@@ -53,6 +55,7 @@ __all__ = [
     "__version__",
     "cpu_fallback_enabled",
     "metrics",
+    "recompile_reasons",
     "reset_metrics",
     "set_cpu_fallback",
     "tpu",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch_tpu import _compile  # its counters only: torch._dynamo is imported when the backend first runs
 from torch_tpu.tpu import _state
 
 
@@ -28,16 +29,20 @@ def metrics() -> dict[str, Any]:
       fusion_reduce_producers  elementwise clusters evaluated block by block inside a reduce
       fallback_ops        ops that ran on the CPU (only with TORCH_TPU_CPU_FALLBACK=1)
       fallback_counts     {op name: count} for those CPU fallbacks
+      compile_*, recompile_reasons   torch.compile(backend="tpu") counters and the reason for each recompile
+                          (see torch_tpu._compile.compile_metrics and torch_tpu.recompile_reasons())
     """
     ext = _state.ext()
     result: dict[str, Any] = dict(ext._metrics())
     result["fallback_counts"] = dict(ext._fallback_counts())
+    result.update(_compile.compile_metrics())
     return result
 
 
 def reset_metrics() -> None:
     """Sets every counter in `metrics()` back to zero (cached executables stay cached)."""
     _state.ext()._metrics_reset()
+    _compile.reset_compile_metrics()
 
 
 def set_cpu_fallback(enabled: bool) -> None:

@@ -22,10 +22,14 @@ bool fused_ok(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, con
   if (dt != at::kFloat && dt != at::kBFloat16 && dt != at::kHalf) return false;
   if (k.scalar_type() != dt || v.scalar_type() != dt) return false;
   if (dropout_p != 0.0) return false;  // the fused kernel has no dropout: math path
-  if (q.size(0) != k.size(0) || q.size(0) != v.size(0) || k.size(1) != v.size(1) || k.size(2) != v.size(2) ||
-      q.size(3) != k.size(3))
+  // sym_size: under torch.compile(dynamic=True) sizes are symbolic; size() would specialize them (a recompile
+  // for every new batch or sequence length), a symbolic comparison only guards the relation.
+  if (q.sym_size(0) != k.sym_size(0) || q.sym_size(0) != v.sym_size(0) || k.sym_size(1) != v.sym_size(1) ||
+      k.sym_size(2) != v.sym_size(2) || q.sym_size(3) != k.sym_size(3))
     return false;
-  if (q.size(1) != k.size(1) && (!enable_gqa || k.size(1) == 0 || q.size(1) % k.size(1) != 0)) return false;
+  if (q.sym_size(1) != k.sym_size(1) &&
+      (!enable_gqa || k.sym_size(1) == 0 || q.sym_size(1) % k.sym_size(1) != 0))
+    return false;
   if (mask.has_value() && mask->defined()) {
     if (mask->scalar_type() != at::kBool && mask->scalar_type() != dt) return false;
     if (mask->requires_grad() && c10::GradMode::is_enabled()) return false;  // no bias gradient
