@@ -250,8 +250,42 @@ typedef struct {
   tpu_host_scalar_t scalars[TPU_LOWER_MAX_SCALARS];
   double sink; /* where absent outputs (ndim -1) are written */
   tpu_debug_graph_t* rec; /* debug recording (record.h), usually NULL */
+  int pooled; /* a TASK_POOL_VIEWS-sized block that goes back to g_task_pool */
   tpu_host_view_t views[]; /* np params, then nout outputs */
 } task_t;
+
+/* Task blocks: ops allocate a task on the enqueuing thread and the device worker frees it;
+ * a malloc/free pair across threads costs more than the rest of binding, so blocks of the
+ * common size are recycled through a small global free list. Try-lock only: when the list
+ * is busy, empty or full the block comes from / goes to malloc, so nobody ever waits. */
+#define TASK_POOL_VIEWS 8
+#define TASK_POOL_MAX 256
+typedef struct task_blk_s { struct task_blk_s* next; } task_blk_t;
+static struct { char busy; int n; task_blk_t* top; } g_task_pool;
+static task_t* task_alloc(int nviews) {
+  if (nviews <= TASK_POOL_VIEWS) {
+    task_blk_t* b = NULL;
+    if (!__atomic_test_and_set(&g_task_pool.busy, __ATOMIC_ACQUIRE)) {
+      if ((b = g_task_pool.top)) { g_task_pool.top = b->next; g_task_pool.n--; }
+      __atomic_clear(&g_task_pool.busy, __ATOMIC_RELEASE);
+    }
+    task_t* t = b ? (task_t*)b : malloc(sizeof(task_t) + TASK_POOL_VIEWS * sizeof(tpu_host_view_t));
+    if (t) t->pooled = 1;
+    return t;
+  }
+  task_t* t = malloc(sizeof(task_t) + (size_t)nviews * sizeof(tpu_host_view_t));
+  if (t) t->pooled = 0;
+  return t;
+}
+static void task_dealloc(task_t* t) {
+  if (t->pooled && !__atomic_test_and_set(&g_task_pool.busy, __ATOMIC_ACQUIRE)) {
+    int kept = g_task_pool.n < TASK_POOL_MAX;
+    if (kept) { task_blk_t* b = (task_blk_t*)t; b->next = g_task_pool.top; g_task_pool.top = b; g_task_pool.n++; }
+    __atomic_clear(&g_task_pool.busy, __ATOMIC_RELEASE);
+    if (kept) return;
+  }
+  free(t);
+}
 
 static tpu_status_t task_run(void* ctx) {
   task_t* t = ctx;
@@ -264,7 +298,7 @@ static void task_free(void* ctx) {
   task_t* t = ctx;
   tpu_debug_graph_free(t->rec);
   tpu_exec_entry_release(t->e);
-  free(t);
+  task_dealloc(t);
 }
 static void to_view(tpu_host_view_t* v, const tpu_tensor_t* t) {
   v->data = t->data; v->dtype = t->dtype; v->rank = t->ndim;
@@ -363,7 +397,7 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
     if (st) { tpu_exec_entry_release(e); return st; }
   }
   /* bind */
-  task_t* t = malloc(sizeof(task_t) + (size_t)(e->n_tbind + nouts + e->n_arg_outs) * sizeof(tpu_host_view_t));
+  task_t* t = task_alloc(e->n_tbind + nouts + e->n_arg_outs);
   if (!t) { tpu_exec_entry_release(e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
   t->e = e; t->np = e->n_tbind; t->nout = nouts + e->n_arg_outs; t->rec = NULL;
   for (int p = 0; p < e->n_tbind; ++p) {

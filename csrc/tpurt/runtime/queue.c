@@ -1,9 +1,15 @@
 /* queue.c — one in-order execution queue per device, run by a lazily started worker thread;
  * sequence numbers, first-error recording, synchronize, events.
  *
- * Hot path (enqueue): one mutex, a ring-buffer push, a condvar signal only if the worker
- * sleeps. The worker spins ~30 us on the atomic enqueued counter before sleeping, and
- * waiters spin ~20 us on the completed counter, to cut wake-up latency.
+ * Hot path: producers take the queue mutex (shared only among producers) for a ring push and
+ * signal the condvar only if the worker sleeps. The worker never locks to take a task: it
+ * reads the ring between `head` (its own) and `tail` (release-stored by producers), and it
+ * publishes completion with an atomic store, locking only to wake a waiter (Dekker-style:
+ * seq_cst `completed` store, then `waiters` load). This keeps the main thread and the worker
+ * from contending on a mutex (a futex system call each time they collide). The ring grows by
+ * publishing a bigger copy; old rings stay allocated until shutdown, so a worker that read
+ * the old pointer still reads valid slots. The worker spins ~30 us on `tail` before sleeping,
+ * and waiters spin ~20 us on the completed counter, to cut wake-up latency.
  * A failing task records the first error ("<op>: <message>"); later tasks still run (they
  * were validated at enqueue time; skipping them would leave outputs stale in ways that are
  * harder to diagnose). tpu_rt_synchronize returns and clears that error.
@@ -26,17 +32,23 @@ typedef struct {
   tpu_rt_task_fn fn;
   void* ctx;
   tpu_rt_task_free_fn free_fn;
-  bool marker; /* event marker: record completion time */
+  uint64_t seq; /* sequence number */
+  bool marker;  /* event marker: record completion time */
   char op[QUEUE_OP_NAME_LEN];
 } task_t;
 
+/* cap is a power of two; prev: the smaller ring this one replaced (freed at shutdown). */
+typedef struct ring_s { struct ring_s* prev; uint64_t cap; task_t slots[]; } ring_t;
+
 typedef struct {
-  pthread_mutex_t mu;
+  pthread_mutex_t mu; /* producers; the worker only to sleep; errors; waiters' condvar */
   pthread_cond_t cv_work, cv_done;
-  task_t* ring; /* cap is a power of two; live tasks are [head, tail) */
-  uint64_t cap, head, tail;
-  _Atomic uint64_t enqueued, completed;
-  int waiters;
+  _Atomic(ring_t*) ring;
+  _Alignas(64) _Atomic uint64_t tail;     /* ring position: written by producers under mu */
+  _Alignas(64) _Atomic uint64_t head;     /* ring position: written by the worker only */
+  _Alignas(64) _Atomic uint64_t completed; /* sequence numbers (inline tasks included) */
+  _Alignas(64) _Atomic uint64_t enqueued;
+  _Atomic int waiters;
   bool worker_sleeping, started;
   atomic_bool stop;
   pthread_t thread;
@@ -63,51 +75,64 @@ static void task_finish(queue_t* q, const task_t* t, tpu_status_t st, uint64_t s
     q->ev_count++;
     pthread_mutex_unlock(&q->ev_mu);
   }
-  pthread_mutex_lock(&q->mu);
-  if (st && record_error && !q->error)
-    q->error = tpu_status_make(tpu_status_code(st), "%s: %s", t->op, tpu_status_message(st));
-  atomic_store(&q->completed, seq);
-  if (q->waiters) pthread_cond_broadcast(&q->cv_done);
-  pthread_mutex_unlock(&q->mu);
+  if (st && record_error) {
+    pthread_mutex_lock(&q->mu);
+    if (!q->error) q->error = tpu_status_make(tpu_status_code(st), "%s: %s", t->op, tpu_status_message(st));
+    pthread_mutex_unlock(&q->mu);
+  }
+  atomic_store(&q->completed, seq); /* seq_cst: ordered before the waiters load (see the header) */
+  if (atomic_load(&q->waiters)) {
+    pthread_mutex_lock(&q->mu);
+    pthread_cond_broadcast(&q->cv_done);
+    pthread_mutex_unlock(&q->mu);
+  }
   if (record_error) tpu_status_free(st);
 }
 
+/* Sleeps on cv_done until `cond` holds; the caller holds q->mu. */
+#define QUEUE_WAIT_LOCKED(q, cond)                                  \
+  do {                                                             \
+    atomic_fetch_add(&(q)->waiters, 1);                            \
+    while (!(cond)) pthread_cond_wait(&(q)->cv_done, &(q)->mu);    \
+    atomic_fetch_sub(&(q)->waiters, 1);                            \
+  } while (0)
+
 static void* worker_main(void* arg) {
   queue_t* q = arg;
-  pthread_mutex_lock(&q->mu);
   for (;;) {
-    if (q->head == q->tail) {
+    uint64_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    if (atomic_load_explicit(&q->tail, memory_order_acquire) == h) {
       if (atomic_load(&q->stop)) break;
-      uint64_t seen = q->tail, t0 = tpu_rt_now_ns();
-      pthread_mutex_unlock(&q->mu);
-      for (int i = 1; atomic_load_explicit(&q->enqueued, memory_order_relaxed) == seen &&
+      uint64_t t0 = tpu_rt_now_ns();
+      for (int i = 1; atomic_load_explicit(&q->tail, memory_order_relaxed) == h &&
                       !atomic_load_explicit(&q->stop, memory_order_relaxed); ++i) {
         tpu_rt_cpu_relax();
         if ((i & 63) == 0 && tpu_rt_now_ns() - t0 > QUEUE_SPIN_NS) break;
       }
-      pthread_mutex_lock(&q->mu);
-      if (q->head == q->tail && !atomic_load(&q->stop)) {
+      pthread_mutex_lock(&q->mu); /* producers push under mu: no lost wake-up */
+      if (atomic_load(&q->tail) == h && !atomic_load(&q->stop)) {
         q->worker_sleeping = true;
         pthread_cond_wait(&q->cv_work, &q->mu);
         q->worker_sleeping = false;
       }
+      pthread_mutex_unlock(&q->mu);
       continue;
     }
-    task_t t = q->ring[q->head & (q->cap - 1)];
-    uint64_t seq = ++q->head;
-    pthread_mutex_unlock(&q->mu);
+    const ring_t* r = atomic_load_explicit(&q->ring, memory_order_acquire);
+    task_t t = r->slots[h & (r->cap - 1)];
+    atomic_store(&q->head, h + 1); /* seq_cst: backpressured producers read it after `waiters` */
     tl_task_device = q->device;
     tpu_status_t st = t.fn ? t.fn(t.ctx) : TPU_OK;
     tl_task_device = -1;
-    task_finish(q, &t, st, seq, true);
-    pthread_mutex_lock(&q->mu);
+    task_finish(q, &t, st, t.seq, true);
   }
-  pthread_mutex_unlock(&q->mu);
   return NULL;
 }
 
 tpu_status_t tpu_rt_queue_init(int num_devices) {
-  g_queues = calloc((size_t)num_devices, sizeof(queue_t));
+  size_t bytes = (size_t)num_devices * sizeof(queue_t); /* a multiple of 64 (aligned members) */
+  g_queues = aligned_alloc(64, bytes);
+  if (g_queues) memset(g_queues, 0, bytes);
   if (!g_queues) return TPU_ERR(OUT_OF_MEMORY, "out of host memory creating %d device queues", num_devices);
   for (int d = 0; d < num_devices; ++d) {
     queue_t* q = &g_queues[d];
@@ -130,7 +155,7 @@ void tpu_rt_queue_shutdown(void) {
     pthread_cond_signal(&q->cv_work);
     pthread_mutex_unlock(&q->mu);
     if (q->started && !pthread_equal(q->thread, pthread_self())) pthread_join(q->thread, NULL);
-    free(q->ring);
+    for (ring_t* r = atomic_load(&q->ring); r;) { ring_t* prev = r->prev; free(r); r = prev; }
     tpu_status_free(q->error);
     pthread_mutex_destroy(&q->mu);
     pthread_mutex_destroy(&q->inline_mu);
@@ -160,9 +185,7 @@ void tpu_rt_queue_wait(int device, uint64_t seq) {
     tpu_rt_cpu_relax();
     if ((i & 63) == 0 && tpu_rt_now_ns() - t0 > WAIT_SPIN_NS) {
       pthread_mutex_lock(&q->mu);
-      q->waiters++;
-      while (atomic_load(&q->completed) < seq) pthread_cond_wait(&q->cv_done, &q->mu);
-      q->waiters--;
+      QUEUE_WAIT_LOCKED(q, atomic_load(&q->completed) >= seq);
       pthread_mutex_unlock(&q->mu);
       break;
     }
@@ -197,8 +220,7 @@ static tpu_status_t run_inline(queue_t* q, const task_t* t, uint64_t* out_seq) {
   pthread_mutex_lock(&q->inline_mu);
   tpu_rt_queue_wait(q->device, atomic_load(&q->enqueued));
   pthread_mutex_lock(&q->mu);
-  uint64_t seq = ++q->tail;
-  q->head = q->tail;
+  uint64_t seq = atomic_load(&q->enqueued) + 1; /* a sequence number, no ring slot */
   atomic_store(&q->enqueued, seq);
   pthread_mutex_unlock(&q->mu);
   int prev = tl_task_device; /* a task of another device may enqueue here */
@@ -223,23 +245,25 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
   pthread_mutex_lock(&q->mu);
   /* Backpressure: bound host memory held by not-yet-started tasks (staging copies...). A task
    * enqueueing on its own device is never blocked (the worker would wait for itself). */
-  while (q->tail - q->head >= TPU_RT_QUEUE_MAX_PENDING && tl_task_device != device && !atomic_load(&q->stop)) {
-    q->waiters++;
-    pthread_cond_wait(&q->cv_done, &q->mu);
-    q->waiters--;
-  }
+  if (atomic_load(&q->tail) - atomic_load(&q->head) >= TPU_RT_QUEUE_MAX_PENDING && tl_task_device != device)
+    QUEUE_WAIT_LOCKED(q, atomic_load(&q->tail) - atomic_load(&q->head) < TPU_RT_QUEUE_MAX_PENDING ||
+                             atomic_load(&q->stop));
+  const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed); /* only producers write it, under mu */
+  ring_t* r = atomic_load_explicit(&q->ring, memory_order_relaxed);
+  const uint64_t head = atomic_load(&q->head); /* may be stale (lower): copying extra slots is harmless */
   if (atomic_load(&q->stop)) {
     st = TPU_ERR(INTERNAL, "%s: tpu:%d queue is shutting down", t.op, device);
-  } else if (q->tail - q->head == q->cap) {
-    uint64_t cap = q->cap ? q->cap * 2 : 256;
-    task_t* ring = malloc(cap * sizeof(task_t));
-    if (!ring) {
+  } else if (!r || tail - head == r->cap) {
+    uint64_t cap = r ? r->cap * 2 : 256;
+    ring_t* nr = malloc(sizeof(ring_t) + cap * sizeof(task_t));
+    if (!nr) {
       st = TPU_ERR(OUT_OF_MEMORY, "%s: out of host memory growing the tpu:%d queue", t.op, device);
     } else {
-      for (uint64_t i = q->head; i < q->tail; ++i) ring[i & (cap - 1)] = q->ring[i & (q->cap - 1)];
-      free(q->ring);
-      q->ring = ring;
-      q->cap = cap;
+      nr->prev = r;
+      nr->cap = cap;
+      for (uint64_t i = head; i < tail; ++i) nr->slots[i & (cap - 1)] = r->slots[i & (r->cap - 1)];
+      atomic_store_explicit(&q->ring, nr, memory_order_release);
+      r = nr;
     }
   }
   if (!st && !q->started) {
@@ -254,8 +278,10 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
     if (free_fn) free_fn(ctx);
     return st;
   }
-  q->ring[q->tail & (q->cap - 1)] = t;
-  uint64_t seq = ++q->tail;
+  uint64_t seq = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
+  t.seq = seq;
+  r->slots[tail & (r->cap - 1)] = t;
+  atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
   atomic_store_explicit(&q->enqueued, seq, memory_order_release);
   if (q->worker_sleeping) pthread_cond_signal(&q->cv_work);
   pthread_mutex_unlock(&q->mu);
