@@ -113,13 +113,14 @@ def _compare(op: str, k: int, dtype: str, got: np.ndarray, want: np.ndarray) -> 
     return None
 
 
-# The printer's documented gap (docs/stablehlo.md): rng graphs are not printed.
-KNOWN_GAPS = ("stablehlo: rng ",)
+# Printer errors tolerated with allow_gaps (docs/stablehlo.md "Known gaps"): the custom targets
+# no lowering emits. Every graph the examples run today is printable, so nothing is skipped.
+KNOWN_GAPS = ("stablehlo: custom_call target",)
 
 
 def check_records(records: list[dict], min_graphs: int = 1, allow_gaps: bool = False) -> dict:
     """Runs each recorded module with XLA and compares; raises AssertionError listing every mismatch.
-    allow_gaps: graphs the printer reports as a known gap (rng) are counted, not failed.
+    allow_gaps: graphs the printer reports as a known gap are counted, not failed.
     Returns {"checked": n, "gaps": n, "ops": sorted op names checked}."""
     assert len(records) >= min_graphs, f"expected at least {min_graphs} recorded graphs, got {len(records)}"
     problems: list[str] = []

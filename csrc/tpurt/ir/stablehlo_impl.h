@@ -74,6 +74,8 @@ int shlo_pool_argmax(shlo_t* P, const tpu_ir_op_t* op, int x);
 int shlo_conv_general(shlo_t* P, int lhs, int rhs, const char* dl, const char* dr, const char* dout, int nsp,
                       const int64_t* strides, const int64_t (*pad)[2], const int64_t* lhs_dil,
                       const int64_t* rhs_dil, int64_t groups, const tpu_ir_type_t* rt);
+/* stablehlo_rng.c: TPU_IR_RNG (seed, offset rank-0 values). */
+int shlo_rng(shlo_t* P, const tpu_ir_op_t* op, int seed, int offset);
 /* stablehlo_custom.c: TPU_IR_CUSTOM targets. */
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in);
 

@@ -473,8 +473,7 @@ int shlo_print_other(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
     case TPU_IR_CONV: return conv_fwd(P, op, in[0], in[1]);
     case TPU_IR_REDUCE_WINDOW: return reduce_window(P, op, in[0]);
     case TPU_IR_CUSTOM: return shlo_print_custom(P, g, v, in);
-    case TPU_IR_RNG:
-      return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: rng (Philox4x32-10 with the host's counter layout) is not printed"));
+    case TPU_IR_RNG: return shlo_rng(P, op, in[0], in[1]); /* stablehlo_rng.c */
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: %s is not printed", tpu_ir_opcode_name(op->opcode)));
   }

@@ -122,6 +122,28 @@ static void test_dot(void) {
   free(t); tpu_ir_graph_free(&g);
 }
 
+static void test_indexing_sort_rng(void) {
+  tpu_ir_graph_t g; tpu_ir_graph_init(&g);
+  int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, (int64_t[]){3, 5});
+  int i = tpu_ir_param(&g, TPU_DTYPE_I64, 2, (int64_t[]){3, 2});
+  int seed = tpu_ir_scalar(&g, TPU_DTYPE_I64), off = tpu_ir_scalar(&g, TPU_DTYPE_I64);
+  tpu_ir_output(&g, tpu_ir_gather(&g, x, i, 1));
+  tpu_ir_output(&g, tpu_ir_argreduce(&g, 0, x, 1));
+  tpu_ir_output(&g, tpu_ir_sort(&g, x, 1, 0, 1));
+  tpu_ir_output(&g, tpu_ir_cumulative(&g, TPU_IR_MONOID_SUM, x, 0));
+  tpu_ir_output(&g, tpu_ir_rng(&g, TPU_DTYPE_F32, 1, (int64_t[]){6}, seed, off, 0));
+  char* t = print_ok(&g);
+  HAS(t, "func.func public @main(%arg0: tensor<3x5xf32>, %arg1: tensor<3x2xi64>, %arg2: tensor<i64>, %arg3: tensor<i64>)");
+  HAS(t, "#stablehlo.gather<offset_dims = [], collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 2>");
+  HAS(t, "\"stablehlo.reduce\"(%arg0, %v");                  /* argmax: (value, index) pairs */
+  HAS(t, "-> (tensor<3xf32>, tensor<3xi64>)");
+  HAS(t, "{dimension = 1 : i64, is_stable = true}");
+  HAS(t, "\"stablehlo.reduce_window\"");
+  HAS(t, "dense<3528531795> : tensor<2xi64>");               /* Philox multiplier 0xD2511F53 */
+  CHECK(count(t, "dense<3528531795>") == 10, "ten Philox rounds");
+  free(t); tpu_ir_graph_free(&g);
+}
+
 static void test_errors(void) {
   char* t = (char*)1;
   tpu_ir_graph_t g; tpu_ir_graph_init(&g);
@@ -140,6 +162,7 @@ int main(void) {
   test_constants();
   test_views_and_reduce();
   test_dot();
+  test_indexing_sort_rng();
   test_errors();
   printf("test_stablehlo: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
