@@ -219,33 +219,45 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_OutSpec], list[torch.Tensor]]:
     """Splits the graph outputs into what the capture returns (tensors an op wrote, or inputs themselves) and
-    views, which the replay recreates as metadata (AOTAutograd returns views of inputs, e.g. a transposed weight
-    saved for the backward)."""
+    aliases, which the replay recreates as views: AOTAutograd returns views of inputs (a transposed weight saved
+    for the backward) and aliases of intermediates (`detach`)."""
     specs: list[_OutSpec] = []
     captured: list[torch.Tensor] = []
+    by_storage: dict[int, int] = {}  # storage address -> index in `captured`
 
-    def capture_index(t: torch.Tensor) -> int:
-        for i, c in enumerate(captured):
-            if c is t:
-                return i
-        captured.append(t)
-        return len(captured) - 1
+    def key(t: torch.Tensor) -> int:
+        return t.untyped_storage().data_ptr()
 
+    def is_input(t: torch.Tensor) -> bool:
+        return any(t is a for a in inputs)
+
+    # The tensors the capture returns: inputs returned as they are, and one whole (non-view) tensor per storage.
+    for o in outs:
+        if isinstance(o, torch.Tensor) and (is_input(o) or (o._base is None and key(o) not in by_storage
+                                                              and not any(_same_storage(o, a) for a in inputs))):
+            if not is_input(o):
+                by_storage[key(o)] = len(captured)
+            captured.append(o)
     for o in outs:
         if not isinstance(o, torch.Tensor):
             specs.append(_OutSpec("value", value=o))
             continue
-        geometry = (tuple(o.shape), tuple(o.stride()), o.storage_offset())
-        if any(o is a for a in inputs):
-            specs.append(_OutSpec("captured", capture_index(o)))
+        if is_input(o):
+            specs.append(_OutSpec("captured", next(i for i, c in enumerate(captured) if c is o)))
             continue
         source = next((i for i, a in enumerate(inputs) if _same_storage(o, a)), None)
         if source is not None:
-            specs.append(_OutSpec("input_view", source, geometry))
-        elif o._base is not None:
-            specs.append(_OutSpec("captured_view", capture_index(o._base), geometry))
-        else:
-            specs.append(_OutSpec("captured", capture_index(o)))
+            specs.append(_OutSpec("input_view", source, (tuple(o.shape), tuple(o.stride()), o.storage_offset())))
+            continue
+        if key(o) not in by_storage:  # a view whose base is not an output itself: return the base too
+            by_storage[key(o)] = len(captured)
+            captured.append(o._base)
+        index = by_storage[key(o)]
+        if captured[index] is o:
+            specs.append(_OutSpec("captured", index))
+        else:  # offsets relative to the captured tensor: a replay allocates it afresh
+            offset = o.storage_offset() - captured[index].storage_offset()
+            specs.append(_OutSpec("captured_view", index, (tuple(o.shape), tuple(o.stride()), offset)))
     return specs, captured
 
 
@@ -263,9 +275,12 @@ class _Replay:
                 outs.append(got[spec.index])
             elif spec.kind == "value":
                 outs.append(spec.value)
+            elif spec.kind == "input_view":
+                outs.append(tensors_in[spec.index].as_strided(*spec.geometry))
             else:
-                base = tensors_in[spec.index] if spec.kind == "input_view" else got[spec.index]
-                outs.append(base.as_strided(*spec.geometry))
+                base = got[spec.index]
+                size, stride, offset = spec.geometry
+                outs.append(base.as_strided(size, stride, base.storage_offset() + offset))
         if self.out_type in (list, tuple):
             return self.out_type(outs)
         return outs[0]
@@ -309,12 +324,31 @@ class CompiledGraph:
                     RuntimeWarning,
                     stacklevel=2,
                 )
-        # Segments: runs of supported nodes (what one capture covers) separated by the unsupported nodes.
-        self.segments = 1 + 2 * len(self.unsupported)
-        self._fn = gm.forward
-        self._captured: dict[Any, Any] = {}
-        self._capture_off: Optional[str] = None if (options.capture and not self.unsupported) else (
-            "capture disabled by option" if not options.capture else "graph has ops without a tpu lowering")
+        self.segments = 1  # runs of supported nodes and unsupported nodes (see _build_runner)
+        self._run = self._build_runner(gm, options)
+
+    def _build_runner(self, gm: torch.fx.GraphModule, options: Options) -> Callable[..., Any]:
+        if not self.unsupported:
+            return _Segment(gm.forward, options.capture)
+        # Split into runs of supported nodes (each captured on its own) and the unsupported nodes (run eagerly).
+        from torch.fx.passes.split_module import split_module
+
+        bad = {name for name, _ in self.unsupported}
+        part, last_bad, parts = 0, False, {}
+        for node in gm.graph.nodes:
+            if node.op in ("placeholder", "output"):
+                continue
+            is_bad = node.name in bad
+            if is_bad or last_bad:
+                part += 1
+            parts[node.name] = part
+            last_bad = is_bad
+        split = split_module(gm, None, lambda node: parts[node.name], keep_original_order=True)
+        for name, sub in list(split.named_children()):
+            if all(_node_op(n) is None or op_supported(_node_op(n)) for n in sub.graph.nodes):
+                setattr(split, name, _SegmentModule(_Segment(sub.forward, options.capture)))
+        self.segments = len(list(split.named_children()))
+        return split.forward
 
     def __call__(self, args: list[Any]) -> Any:
         args = list(args) if not isinstance(args, list) else args
@@ -322,8 +356,32 @@ class CompiledGraph:
         args.clear()
         with _lock:
             _stats.calls += 1
+        return self._run(*call_args)
+
+
+class _SegmentModule(torch.nn.Module):
+    """A captured segment in place of a split graph's submodule (split_module's code calls self.submod_N)."""
+
+    def __init__(self, segment: "_Segment") -> None:
+        super().__init__()
+        self.segment = segment
+
+    def forward(self, *args: Any) -> Any:
+        return self.segment(*args)
+
+
+class _Segment:
+    """Runs a graph (or one segment of a split graph): captured and replayed when the runtime can, else op by
+    op. One capture per input signature (tensor metadata and the values of non-tensor arguments)."""
+
+    def __init__(self, fn: Callable[..., Any], capture: bool) -> None:
+        self._fn = fn
+        self._captured: dict[Any, _Replay] = {}
+        self._capture_off: Optional[str] = None if capture else "capture disabled by option"
+
+    def __call__(self, *call_args: Any) -> Any:
         if self._capture_off is None and _capture_api() is not None:
-            return self._run_captured(call_args)
+            return self._run_captured(list(call_args))
         with _lock:
             _stats.interpreted_calls += 1
         return self._fn(*call_args)

@@ -1,0 +1,111 @@
+"""Steady-state training-step time: torch.compile(backend="tpu") vs eager tpu, and vs torch.compile(backend=
+"inductor") on PyTorch CPU, same process, same models (tests/compile_models.py: the example models in their
+reduced configurations, with a larger batch).
+
+A step is zero_grad + forward + loss + backward + optimizer step (AdamW; SGD with momentum for ResNet); in the
+compiled variants both the model and `opt.step` go through torch.compile (compiled tpu: AdamW(capturable=True),
+so its step counts live on the device and the optimizer graph can be captured). Times are medians after warm-up (the
+compiles happen in the warm-up). Prints ms per step and the ratios (higher = compiled tpu faster); issue 4's
+targets: compiled/eager tpu >= 1.5x on GPT/Llama, >= 1.2x on ResNet/UNet; compiled tpu / inductor CPU >= 1.0x.
+
+Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import os
+import shutil
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("bench_common", os.path.join(HERE, "common.py"))
+_bench_common = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_bench_common)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.modules.pop("common", None)  # run_all.py may have imported benchmarks/common.py as `common`
+import compile_models  # noqa: E402  (tests/compile_models.py)
+
+import torch_tpu  # noqa: E402
+
+# name: build() overrides (bigger batches than the tests use)
+CONFIGS = {
+    "mingpt": dict(batch=16, seq=16),
+    "llama": dict(batch=16, seq=8),
+    "qwen": dict(batch=16, seq=8),
+    "resnet": dict(batch=16, size=16),
+    "unet": dict(batch=8, size=16),
+    "dlrm": dict(batch=128),
+}
+
+
+def make_step(name: str, device: str, backend: str | None):
+    model, inputs, loss_fn = compile_models.build(name, **CONFIGS[name])
+    model = model.to(device)
+    x = compile_models.to(inputs, device)
+    if name == "resnet":
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    else:
+        # compiled: capturable=True keeps AdamW's step counts on the device, so the optimizer graph has no CPU
+        # inputs and can be captured (as CUDA graphs need); eager keeps PyTorch's default (CPU step counts)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=backend == "tpu")
+    fwd = torch.compile(model, backend=backend) if backend else model
+    opt_step = torch.compile(opt.step, backend=backend) if backend else opt.step
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss_fn(fwd(*x)).backward()
+        opt_step()
+
+    return step
+
+
+def measure(name: str, device: str, backend: str | None, repeat: int) -> tuple[float, float]:
+    """(median seconds per step, seconds spent in the first step: compiles, caches)."""
+    torch._dynamo.reset()
+    step = make_step(name, device, backend)
+    t0 = time.perf_counter()
+    step()
+    _bench_common.sync(device)
+    first = time.perf_counter() - t0
+    return _bench_common.bench(step, device, warmup=3, repeat=repeat), first
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-inductor", action="store_true")
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args()
+    names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
+    print("machine:", _bench_common.machine())
+    inductor = not args.no_inductor and shutil.which(os.environ.get("CXX", "g++")) is not None
+    if not args.no_inductor and not inductor:
+        print("inductor skipped: no C++ compiler (g++) on PATH")
+    print(f"{'model':8} {'eager tpu':>10} {'compiled tpu':>13} {'speedup':>8} {'inductor cpu':>13} "
+          f"{'tpu/inductor':>13}  first-step s (eager / compiled / inductor)  capture")
+    for name in names:
+        eager, eager_first = measure(name, "tpu", None, args.repeat)
+        torch_tpu.reset_metrics()
+        compiled, compiled_first = measure(name, "tpu", "tpu", args.repeat)
+        m = torch_tpu.metrics()
+        capture = (f"replays {m['compile_replays']}/{m['compile_calls']} calls"
+                   + (f", not captured: {sorted(m['compile_capture_failures'])}" if m["compile_capture_failures"]
+                      else ""))
+        ind, ind_first = (float("nan"), float("nan"))
+        if inductor:
+            try:
+                ind, ind_first = measure(name, "cpu", "inductor", args.repeat)
+            except Exception as exc:  # report, keep measuring the others
+                print(f"  inductor failed on {name}: {type(exc).__name__}: {str(exc)[:200]}")
+        print(f"{name:8} {eager * 1e3:9.2f}ms {compiled * 1e3:12.2f}ms {eager / compiled:7.2f}x "
+              f"{ind * 1e3:12.2f}ms {ind / compiled:12.2f}x  {eager_first:.1f} / {compiled_first:.1f} / "
+              f"{ind_first:.1f}  {capture}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
