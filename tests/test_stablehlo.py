@@ -284,6 +284,28 @@ def test_oracle_catches_a_wrong_output():
     assert np is not None
 
 
+def test_dump_ir_stablehlo_files_compile_with_xla(tmp_path):
+    """TORCH_TPU_DUMP_IR's .stablehlo.mlir files (read at the first compile: a subprocess) are
+    modules XLA accepts."""
+    import os
+    import subprocess
+    from stablehlo_oracle import _compile
+    script = ("import torch, torch_tpu, torch.nn.functional as F\n"
+              "x = torch.randn(4, 3, 8, 8).to('tpu')\n"
+              "w = torch.randn(5, 3, 3, 3).to('tpu')\n"
+              "y = F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2).flatten(1).log_softmax(1)\n"
+              "print(float(y.sum().cpu()))\n")
+    env = dict(os.environ, TORCH_TPU_DUMP_IR=str(tmp_path / "dump"), TORCH_TPU_CACHE_DIR="0")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    files = sorted((tmp_path / "dump").glob("*.stablehlo.mlir"))
+    assert len(files) >= 4, files
+    for f in files:
+        text = f.read_text()
+        assert not text.startswith("//"), (f.name, text)  # the printer expressed the graph
+        _compile(text)
+
+
 def test_recording_off_records_nothing():
     x = rn(4, seed=61)
     torch.tpu.synchronize()
