@@ -197,8 +197,14 @@ def _backward():
     y = F.conv2d(x, w, padding=1, stride=2)
     a = F.scaled_dot_product_attention(q, kv, kv, is_causal=False)
     loss = y.square().mean() + F.max_pool2d(x, 2).sum() + a.sum() + F.log_softmax(x, 1).mean()
+    xo = rn(2, 4, 9, 11, seed=54).requires_grad_()  # odd sizes: strided windows skip input rows
+    wg = rn(6, 2, 3, 2, seed=55).requires_grad_()
+    wt = rn(4, 3, 3, 3, seed=56).requires_grad_()
+    loss = loss + F.conv2d(xo, wg, stride=2, groups=2, dilation=(2, 1)).square().sum()
+    loss = loss + F.conv_transpose2d(xo, wt, stride=2, padding=1, output_padding=1).sin().sum()
+    loss = loss + F.avg_pool2d(xo, 3, 2, ceil_mode=True).sum() + F.adaptive_max_pool2d(xo, (4, 5)).cos().sum()
     loss.backward()
-    return [x.grad, w.grad, q.grad, kv.grad]
+    return [x.grad, w.grad, q.grad, kv.grad, xo.grad, wg.grad, wt.grad]
 
 
 CASES = {
