@@ -64,15 +64,21 @@ def make_step(name: str, device: str, backend: str | None):
     return step
 
 
-def measure(name: str, device: str, backend: str | None, repeat: int) -> tuple[float, float]:
-    """(median seconds per step, seconds spent in the first step: compiles, caches)."""
+def measure(name: str, device: str, backend: str | None, repeat: int) -> tuple[float, float, int]:
+    """(median seconds per step, seconds spent in the first step (compiles, caches), Dynamo graphs compiled
+    after the first two steps: recompiles inside the measured region, which should be 0)."""
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
     step = make_step(name, device, backend)
     t0 = time.perf_counter()
     step()
     _bench_common.sync(device)
     first = time.perf_counter() - t0
-    return _bench_common.bench(step, device, warmup=3, repeat=repeat), first
+    step()  # optimizers create their state in the first step: the second one may compile again
+    graphs = counters["stats"]["unique_graphs"]
+    seconds = _bench_common.bench(step, device, warmup=3, repeat=repeat)
+    return seconds, first, counters["stats"]["unique_graphs"] - graphs
 
 
 def main() -> None:
@@ -89,22 +95,25 @@ def main() -> None:
     print(f"{'model':8} {'eager tpu':>10} {'compiled tpu':>13} {'speedup':>8} {'inductor cpu':>13} "
           f"{'tpu/inductor':>13}  first-step s (eager / compiled / inductor)  capture")
     for name in names:
-        eager, eager_first = measure(name, "tpu", None, args.repeat)
+        eager, eager_first, _ = measure(name, "tpu", None, args.repeat)
         torch_tpu.reset_metrics()
-        compiled, compiled_first = measure(name, "tpu", "tpu", args.repeat)
+        compiled, compiled_first, recompiled = measure(name, "tpu", "tpu", args.repeat)
         m = torch_tpu.metrics()
         capture = (f"replays {m['compile_replays']}/{m['compile_calls']} calls"
                    + (f", not captured: {sorted(m['compile_capture_failures'])}" if m["compile_capture_failures"]
                       else ""))
-        ind, ind_first = (float("nan"), float("nan"))
+        cpu_eager, _, _ = measure(name, "cpu", None, args.repeat)
+        ind, ind_first, ind_recompiled = (float("nan"), float("nan"), 0)
         if inductor:
             try:
-                ind, ind_first = measure(name, "cpu", "inductor", args.repeat)
+                ind, ind_first, ind_recompiled = measure(name, "cpu", "inductor", args.repeat)
             except Exception as exc:  # report, keep measuring the others
                 print(f"  inductor failed on {name}: {type(exc).__name__}: {str(exc)[:200]}")
         print(f"{name:8} {eager * 1e3:9.2f}ms {compiled * 1e3:12.2f}ms {eager / compiled:7.2f}x "
               f"{ind * 1e3:12.2f}ms {ind / compiled:12.2f}x  {eager_first:.1f} / {compiled_first:.1f} / "
-              f"{ind_first:.1f}  {capture}", flush=True)
+              f"{ind_first:.1f}  {capture}; graphs compiled while timed: tpu {recompiled}, inductor {ind_recompiled}; "
+              f"eager cpu {cpu_eager * 1e3:.2f}ms",
+              flush=True)
 
 
 if __name__ == "__main__":

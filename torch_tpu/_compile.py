@@ -206,7 +206,8 @@ def _capture_api() -> Optional[tuple[Callable, Callable]]:
 @dataclass(frozen=True)
 class _OutSpec:
     """How a replay produces one graph output: the handle's output `index` ("captured"), a view of an input or of
-    a captured output ("input_view" / "captured_view": as_strided with `geometry`), or a fixed `value`."""
+    a captured output ("input_view" / "captured_view": as_strided with `geometry`), a new tensor with no
+    elements ("empty"), or a fixed `value`."""
     kind: str
     index: int = -1
     geometry: tuple = ()
@@ -214,6 +215,8 @@ class _OutSpec:
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.untyped_storage().nbytes() == 0 or b.untyped_storage().nbytes() == 0:
+        return False  # empty storages have no address to compare (data_ptr 0)
     return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
@@ -232,7 +235,12 @@ def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_Ou
         return any(t is a for a in inputs)
 
     # The tensors the capture returns: inputs returned as they are, and one whole (non-view) tensor per storage.
+    def empty(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and not is_input(t) and t.untyped_storage().nbytes() == 0
+
     for o in outs:
+        if empty(o):
+            continue
         if isinstance(o, torch.Tensor) and (is_input(o) or (o._base is None and key(o) not in by_storage
                                                               and not any(_same_storage(o, a) for a in inputs))):
             if not is_input(o):
@@ -241,6 +249,9 @@ def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_Ou
     for o in outs:
         if not isinstance(o, torch.Tensor):
             specs.append(_OutSpec("value", value=o))
+            continue
+        if empty(o):  # no data: a replay makes a new empty tensor of the same metadata
+            specs.append(_OutSpec("empty", geometry=(tuple(o.shape), tuple(o.stride())), value=(o.dtype, o.device)))
             continue
         if is_input(o):
             specs.append(_OutSpec("captured", next(i for i, c in enumerate(captured) if c is o)))
@@ -275,6 +286,9 @@ class _Replay:
                 outs.append(got[spec.index])
             elif spec.kind == "value":
                 outs.append(spec.value)
+            elif spec.kind == "empty":
+                dtype, device = spec.value
+                outs.append(torch.empty_strided(*spec.geometry, dtype=dtype, device=device))
             elif spec.kind == "input_view":
                 outs.append(tensors_in[spec.index].as_strided(*spec.geometry))
             else:
