@@ -1,9 +1,18 @@
-"""f32 GEMM throughput: torch.mm on PyTorch CPU vs the tpu device (host driver), in one process.
+"""GEMM throughput and precision: torch.mm on PyTorch CPU vs the tpu device (host driver), in one process.
 
-Prints GFLOP/s (median of several synchronized runs after warm-up) and the tpu/cpu ratio
-for M=N=K=1024 and M=N=4096, K=1024. Higher is better.
+1. f32 GFLOP/s (median of several synchronized runs after warm-up) and the tpu/cpu ratio for
+   M=N=K=1024 and M=N=4096, K=1024.
+2. bf16 GFLOP/s (bf16 operands, f32 accumulation, bf16 result) for 1024^3, x @ W^T (a Linear layer,
+   4096 x 1024 by 1024 x 1024) and a batched 8 x (512 x 512 x 64) attention-like product.
+3. torch.set_float32_matmul_precision on tpu: "highest" (f32), "high" (3-pass bf16), "medium" (1-pass
+   bf16): error of a 1024^3 f32 GEMM against the float64 product, and GFLOP/s. The error of element
+   (i, j) is |c_ij - exact_ij| / sum_k |a_ik b_kj| (the scale a dot product's rounding error lives on);
+   max and mean over the matrix. Higher GFLOP/s is better; lower error is better.
+Usage: python benchmarks/bench_gemm.py [--only f32,bf16,precision]
 """
 from __future__ import annotations
+
+import argparse
 
 import torch
 
@@ -22,11 +31,59 @@ def gflops(device: str, m: int, n: int, k: int) -> float:
     return 2.0 * m * n * k / t / 1e9
 
 
+BF16_CASES = [
+    ("mm 1024x1024x1024", lambda d: (torch.randn(1024, 1024), torch.randn(1024, 1024)), lambda a, b: a @ b),
+    ("x @ W^T 4096x1024 by 1024x1024", lambda d: (torch.randn(4096, 1024), torch.randn(1024, 1024)),
+     lambda a, b: a @ b.t()),
+    ("bmm 8 x (512x64 @ 64x512)", lambda d: (torch.randn(8, 512, 64), torch.randn(8, 64, 512)), torch.bmm),
+]
+
+
+def bf16_gflops(device: str, make, fn) -> float:
+    torch.manual_seed(0)
+    a, b = (t.to(torch.bfloat16).to(device) for t in make(device))
+    flops = 2.0 * fn(a, b).numel() * a.shape[-1]  # 2 * (outputs) * K
+    t = bench(lambda: fn(a, b), device, warmup=3, repeat=10)
+    return flops / t / 1e9
+
+
+def precision_table() -> None:
+    n = 1024
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    exact = a.double() @ b.double()
+    scale = a.double().abs() @ b.double().abs()
+    old = torch.get_float32_matmul_precision()
+    rows = []
+    cpu = (a @ b).double()
+    e = (cpu - exact).abs() / scale
+    rows.append(("PyTorch CPU (f32)", float(e.max()), float(e.mean()), gflops("cpu", n, n, n)))
+    for mode in ("highest", "high", "medium"):
+        torch.set_float32_matmul_precision(mode)
+        c = (a.to("tpu") @ b.to("tpu")).cpu().double()
+        e = (c - exact).abs() / scale
+        rows.append((f"tpu {mode}", float(e.max()), float(e.mean()), gflops("tpu", n, n, n)))
+    torch.set_float32_matmul_precision(old)
+    print(f"f32 matmul precision, {n}^3 random normal: error = |c - exact| / sum|a*b|")
+    for name, mx, mean, gf in rows:
+        print(f"  {name:20s} max {mx:9.3e}  mean {mean:9.3e}  {gf:7.1f} GFLOP/s")
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="f32,bf16,precision")
+    only = ap.parse_args().only.split(",")
     print("machine:", machine())
-    for m, n, k in SHAPES:
-        cpu, tpu = gflops("cpu", m, n, k), gflops("tpu", m, n, k)
-        print(f"sgemm M={m} N={n} K={k}: cpu {cpu:8.1f} GFLOP/s   tpu {tpu:8.1f} GFLOP/s   tpu/cpu {tpu / cpu:5.2f}x")
+    if "f32" in only:
+        for m, n, k in SHAPES:
+            cpu, tpu = gflops("cpu", m, n, k), gflops("tpu", m, n, k)
+            print(f"sgemm M={m} N={n} K={k}: cpu {cpu:8.1f} GFLOP/s   tpu {tpu:8.1f} GFLOP/s   tpu/cpu {tpu / cpu:5.2f}x")
+    if "bf16" in only:
+        for name, make, fn in BF16_CASES:
+            cpu, tpu = bf16_gflops("cpu", make, fn), bf16_gflops("tpu", make, fn)
+            print(f"bf16 {name}: cpu {cpu:8.1f} GFLOP/s   tpu {tpu:8.1f} GFLOP/s   tpu/cpu {tpu / cpu:5.2f}x")
+    if "precision" in only:
+        precision_table()
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -114,6 +115,19 @@ std::unordered_map<std::string, uint64_t> g_fallback_counts;
 std::unordered_set<std::string> g_fallback_warned;
 
 }  // namespace
+
+// torch.set_float32_matmul_precision reaches the C core before every op (a field read and an
+// atomic store; the runtime makes it part of the executable-cache key). Same numbering:
+// HIGHEST 0, HIGH 1, MEDIUM 2 (tpu_matmul_precision_t).
+static void set_matmul_precision() {
+  int p = 0;
+  try {
+    p = static_cast<int>(at::globalContext().float32MatmulPrecision());
+  } catch (const std::exception&) {
+    p = 0;  // a conflicting TF32 configuration: keep f32 products
+  }
+  tpu_rt_set_matmul_precision(p);
+}
 
 void set_cpu_fallback(bool enabled) { g_fallback_flag.store(enabled ? 1 : 0); }
 
@@ -1199,6 +1213,7 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     }
   }
 
+  set_matmul_precision();
   tpu_status_t st = tpu_op_run(device, name, m.args, static_cast<int>(info.nargs), outs, static_cast<int>(nouts));
   if (C10_UNLIKELY(st != TPU_OK)) {
     if (tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT && info.has_out && !meta_for_outs &&

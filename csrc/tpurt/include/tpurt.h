@@ -96,6 +96,18 @@ int tpu_rt_device_count(void);             /* 0 before a successful init */
 bool tpu_rt_launch_blocking(void);
 int tpu_rt_num_threads(void);
 
+/* Precision of f32 matrix products and convolutions (torch.set_float32_matmul_precision; the
+ * glue copies PyTorch's setting here before each op). Values match the IR's precision_config:
+ *   HIGHEST (0, default): f32 products;  HIGH (1): 3-pass bf16 (x = hi + lo, hi*hi + hi*lo + lo*hi);
+ *   MEDIUM (2): 1-pass bf16 (hi*hi), as StableHLO DEFAULT on a TPU. Accumulation is f32 in all
+ * three; bf16/f16/f64 operands are not affected. Part of the executable-cache key. Process-wide;
+ * an out-of-range value is ignored. */
+typedef enum tpu_matmul_precision_e {
+  TPU_MATMUL_PRECISION_HIGHEST = 0, TPU_MATMUL_PRECISION_HIGH = 1, TPU_MATMUL_PRECISION_MEDIUM = 2
+} tpu_matmul_precision_t;
+void tpu_rt_set_matmul_precision(int precision);
+int tpu_rt_matmul_precision(void);
+
 /* Caching allocator, one per device. Blocks are rounded to size classes and kept
  * for reuse; a freed block may be reused by work enqueued after the free (all
  * work on a device runs in enqueue order). On exhaustion the cache is emptied

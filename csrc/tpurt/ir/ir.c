@@ -72,8 +72,9 @@ int tpu_ir_add_op(tpu_ir_graph_t* g, const tpu_ir_op_t* proto, int n_in, const i
   }
   tpu_ir_op_t* op = &g->ops[g->n_ops];
   *op = *proto;
+  if (op->opcode != TPU_IR_DOT && op->opcode != TPU_IR_CONV && op->opcode != TPU_IR_CUSTOM) op->prec = 0;
   for (int d = op->type.rank; d < TPU_MAX_DIMS; ++d) op->type.dims[d] = 0;
-  op->n_in = n_in; op->in_off = g->n_operands; op->pad_ = 0;
+  op->n_in = n_in; op->in_off = g->n_operands;
   for (int k = 0; k < n_in; ++k) g->operands[g->n_operands++] = in[k];
   return g->n_ops++;
 }
@@ -270,7 +271,7 @@ int tpu_ir_dot(tpu_ir_graph_t* g, int lhs, int rhs, int nb, int out_dtype) {
   if (tl->dims[nb + 1] != tr->dims[nb]) return FAIL(g, "ir: dot contracting dims differ");
   if (tl->dtype != tr->dtype) return FAIL(g, "ir: dot operand dtypes differ");
   tpu_ir_op_t p = proto_like(TPU_IR_DOT, tl);
-  p.type.dtype = out_dtype; p.i0 = nb;
+  p.type.dtype = out_dtype; p.i0 = nb; p.prec = g->precision;
   p.type.dims[nb + 1] = tr->dims[nb + 1];
   int in[2] = {lhs, rhs};
   return tpu_ir_add_op(g, &p, 2, in);
@@ -491,6 +492,8 @@ size_t tpu_ir_print(const tpu_ir_graph_t* g, char* buf, size_t cap) {
         sb_printf(&s, " mode=%lld dim=%lld", (long long)op->i0, (long long)op->i1); break;
       default: break;
     }
+    if (op->prec > 0 && op->prec < TPU_IR_PRECISION_COUNT)
+      sb_printf(&s, " precision=%s", op->prec == TPU_IR_PRECISION_HIGH ? "HIGH" : "DEFAULT");
     sb_printf(&s, " : ");
     sb_type(&s, &op->type);
     sb_printf(&s, "\n");

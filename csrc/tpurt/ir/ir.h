@@ -112,6 +112,15 @@ typedef enum tpu_ir_monoid_e {
   TPU_IR_MONOID_COUNT
 } tpu_ir_monoid_t;
 
+/* Precision of f32 products (StableHLO precision_config; torch.set_float32_matmul_precision):
+ * HIGHEST = f32 products ("highest"); HIGH = 3-pass bf16: x = hi + lo with hi = bf16(x),
+ * lo = bf16(x - hi), hi*hi + hi*lo + lo*hi accumulated in f32 ("high"); DEFAULT = one bf16 pass
+ * hi*hi, f32 accumulation ("medium"). bf16/f16/f64 operands ignore it. Zero is HIGHEST. */
+typedef enum tpu_ir_precision_e {
+  TPU_IR_PRECISION_HIGHEST = 0, TPU_IR_PRECISION_HIGH = 1, TPU_IR_PRECISION_DEFAULT = 2,
+  TPU_IR_PRECISION_COUNT
+} tpu_ir_precision_t;
+
 typedef struct tpu_ir_type_s {
   int32_t dtype;
   int32_t rank;
@@ -125,7 +134,7 @@ typedef struct tpu_ir_op_s {
   int32_t opcode;
   int32_t n_in;
   int32_t in_off;  /* operands: g->operands[in_off .. in_off + n_in) */
-  int32_t pad_;
+  int32_t prec;    /* DOT, CONV, CUSTOM CONV_BWD_*: tpu_ir_precision_t of f32 operands; 0 elsewhere */
   tpu_ir_type_t type;
   int64_t i0, i1;
   double f0;
@@ -142,6 +151,7 @@ typedef struct tpu_ir_graph_s {
   int32_t n_params, n_scalars;
   int32_t outputs[TPU_IR_MAX_OUTPUTS];
   int32_t n_outputs;
+  int32_t precision;   /* tpu_ir_precision_t that tpu_ir_dot gives new DOTs (0: HIGHEST) */
   tpu_status_t status; /* first builder error (owned) */
 } tpu_ir_graph_t;
 

@@ -8,7 +8,9 @@
  * Everything becomes TPU_IR_CONV (x [N, C, *S], w [O, C/G, *K]) and the two custom calls
  * CONV_BWD_INPUT (gy, w) -> gx and CONV_BWD_WEIGHT (x, gy) -> gw of the host driver's conv.h;
  * a transposed convolution is the input-gradient of the convolution with its weight. Math
- * runs in the op-math dtype (f32 for f16/bf16). */
+ * runs in the op-math dtype: f16/bf16 operands go to the kernels as they are (the host kernels
+ * widen them exactly while copying) and the results are f32, rounded once by the output
+ * convert. The ops carry the matmul precision (cx->g.precision) for f32 operands. */
 #include "lower/lower.h"
 
 typedef struct {
@@ -50,14 +52,15 @@ static void conv_fill_op(tpu_ir_op_t* p, const conv_attr_t* a) {
   }
 }
 
-/* y [N, O, *Q] = conv(x [N, C, *S], w [O, C/G, *K]) */
-static int conv_fwd(tpu_lower_ctx_t* cx, int x, int w, const conv_attr_t* a) {
+/* y [N, O, *Q] (dtype ct) = conv(x [N, C, *S], w [O, C/G, *K]) */
+static int conv_fwd(tpu_lower_ctx_t* cx, int x, int w, const conv_attr_t* a, int ct) {
   if (x < 0 || w < 0) return -1;
   const tpu_ir_type_t* xt = tpu_ir_type(&cx->g, x);
   const tpu_ir_type_t* wt = tpu_ir_type(&cx->g, w);
   tpu_ir_op_t p = {0};
   p.opcode = TPU_IR_CONV;
-  p.type.dtype = xt->dtype;
+  p.type.dtype = ct;
+  p.prec = cx->g.precision;
   p.type.rank = xt->rank;
   p.type.dims[0] = xt->dims[0];
   p.type.dims[1] = wt->dims[0];
@@ -72,13 +75,14 @@ static int conv_fwd(tpu_lower_ctx_t* cx, int x, int w, const conv_attr_t* a) {
   return tpu_ir_add_op(&cx->g, &p, 2, (int[]){x, w});
 }
 
-/* custom conv backward: target BWD_INPUT (gy, w) or BWD_WEIGHT (x, gy), result shape dims */
+/* custom conv backward: target BWD_INPUT (gy, w) or BWD_WEIGHT (x, gy), result shape dims, dtype ct */
 static int conv_bwd(tpu_lower_ctx_t* cx, int target, int u, int v, int rank, const int64_t* dims,
-                    const conv_attr_t* a) {
+                    const conv_attr_t* a, int ct) {
   if (u < 0 || v < 0) return -1;
   tpu_ir_op_t p = {0};
   p.opcode = TPU_IR_CUSTOM;
-  p.type.dtype = tpu_ir_type(&cx->g, u)->dtype;
+  p.type.dtype = ct;
+  p.prec = cx->g.precision;
   p.type.rank = rank;
   for (int d = 0; d < rank; ++d) p.type.dims[d] = dims[d];
   p.i0 = target;
@@ -125,13 +129,13 @@ static tpu_status_t lower_convolution(tpu_lower_ctx_t* cx) {
   int ct = tpu_opmath_dtype(lw_dtype_of(cx, 0));
   const int64_t* xs = lw_sizes_of(cx, 0);
   const int64_t* ws = lw_sizes_of(cx, 1);
-  int x = lw_input(cx, 0, ct), w = lw_input(cx, 1, ct), y;
+  int x = lw_input(cx, 0, -1), w = lw_input(cx, 1, -1), y;
   if (!a.transposed) {
     if (xs[1] != ws[1] * a.groups || ws[0] % a.groups)
       return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Given groups=%lld, weight of size [%lld, %lld, ...], expected input[%lld, %lld, ...] to have %lld channels, but got %lld channels instead",
                      (long long)a.groups, (long long)ws[0], (long long)ws[1], (long long)xs[0], (long long)xs[1],
                      (long long)(ws[1] * a.groups), (long long)xs[1]);
-    y = conv_fwd(cx, x, w, &a);
+    y = conv_fwd(cx, x, w, &a, ct);
   } else {
     /* weight [Cin, Cout/G, *K]: y [N, Cout, *S'] is the input-gradient of conv(y) = x */
     if (xs[1] != ws[0] || ws[0] % a.groups)
@@ -144,7 +148,7 @@ static tpu_status_t lower_convolution(tpu_lower_ctx_t* cx) {
                     a.outpad[d] + 1;
       if (dims[2 + d] < 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Calculated output size is too small");
     }
-    y = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_INPUT, x, w, nsp + 2, dims, &a);
+    y = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_INPUT, x, w, nsp + 2, dims, &a, ct);
   }
   if (!lw_is_none(cx, 2)) y = conv_add_bias(cx, y, lw_input(cx, 2, ct));
   return lw_output(cx, 0, y);
@@ -167,22 +171,22 @@ static tpu_status_t conv_backward(tpu_lower_ctx_t* cx, int attr0) {
   int need_in = cx->nouts > 0 && lw_out_meta(cx, 0)->ndim >= 0;
   int need_w = cx->nouts > 1 && lw_out_meta(cx, 1)->ndim >= 0;
   int need_b = cx->nouts > 2 && lw_out_meta(cx, 2)->ndim >= 0;
-  int gy = lw_input(cx, 0, ct);
-  int x = need_w ? lw_input(cx, 1, ct) : -1;
-  int w = need_in ? lw_input(cx, 2, ct) : -1;
+  int gy = lw_input(cx, 0, -1);
+  int x = need_w ? lw_input(cx, 1, -1) : -1;
+  int w = need_in ? lw_input(cx, 2, -1) : -1;
   int gi = -1, gw = -1, gb = -1;
   if (!a.transposed) {
-    if (need_in) gi = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_INPUT, gy, w, rank, xs, &a);
-    if (need_w) gw = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_WEIGHT, x, gy, rank, ws, &a);
+    if (need_in) gi = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_INPUT, gy, w, rank, xs, &a, ct);
+    if (need_w) gw = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_WEIGHT, x, gy, rank, ws, &a, ct);
   } else {
     /* y = conv_bwd_input(x, w): gx = conv(gy, w), gw = conv_bwd_weight(gy, x) */
-    if (need_in) gi = conv_fwd(cx, gy, w, &a);
-    if (need_w) gw = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_WEIGHT, gy, x, rank, ws, &a);
+    if (need_in) gi = conv_fwd(cx, gy, w, &a, ct);
+    if (need_w) gw = conv_bwd(cx, TPU_IR_CUSTOM_CONV_BWD_WEIGHT, gy, x, rank, ws, &a, ct);
   }
   if (need_b) {
     int64_t flags[TPU_MAX_DIMS] = {0};
     for (int d = 0; d < rank; ++d) flags[d] = d != 1;
-    gb = tpu_ir_reduce(&cx->g, TPU_IR_MONOID_SUM, gy, flags);
+    gb = tpu_ir_reduce(&cx->g, TPU_IR_MONOID_SUM, tpu_ir_convert(&cx->g, gy, ct), flags);
   }
   TPU_RETURN_IF_ERROR(lw_output(cx, 0, gi));
   TPU_RETURN_IF_ERROR(lw_output(cx, 1, gw));

@@ -749,7 +749,10 @@ static int up_apply_dim(tpu_lower_ctx_t* cx, int x, int j, int m, int dt) {
   for (int k = 0; k < r; ++k) { pd[k] = t.dims[perm[k]]; inv[perm[k]] = k; if (k < r - 1) R *= pd[k]; }
   int xt = d == r - 1 ? x : tpu_ir_transpose(G, x, perm);
   int64_t r2[2] = {R, t.dims[d]};
+  const int32_t prec = G->precision; /* interpolation weights are not a matmul: always f32 products */
+  G->precision = TPU_IR_PRECISION_HIGHEST;
   int y = tpu_ir_dot(G, tpu_ir_reshape(G, xt, 2, r2), m, 0, dt);
+  G->precision = prec;
   pd[r - 1] = mt.dims[1];
   y = tpu_ir_reshape(G, y, r, pd);
   return d == r - 1 ? y : tpu_ir_transpose(G, y, inv);

@@ -69,7 +69,9 @@ static void key_tensor(key_t_* k, const tpu_tensor_t* t) {
   if (t->ndim > 0) key_put(k, t->sizes, (size_t)t->ndim * sizeof(int64_t));
 }
 static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args, int nargs,
-                              const tpu_tensor_t* outs, int nouts, uint32_t key_scalars) {
+                              const tpu_tensor_t* outs, int nouts, uint32_t key_scalars, int precision) {
+  /* a non-default matmul precision leads the key (a byte no op name starts with) */
+  if (precision) { uint8_t b = (uint8_t)precision; key_put(k, &b, 1); }
   key_put(k, name, strlen(name) + 1);
   for (int i = 0; i < nargs; ++i) {
     const tpu_arg_t* a = &args[i];
@@ -136,11 +138,12 @@ static double now_s(void) {
 }
 
 static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, const tpu_arg_t* args, int nargs,
-                                  const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t** out_e) {
+                                  const tpu_tensor_t* outs, int nouts, int precision, tpu_exec_entry_t** out_e) {
   double t0 = now_s();
   tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
   if (!cx) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   tpu_ir_graph_init(&cx->g);
+  cx->g.precision = precision; /* DOTs and CONVs carry it */
   cx->op_name = name; cx->args = args; cx->nargs = nargs; cx->outs = outs; cx->nouts = nouts;
   cx->gen_arg = -1;
   tpu_status_t st = l->fn(cx);
@@ -372,7 +375,8 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk, split_tail);
   key_t_ k = {.p = NULL, .cap = sizeof(k.inline_buf)};
   k.p = k.inline_buf;
-  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars);
+  const int precision = tpu_rt_matmul_precision();
+  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, precision);
   if (st) { if (k.p != k.inline_buf) free(k.p); return st; }
   uint64_t h = hash_bytes(k.p, k.len);
   tpu_exec_entry_t* e = memo_lookup(h, k.p, k.len);
@@ -382,7 +386,7 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   }
   tpu_metrics_add_cache(e != NULL);
   if (!e) {
-    st = compile_entry(l, op_name, args, nargs, outs, nouts, &e);
+    st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, &e);
     if (st == TPU_OK) {
       e->hash = h; e->key_len = k.len;
       e->key = malloc(k.len);

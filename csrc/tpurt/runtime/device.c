@@ -62,6 +62,13 @@ void tpu_rt_shutdown(void) {
 
 const tpu_rt_config_t* tpu_rt_config(void) { return &g_cfg; }
 
+static _Atomic int g_matmul_precision; /* tpu_matmul_precision_t, 0 = HIGHEST */
+void tpu_rt_set_matmul_precision(int precision) {
+  if (precision >= TPU_MATMUL_PRECISION_HIGHEST && precision <= TPU_MATMUL_PRECISION_MEDIUM)
+    atomic_store_explicit(&g_matmul_precision, precision, memory_order_relaxed);
+}
+int tpu_rt_matmul_precision(void) { return atomic_load_explicit(&g_matmul_precision, memory_order_relaxed); }
+
 tpu_status_t tpu_rt_device_check(int device) {
   if (!atomic_load_explicit(&g_ready, memory_order_acquire)) TPU_RETURN_IF_ERROR(tpu_rt_init());
   if (device < 0 || device >= g_cfg.num_devices)

@@ -91,18 +91,24 @@ static void test_kernels(void) {
     for (int kind = 0; kind < 3; ++kind) {
       int la = irand(0, 2), lb = irand(0, 2), lo = irand(0, 2);
       const int64_t *as = kind == 1 ? ys : xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : kind == 1 ? xs : ws;
-      hview_t a = hview(dt, rank, as, la), b = hview(dt, rank, bs, lb);
+      /* f32 results also take bf16/f16 operands (widened exactly by the kernels) */
+      int idt = dt == TPU_DTYPE_F32 && it % 8 == 1 ? TPU_DTYPE_BF16 : dt == TPU_DTYPE_F32 && it % 8 == 5 ? TPU_DTYPE_F16 : dt;
+      hview_t a = hview(idt, rank, as, la), b = hview(idt, rank, bs, lb);
       hview_t o = hview(dt, rank, os, lo), r = hview(dt, rank, os, 0);
       fill(&a); fill(&b); fill(&o);
       int64_t tile = it % 2 ? irand(1, 9) : 0; /* tiles that start and end mid-row */
+      int64_t group = it % 3 == 0 ? irand(2, 3) : 0; /* sample groups (small outputs) */
       tpu_host_conv_set_tile(tile);
+      tpu_host_conv_set_group(group);
       OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
       tpu_host_conv_set_tile(0);
+      tpu_host_conv_set_group(0);
       OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
       double mag, e = vdiff(&o.v, &r.v, &mag);
       double tol = dt == TPU_DTYPE_F64 ? 1e-12 * (1 + mag) : 1e-5 * (1 + mag);
-      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d tile %lld: err %g", kn[kind], nsp,
-            (long long)N, (long long)G, (long long)Cg, (long long)Og, la, lb, lo, (long long)tile, e);
+      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d tile %lld group %lld dtype %d: err %g",
+            kn[kind], nsp, (long long)N, (long long)G, (long long)Cg, (long long)Og, la, lb, lo, (long long)tile,
+            (long long)group, idt, e);
       free(a.buf); free(b.buf); free(o.buf); free(r.buf);
     }
   }
@@ -123,6 +129,24 @@ static void test_kernels_big(void) {
     CHECK(e <= 1e-5 * (1 + mag), "big kind %d: err %g (mag %g)", kind, e, mag);
     free(a.buf); free(b.buf); free(o.buf); free(r.buf);
   }
+}
+
+/* small spatial, larger batch: sample groups by default (channels-last input too) */
+static void test_kernels_groups(void) {
+  int64_t st[2] = {1, 1}, pd[2] = {1, 1}, dl[2] = {1, 1};
+  int64_t xs[4] = {9, 24, 4, 5}, ws[4] = {20, 24, 3, 3}, ys[4] = {9, 20, 4, 5};
+  const int64_t* shp[3][3] = {{xs, ws, ys}, {ys, ws, xs}, {xs, ys, ws}};
+  for (int lay = 0; lay < 2; ++lay)
+    for (int kind = 0; kind < 3; ++kind) {
+      hview_t a = hview(TPU_DTYPE_F32, 4, shp[kind][0], lay), b = hview(TPU_DTYPE_F32, 4, shp[kind][1], 0);
+      hview_t o = hview(TPU_DTYPE_F32, 4, shp[kind][2], lay), r = hview(TPU_DTYPE_F32, 4, shp[kind][2], 0);
+      fill(&a); fill(&b);
+      OK(tpu_host_conv_run(kind, 2, st, pd, dl, 1, &a.v, &b.v, &o.v));
+      OK(tpu_host_conv_run_ref(kind, 2, st, pd, dl, 1, &a.v, &b.v, &r.v));
+      double mag, e = vdiff(&o.v, &r.v, &mag);
+      CHECK(e <= 1e-5 * (1 + mag), "groups kind %d layout %d: err %g (mag %g)", kind, lay, e, mag);
+      free(a.buf); free(b.buf); free(o.buf); free(r.buf);
+    }
 }
 
 /* ---- end to end through tpu_op_run */
@@ -255,6 +279,7 @@ int main(void) {
   OK(tpu_rt_init());
   test_kernels();
   test_kernels_big();
+  test_kernels_groups();
   test_ops();
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);
   printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -302,6 +302,102 @@ static void run_batched(uint64_t seed) {
   }
 }
 
+/* ---- operand formats (tpu_host_sgemm_ex / _batched_ex). bf16/f16 operands must give exactly
+ * what sgemm gives on their exact f32 widening (same packed values, same kernels), except the
+ * m == 1 / n == 1 shapes, which skip the GEMV path (checked against the double reference). The
+ * f32 precisions are checked against a double-precision emulation of the split written here
+ * independently: hi = bf16(x), lo = bf16(x - hi); HIGH = hi*hi + hi*lo + lo*hi, DEFAULT = hi*hi. */
+static float to_bf16_f(float x) { return tpu_bf16_to_f32(tpu_f32_to_bf16(x)); }
+
+static void run_fmt_case(uint64_t seed, int dt, int prec, int64_t batch, int64_t m, int64_t n, int64_t k,
+                         int ta, int tb, int64_t pad) {
+  uint64_t s = seed;
+  layout_t la = make_layout(m, k, ta, pad, 0, 0), lb = make_layout(k, n, tb, pad, 0, 0);
+  int64_t na = TPU_MAX(batch * la.extent, (int64_t)1), nb = TPU_MAX(batch * lb.extent, (int64_t)1);
+  int64_t nc = TPU_MAX(batch * m * n, (int64_t)1);
+  uint16_t* ah = malloc((size_t)na * 2);
+  uint16_t* bh = malloc((size_t)nb * 2);
+  float* af = malloc((size_t)na * 4);
+  float* bf = malloc((size_t)nb * 4);
+  float* c = malloc((size_t)nc * 4);
+  float* cw = malloc((size_t)nc * 4);
+  if (!ah || !bh || !af || !bf || !c || !cw) { fprintf(stderr, "out of memory\n"); exit(2); }
+  for (int64_t i = 0; i < na; ++i) {
+    float v = (float)(rng_unit(&s) * (1.0 + (i % 7)));
+    if (dt == TPU_DTYPE_BF16) ah[i] = tpu_f32_to_bf16(v), af[i] = tpu_bf16_to_f32(ah[i]);
+    else if (dt == TPU_DTYPE_F16) ah[i] = tpu_f32_to_f16(v), af[i] = tpu_f16_to_f32(ah[i]);
+    else af[i] = v;
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    float v = (float)rng_unit(&s);
+    if (dt == TPU_DTYPE_BF16) bh[i] = tpu_f32_to_bf16(v), bf[i] = tpu_bf16_to_f32(bh[i]);
+    else if (dt == TPU_DTYPE_F16) bh[i] = tpu_f32_to_f16(v), bf[i] = tpu_f16_to_f32(bh[i]);
+    else bf[i] = v;
+  }
+  const void* ap = dt == TPU_DTYPE_F32 ? (const void*)af : (const void*)ah;
+  const void* bp = dt == TPU_DTYPE_F32 ? (const void*)bf : (const void*)bh;
+  for (int64_t i = 0; i < nc; ++i) c[i] = NAN, cw[i] = NAN;
+  if (batch == 1)
+    tpu_host_sgemm_ex(dt, dt, prec, m, n, k, 1.0f, (const char*)ap + la.off * (dt == TPU_DTYPE_F32 ? 4 : 2), la.rs, la.cs,
+                      (const char*)bp + lb.off * (dt == TPU_DTYPE_F32 ? 4 : 2), lb.rs, lb.cs, 0.0f, c, n, 1);
+  else
+    tpu_host_sgemm_batched_ex(dt, dt, prec, batch, m, n, k, 1.0f, ap, la.extent, la.rs, la.cs, bp, lb.extent,
+                              lb.rs, lb.cs, 0.0f, c, m * n, n, 1);
+  int exact = dt != TPU_DTYPE_F32 && m > 1 && n > 1 && la.off == 0 && lb.off == 0;
+  if (exact) /* the old path: widen, then sgemm */
+    tpu_host_sgemm_batched(batch, m, n, k, 1.0f, af, la.extent, la.rs, la.cs, bf, lb.extent, lb.rs, lb.cs, 0.0f,
+                           cw, m * n, n, 1);
+  double worst = 0, worst_tol = 0;
+  int ok = 1;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          float x = af[t * la.extent + la.off + i * la.rs + p * la.cs];
+          float y = bf[t * lb.extent + lb.off + p * lb.rs + j * lb.cs];
+          double prod;
+          if (dt == TPU_DTYPE_F32 && prec != 0) {
+            float xh = to_bf16_f(x), yh = to_bf16_f(y);
+            float xl = to_bf16_f(x - xh), yl = to_bf16_f(y - yh);
+            prod = (double)xh * yh;
+            if (prec == 1) prod += (double)xh * yl + (double)xl * yh;
+          } else {
+            prod = (double)x * y;
+          }
+          ref += prod;
+          mag += fabs(prod);
+        }
+        float got = c[(t * m + i) * n + j];
+        double err = fabs((double)got - ref), tol = 3.0 * (double)(k + 2) * 6e-8 * mag + 1e-30;
+        if (exact && memcmp(&got, &cw[(t * m + i) * n + j], 4)) ok = 0, err = INFINITY;
+        if (!(err <= tol)) ok = 0;
+        if (!(err <= worst)) worst = err, worst_tol = tol;
+      }
+  case_t info = {.batch = batch, .m = m, .n = n, .k = k, .ta = ta, .tb = tb, .pa = pad, .pb = pad};
+  char what[64];
+  snprintf(what, sizeof what, "format dtype=%d precision=%d%s", dt, prec, exact ? " (bitwise vs widened sgemm)" : "");
+  report(ok, &info, what, worst, worst_tol);
+  free(ah); free(bh); free(af); free(bf); free(c); free(cw);
+}
+
+static void run_formats(uint64_t seed) {
+  uint64_t s = seed;
+  const int dts[3] = {TPU_DTYPE_BF16, TPU_DTYPE_F16, TPU_DTYPE_F32};
+  for (int r = 0; r < (SANITIZED ? 30 : 90); ++r) {
+    int dt = dts[r % 3], prec = dt == TPU_DTYPE_F32 ? (int)rng_int(&s, 0, 2) : (int)rng_int(&s, 0, 2);
+    int64_t m = rng_int(&s, 1, 70), n = rng_int(&s, 1, 70), k = rng_int(&s, 1, 90);
+    run_fmt_case(rng_next(&s), dt, prec, rng_int(&s, 0, 2) ? 1 : rng_int(&s, 2, 4), m, n, k, (int)rng_int(&s, 0, 1),
+                 (int)rng_int(&s, 0, 1), rng_int(&s, 0, 2));
+  }
+  /* past one k block and several tiles/threads; x @ W^T layout */
+  int64_t big[][3] = {{150, 130, 600}, {1, 300, 700}, {97, 1, 530}, {64, 257, 1100}};
+  for (int i = 0; i < TPU_ARRAY_LEN(big); ++i)
+    for (int v = 0; v < 5; ++v)
+      run_fmt_case(seed + (uint64_t)(i * 5 + v), v < 2 ? dts[v] : TPU_DTYPE_F32, v < 2 ? 1 : v - 2, 1, big[i][0],
+                   big[i][1], big[i][2], 0, (i + v) & 1, 0);
+}
+
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */
 static void* concurrent_main(void* arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg;
@@ -324,6 +420,7 @@ int main(void) {
     run_isa_suite(0x9e3779b97f4a7c15ull + (uint64_t)i, SANITIZED ? 150 : 400, SANITIZED ? 40 : 70);
     run_large(77 + (uint64_t)i);
     run_batched(1234 + (uint64_t)i);
+    run_formats(4321 + (uint64_t)i);
     printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
   }
   tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_BEST);

@@ -20,6 +20,12 @@ typedef struct conv_geo_s {
   /* cl: x has unit channel stride (channels_last): im2col rows are output positions and
    * columns (group, kernel offset, channel), so gathers copy runs of channels */
   int cl;
+  /* operand dtypes (x, w, gy; the kernel's CT for the output) and element sizes; precision
+   * (tpu_ir_precision_t) of the f32 GEMMs */
+  int xdt, wdt, ydt;
+  int64_t xes, yes;
+  int prec;
+  int64_t ns;                  /* samples per work unit (> 1: sample groups, see conv_impl.h) */
 } conv_geo_t;
 
 /* A tile of output positions [p0, p0 + pt): per position the input base coordinate
@@ -102,6 +108,8 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
   }
   for (int d = 0; d < 2; ++d) { g->xs[d] = x->strides[d]; g->ws[d] = w->strides[d]; g->ys[d] = y->strides[d]; }
   g->xd = x->data; g->wd = w->data; g->yd = y->data;
+  g->xdt = x->dtype; g->wdt = w->dtype; g->ydt = y->dtype;
+  g->xes = (int64_t)tpu_dtype_size(x->dtype); g->yes = (int64_t)tpu_dtype_size(y->dtype);
   g->KK = g->K[0] * g->K[1] * g->K[2];
   g->KcG = g->Cg * g->KK;
   g->P = g->Q[0] * g->Q[1] * g->Q[2];
@@ -115,7 +123,12 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
 
 /* Tile size: the im2col tile (C*KK, Pt) stays within ~4 MiB; forward splits further so
  * every pool thread gets work. */
-static int64_t g_forced_tile;
+static int64_t g_forced_tile, g_forced_group;
+int64_t tpu_host_conv_set_group(int64_t ns) {
+  int64_t old = g_forced_group;
+  g_forced_group = ns > 0 ? ns : 0;
+  return old;
+}
 int64_t tpu_host_conv_set_tile(int64_t pt) {
   int64_t old = g_forced_tile;
   g_forced_tile = pt > 0 ? pt : 0;
@@ -132,22 +145,42 @@ static void conv_plan(int kind, conv_geo_t* g, size_t elem) {
   if (g_forced_tile) pt = g_forced_tile;
   g->Pt = TPU_MAX((int64_t)1, TPU_MIN(pt, g->P));
   g->ntiles = g->P > 0 ? (g->P + g->Pt - 1) / g->Pt : 0;
+  /* Small outputs (a whole sample in one tile of < 256 positions): group samples so one GEMM
+   * gets ~256 columns, within the im2col budget, keeping a unit per thread. */
+  g->ns = 1;
+  if (g->ntiles == 1 && g->P < 256 && g->N > 1 && !g->cl && (g_forced_group || !g_forced_tile)) {
+    int64_t by_mem = (int64_t)((4u << 20) / (elem * (size_t)rows * (size_t)g->P));
+    int64_t by_cols = (256 + g->P - 1) / g->P;
+    int64_t nth = tpu_pool_num_threads();
+    int64_t by_thr = (g->N + nth - 1) / TPU_MAX(nth, (int64_t)1);
+    g->ns = TPU_MAX((int64_t)1, TPU_MIN(by_mem, TPU_MIN(by_cols, by_thr)));
+    if (g_forced_group) g->ns = TPU_MIN(g_forced_group, g->N);
+  }
 }
 
+/* CGEMMX(a_dtype, b_dtype, precision, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, c_rs, c_cs):
+ * C = A @ B + beta C with A, B given as byte pointers in their dtypes. */
 #define CT float
 #define CSUF f32
-#define CGEMM tpu_host_sgemm
+#define CDT TPU_DTYPE_F32
+#define CGEMMX(adt, bdt, prec, m, n, k, a, ars, acs, b, brs, bcs, beta, c, crs, ccs) \
+  tpu_host_sgemm_ex(adt, bdt, prec, m, n, k, 1.0f, a, ars, acs, b, brs, bcs, beta, c, crs, ccs)
 #include "drivers/host/conv_impl.h"
 #undef CT
 #undef CSUF
-#undef CGEMM
+#undef CDT
+#undef CGEMMX
 #define CT double
 #define CSUF f64
-#define CGEMM tpu_host_dgemm
+#define CDT TPU_DTYPE_F64
+#define CGEMMX(adt, bdt, prec, m, n, k, a, ars, acs, b, brs, bcs, beta, c, crs, ccs) \
+  ((void)(adt), (void)(bdt), (void)(prec), tpu_host_dgemm(m, n, k, 1.0, (const double*)(const void*)(a), ars, acs, (const double*)(const void*)(b), brs, \
+                 bcs, beta, c, crs, ccs))
 #include "drivers/host/conv_impl.h"
 #undef CT
 #undef CSUF
-#undef CGEMM
+#undef CDT
+#undef CGEMMX
 
 static int64_t view_numel(const tpu_host_view_t* v) {
   int64_t n = 1;
@@ -155,14 +188,27 @@ static int64_t view_numel(const tpu_host_view_t* v) {
   return n;
 }
 
+static int conv_f32_operand(int dt) {
+  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16;
+}
+
 tpu_status_t tpu_host_conv_run(int kind, int nsp, const int64_t* stride, const int64_t* padding,
                                const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
                                const tpu_host_view_t* b, const tpu_host_view_t* out) {
+  return tpu_host_conv_run_prec(kind, nsp, stride, padding, dilation, groups, 0, a, b, out);
+}
+
+tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, const int64_t* padding,
+                                    const int64_t* dilation, int64_t groups, int precision,
+                                    const tpu_host_view_t* a, const tpu_host_view_t* b,
+                                    const tpu_host_view_t* out) {
   conv_geo_t g;
   TPU_RETURN_IF_ERROR(conv_geo(kind, nsp, stride, padding, dilation, groups, a, b, out, &g));
   int dt = out->dtype;
-  if (a->dtype != dt || b->dtype != dt || (dt != TPU_DTYPE_F32 && dt != TPU_DTYPE_F64))
-    return TPU_ERR(UNSUPPORTED, "host: convolution of %s", tpu_dtype_name(a->dtype));
+  int ok = dt == TPU_DTYPE_F64 ? a->dtype == dt && b->dtype == dt
+                               : dt == TPU_DTYPE_F32 && conv_f32_operand(a->dtype) && conv_f32_operand(b->dtype);
+  if (!ok) return TPU_ERR(UNSUPPORTED, "host: convolution of %s", tpu_dtype_name(a->dtype));
+  g.prec = a->dtype == TPU_DTYPE_F32 && b->dtype == TPU_DTYPE_F32 ? precision : 0; /* f32 operands only */
   if (view_numel(out) == 0) return TPU_OK;
   conv_plan(kind, &g, tpu_dtype_size(dt));
   return dt == TPU_DTYPE_F32 ? conv_run_f32(kind, &g) : conv_run_f64(kind, &g);
@@ -259,12 +305,14 @@ tpu_status_t tpu_host_conv_run_ref(int kind, int nsp, const int64_t* stride, con
 /* ---- IR entry points */
 tpu_status_t tpu_host_k_conv(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* w,
                              const tpu_host_view_t* out) {
-  return tpu_host_conv_run(TPU_HOST_CONV_FWD, (int)op->i1, op->a[0], op->a[1], op->a[2], op->i0, x, w, out);
+  return tpu_host_conv_run_prec(TPU_HOST_CONV_FWD, (int)op->i1, op->a[0], op->a[1], op->a[2], op->i0, (int)op->prec,
+                                x, w, out);
 }
 
 tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out) {
   if (n != 2) return TPU_ERR(INTERNAL, "host: convolution backward takes 2 operands, got %d", n);
   int kind = op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT ? TPU_HOST_CONV_BWD_INPUT : TPU_HOST_CONV_BWD_WEIGHT;
-  return tpu_host_conv_run(kind, out->rank - 2, op->a[0], op->a[1], op->a[2], op->i1, &xs[0], &xs[1], out);
+  return tpu_host_conv_run_prec(kind, out->rank - 2, op->a[0], op->a[1], op->a[2], op->i1, (int)op->prec, &xs[0],
+                                &xs[1], out);
 }

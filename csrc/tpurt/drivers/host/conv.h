@@ -9,8 +9,9 @@
  * spatial dim); groups in i0 (CONV) or i1 (CUSTOM). The result type fixes the third shape, so
  * bwd_input also serves transposed convolutions (output_padding is just a larger gx).
  *
- * Every view may have any strides (channels_last included); f32 and f64 only (the lowerings
- * convert f16/bf16 to f32). The optimized kernels are im2col + packed GEMM over tiles of output
+ * Every view may have any strides (channels_last included); f64, or an f32 result from f32,
+ * bf16 or f16 operands (widened exactly while im2col, weight packing and the GEMM panels copy
+ * them; f32 accumulation). The optimized kernels are im2col + packed GEMM over tiles of output
  * positions (memory bounded by the tile); the `_ref` twins are direct loops with a double
  * accumulator. Legend: N batch, C input channels, O output channels, G groups, S input
  * spatial, K kernel spatial, Q output spatial, KK = prod(K), P = prod(Q). */
@@ -30,12 +31,21 @@ typedef enum tpu_host_conv_kind_e {
 tpu_status_t tpu_host_conv_run(int kind, int nsp, const int64_t* stride, const int64_t* padding,
                                const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
                                const tpu_host_view_t* b, const tpu_host_view_t* out);
+/* Same, with the f32 GEMMs at `precision` (tpu_ir_precision_t; gemm.h tpu_host_sgemm_ex). An f32
+ * output may have f32, bf16 or f16 operands (read and widened exactly in place: no converted copy). */
+tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, const int64_t* padding,
+                                    const int64_t* dilation, int64_t groups, int precision,
+                                    const tpu_host_view_t* a, const tpu_host_view_t* b,
+                                    const tpu_host_view_t* out);
 tpu_status_t tpu_host_conv_run_ref(int kind, int nsp, const int64_t* stride, const int64_t* padding,
                                    const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
                                    const tpu_host_view_t* b, const tpu_host_view_t* out);
 /* Testing hook: forces tiles of `pt` output positions (0 = automatic); returns the previous value.
  * Not thread-safe against running kernels. */
 int64_t tpu_host_conv_set_tile(int64_t pt);
+/* Testing hook: forces sample groups of `ns` samples wherever outputs are small enough to group
+ * (0 = automatic); returns the previous value. Not thread-safe against running kernels. */
+int64_t tpu_host_conv_set_group(int64_t ns);
 /* TPU_IR_CUSTOM entry for the two backward targets (called by tpu_host_k_custom). */
 tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out);

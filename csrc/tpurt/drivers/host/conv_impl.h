@@ -5,18 +5,41 @@
 #define CJOIN(a, b) CJOIN2(a, b)
 #define CFN(name) CJOIN(name, CSUF)
 
-/* im2col of sample x (at n) for tile positions j < pt: col (C*KK, pt) row-major. Walks the
+/* Operands (x, w, gy) may be stored in another dtype than CT (f32 kernels read bf16/f16 and
+ * widen exactly): they are addressed in bytes (base + element offset * size) and read through
+ * ldrun / ld1. dst[i] = base[(off + i * step)] for i < n. */
+static void CFN(ldrun)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
+  if (dt == TPU_DTYPE_BF16) {
+    const uint16_t* s = (const uint16_t*)base + off;
+    for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_bf16_to_f32(s[i * step]);
+  } else if (dt == TPU_DTYPE_F16) {
+    const uint16_t* s = (const uint16_t*)base + off;
+    for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_f16_to_f32(s[i * step]);
+  } else {
+    const CT* s = (const CT*)base + off;
+    if (step == 1) memcpy(dst, s, (size_t)n * sizeof(CT));
+    else for (int64_t i = 0; i < n; ++i) dst[i] = s[i * step];
+  }
+}
+static inline CT CFN(ld1)(const char* base, int64_t off, int dt) {
+  if (dt == TPU_DTYPE_BF16) return (CT)tpu_bf16_to_f32(((const uint16_t*)base)[off]);
+  if (dt == TPU_DTYPE_F16) return (CT)tpu_f16_to_f32(((const uint16_t*)base)[off]);
+  return ((const CT*)base)[off];
+}
+
+/* im2col of sample x (at n) for tile positions j < pt: col (C*KK, pt), rows ld apart. Walks the
  * tile in runs along the innermost output dim, where the valid input range is known. */
-static void CFN(im2col)(const conv_geo_t* g, const CT* x, const conv_tile_t* t, CT* col) {
+static void CFN(im2col)(const conv_geo_t* g, const char* x, const conv_tile_t* t, CT* col, int64_t ld) {
   const int64_t* xs = g->xs;
   int64_t Q2 = g->Q[2], st2 = g->st[2], xs4 = xs[4];
+  const int xdt = g->xdt;
   for (int64_t c = 0; c < g->C; ++c) {
-    const CT* xc = x + c * xs[1];
+    const int64_t xc = c * xs[1]; /* element offset of channel c */
     for (int64_t kk = 0; kk < g->KK; ++kk) {
       int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
       int64_t o0 = k0 * g->dl[0], o1 = k1 * g->dl[1], o2 = k2 * g->dl[2], lo, hi;
       conv_inner_range(g, o2, &lo, &hi);
-      CT* dst = col + (c * g->KK + kk) * t->pt;
+      CT* dst = col + (c * g->KK + kk) * ld;
       for (int64_t j = 0; j < t->pt;) {
         int64_t q2 = (t->p0 + j) % Q2, len = TPU_MIN(Q2 - q2, t->pt - j);
         int64_t i0 = t->b0[j] + o0, i1 = t->b1[j] + o1;
@@ -27,11 +50,7 @@ static void CFN(im2col)(const conv_geo_t* g, const CT* x, const conv_tile_t* t, 
           int64_t a = TPU_MIN(TPU_MAX(q2, lo), q2 + len), b = TPU_MAX(a, TPU_MIN(q2 + len, hi));
           int64_t sb = i0 * xs[2] + i1 * xs[3] + (o2 - g->pd[2]) * xs4; /* + q * st2 * xs4 */
           for (int64_t q = q2; q < a; ++q) d[q - q2] = (CT)0;
-          if (st2 == 1 && xs4 == 1) {
-            if (b > a) memcpy(d + (a - q2), xc + sb + a, (size_t)(b - a) * sizeof(CT));
-          } else {
-            for (int64_t q = a; q < b; ++q) d[q - q2] = xc[sb + q * st2 * xs4];
-          }
+          if (b > a) CFN(ldrun)(d + (a - q2), x, xc + sb + a * st2 * xs4, st2 * xs4, b - a, xdt);
           for (int64_t q = b; q < q2 + len; ++q) d[q - q2] = (CT)0;
         }
         j += len;
@@ -40,8 +59,8 @@ static void CFN(im2col)(const conv_geo_t* g, const CT* x, const conv_tile_t* t, 
   }
 }
 
-/* col2im: acc (C, S0*S1*S2) += col (C*KK, pt) scattered back to input positions. */
-static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t, CT* acc) {
+/* col2im: acc (C, S0*S1*S2) += col (C*KK, pt; rows ld apart) scattered back to input positions. */
+static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t, CT* acc, int64_t ld) {
   int64_t SS = g->S[0] * g->S[1] * g->S[2], Q2 = g->Q[2], st2 = g->st[2];
   for (int64_t c = 0; c < g->C; ++c) {
     CT* ac = acc + c * SS;
@@ -49,7 +68,7 @@ static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t
       int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
       int64_t o0 = k0 * g->dl[0], o1 = k1 * g->dl[1], o2 = k2 * g->dl[2], lo, hi;
       conv_inner_range(g, o2, &lo, &hi);
-      const CT* src = col + (c * g->KK + kk) * t->pt;
+      const CT* src = col + (c * g->KK + kk) * ld;
       for (int64_t j = 0; j < t->pt;) {
         int64_t q2 = (t->p0 + j) % Q2, len = TPU_MIN(Q2 - q2, t->pt - j);
         int64_t i0 = t->b0[j] + o0, i1 = t->b1[j] + o1;
@@ -70,12 +89,13 @@ static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t
 }
 
 /* weight (O, Cg, *K) strided -> wp (O, Cg*KK) contiguous */
-static void CFN(pack_w)(const conv_geo_t* g, const CT* w, CT* wp) {
+static void CFN(pack_w)(const conv_geo_t* g, const char* w, CT* wp) {
   for (int64_t o = 0; o < g->O; ++o)
     for (int64_t c = 0; c < g->Cg; ++c)
       for (int64_t kk = 0; kk < g->KK; ++kk) {
         int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-        wp[(o * g->Cg + c) * g->KK + kk] = w[o * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4]];
+        wp[(o * g->Cg + c) * g->KK + kk] =
+            CFN(ld1)(w, o * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4], g->wdt);
       }
 }
 
@@ -95,24 +115,25 @@ static void CFN(fwd_worker)(void* ctx, int64_t begin, int64_t end) {
   CT* col = conv_alloc((size_t)(g->C * g->KK * g->Pt) * sizeof(CT));
   CT* ct = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   if (!col || !ct || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
-  const CT* xd = (const CT*)g->xd;
   CT* yd = (CT*)g->yd;
   for (int64_t u = begin; u < end; ++u) {
     int64_t n = u / g->ntiles, ti = u % g->ntiles;
     conv_tile_set(g, &t, ti);
-    const CT* B = col; /* (C*KK, pt) */
-    int64_t b_rs = t.pt, b_cs = 1;
+    const char* B = (const char*)col; /* (C*KK, pt) */
+    int64_t b_rs = t.pt, b_cs = 1, b_es = sizeof(CT);
+    int bdt = CDT;
     if (g->x_direct) {
-      B = xd + n * g->xs[0] + t.p0 * g->xps; b_rs = g->xs[1]; b_cs = g->xps;
+      B = g->xd + (n * g->xs[0] + t.p0 * g->xps) * g->xes; b_rs = g->xs[1]; b_cs = g->xps;
+      b_es = g->xes; bdt = g->xdt;
     } else {
-      CFN(im2col)(g, xd + n * g->xs[0], &t, col);
+      CFN(im2col)(g, g->xd + n * g->xs[0] * g->xes, &t, col, t.pt);
     }
     CT* yn = yd + n * g->ys[0];
     CT* C = g->y_direct ? yn + t.p0 * g->yps : ct; /* (O, pt) */
     int64_t c_rs = g->y_direct ? g->ys[1] : t.pt, c_cs = g->y_direct ? g->yps : 1;
     for (int64_t grp = 0; grp < g->G; ++grp)
-      CGEMM(g->Og, t.pt, g->KcG, (CT)1, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
-            B + grp * g->KcG * b_rs, b_rs, b_cs, (CT)0, C + grp * g->Og * c_rs, c_rs, c_cs);
+      CGEMMX(CDT, bdt, g->prec, g->Og, t.pt, g->KcG, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
+             B + grp * g->KcG * b_rs * b_es, b_rs, b_cs, (CT)0, C + grp * g->Og * c_rs, c_rs, c_cs);
     if (!g->y_direct)
       for (int64_t o = 0; o < g->O; ++o)
         for (int64_t j = 0; j < t.pt; ++j) yn[o * g->ys[1] + t.yoff[j]] = ct[o * t.pt + j];
@@ -131,26 +152,26 @@ static void CFN(bwd_input_worker)(void* ctx, int64_t begin, int64_t end) {
   CT* gt = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   CT* acc = conv_alloc((size_t)(g->C * SS) * sizeof(CT));
   if (!col || !gt || !acc || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
-  const CT* yd = (const CT*)g->yd;
   CT* xd = (CT*)g->xd;
   for (int64_t n = begin; n < end; ++n) {
     memset(acc, 0, (size_t)(g->C * SS) * sizeof(CT));
-    const CT* yn = yd + n * g->ys[0];
+    const char* yn = g->yd + n * g->ys[0] * g->yes;
     for (int64_t ti = 0; ti < g->ntiles; ++ti) {
       conv_tile_set(g, &t, ti);
-      const CT* B = gt; /* gy tile (O, pt) */
-      int64_t b_rs = t.pt, b_cs = 1;
+      const char* B = (const char*)gt; /* gy tile (O, pt) */
+      int64_t b_rs = t.pt, b_cs = 1, b_es = sizeof(CT);
+      int bdt = CDT;
       if (g->y_direct) {
-        B = yn + t.p0 * g->yps; b_rs = g->ys[1]; b_cs = g->yps;
+        B = yn + t.p0 * g->yps * g->yes; b_rs = g->ys[1]; b_cs = g->yps; b_es = g->yes; bdt = g->ydt;
       } else {
         for (int64_t o = 0; o < g->O; ++o)
-          for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = yn[o * g->ys[1] + t.yoff[j]];
+          for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = CFN(ld1)(yn, o * g->ys[1] + t.yoff[j], g->ydt);
       }
       /* col_g (KcG, pt) = wp_g^T (KcG, Og) @ gy_g (Og, pt) */
       for (int64_t grp = 0; grp < g->G; ++grp)
-        CGEMM(g->KcG, t.pt, g->Og, (CT)1, J->wp + grp * g->Og * g->KcG, 1, g->KcG,
-              B + grp * g->Og * b_rs, b_rs, b_cs, (CT)0, col + grp * g->KcG * t.pt, t.pt, 1);
-      CFN(col2im)(g, col, &t, acc);
+        CGEMMX(CDT, bdt, g->prec, g->KcG, t.pt, g->Og, J->wp + grp * g->Og * g->KcG, 1, g->KcG,
+               B + grp * g->Og * b_rs * b_es, b_rs, b_cs, (CT)0, col + grp * g->KcG * t.pt, t.pt, 1);
+      CFN(col2im)(g, col, &t, acc, t.pt);
     }
     CT* xn = xd + n * g->xs[0];
     for (int64_t c = 0; c < g->C; ++c)
@@ -171,34 +192,139 @@ static void CFN(bwd_weight_worker)(void* ctx, int64_t begin, int64_t end) {
   CT* col = conv_alloc((size_t)(g->C * g->KK * g->Pt) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   if (!col || !gt || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
-  const CT* xd = (const CT*)g->xd;
-  const CT* yd = (const CT*)g->yd;
   for (int64_t k = begin; k < end; ++k) {
     CT* acc = J->acc + k * g->O * g->KcG;
     int64_t u1 = TPU_MIN(J->nunits, (k + 1) * J->nunits_per_chunk);
     for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
       int64_t n = u / g->ntiles, ti = u % g->ntiles;
       conv_tile_set(g, &t, ti);
-      const CT* X = col; /* im2col (C*KK, pt) */
-      int64_t x_rs = t.pt, x_cs = 1;
+      const char* X = (const char*)col; /* im2col (C*KK, pt) */
+      int64_t x_rs = t.pt, x_cs = 1, x_es = sizeof(CT);
+      int xdt = CDT;
       if (g->x_direct) {
-        X = xd + n * g->xs[0] + t.p0 * g->xps; x_rs = g->xs[1]; x_cs = g->xps;
+        X = g->xd + (n * g->xs[0] + t.p0 * g->xps) * g->xes; x_rs = g->xs[1]; x_cs = g->xps;
+        x_es = g->xes; xdt = g->xdt;
       } else {
-        CFN(im2col)(g, xd + n * g->xs[0], &t, col);
+        CFN(im2col)(g, g->xd + n * g->xs[0] * g->xes, &t, col, t.pt);
       }
-      const CT* yn = yd + n * g->ys[0];
-      const CT* A = gt; /* gy tile (O, pt) */
-      int64_t a_rs = t.pt, a_cs = 1;
+      const char* yn = g->yd + n * g->ys[0] * g->yes;
+      const char* A = (const char*)gt; /* gy tile (O, pt) */
+      int64_t a_rs = t.pt, a_cs = 1, a_es = sizeof(CT);
+      int adt = CDT;
       if (g->y_direct) {
-        A = yn + t.p0 * g->yps; a_rs = g->ys[1]; a_cs = g->yps;
+        A = yn + t.p0 * g->yps * g->yes; a_rs = g->ys[1]; a_cs = g->yps; a_es = g->yes; adt = g->ydt;
       } else {
         for (int64_t o = 0; o < g->O; ++o)
-          for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = yn[o * g->ys[1] + t.yoff[j]];
+          for (int64_t j = 0; j < t.pt; ++j) gt[o * t.pt + j] = CFN(ld1)(yn, o * g->ys[1] + t.yoff[j], g->ydt);
       }
       /* acc_g (Og, KcG) += gy_g (Og, pt) @ col_g^T (pt, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
-        CGEMM(g->Og, g->KcG, t.pt, (CT)1, A + grp * g->Og * a_rs, a_rs, a_cs,
-              X + grp * g->KcG * x_rs, x_cs, x_rs, (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
+        CGEMMX(adt, xdt, g->prec, g->Og, g->KcG, t.pt, A + grp * g->Og * a_rs * a_es, a_rs, a_cs,
+               X + grp * g->KcG * x_rs * x_es, x_cs, x_rs, (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
+    }
+  }
+done:
+  free(col); free(gt); conv_tile_free(&t);
+}
+
+/* ---- sample groups (g->ns > 1: small outputs, one tile per sample): a unit is ns samples whose
+ * im2col columns sit side by side, so one GEMM of ns * P columns replaces ns small ones (the
+ * weight is packed once per group instead of once per sample, and the GEMM's n / k is long
+ * enough to run at speed). Tiles cover whole samples (p0 = 0, pt = P). */
+static void CFN(gather_gy)(const conv_geo_t* g, const conv_tile_t* t, int64_t n0, int64_t nn, CT* gt) {
+  const int64_t cols = nn * t->pt;
+  for (int64_t s = 0; s < nn; ++s) {
+    const char* yn = g->yd + (n0 + s) * g->ys[0] * g->yes;
+    for (int64_t o = 0; o < g->O; ++o) {
+      CT* d = gt + o * cols + s * t->pt;
+      if (g->y_direct && g->yps == 1) CFN(ldrun)(d, yn, o * g->ys[1], 1, t->pt, g->ydt);
+      else for (int64_t j = 0; j < t->pt; ++j) d[j] = CFN(ld1)(yn, o * g->ys[1] + t->yoff[j], g->ydt);
+    }
+  }
+}
+
+static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
+  CFN(conv_job_t)* J = ctx;
+  const conv_geo_t* g = J->g;
+  conv_tile_t t;
+  const int64_t wcols = g->ns * g->P;
+  CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
+  CT* ct = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
+  if (!col || !ct || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
+  conv_tile_set(g, &t, 0);
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
+    for (int64_t s = 0; s < nn; ++s) CFN(im2col)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols);
+    for (int64_t grp = 0; grp < g->G; ++grp)
+      CGEMMX(CDT, CDT, g->prec, g->Og, cols, g->KcG, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
+             (const char*)(col + grp * g->KcG * cols), cols, 1, (CT)0, ct + grp * g->Og * cols, cols, 1);
+    for (int64_t s = 0; s < nn; ++s) {
+      CT* yn = (CT*)g->yd + (n0 + s) * g->ys[0];
+      for (int64_t o = 0; o < g->O; ++o) {
+        const CT* src = ct + o * cols + s * g->P;
+        CT* yo = yn + o * g->ys[1];
+        if (g->y_direct && g->yps == 1) memcpy(yo, src, (size_t)g->P * sizeof(CT));
+        else for (int64_t j = 0; j < g->P; ++j) yo[t.yoff[j]] = src[j];
+      }
+    }
+  }
+done:
+  free(col); free(ct); conv_tile_free(&t);
+}
+
+static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
+  CFN(conv_job_t)* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t SS = g->S[0] * g->S[1] * g->S[2], wcols = g->ns * g->P;
+  conv_tile_t t;
+  CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
+  CT* gt = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
+  CT* acc = conv_alloc((size_t)(g->C * SS) * sizeof(CT));
+  if (!col || !gt || !acc || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
+  conv_tile_set(g, &t, 0);
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
+    CFN(gather_gy)(g, &t, n0, nn, gt);
+    /* col_g (KcG, cols) = wp_g^T (KcG, Og) @ gy_g (Og, cols) */
+    for (int64_t grp = 0; grp < g->G; ++grp)
+      CGEMMX(CDT, CDT, g->prec, g->KcG, cols, g->Og, J->wp + grp * g->Og * g->KcG, 1, g->KcG,
+             (const char*)(gt + grp * g->Og * cols), cols, 1, (CT)0, col + grp * g->KcG * cols, cols, 1);
+    for (int64_t s = 0; s < nn; ++s) {
+      memset(acc, 0, (size_t)(g->C * SS) * sizeof(CT));
+      CFN(col2im)(g, col + s * g->P, &t, acc, cols);
+      CT* xn = (CT*)g->xd + (n0 + s) * g->xs[0];
+      for (int64_t c = 0; c < g->C; ++c)
+        for (int64_t q = 0; q < SS; ++q) {
+          int64_t s0 = q / (g->S[1] * g->S[2]), s1 = (q / g->S[2]) % g->S[1], s2 = q % g->S[2];
+          xn[c * g->xs[1] + s0 * g->xs[2] + s1 * g->xs[3] + s2 * g->xs[4]] = acc[c * SS + q];
+        }
+    }
+  }
+done:
+  free(col); free(gt); free(acc); conv_tile_free(&t);
+}
+
+static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) {
+  CFN(conv_job_t)* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t wcols = g->ns * g->P;
+  conv_tile_t t;
+  CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
+  CT* gt = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
+  if (!col || !gt || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
+  conv_tile_set(g, &t, 0);
+  for (int64_t k = begin; k < end; ++k) {
+    CT* acc = J->acc + k * g->O * g->KcG;
+    int64_t u1 = TPU_MIN(J->nunits, (k + 1) * J->nunits_per_chunk);
+    for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
+      const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
+      for (int64_t s = 0; s < nn; ++s)
+        CFN(im2col)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols);
+      CFN(gather_gy)(g, &t, n0, nn, gt);
+      /* acc_g (Og, KcG) += gy_g (Og, cols) @ col_g^T (cols, KcG) */
+      for (int64_t grp = 0; grp < g->G; ++grp)
+        CGEMMX(CDT, CDT, g->prec, g->Og, g->KcG, cols, (const char*)(gt + grp * g->Og * cols), cols, 1,
+               (const char*)(col + grp * g->KcG * cols), 1, cols, (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
     }
   }
 done:
@@ -207,7 +333,7 @@ done:
 
 /* ---- channels-last variants (g->cl): col (pt, C*KK) with columns ordered (group, kk, cg);
  * weights packed (O, KK, Cg); gy tiles (pt, O). */
-static void CFN(im2col_cl)(const conv_geo_t* g, const CT* x, const conv_tile_t* t, CT* col) {
+static void CFN(im2col_cl)(const conv_geo_t* g, const char* x, const conv_tile_t* t, CT* col) {
   int64_t CKK = g->C * g->KK, Cg = g->Cg;
   for (int64_t j = 0; j < t->pt; ++j) {
     CT* row = col + j * CKK;
@@ -216,10 +342,10 @@ static void CFN(im2col_cl)(const conv_geo_t* g, const CT* x, const conv_tile_t* 
       int64_t i0 = t->b0[j] + k0 * g->dl[0], i1 = t->b1[j] + k1 * g->dl[1], i2 = t->b2[j] + k2 * g->dl[2];
       int ok = (uint64_t)i0 < (uint64_t)g->S[0] && (uint64_t)i1 < (uint64_t)g->S[1] &&
                (uint64_t)i2 < (uint64_t)g->S[2];
-      const CT* src = ok ? x + i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4] : NULL;
+      const int64_t src = i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4];
       for (int64_t grp = 0; grp < g->G; ++grp) {
         CT* d = row + grp * g->KcG + kk * Cg;
-        if (ok) memcpy(d, src + grp * Cg, (size_t)Cg * sizeof(CT));
+        if (ok) CFN(ldrun)(d, x, src + grp * Cg, 1, Cg, g->xdt);
         else memset(d, 0, (size_t)Cg * sizeof(CT));
       }
     }
@@ -246,25 +372,28 @@ static void CFN(col2im_cl)(const conv_geo_t* g, const CT* col, const conv_tile_t
   }
 }
 /* weight (O, Cg, *K) strided <-> wq (O, KK, Cg) contiguous */
-static void CFN(pack_w_cl)(const conv_geo_t* g, const CT* w, CT* wq, int unpack) {
+static void CFN(pack_w_cl)(const conv_geo_t* g, const char* w, CT* wq, int unpack) {
   for (int64_t o = 0; o < g->O; ++o)
     for (int64_t kk = 0; kk < g->KK; ++kk) {
       int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
       for (int64_t c = 0; c < g->Cg; ++c) {
         int64_t off = o * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
         if (unpack) ((CT*)w)[off] = wq[(o * g->KK + kk) * g->Cg + c];
-        else wq[(o * g->KK + kk) * g->Cg + c] = w[off];
+        else wq[(o * g->KK + kk) * g->Cg + c] = CFN(ld1)(w, off, g->wdt);
       }
     }
 }
 /* gy tile (pt, O): in place in y when it flattens, else gathered into gt */
-static const CT* CFN(gy_tile_cl)(const conv_geo_t* g, const CT* yn, const conv_tile_t* t, CT* gt,
-                                 int64_t* rs, int64_t* cs) {
-  if (g->y_direct) { *rs = g->yps; *cs = g->ys[1]; return yn + t->p0 * g->yps; }
+static const char* CFN(gy_tile_cl)(const conv_geo_t* g, const char* yn, const conv_tile_t* t, CT* gt,
+                                   int64_t* rs, int64_t* cs, int64_t* es, int* dt) {
+  if (g->y_direct) {
+    *rs = g->yps; *cs = g->ys[1]; *es = g->yes; *dt = g->ydt;
+    return yn + t->p0 * g->yps * g->yes;
+  }
   for (int64_t j = 0; j < t->pt; ++j)
-    for (int64_t o = 0; o < g->O; ++o) gt[j * g->O + o] = yn[o * g->ys[1] + t->yoff[j]];
-  *rs = g->O; *cs = 1;
-  return gt;
+    for (int64_t o = 0; o < g->O; ++o) gt[j * g->O + o] = CFN(ld1)(yn, o * g->ys[1] + t->yoff[j], g->ydt);
+  *rs = g->O; *cs = 1; *es = sizeof(CT); *dt = CDT;
+  return (const char*)gt;
 }
 
 static void CFN(fwd_cl_worker)(void* ctx, int64_t begin, int64_t end) {
@@ -278,14 +407,14 @@ static void CFN(fwd_cl_worker)(void* ctx, int64_t begin, int64_t end) {
   for (int64_t u = begin; u < end; ++u) {
     int64_t n = u / g->ntiles, ti = u % g->ntiles;
     conv_tile_set(g, &t, ti);
-    CFN(im2col_cl)(g, (const CT*)g->xd + n * g->xs[0], &t, col);
+    CFN(im2col_cl)(g, g->xd + n * g->xs[0] * g->xes, &t, col);
     CT* yn = (CT*)g->yd + n * g->ys[0];
     CT* C = g->y_direct ? yn + t.p0 * g->yps : ct; /* (pt, O) */
     int64_t c_rs = g->y_direct ? g->yps : g->O, c_cs = g->y_direct ? g->ys[1] : 1;
     /* y_g (pt, Og) = col_g (pt, KcG) @ wq_g^T (KcG, Og) */
     for (int64_t grp = 0; grp < g->G; ++grp)
-      CGEMM(t.pt, g->Og, g->KcG, (CT)1, col + grp * g->KcG, CKK, 1, J->wp + grp * g->Og * g->KcG, 1, g->KcG,
-            (CT)0, C + grp * g->Og * c_cs, c_rs, c_cs);
+      CGEMMX(CDT, CDT, g->prec, t.pt, g->Og, g->KcG, col + grp * g->KcG, CKK, 1, J->wp + grp * g->Og * g->KcG, 1,
+             g->KcG, (CT)0, C + grp * g->Og * c_cs, c_rs, c_cs);
     if (!g->y_direct)
       for (int64_t j = 0; j < t.pt; ++j)
         for (int64_t o = 0; o < g->O; ++o) yn[o * g->ys[1] + t.yoff[j]] = ct[j * g->O + o];
@@ -305,15 +434,16 @@ static void CFN(bwd_input_cl_worker)(void* ctx, int64_t begin, int64_t end) {
   if (!col || !gt || !acc || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
   for (int64_t n = begin; n < end; ++n) {
     memset(acc, 0, (size_t)(g->C * SS) * sizeof(CT));
-    const CT* yn = (const CT*)g->yd + n * g->ys[0];
+    const char* yn = g->yd + n * g->ys[0] * g->yes;
     for (int64_t ti = 0; ti < g->ntiles; ++ti) {
       conv_tile_set(g, &t, ti);
-      int64_t a_rs, a_cs;
-      const CT* A = CFN(gy_tile_cl)(g, yn, &t, gt, &a_rs, &a_cs);
+      int64_t a_rs, a_cs, a_es;
+      int adt;
+      const char* A = CFN(gy_tile_cl)(g, yn, &t, gt, &a_rs, &a_cs, &a_es, &adt);
       /* col_g (pt, KcG) = gy_g (pt, Og) @ wq_g (Og, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
-        CGEMM(t.pt, g->KcG, g->Og, (CT)1, A + grp * g->Og * a_cs, a_rs, a_cs, J->wp + grp * g->Og * g->KcG,
-              g->KcG, 1, (CT)0, col + grp * g->KcG, CKK, 1);
+        CGEMMX(adt, CDT, g->prec, t.pt, g->KcG, g->Og, A + grp * g->Og * a_cs * a_es, a_rs, a_cs,
+               J->wp + grp * g->Og * g->KcG, g->KcG, 1, (CT)0, col + grp * g->KcG, CKK, 1);
       CFN(col2im_cl)(g, col, &t, acc);
     }
     CT* xn = (CT*)g->xd + n * g->xs[0];
@@ -341,13 +471,14 @@ static void CFN(bwd_weight_cl_worker)(void* ctx, int64_t begin, int64_t end) {
     for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
       int64_t n = u / g->ntiles, ti = u % g->ntiles;
       conv_tile_set(g, &t, ti);
-      CFN(im2col_cl)(g, (const CT*)g->xd + n * g->xs[0], &t, col);
-      int64_t a_rs, a_cs;
-      const CT* A = CFN(gy_tile_cl)(g, (const CT*)g->yd + n * g->ys[0], &t, gt, &a_rs, &a_cs);
+      CFN(im2col_cl)(g, g->xd + n * g->xs[0] * g->xes, &t, col);
+      int64_t a_rs, a_cs, a_es;
+      int adt;
+      const char* A = CFN(gy_tile_cl)(g, g->yd + n * g->ys[0] * g->yes, &t, gt, &a_rs, &a_cs, &a_es, &adt);
       /* acc_g (Og, KcG) += gy_g^T (Og, pt) @ col_g (pt, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
-        CGEMM(g->Og, g->KcG, t.pt, (CT)1, A + grp * g->Og * a_cs, a_cs, a_rs, col + grp * g->KcG, CKK, 1,
-              (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
+        CGEMMX(adt, CDT, g->prec, g->Og, g->KcG, t.pt, A + grp * g->Og * a_cs * a_es, a_cs, a_rs,
+               col + grp * g->KcG, CKK, 1, (CT)1, acc + grp * g->Og * g->KcG, g->KcG, 1);
     }
   }
 done:
@@ -361,16 +492,21 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
   if (kind == TPU_HOST_CONV_FWD || kind == TPU_HOST_CONV_BWD_INPUT) {
     CT* wp = conv_alloc((size_t)(g->O * g->KcG) * sizeof(CT));
     if (!wp) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a convolution weight");
-    if (g->cl) CFN(pack_w_cl)(g, (const CT*)g->wd, wp, 0);
-    else CFN(pack_w)(g, (const CT*)g->wd, wp);
+    if (g->cl) CFN(pack_w_cl)(g, g->wd, wp, 0);
+    else CFN(pack_w)(g, g->wd, wp);
     J.wp = wp;
-    if (kind == TPU_HOST_CONV_FWD)
+    const int64_t ngroups = (g->N + g->ns - 1) / g->ns;
+    if (kind == TPU_HOST_CONV_FWD && g->ns > 1)
+      tpu_pool_parallel_for(ngroups, 1, CFN(fwd_group_worker), &J);
+    else if (kind == TPU_HOST_CONV_FWD)
       tpu_pool_parallel_for(g->N * g->ntiles, 1, g->cl ? CFN(fwd_cl_worker) : CFN(fwd_worker), &J);
+    else if (g->ns > 1)
+      tpu_pool_parallel_for(ngroups, 1, CFN(bwd_input_group_worker), &J);
     else
       tpu_pool_parallel_for(g->N, 1, g->cl ? CFN(bwd_input_cl_worker) : CFN(bwd_input_worker), &J);
     free(wp);
   } else {
-    int64_t nunits = g->N * g->ntiles;
+    int64_t nunits = g->ns > 1 ? (g->N + g->ns - 1) / g->ns : g->N * g->ntiles;
     int64_t nchunks = TPU_MAX(1, TPU_MIN((int64_t)nth, nunits));
     J.nunits = nunits;
     J.nunits_per_chunk = (nunits + nchunks - 1) / nchunks;
@@ -378,13 +514,14 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
     if (!J.acc) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a convolution gradient");
     memset(J.acc, 0, (size_t)(nchunks * g->O * g->KcG) * sizeof(CT));
     if (nunits > 0)
-      tpu_pool_parallel_for(nchunks, 1, g->cl ? CFN(bwd_weight_cl_worker) : CFN(bwd_weight_worker), &J);
+      tpu_pool_parallel_for(nchunks, 1, g->ns > 1 ? CFN(bwd_weight_group_worker)
+                                        : g->cl ? CFN(bwd_weight_cl_worker) : CFN(bwd_weight_worker), &J);
     int64_t M = g->O * g->KcG;
     for (int64_t k = 1; k < nchunks; ++k)
       for (int64_t i = 0; i < M; ++i) J.acc[i] += J.acc[k * M + i];
     CT* wd = (CT*)g->wd;
     if (g->cl) {
-      CFN(pack_w_cl)(g, wd, J.acc, 1);
+      CFN(pack_w_cl)(g, (char*)wd, J.acc, 1);
     } else {
       for (int64_t o = 0; o < g->O; ++o)
         for (int64_t c = 0; c < g->Cg; ++c)

@@ -9,6 +9,7 @@
  * O((m + n) k) against O(m n k) work. Legend: see gemm.h. */
 #include "drivers/host/gemm.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -135,6 +136,81 @@ static const tpu_host_gemm_kernel_t kDgemmPortable = {
     .name = "portable 4x4", .elem_size = 8, .mr = 4, .nr = 4, .kc = 256, .mc = 96, .nc = 1024,
     .ukr = ukr_portable_f64};
 
+/* ------------------------------------------------------------------ operand formats
+ * How the driver makes a packed f32 value from a source element: as is (f32, f64), widened
+ * exactly (bf16, f16), or split for the bf16 precisions of f32 operands (HI = bf16(x) rounded to
+ * nearest even, LO = bf16(x - HI)). So that inf survives HIGH (inf * 0 would be NaN), LO is 0
+ * where HI is infinite and the cross terms use HIF: HI with infinities replaced by 0. */
+enum { FMT_PLAIN = 0, FMT_BF16, FMT_F16, FMT_HI, FMT_LO, FMT_HIF };
+
+static inline float bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x00400000u; /* NaN stays NaN (quiet) */
+  else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  float r;
+  memcpy(&r, &u, 4);
+  return r;
+}
+
+/* dst[i] = f(src[i * step]) for i < n; src is in the format's source type. */
+static void fmt_convert(int fmt, const char* src, int64_t step, int64_t n, float* dst) {
+  switch (fmt) {
+    case FMT_BF16: {
+      const uint16_t* s = (const uint16_t*)src;
+      if (step == 1)
+        for (int64_t i = 0; i < n; ++i) { uint32_t u = (uint32_t)s[i] << 16; memcpy(&dst[i], &u, 4); }
+      else
+        for (int64_t i = 0; i < n; ++i) { uint32_t u = (uint32_t)s[i * step] << 16; memcpy(&dst[i], &u, 4); }
+      break;
+    }
+    case FMT_F16: {
+      const uint16_t* s = (const uint16_t*)src;
+      for (int64_t i = 0; i < n; ++i) dst[i] = tpu_f16_to_f32(s[i * step]);
+      break;
+    }
+    case FMT_HI: {
+      const float* s = (const float*)src;
+      if (step == 1)
+        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_round(s[i]);
+      else
+        for (int64_t i = 0; i < n; ++i) dst[i] = bf16_round(s[i * step]);
+      break;
+    }
+    case FMT_HIF: {
+      const float* s = (const float*)src;
+      for (int64_t i = 0; i < n; ++i) {
+        float h = bf16_round(s[i * step]);
+        dst[i] = (h == INFINITY || h == -INFINITY) ? 0.0f : h;
+      }
+      break;
+    }
+    case FMT_LO: {
+      const float* s = (const float*)src;
+      for (int64_t i = 0; i < n; ++i) {
+        float x = s[i * step], h = bf16_round(x), d = x - h;
+        dst[i] = (h - h == 0.0f) ? bf16_round(d) : 0.0f; /* h - h != 0: inf or NaN */
+      }
+      break;
+    }
+    default: {
+      const float* s = (const float*)src;
+      for (int64_t i = 0; i < n; ++i) dst[i] = s[i * step];
+      break;
+    }
+  }
+}
+
+static float fmt_load(int fmt, const char* src, int64_t i) {
+  float v;
+  fmt_convert(fmt, src + i * (fmt == FMT_BF16 || fmt == FMT_F16 ? 2 : 4), 1, 1, &v);
+  return v;
+}
+
+static int fmt_of_dtype(int dtype) {
+  return dtype == TPU_DTYPE_BF16 ? FMT_BF16 : dtype == TPU_DTYPE_F16 ? FMT_F16 : FMT_PLAIN;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 static _Atomic int g_isa_limit = TPU_HOST_GEMM_ISA_BEST;
@@ -173,6 +249,10 @@ typedef struct gemm_args_s {
   const void* alpha;
   const void* beta;
   const void* one;
+  /* pass t (t < npass) multiplies A in format fa[t] by B in format fb[t], all into C;
+   * a_es / b_es: source element sizes (bytes) */
+  int npass, fa[3], fb[3];
+  int64_t a_es, b_es;
 } gemm_args_t;
 
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
@@ -192,10 +272,47 @@ static void gemm_pack(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn
     pack_generic_f64(h, rows, kc, (const double*)src, rs, cs, (double*)dst);
 }
 
+/* Rows converted per step by gemm_pack_fmt: whole strips, about 64 rows. */
+static int64_t cvt_rows(int h) { return (int64_t)h * TPU_MAX(1, 64 / h); }
+
+/* gemm_pack from a source in format fmt (element size ses): rows are converted to f32 in
+ * chunks of whole strips into tmp (in the source's orientation, so the kernel's vectorized
+ * copies and transposes still apply), then packed from there. */
+static void gemm_pack_fmt(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn, int h, int64_t rows,
+                          int64_t kc, const char* src, int64_t rs, int64_t cs, int fmt, int64_t ses,
+                          char* dst, float* tmp) {
+  if (fmt == FMT_PLAIN) {
+    gemm_pack(kr, fn, h, rows, kc, src, rs, cs, dst);
+    return;
+  }
+  const int64_t ch = cvt_rows(h);
+  for (int64_t r0 = 0; r0 < rows; r0 += ch) {
+    const int64_t nr = TPU_MIN(ch, rows - r0);
+    const char* s = src + r0 * rs * ses;
+    int64_t trs, tcs;
+    if (rs == 1 && cs != 1) { /* rows contiguous for each p: tmp (kc, nr) */
+      for (int64_t p = 0; p < kc; ++p) fmt_convert(fmt, s + p * cs * ses, 1, nr, tmp + p * nr);
+      trs = 1, tcs = nr;
+    } else { /* tmp (nr, kc) */
+      for (int64_t r = 0; r < nr; ++r) fmt_convert(fmt, s + r * rs * ses, cs, kc, tmp + r * kc);
+      trs = kc, tcs = 1;
+    }
+    gemm_pack(kr, fn, h, nr, kc, (const char*)tmp, trs, tcs, dst + r0 * kc * 4);
+  }
+}
+
 typedef struct gemm_plan_s {
   int64_t kc, mc, nc;          /* block sizes for this tile */
   size_t abytes, bbytes;       /* packing buffer sizes */
+  size_t tbytes;               /* conversion scratch (formats other than plain) */
 } gemm_plan_t;
+
+
+static int gemm_needs_cvt(const gemm_args_t* g) {
+  for (int t = 0; t < g->npass; ++t)
+    if (g->fa[t] != FMT_PLAIN || g->fb[t] != FMT_PLAIN) return 1;
+  return 0;
+}
 
 static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
@@ -205,42 +322,64 @@ static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   pl.nc = even_block(cols, kr->nc, kr->nr);
   pl.abytes = (size_t)round_up(pl.mc * pl.kc * kr->elem_size, GEMM_ALIGN);
   pl.bbytes = (size_t)round_up(pl.nc * pl.kc * kr->elem_size, GEMM_ALIGN);
+  pl.tbytes = gemm_needs_cvt(g)
+                  ? (size_t)round_up(TPU_MAX(cvt_rows(kr->mr), cvt_rows(kr->nr)) * pl.kc * 4, GEMM_ALIGN)
+                  : 0;
   return pl;
 }
 
-/* C[i0:i1, j0:j1] on the calling thread. buf: abytes + bbytes, 64-byte aligned. */
+/* C[i0:i1, j0:j1] on the calling thread. buf: abytes + bbytes + tbytes, 64-byte aligned. */
 static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, int64_t i1, int64_t j0,
                       int64_t j1, char* buf) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
   const int64_t es = kr->elem_size, MR = kr->mr, NR = kr->nr;
   char* abuf = buf;
   char* bbuf = buf + pl->abytes;
+  float* tmp = (float*)(buf + pl->abytes + pl->bbytes);
   for (int64_t jc = j0; jc < j1; jc += pl->nc) {
     const int64_t nc = TPU_MIN(pl->nc, j1 - jc);
-    for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
-      const int64_t kc = TPU_MIN(pl->kc, g->k - pc);
-      const void* beta = pc == 0 ? g->beta : g->one;
-      gemm_pack(kr, kr->pack_b, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * es, g->b_cs,
-                g->b_rs, bbuf);
-      for (int64_t ic = i0; ic < i1; ic += pl->mc) {
-        const int64_t mc = TPU_MIN(pl->mc, i1 - ic);
-        gemm_pack(kr, kr->pack_a, kr->mr, mc, kc, g->a + (ic * g->a_rs + pc * g->a_cs) * es, g->a_rs,
-                  g->a_cs, abuf);
-        for (int64_t jr = 0; jr < nc; jr += NR) {
-          const int nr = (int)TPU_MIN(NR, nc - jr);
-          const char* bp = bbuf + jr * kc * es;
-          char* cj = g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
-          for (int64_t ir = 0; ir < mc; ir += MR)
-            kr->ukr(kc, abuf + ir * kc * es, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
-                    (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
+    for (int t = 0; t < g->npass; ++t)
+      for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
+        const int64_t kc = TPU_MIN(pl->kc, g->k - pc);
+        const void* beta = (pc == 0 && t == 0) ? g->beta : g->one;
+        gemm_pack_fmt(kr, kr->pack_b, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * g->b_es, g->b_cs,
+                      g->b_rs, g->fb[t], g->b_es, bbuf, tmp);
+        for (int64_t ic = i0; ic < i1; ic += pl->mc) {
+          const int64_t mc = TPU_MIN(pl->mc, i1 - ic);
+          gemm_pack_fmt(kr, kr->pack_a, kr->mr, mc, kc, g->a + (ic * g->a_rs + pc * g->a_cs) * g->a_es,
+                        g->a_rs, g->a_cs, g->fa[t], g->a_es, abuf, tmp);
+          for (int64_t jr = 0; jr < nc; jr += NR) {
+            const int nr = (int)TPU_MIN(NR, nc - jr);
+            const char* bp = bbuf + jr * kc * es;
+            char* cj = g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
+            for (int64_t ir = 0; ir < mc; ir += MR)
+              kr->ukr(kc, abuf + ir * kc * es, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
+                      (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
+          }
         }
       }
-    }
   }
 }
 
 static void gemm_ref_tile(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   const int64_t es = g->kr->elem_size;
+  if (gemm_needs_cvt(g)) { /* f32 C; double sums of the converted products, pass by pass */
+    const float alpha = *(const float*)g->alpha, beta = *(const float*)g->beta;
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = j0; j < j1; ++j) {
+        double sum = 0.0;
+        if (alpha != 0.0f)
+          for (int t = 0; t < g->npass; ++t)
+            for (int64_t p = 0; p < g->k; ++p)
+              sum += (double)fmt_load(g->fa[t], g->a, i * g->a_rs + p * g->a_cs) *
+                     (double)fmt_load(g->fb[t], g->b, p * g->b_rs + j * g->b_cs);
+        float* cij = (float*)g->c + i * g->c_rs + j * g->c_cs;
+        double r = (double)alpha * sum;
+        if (beta != 0.0f) r += (double)beta * (double)*cij;
+        *cij = (float)r;
+      }
+    return;
+  }
   const char* a = g->a + i0 * g->a_rs * es;
   const char* b = g->b + j0 * g->b_cs * es;
   char* c = g->c + (i0 * g->c_rs + j0 * g->c_cs) * es;
@@ -293,7 +432,7 @@ static void gemm_buf_put(char* buf) {
  * If the heap is exhausted the tile still gets computed, by the reference loop. */
 static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   gemm_plan_t pl = gemm_plan(g, i1 - i0, j1 - j0);
-  size_t bytes = pl.abytes + pl.bbytes;
+  size_t bytes = pl.abytes + pl.bbytes + pl.tbytes;
   if (bytes <= GEMM_STACK_BYTES) {
     _Alignas(GEMM_ALIGN) char stack_buf[GEMM_STACK_BYTES];
     gemm_tile(g, &pl, i0, i1, j0, j1, stack_buf);
@@ -456,12 +595,38 @@ static int is_zero(int64_t es, const void* x) {
   return es == 4 ? *(const float*)x == 0.0f : *(const double*)x == 0.0;
 }
 
-static void gemm_run(int es, int64_t m, int64_t n, int64_t k, const void* alpha, const void* a,
-                     int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
+/* Operand formats of one product: es 4 (f32 C) with A/B dtypes f32/bf16/f16 and a precision
+ * (tpu_ir_precision_t; used when both operands are f32), or es 8 (all f64). */
+typedef struct gemm_fmt_s { int a_dt, b_dt, prec; } gemm_fmt_t;
+
+static void gemm_set_fmt(gemm_args_t* g, int es, const gemm_fmt_t* f) {
+  g->npass = 1;
+  g->fa[0] = g->fb[0] = FMT_PLAIN;
+  g->a_es = g->b_es = es;
+  if (es != 4 || !f) return;
+  g->fa[0] = fmt_of_dtype(f->a_dt);
+  g->fb[0] = fmt_of_dtype(f->b_dt);
+  if (g->fa[0] != FMT_PLAIN) g->a_es = 2;
+  if (g->fb[0] != FMT_PLAIN) g->b_es = 2;
+  if (f->a_dt != TPU_DTYPE_F32 || f->b_dt != TPU_DTYPE_F32) return;
+  if (f->prec == 1) { /* HIGH: hi*hi + hi*lo + lo*hi */
+    g->npass = 3;
+    g->fa[0] = FMT_HI, g->fb[0] = FMT_HI;
+    g->fa[1] = FMT_HIF, g->fb[1] = FMT_LO;
+    g->fa[2] = FMT_LO, g->fb[2] = FMT_HIF;
+  } else if (f->prec == 2) { /* DEFAULT: hi*hi */
+    g->fa[0] = FMT_HI, g->fb[0] = FMT_HI;
+  }
+}
+
+static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_t k, const void* alpha,
+                     const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
                      const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel) {
   if (m <= 0 || n <= 0) return;
   gemm_args_t g = {gemm_pick(es), m, n, k, (const char*)a, a_rs, a_cs, (const char*)b, b_rs, b_cs,
-                   (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD};
+                   (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD,
+                   1, {0}, {0}, es, es};
+  gemm_set_fmt(&g, es, fmt);
   if ((m > 1 && c_rs == 0) || (n > 1 && c_cs == 0)) { /* outputs alias: keep the loop's order */
     gemm_ref_tile(&g, 0, m, 0, n);
     return;
@@ -476,27 +641,38 @@ static void gemm_run(int es, int64_t m, int64_t n, int64_t k, const void* alpha,
     g.a = (const char*)b, g.a_rs = b_cs, g.a_cs = b_rs;
     g.b = (const char*)a, g.b_rs = a_cs, g.b_cs = a_rs;
     g.c_rs = c_cs, g.c_cs = c_rs;
+    for (int t = 0; t < g.npass; ++t) { int f = g.fa[t]; g.fa[t] = g.fb[t]; g.fb[t] = f; }
+    int64_t e = g.a_es; g.a_es = g.b_es; g.b_es = e;
   }
-  if (g.m == 1 && es == 4 && sgemv(&g, parallel)) return;
+  if (g.m == 1 && es == 4 && !gemm_needs_cvt(&g) && sgemv(&g, parallel)) return;
   gemm_packed(&g, parallel);
 }
 
 void tpu_host_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
                     int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c,
                     int64_t c_rs, int64_t c_cs) {
-  gemm_run(4, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+  gemm_run(4, NULL, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
 }
 
 void tpu_host_dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t a_rs,
                     int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double beta, double* c,
                     int64_t c_rs, int64_t c_cs) {
-  gemm_run(8, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+  gemm_run(8, NULL, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+}
+
+void tpu_host_sgemm_ex(int a_dtype, int b_dtype, int precision, int64_t m, int64_t n, int64_t k, float alpha,
+                       const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
+                       float beta, float* c, int64_t c_rs, int64_t c_cs) {
+  gemm_fmt_t f = {a_dtype, b_dtype, precision};
+  gemm_run(4, &f, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
 }
 
 /* ------------------------------------------------------------------ batched */
 
 typedef struct gemm_batch_s {
   int es;
+  const gemm_fmt_t* fmt;
+  int64_t a_es, b_es; /* source element sizes */
   int64_t m, n, k;
   const void* alpha;
   const char* a;
@@ -511,8 +687,8 @@ typedef struct gemm_batch_s {
 static void gemm_batch_fn(void* ctx, int64_t begin, int64_t end) {
   const gemm_batch_t* bt = (const gemm_batch_t*)ctx;
   for (int64_t t = begin; t < end; ++t) /* already on the pool: each product on this thread */
-    gemm_run(bt->es, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->es, bt->a_rs, bt->a_cs,
-             bt->b + t * bt->b_bs * bt->es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
+    gemm_run(bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->a_es, bt->a_rs, bt->a_cs,
+             bt->b + t * bt->b_bs * bt->b_es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
              bt->c_rs, bt->c_cs, 0);
 }
 
@@ -530,8 +706,8 @@ static void gemm_batched(const gemm_batch_t* bt, int64_t batch) {
     return;
   }
   for (int64_t t = 0; t < batch; ++t)
-    gemm_run(bt->es, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->es, bt->a_rs, bt->a_cs,
-             bt->b + t * bt->b_bs * bt->es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
+    gemm_run(bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->a_es, bt->a_rs, bt->a_cs,
+             bt->b + t * bt->b_bs * bt->b_es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
              bt->c_rs, bt->c_cs, 1);
 }
 
@@ -539,7 +715,7 @@ void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, floa
                             const float* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                             const float* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
                             float beta, float* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
-  gemm_batch_t bt = {4, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
+  gemm_batch_t bt = {4, NULL, 4, 4, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
                      b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs};
   gemm_batched(&bt, batch);
 }
@@ -548,7 +724,18 @@ void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, doub
                             const double* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                             const double* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
                             double beta, double* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
-  gemm_batch_t bt = {8, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
+  gemm_batch_t bt = {8, NULL, 8, 8, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
                      b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs};
+  gemm_batched(&bt, batch);
+}
+
+void tpu_host_sgemm_batched_ex(int a_dtype, int b_dtype, int precision, int64_t batch, int64_t m, int64_t n,
+                               int64_t k, float alpha, const void* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                               const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
+                               int64_t c_bs, int64_t c_rs, int64_t c_cs) {
+  gemm_fmt_t f = {a_dtype, b_dtype, precision};
+  gemm_batch_t bt = {4, &f, (int64_t)tpu_dtype_size(a_dtype), (int64_t)tpu_dtype_size(b_dtype), m, n, k, &alpha,
+                     (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs, b_rs, b_cs, &beta, (char*)c, c_bs,
+                     c_rs, c_cs};
   gemm_batched(&bt, batch);
 }

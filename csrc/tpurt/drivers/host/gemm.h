@@ -59,6 +59,20 @@ void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, doub
                             const double* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
                             double beta, double* c, int64_t c_bs, int64_t c_rs, int64_t c_cs);
 
+/* f32 result from operands of another format: A and B are f32, bf16 or f16 (a_dtype/b_dtype,
+ * tpu_dtype_t; strides in elements of that dtype), widened exactly while the panels are packed
+ * (no converted copy of the operands), f32 accumulation, C f32. precision (tpu_ir_precision_t)
+ * applies when both operands are f32: 0 HIGHEST = f32 products; 1 HIGH = 3 passes of bf16 parts
+ * (hi = bf16(x) round-to-nearest-even, lo = bf16(x - hi); hi*hi + hi*lo + lo*hi, about 3x the
+ * time); 2 DEFAULT = hi*hi (same speed as HIGHEST on a CPU: it emulates TPU numerics). */
+void tpu_host_sgemm_ex(int a_dtype, int b_dtype, int precision, int64_t m, int64_t n, int64_t k, float alpha,
+                       const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
+                       float beta, float* c, int64_t c_rs, int64_t c_cs);
+void tpu_host_sgemm_batched_ex(int a_dtype, int b_dtype, int precision, int64_t batch, int64_t m, int64_t n,
+                               int64_t k, float alpha, const void* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                               const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
+                               int64_t c_bs, int64_t c_rs, int64_t c_cs);
+
 /* ---- testing and benchmarking hooks ---------------------------------------------------------
  * Restricts the kernels to at most `isa` (clamped to what the CPU has), for every thread; returns
  * the previous setting. TPU_HOST_GEMM_ISA_BEST (the default) picks the best available. */

@@ -575,13 +575,13 @@ tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, con
     } while (next_index(idx, c->sizes, c->rank));
     return TPU_OK;
   }
+  /* bf16/f16 operands are widened to f32 while the GEMM packs its panels; f32 accumulation.
+   * op->prec (precision_config) reaches the f32 GEMM: bf16 passes for f32 operands. */
   tpu_host_view_t A = *a, B = *b, C = *c;
-  float *fa = NULL, *fb = NULL, *fc = NULL;
+  float* fc = NULL;
   tpu_status_t st = TPU_OK;
   int use_f64 = dt == TPU_DTYPE_F64;
-  if (!use_f64 && dt != TPU_DTYPE_F32) {  /* bf16/f16: f32 math, f32 accumulation */
-    if ((st = to_f32(a, &fa, &A)) || (st = to_f32(b, &fb, &B))) goto done;
-  }
+  int prec = (int)op->prec;
   if (!use_f64 && c->dtype != TPU_DTYPE_F32) {
     if ((st = to_f32(c, &fc, &C))) goto done;
   }
@@ -592,28 +592,28 @@ tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, con
                              (const double*)B.data, sb, B.strides[nb], B.strides[nb + 1], 0.0,
                              (double*)C.data, sc, C.strides[nb], C.strides[nb + 1]);
     else
-      tpu_host_sgemm_batched(cnt, M, N, K, 1.0f, (const float*)A.data, sa, A.strides[nb], A.strides[nb + 1],
-                             (const float*)B.data, sb, B.strides[nb], B.strides[nb + 1], 0.0f,
-                             (float*)C.data, sc, C.strides[nb], C.strides[nb + 1]);
+      tpu_host_sgemm_batched_ex(dt, dt, prec, cnt, M, N, K, 1.0f, A.data, sa, A.strides[nb], A.strides[nb + 1],
+                                B.data, sb, B.strides[nb], B.strides[nb + 1], 0.0f,
+                                (float*)C.data, sc, C.strides[nb], C.strides[nb + 1]);
   } else {
     int64_t idx[TPU_MAX_DIMS] = {0};
-    size_t es = use_f64 ? 8 : 4;
+    int64_t es = (int64_t)tpu_dtype_size(dt), ces = use_f64 ? 8 : 4;
     do {
       int64_t ao = 0, bo = 0, co = 0;
       for (int d = 0; d < nb; ++d) { ao += idx[d] * A.strides[d]; bo += idx[d] * B.strides[d]; co += idx[d] * C.strides[d]; }
       if (use_f64)
-        tpu_host_dgemm(M, N, K, 1.0, (const double*)(A.data + ao * (int64_t)es), A.strides[nb], A.strides[nb + 1],
-                       (const double*)(B.data + bo * (int64_t)es), B.strides[nb], B.strides[nb + 1], 0.0,
-                       (double*)(C.data + co * (int64_t)es), C.strides[nb], C.strides[nb + 1]);
+        tpu_host_dgemm(M, N, K, 1.0, (const double*)(A.data + ao * es), A.strides[nb], A.strides[nb + 1],
+                       (const double*)(B.data + bo * es), B.strides[nb], B.strides[nb + 1], 0.0,
+                       (double*)(C.data + co * ces), C.strides[nb], C.strides[nb + 1]);
       else
-        tpu_host_sgemm(M, N, K, 1.0f, (const float*)(A.data + ao * (int64_t)es), A.strides[nb], A.strides[nb + 1],
-                       (const float*)(B.data + bo * (int64_t)es), B.strides[nb], B.strides[nb + 1], 0.0f,
-                       (float*)(C.data + co * (int64_t)es), C.strides[nb], C.strides[nb + 1]);
+        tpu_host_sgemm_ex(dt, dt, prec, M, N, K, 1.0f, A.data + ao * es, A.strides[nb], A.strides[nb + 1],
+                          B.data + bo * es, B.strides[nb], B.strides[nb + 1], 0.0f,
+                          (float*)(C.data + co * ces), C.strides[nb], C.strides[nb + 1]);
     } while (next_index(idx, C.sizes, nb));
   }
   if (fc) st = tpu_host_k_copy(&C, c);
 done:
-  free(fa); free(fb); free(fc);
+  free(fc);
   return st;
 }
 

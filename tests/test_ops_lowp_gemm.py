@@ -1,0 +1,150 @@
+"""bf16/f16 matrix products and convolutions on tpu vs PyTorch CPU, forward and backward.
+
+The GEMM and convolution kernels read bf16/f16 operands directly (widened to f32 exactly while
+packing; f32 accumulation; one rounding of the f32 result). The reference is therefore the f32
+computation on the same (rounded) values, rounded once to the low-precision dtype: results may
+differ from it only through the f32 summation order, i.e. by at most one rounding step of the
+output dtype. Odd shapes, transposed / sliced / expanded (non-contiguous) operands, batched
+broadcasts, channels_last, groups, 1x1 convolutions (which multiply the input in place) and
+transposed convolutions."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+DEV = "tpu"
+LOWP = [torch.bfloat16, torch.float16]
+
+
+def make(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
+
+
+def close_lowp(got, want32, dtype):
+    """got (tpu, dtype) vs want32 (f32 reference): within one rounding step of dtype around the
+    rounded reference (plus f32 accumulation noise)."""
+    assert got.device.type == DEV and got.dtype == dtype and got.shape == want32.shape
+    eps = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+    g = got.cpu().float()
+    err = (g - want32).abs()
+    bound = eps * want32.abs() + 1e-4 * (want32.abs().max() + 1)
+    assert bool((err <= bound).all()), float((err - bound).max())
+
+
+def run(fn, inputs, dtype, grads=True, seed=0):
+    """fn on tpu with dtype operands vs fn in f32 on the same values (CPU); gradients too."""
+    cpu = [t.float().clone().requires_grad_(grads) for t in inputs]
+    dev = [t.to(DEV).requires_grad_(grads) for t in inputs]
+    yc, yd = fn(*cpu), fn(*dev)
+    close_lowp(yd, yc.detach(), dtype)
+    if not grads:
+        return
+    gy = make(yc.shape, dtype, seed + 100)
+    yc.backward(gy.float())
+    yd.backward(gy.to(DEV))
+    for c, d in zip(cpu, dev):
+        # the device's gradients are rounded to dtype once, the f32 reference's not at all
+        close_lowp(d.grad, c.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("m,k,n", [(1, 37, 5), (7, 1, 9), (33, 65, 17), (70, 129, 45), (5, 600, 3)])
+def test_mm(dtype, m, k, n):
+    run(lambda a, b: a @ b, [make((m, k), dtype, 1), make((k, n), dtype, 2)], dtype)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_mm_non_contiguous(dtype):
+    a = make((40, 90), dtype, 3)
+    b = make((71, 50), dtype, 4)
+    run(lambda x, y: x[::2, 5:80:3] @ y[:, 10:35].t(), [a, b], dtype)  # strided A, transposed B
+    run(lambda x, y: x.t()[3:40] @ y[:40, :17], [a, b], dtype)  # column-major A
+    v = make((1, 25), dtype, 5)
+    run(lambda x, y: x.expand(6, 25) @ y[:25, ::3], [v, b], dtype, grads=False)  # zero row stride
+    # its gradient sums 6 rounded rows (a second rounding): vs CPU autograd in the same dtype
+    vc, bc = v.clone().requires_grad_(), b.clone().requires_grad_()
+    vd, bd = v.to(DEV).requires_grad_(), b.to(DEV).requires_grad_()
+    gy = make((6, 17), dtype, 6)
+    (vc.expand(6, 25) @ bc[:25, ::3]).backward(gy)
+    (vd.expand(6, 25) @ bd[:25, ::3]).backward(gy.to(DEV))
+    eps = 2.0 ** -8 if dtype == torch.bfloat16 else 2.0 ** -11
+    for c, d in ((vc, vd), (bc, bd)):
+        torch.testing.assert_close(d.grad.cpu().float(), c.grad.float(), rtol=2 * eps, atol=4 * eps)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_bmm_and_broadcast_matmul(dtype):
+    run(torch.bmm, [make((3, 17, 31), dtype, 6), make((3, 31, 9), dtype, 7)], dtype)
+    run(lambda a, b: a.transpose(1, 2) @ b, [make((4, 23, 11), dtype, 8), make((4, 23, 6), dtype, 9)], dtype)
+    run(torch.matmul, [make((2, 3, 13, 40), dtype, 10), make((40, 21), dtype, 11)], dtype)
+    run(torch.matmul, [make((5, 29), dtype, 12), make((2, 29, 7), dtype, 13)], dtype)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_linear_and_addmm(dtype):
+    run(F.linear, [make((3, 5, 67), dtype, 14), make((19, 67), dtype, 15), make((19,), dtype, 16)], dtype)
+    run(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+        [make((11, 13), dtype, 17), make((11, 41), dtype, 18), make((41, 13), dtype, 19)], dtype)
+    run(lambda c, a, b: torch.baddbmm(c, a, b, alpha=0.25),
+        [make((2, 9, 8), dtype, 20), make((2, 9, 30), dtype, 21), make((2, 30, 8), dtype, 22)], dtype)
+
+
+CONVS = [
+    # x shape, w shape, kwargs
+    ((2, 3, 9, 7), (5, 3, 3, 3), dict(padding=1)),
+    ((1, 4, 8, 9), (6, 2, 3, 2), dict(stride=2, padding=1, groups=2)),
+    ((2, 6, 5, 5), (4, 6, 1, 1), dict()),  # 1x1 stride 1: the input is its own im2col matrix
+    ((2, 6, 7, 7), (6, 1, 3, 3), dict(padding=1, groups=6)),  # depthwise
+    ((1, 3, 4, 4), (8, 3, 3, 3), dict(padding=1, dilation=1, stride=1)),  # small spatial (ResNet tail)
+    ((2, 5, 12, 11), (7, 5, 5, 3), dict(stride=(2, 1), padding=(2, 0), dilation=(1, 2))),
+]
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("xs,ws,kw", CONVS)
+def test_conv2d(dtype, channels_last, xs, ws, kw):
+    x, w, b = make(xs, dtype, 23), make(ws, dtype, 24), make((ws[0],), dtype, 25)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    run(lambda x_, w_, b_: F.conv2d(x_, w_, b_, **kw), [x, w, b], dtype)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_conv_non_contiguous_and_other_ranks(dtype):
+    x = make((2, 4, 12, 10), dtype, 26)
+    w = make((5, 4, 3, 3), dtype, 27)
+    run(lambda x_, w_: F.conv2d(x_[:, :, 1::2, ::3], w_, padding=1), [x, w], dtype)  # strided view
+    run(lambda x_, w_: F.conv1d(x_, w_, padding=2, stride=2),
+        [make((3, 4, 19), dtype, 28), make((6, 4, 5), dtype, 29)], dtype)
+    run(lambda x_, w_: F.conv3d(x_, w_, padding=1),
+        [make((1, 2, 5, 6, 4), dtype, 30), make((3, 2, 3, 3, 3), dtype, 31)], dtype)
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+def test_conv_transpose(dtype):
+    run(lambda x_, w_, b_: F.conv_transpose2d(x_, w_, b_, stride=2, padding=1, output_padding=1),
+        [make((2, 4, 5, 6), dtype, 32), make((4, 3, 3, 3), dtype, 33), make((3,), dtype, 34)], dtype)
+    run(lambda x_, w_: F.conv_transpose1d(x_, w_, stride=3, groups=2),
+        [make((1, 4, 7), dtype, 35), make((4, 2, 4), dtype, 36)], dtype)
+
+
+def test_amp_linear_and_conv_match_cpu_autocast_inputs():
+    """Under bf16 autocast the device computes what the kernels promise: bf16 operands, f32
+    accumulation, one rounding (the CPU autocast reference uses the same rounded operands)."""
+    lin = torch.nn.Linear(48, 24)
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    x = make((6, 48), torch.float32, 37)
+    img = make((2, 3, 10, 10), torch.float32, 38)
+    with torch.autocast(DEV, dtype=torch.bfloat16):
+        y = lin.to(DEV)(x.to(DEV))
+        z = conv.to(DEV)(img.to(DEV))
+    assert y.dtype == torch.bfloat16 and z.dtype == torch.bfloat16
+    lin_c, conv_c = lin.cpu(), conv.cpu()
+    bf = lambda t: t.to(torch.bfloat16).float()  # noqa: E731
+    want_y = F.linear(bf(x), bf(lin_c.weight), bf(lin_c.bias))
+    want_z = F.conv2d(bf(img), bf(conv_c.weight), bf(conv_c.bias), padding=1)
+    close_lowp(y, want_y.detach(), torch.bfloat16)
+    close_lowp(z, want_z.detach(), torch.bfloat16)
