@@ -4,7 +4,7 @@
 - op-level graphs (odd sizes, non-contiguous, bf16, in-place on inputs): compiled == eager tpu bit for bit (the
   graph calls the same ATen ops, hence the same lowerings), and close to PyTorch CPU;
 - every example model (examples/<name>/, reduced configs as in tests/compile_models.py): forward, loss, gradients
-  and buffers of the compiled model == eager tpu, loss close to CPU;
+  and buffers of the compiled model == eager tpu, loss close to CPU; the same under bf16 autocast (two models);
 - mutations: BatchNorm running statistics (train mode, and under no_grad), in-place ops on graph inputs, optimizer
   steps compiled with torch.compile (SGD with momentum, AdamW);
 - unsupported ops: strict mode raises naming the node and the op; otherwise a warning names it and the op runs
@@ -218,6 +218,32 @@ def test_example_model_compiled_matches_eager(name: str) -> None:
         loss_cpu = cpu_loss_fn(cpu_model(*inputs))
         torch.testing.assert_close(loss_c.cpu(), loss_cpu.detach(), rtol=1e-3, atol=0)
     assert torch_tpu.metrics()["compile_unsupported_ops"] == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["mingpt", "resnet"])
+def test_example_model_autocast_bf16_compiled_matches_eager(name: str) -> None:
+    _example_gate(name)
+    model, inputs, loss = compile_models.build(name)
+    eager = model.to("tpu")
+    compiled_model = copy.deepcopy(eager)
+    compiled = torch.compile(compiled_model, backend="tpu")
+    x = compile_models.to(inputs, "tpu")
+    for _ in range(2):
+        for m in (eager, compiled_model):
+            m.zero_grad(set_to_none=True)
+        with torch.autocast("tpu", dtype=torch.bfloat16):
+            out_c = compiled(*x)
+            loss_c = loss(out_c.float())
+        loss_c.backward()
+        with torch.autocast("tpu", dtype=torch.bfloat16):
+            out_e = eager(*x)
+            loss_e = loss(out_e.float())
+        loss_e.backward()
+        assert out_c.dtype == out_e.dtype == torch.bfloat16
+        torch.testing.assert_close(out_c.cpu(), out_e.cpu(), **EXACT)
+        for (pname, pc), pe in zip(compiled_model.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(pc.grad.cpu(), pe.grad.cpu(), **EXACT, msg=lambda m: f"{pname}: {m}")
 
 
 # ----------------------------------------------------------------------------------------------- mutations

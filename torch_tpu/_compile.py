@@ -422,7 +422,11 @@ class _Segment:
         # First call for this signature: run the graph op by op while the runtime records its device work.
         begin, end = _capture_api()  # type: ignore[misc]
         tensors_in = [a for a in call_args if isinstance(a, torch.Tensor)]
-        begin(device.index or 0)
+        try:
+            begin(device.index or 0)
+        except Exception as exc:  # e.g. a capture already open on this device (a segment inside another)
+            self._capture_failed(f"capture could not start: {exc}")
+            return self._fn(*call_args)
         try:
             out = self._fn(*call_args)
         except BaseException:
@@ -432,8 +436,8 @@ class _Segment:
         specs, captured = _plan_outputs(tensors_in, outs)
         try:
             handle, reason = end(tensors_in, captured)
-        except RuntimeError as exc:
-            handle, reason = None, str(exc)
+        except Exception as exc:  # the runtime refused the graph's inputs/outputs: run op by op from now on
+            handle, reason = None, f"{type(exc).__name__}: {exc}"
         if handle is None:
             self._capture_failed(reason or "the runtime could not capture the graph")
         else:
