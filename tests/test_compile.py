@@ -494,3 +494,21 @@ def test_capture_replays_with_new_input_values() -> None:
             torch.testing.assert_close(compiled(x, w, b).cpu(), f(x, w, b).cpu(), **EXACT)
     m = torch_tpu.metrics()
     assert m["compile_captures"] == 1 and m["compile_replays"] == 3, m
+
+
+@pytest.mark.skipif(not hasattr(torch_tpu._C, "_capture_begin"), reason="the runtime has no graph capture yet")
+def test_capture_per_size_under_dynamic_shapes() -> None:
+    def f(x, w):
+        return (x @ w).relu().sum(-1)
+
+    counter = CompileCounterWithBackend("tpu")
+    compiled = torch.compile(f, backend=counter, dynamic=True)
+    w = _g(9, 6).to("tpu")
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for batch in (5, 7, 5, 7, 3):
+            x = _g(batch, 9, seed=batch).to("tpu")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x, w).cpu(), **EXACT)
+    m = torch_tpu.metrics()
+    assert counter.frame_count == 1 and m["compile_recompiles"] == 0
+    assert m["compile_captures"] == 3 and m["compile_replays"] == 2, m  # one capture per concrete size

@@ -43,6 +43,7 @@ from torch_tpu import _env
 
 COMPILE_STRICT = "TORCH_TPU_COMPILE_STRICT"
 _MAX_REASONS = 256  # recompile records kept (oldest dropped first)
+_MAX_CAPTURES = 32  # captured signatures kept per graph segment (least recently used dropped first)
 
 _lock = threading.Lock()
 
@@ -390,7 +391,7 @@ class _Segment:
 
     def __init__(self, fn: Callable[..., Any], capture: bool) -> None:
         self._fn = fn
-        self._captured: dict[Any, _Replay] = {}
+        self._captured: dict[Any, _Replay] = {}  # insertion order = least recently used first
         self._capture_off: Optional[str] = None if capture else "capture disabled by option"
 
     def __call__(self, *call_args: Any) -> Any:
@@ -404,8 +405,9 @@ class _Segment:
 
     def _run_captured(self, call_args: list[Any]) -> Any:
         key = tuple(_meta_key(a) for a in call_args)
-        replay = self._captured.get(key)
+        replay = self._captured.pop(key, None)
         if replay is not None:
+            self._captured[key] = replay  # most recently used last
             with _lock:
                 _stats.replays += 1
             return replay.run([a for a in call_args if isinstance(a, torch.Tensor)])
@@ -444,6 +446,8 @@ class _Segment:
             with _lock:
                 _stats.captures += 1
             self._captured[key] = _Replay(handle, specs, type(out))
+            while len(self._captured) > _MAX_CAPTURES:  # dynamic shapes: one capture per concrete size
+                del self._captured[next(iter(self._captured))]
         return out
 
     def _capture_failed(self, reason: str) -> None:
