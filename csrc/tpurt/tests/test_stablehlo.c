@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ir/ir.h"
+#include "tpurt.h"
 
 static int g_pass, g_fail;
 #define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
@@ -144,6 +145,50 @@ static void test_indexing_sort_rng(void) {
   free(t); tpu_ir_graph_free(&g);
 }
 
+/* tpu_debug_record_graphs: an op run records its module, inputs, scalars and outputs */
+static void test_recording(void) {
+  float a[6] = {1, -2, 3, 4.5f, -5, 6}, b[6] = {0.5f, 1, -1, 2, 3, -4}, out[6];
+  void *da = NULL, *db = NULL, *dout = NULL;
+  tpu_status_t st = tpu_rt_malloc(0, sizeof a, &da);
+  if (!st) st = tpu_rt_malloc(0, sizeof b, &db);
+  if (!st) st = tpu_rt_malloc(0, sizeof out, &dout);
+  if (!st) st = tpu_rt_memcpy_h2d(0, da, a, sizeof a);
+  if (!st) st = tpu_rt_memcpy_h2d(0, db, b, sizeof b);
+  CHECK(st == TPU_OK, "setup: %s", tpu_status_message(st));
+  tpu_status_free(st);
+  tpu_tensor_t ta = tpu_tensor_contiguous(da, 0, TPU_DTYPE_F32, 2, (int64_t[]){2, 3});
+  tpu_tensor_t tb = tpu_tensor_contiguous(db, 0, TPU_DTYPE_F32, 2, (int64_t[]){2, 3});
+  tpu_tensor_t to = tpu_tensor_contiguous(dout, 0, TPU_DTYPE_F32, 2, (int64_t[]){2, 3});
+  tpu_arg_t args[] = {tpu_arg_tensor(&ta), tpu_arg_tensor(&tb), tpu_arg_f64(2.0), tpu_arg_tensor(&to)};
+  CHECK(tpu_debug_take_graph() == NULL, "nothing recorded before enabling");
+  tpu_debug_record_graphs(true);
+  st = tpu_op_run(0, "aten::add.out", args, 4, &to, 1);
+  if (!st) st = tpu_rt_synchronize(0);
+  tpu_debug_record_graphs(false);
+  CHECK(st == TPU_OK, "add.out: %s", tpu_status_message(st));
+  tpu_status_free(st);
+  tpu_debug_graph_t* r = tpu_debug_take_graph();
+  CHECK(r && r->text && !r->error, "one record with text");
+  if (r && r->text) {
+    HAS(r->text, "func.func public @main(");
+    int np = 0, ns = 0, no = 0;
+    for (int k = 0; k < r->n_arrays; ++k) {
+      const tpu_debug_array_t* x = &r->arrays[k];
+      np += x->role == TPU_DEBUG_PARAM; ns += x->role == TPU_DEBUG_SCALAR; no += x->role == TPU_DEBUG_OUTPUT;
+      CHECK(x->data != NULL, "array %d has data", k);
+    }
+    CHECK(np == 2 && no == 1 && ns >= 1, "params %d scalars %d outputs %d", np, ns, no);
+    const tpu_debug_array_t* o = &r->arrays[r->n_arrays - 1];
+    int ok = o->nbytes == sizeof out && o->data;
+    for (int i = 0; ok && i < 6; ++i) ok &= ((const float*)o->data)[i] == a[i] + 2.0f * b[i];
+    CHECK(ok, "recorded output = a + 2 b");
+    CHECK(r->arrays[0].nbytes == sizeof a && !memcmp(r->arrays[0].data, a, sizeof a), "recorded input a");
+  }
+  tpu_debug_graph_free(r);
+  CHECK(tpu_debug_take_graph() == NULL, "exactly one record");
+  tpu_rt_free(0, da); tpu_rt_free(0, db); tpu_rt_free(0, dout);
+}
+
 static void test_errors(void) {
   char* t = (char*)1;
   tpu_ir_graph_t g; tpu_ir_graph_init(&g);
@@ -163,6 +208,7 @@ int main(void) {
   test_views_and_reduce();
   test_dot();
   test_indexing_sort_rng();
+  test_recording();
   test_errors();
   printf("test_stablehlo: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
