@@ -3,13 +3,14 @@
  * StableHLO (<seq>_<name>.stablehlo.mlir). A directory that cannot be
  * written prints one warning and turns the dump off; nothing here can fail a compile. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include "compiler/compiler.h"
 
-static int g_state = -1;  /* -1 unknown, 0 off, 1 on */
+static int g_state = 0;   /* 1 = dumping (set once by dump_init, cleared on a write error) */
 static int g_seq;
 static char g_dir[1024];
 
@@ -18,20 +19,24 @@ static void warn_off(const char* why, const char* path) {
     fprintf(stderr, "torch_tpu: warning: TORCH_TPU_DUMP_IR: cannot write %s (%s); IR dumps are off\n", path, why);
 }
 
-int tpu_compiler_dump_next_seq(void) {
-  int s = __atomic_load_n(&g_state, __ATOMIC_RELAXED);
-  if (s < 0) {
-    const char* d = getenv("TORCH_TPU_DUMP_IR");
-    s = d && *d && strlen(d) < sizeof(g_dir) - 1;
-    if (s) {
-      snprintf(g_dir, sizeof(g_dir), "%s", d);
-      if (mkdir(g_dir, 0777) != 0 && errno != EEXIST) { warn_off(strerror(errno), g_dir); return -1; }
+static void dump_init(void) {
+  const char* d = getenv("TORCH_TPU_DUMP_IR");
+  int on = d && *d && strlen(d) < sizeof(g_dir) - 1;
+  if (on) {
+    snprintf(g_dir, sizeof(g_dir), "%s", d);
+    if (mkdir(g_dir, 0777) != 0 && errno != EEXIST) {
+      g_state = 1; /* so warn_off prints */
+      warn_off(strerror(errno), g_dir);
+      return;
     }
-    int expected = -1;
-    __atomic_compare_exchange_n(&g_state, &expected, s, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    s = __atomic_load_n(&g_state, __ATOMIC_RELAXED);
   }
-  return s == 1 ? __atomic_fetch_add(&g_seq, 1, __ATOMIC_RELAXED) : -1;
+  __atomic_store_n(&g_state, on, __ATOMIC_RELAXED);
+}
+
+int tpu_compiler_dump_next_seq(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, dump_init);
+  return __atomic_load_n(&g_state, __ATOMIC_RELAXED) == 1 ? __atomic_fetch_add(&g_seq, 1, __ATOMIC_RELAXED) : -1;
 }
 
 static void write_file(const char* path, const char* text, size_t len) {

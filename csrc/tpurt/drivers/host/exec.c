@@ -15,6 +15,7 @@ struct tpu_host_exe_s {
   int32_t* leaf_off; int32_t* leaf_cnt; int32_t* leaves;
   int32_t* slot;          /* per op, per operand (in_off-indexed): register slot in its cluster */
   uint8_t* fused;         /* per op: 1 = elementwise root evaluated block by block inside its reduce */
+  int32_t* last_use;      /* per op: last step (op index) reading its storage; INT32_MAX = graph output */
   int32_t last_step;      /* op index of the last non-view step */
   int n_steps;
 };
@@ -37,6 +38,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->g.ops); free(e->g.operands);
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
+  free(e->last_use);
   free(e);
 }
 
@@ -59,9 +61,11 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->leaves = malloc((size_t)(n * TPU_IR_MAX_INLINE_OPERANDS + g->n_operands + 1) * sizeof(int32_t));
     e->slot = malloc((size_t)(g->n_operands + 1) * sizeof(int32_t));
     e->fused = calloc((size_t)n, 1);
+    e->last_use = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
-      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused) {
+      !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused ||
+      !e->last_use) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -131,6 +135,24 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
       }
     }
   }
+  /* Storage lifetimes (memory planning): a temporary's block goes back to the per-thread
+   * cache after the last step that reads it, so later steps reuse it and a long graph's peak
+   * is its live set, not the sum of its temporaries. A value is read when the op using it
+   * runs: a cluster member at its root's step, a fused producer at its reduce's step; views
+   * share their operand's storage (base). `users` is free again: reuse it for the run times. */
+  int32_t* when = users;
+  for (int v = n - 1; v >= 0; --v)
+    when[v] = (e->kind[v] == K_MEMBER || e->fused[v]) ? when[user[v]] : v;
+  for (int v = 0; v < n; ++v) {
+    user[v] = e->kind[v] == K_VIEW ? user[tpu_ir_operand(G, v, 0)] : v; /* base */
+    e->last_use[v] = -1;
+  }
+  for (int w = 0; w < n; ++w)
+    for (int k = 0; k < G->ops[w].n_in; ++k) {
+      int b = user[tpu_ir_operand(G, w, k)];
+      if (e->last_use[b] < when[w]) e->last_use[b] = when[w];
+    }
+  for (int k = 0; k < G->n_outputs; ++k) e->last_use[user[G->outputs[k]]] = INT32_MAX;
   free(users); free(user);
   *out_exe = e;
   return TPU_OK;
@@ -200,7 +222,7 @@ static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* 
 
 /* Temporaries of one run. Blocks come from a small per-thread cache so repeated runs
  * (training steps) reuse warm memory instead of page-faulting fresh allocations. */
-typedef struct { void* p; size_t n; } blk_t;
+typedef struct { void* p; size_t n; int32_t free_at; } blk_t; /* free_at: step after which it is dead */
 typedef struct { blk_t* blks; int n, cap; } scratch_t;
 #define SCRATCH_CACHE_BLOCKS 16
 #define SCRATCH_CACHE_BYTES ((size_t)512 << 20)
@@ -228,12 +250,12 @@ static char* scratch_alloc(scratch_t* s, size_t bytes) {
     s->blks = p; s->cap = cap;
   }
   scratch_cache_t* c = scratch_cache();
-  blk_t got = {NULL, 0};
+  blk_t got = {NULL, 0, INT32_MAX};
   if (c) { /* smallest cached block that fits without wasting more than 2x */
     int best = -1;
     for (int i = 0; i < c->n; ++i)
       if (c->b[i].n >= bytes && c->b[i].n <= 2 * bytes + 65536 && (best < 0 || c->b[i].n < c->b[best].n)) best = i;
-    if (best >= 0) { got = c->b[best]; c->b[best] = c->b[--c->n]; c->total -= got.n; }
+    if (best >= 0) { got = c->b[best]; c->b[best] = c->b[--c->n]; c->total -= got.n; got.free_at = INT32_MAX; }
   }
   if (!got.p) {
     void* m = NULL;
@@ -243,22 +265,38 @@ static char* scratch_alloc(scratch_t* s, size_t bytes) {
   s->blks[s->n++] = got;
   return got.p;
 }
+/* A block allocated for a value dead after step `free_at` (see last_use). */
+static char* scratch_alloc_until(scratch_t* s, size_t bytes, int32_t free_at) {
+  char* p = scratch_alloc(s, bytes);
+  if (p) s->blks[s->n - 1].free_at = free_at;
+  return p;
+}
+static void scratch_put(scratch_cache_t* c, blk_t b) {
+  if (c && b.n <= SCRATCH_CACHE_BYTES) {
+    /* evict the largest cached blocks until this one fits */
+    while (c->n > 0 && (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES)) {
+      int big = 0;
+      for (int j = 1; j < c->n; ++j) if (c->b[j].n > c->b[big].n) big = j;
+      free(c->b[big].p); c->total -= c->b[big].n; c->b[big] = c->b[--c->n];
+    }
+    c->b[c->n++] = b; c->total += b.n;
+  } else {
+    free(b.p);
+  }
+}
+/* Returns the blocks dead after step t to the cache (the next allocations reuse them). */
+static void scratch_release(scratch_t* s, int32_t t) {
+  scratch_cache_t* c = NULL;
+  for (int i = 0; i < s->n;) {
+    if (s->blks[i].free_at > t) { ++i; continue; }
+    if (!c) c = scratch_cache();
+    scratch_put(c, s->blks[i]);
+    s->blks[i] = s->blks[--s->n];
+  }
+}
 static void scratch_free(scratch_t* s) {
   scratch_cache_t* c = scratch_cache();
-  for (int i = 0; i < s->n; ++i) {
-    blk_t b = s->blks[i];
-    if (c && b.n <= SCRATCH_CACHE_BYTES) {
-      /* evict the largest cached blocks until this one fits */
-      while (c->n > 0 && (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES)) {
-        int big = 0;
-        for (int j = 1; j < c->n; ++j) if (c->b[j].n > c->b[big].n) big = j;
-        free(c->b[big].p); c->total -= c->b[big].n; c->b[big] = c->b[--c->n];
-      }
-      c->b[c->n++] = b; c->total += b.n;
-    } else {
-      free(b.p);
-    }
-  }
+  for (int i = 0; i < s->n; ++i) scratch_put(c, s->blks[i]);
   free(s->blks);
 }
 
@@ -427,14 +465,14 @@ static tpu_status_t run_fused_reduce(const tpu_host_exe_t* e, int v, int u, val_
   int64_t nb = d0 >= 0 ? (S->dims[d0] + B - 1) / B : 1;
   if (total == 0 || d0 < 0 || nb <= 1 || total * es <= 4 * FUSED_BLOCK_BYTES) {
     /* small: materialize whole */
-    char* buf = scratch_alloc(s, (size_t)(total * es));
+    char* buf = scratch_alloc_until(s, (size_t)(total * es), v);
     if (!buf) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
     tpu_host_view_t full;
     view_contiguous(&full, buf, S);
     TPU_RETURN_IF_ERROR(run_cluster_leaves(e, u, leaf, &full));
     return tpu_host_k_reduce(op, &full, dst);
   }
-  char* blk = scratch_alloc(s, (size_t)(B * row * es));
+  char* blk = scratch_alloc_until(s, (size_t)(B * row * es), v);
   if (!blk) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
   tpu_ir_type_t bt = *S;
   int kept_d0 = !op->a[0][d0];
@@ -450,7 +488,7 @@ static tpu_status_t run_fused_reduce(const tpu_host_exe_t* e, int v, int u, val_
     if (pt.rank > TPU_MAX_DIMS) return TPU_ERR(UNSUPPORTED, "host: fused reduce rank");
     pt.dims[0] = nb;
     for (int d = 0; d < dst->rank; ++d) pt.dims[d + 1] = dst->sizes[d];
-    char* pb = scratch_alloc(s, (size_t)(tpu_ir_numel(&pt) * 8));
+    char* pb = scratch_alloc_until(s, (size_t)(tpu_ir_numel(&pt) * 8), v);
     if (!pb) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
     view_contiguous(&P, pb, &pt);
   }
@@ -632,7 +670,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
         }
         if (direct) { x->v = outs[k]; written[k] = 1; }
         else {
-          char* buf = scratch_alloc(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype));
+          char* buf = scratch_alloc_until(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype),
+                                          e->last_use[v]);
           if (!buf) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary"); break; }
           view_contiguous(&x->v, buf, &op->type);
         }
@@ -642,6 +681,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           st = run_fused_reduce(e, v, tpu_ir_operand(G, v, 0), vals, &x->v, &s);
         else st = run_lib(e, v, vals, &x->v, scalars);
         if (st == TPU_OK) tpu_metrics_add_kernels(1);
+        scratch_release(&s, v);
         break;
       }
     }
