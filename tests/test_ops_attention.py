@@ -152,3 +152,24 @@ def test_sdpa_module_like():
         res.append((y.detach().cpu(), m.weight.grad.cpu()))
     torch.testing.assert_close(res[0][0], res[1][0], atol=2e-5, rtol=2e-4)
     torch.testing.assert_close(res[0][1], res[1][1], atol=2e-5, rtol=2e-4)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7, 4), (1, 2, 9, 3, 6)])  # B, H, T, S, E
+def test_sdpa_forward_does_not_synchronize(shape):
+    # The fused forward returns max_q / max_k as ints; they come from the meta function's shapes,
+    # not from reading a device result back (which would wait for the queue every call).
+    import torch_tpu
+
+    B, H, T, S, E = shape
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(B, H, n, E).to(DEV) for n in (T, S, S))
+    for causal in (False, True):
+        F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # warm the meta cache
+        before = torch_tpu.metrics()["host_waits"]
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        r = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, k, v, is_causal=causal)
+        assert torch_tpu.metrics()["host_waits"] == before
+        assert r[4] == T and r[5] == S  # max_q, max_k
+        ref = F.scaled_dot_product_attention(q.cpu(), k.cpu(), v.cpu(), is_causal=causal)
+        torch.testing.assert_close(out.cpu(), ref, atol=2e-5, rtol=2e-4)
+        torch.testing.assert_close(r[0].cpu(), ref, atol=2e-5, rtol=2e-4)

@@ -18,6 +18,8 @@ def metrics() -> dict[str, Any]:
       exec_cache_entries  executables currently cached
       compile_seconds     time spent compiling (float)
       kernels_launched    kernel steps the driver executed
+      host_waits          times a host thread waited for a device queue (synchronize, device-to-host
+                          copies, .item(), events); each one stalls the asynchronous pipeline
       graph_ops_before    IR ops in compiled graphs before the compiler passes (summed)
       graph_ops_after     ... and after them
       pass_canon_rewrites algebraic/view-chain rewrites by canonicalization

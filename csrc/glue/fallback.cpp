@@ -217,6 +217,9 @@ struct OpInfo {
   bool has_out = false;           // any out= argument (may need resizing)
   bool needs_meta = false;        // a fresh Tensor / Tensor[] return
   bool has_view = false;          // an R_VIEW return
+  bool has_tensor_list = false;   // a Tensor[] / Tensor?[] argument (may hold CPU indices)
+  bool scalar_rets = false;       // a bool / int / float return (a 0-dim result tensor)
+  bool bad_ret = false;           // an R_OTHER return
   std::vector<ArgInfo> args;
   std::vector<RetInfo> rets;
   std::unique_ptr<MetaCache> meta_cache = std::make_unique<MetaCache>();
@@ -287,6 +290,7 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
     const bool write = a.alias_info() != nullptr && a.alias_info()->isWrite();
     info->args.push_back({classify_arg(a.real_type()), write, a.is_out()});
     info->has_out |= a.is_out();
+    info->has_tensor_list |= info->args.back().tag == A_TENSOR_LIST;
   }
   for (const auto& r : rets) {
     RetInfo ri{classify_ret(r.real_type()), -1};
@@ -304,6 +308,8 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
     }
     info->needs_meta |= ri.tag == R_TENSOR || ri.tag == R_TENSOR_LIST;
     info->has_view |= ri.tag == R_VIEW;
+    info->scalar_rets |= ri.tag == R_BOOL || ri.tag == R_INT || ri.tag == R_DOUBLE;
+    info->bad_ret |= ri.tag == R_OTHER;
     info->rets.push_back(ri);
   }
   return info;
@@ -312,16 +318,23 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
 std::mutex g_ops_mutex;
 std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> g_ops;
 
+// Per-thread direct-mapped cache in front of g_ops (a hash-map probe per op costs more).
+struct OpCacheSlot {
+  const c10::FunctionSchema* key = nullptr;
+  const OpInfo* info = nullptr;
+};
+constexpr size_t kOpCacheSlots = 256;
+
 const OpInfo& op_info(const c10::OperatorHandle& op) {
   const c10::FunctionSchema* key = &op.schema();
-  thread_local std::unordered_map<const c10::FunctionSchema*, const OpInfo*> t_cache;
-  auto it = t_cache.find(key);
-  if (C10_LIKELY(it != t_cache.end() && it->second->nargs == key->arguments().size() &&
-                 it->second->nrets == key->returns().size() &&
-                 it->second->name.size() == key->name().size() + (key->overload_name().empty()
+  thread_local OpCacheSlot t_cache[kOpCacheSlots];
+  OpCacheSlot& cached = t_cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kOpCacheSlots];
+  if (C10_LIKELY(cached.key == key && cached.info->nargs == key->arguments().size() &&
+                 cached.info->nrets == key->returns().size() &&
+                 cached.info->name.size() == key->name().size() + (key->overload_name().empty()
                                                                        ? 0
                                                                        : key->overload_name().size() + 1))) {
-    return *it->second;
+    return *cached.info;
   }
   std::lock_guard<std::mutex> lock(g_ops_mutex);
   auto& slot = g_ops[key];
@@ -333,7 +346,7 @@ const OpInfo& op_info(const c10::OperatorHandle& op) {
     if (slot) retired.push_back(std::move(slot));
     slot = build_op_info(*key);
   }
-  t_cache[key] = slot.get();
+  cached = {key, slot.get()};
   return *slot;
 }
 
@@ -736,6 +749,10 @@ TMeta tmeta_of(const at::Tensor& t) {
 struct MetaShapes {
   std::vector<std::vector<TMeta>> rets;        // index = return index
   std::vector<std::pair<size_t, TMeta>> outs;  // (argument index, shape after the meta out= call)
+  // int returns the meta function computed (index = return index): a meta function cannot
+  // read data, so a concrete int from it depends on shapes only (SDPA's max_q / max_k). The
+  // glue returns it instead of reading the device's 0-dim result back (a synchronization).
+  std::vector<std::optional<int64_t>> ints;
   bool failed = false;  // the meta function threw for these arguments (e.g. data-dependent shapes)
 };
 
@@ -758,8 +775,10 @@ MetaShapes run_meta(const c10::OperatorHandle& op, const OpInfo& info, c10::Arra
   }
   MetaShapes r;
   r.rets.resize(info.nrets);
+  r.ints.resize(info.nrets);
   for (size_t k = 0; k < info.nrets && k < meta_stack.size(); ++k) {
     const c10::IValue& v = meta_stack[k];
+    if (info.rets[k].tag == R_INT && v.isInt()) r.ints[k] = v.toInt();
     if (info.rets[k].tag == R_TENSOR) {
       r.rets[k].push_back(v.isTensor() ? tmeta_of(v.toTensor()) : TMeta());
     } else if (info.rets[k].tag == R_TENSOR_LIST) {
@@ -1096,17 +1115,16 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                              "' reached the tpu fallback kernel; it must be registered as a "
                                              "metadata-only kernel in csrc/glue/tensor_factory.cpp (please report)");
   }
-  for (const RetInfo& r : info.rets) {
-    if (C10_UNLIKELY(r.tag == R_OTHER)) {
-      C10_THROW_ERROR(NotImplementedError, "torch_tpu: '" + info.name + "' has a return type the tpu backend cannot "
-                                                                         "produce");
-    }
+  if (C10_UNLIKELY(info.bad_ret)) {
+    C10_THROW_ERROR(NotImplementedError, "torch_tpu: '" + info.name + "' has a return type the tpu backend cannot "
+                                                                       "produce");
   }
 
-  move_cpu_indices(op, info, stack);
+  if (info.has_tensor_list) move_cpu_indices(op, info, stack);
   c10::ArrayRef<c10::IValue> args = torch::jit::last(*stack, info.nargs);
   const c10::DeviceIndex device = pick_device(info, args);
-  c10::DeviceGuard guard(c10::Device(kTpu, device));
+  c10::OptionalDeviceGuard guard;  // set only when the op's device is not already current
+  if (device != current_device()) guard.reset_device(c10::Device(kTpu, device));
   if (C10_UNLIKELY(!run_on_device(op, info, stack, args, device, /*check_outs=*/false))) {
     run_on_device(op, info, stack, args, device, /*check_outs=*/true);
   }
@@ -1135,21 +1153,24 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
   bool need_infer = false;
   std::exception_ptr meta_error;
   const bool meta_for_outs = info.has_out && (check_outs || any_empty_out(info, args));
+  std::shared_ptr<const MetaShapes> meta;  // set when the meta function ran (or was cached) and succeeded
   if (info.needs_meta || meta_for_outs) {
     try {
-      std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
+      meta = meta_shapes(op, info, args);
       if (meta->failed) {
+        meta = nullptr;
         need_infer = true;
       } else {
         resize_outs(*meta, args);
         alloc_from_meta(info, *meta, device, fresh);
       }
     } catch (const std::exception&) {
+      meta = nullptr;
       meta_error = std::current_exception();
       need_infer = true;
     }
   }
-  alloc_scalar_returns(info, device, fresh);
+  if (info.scalar_rets) alloc_scalar_returns(info, device, fresh);
 
   Arena arena;
   Marshalled m;
@@ -1240,8 +1261,13 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
   for (size_t k = 0; k < info.nrets; ++k) {
     switch (info.rets[k].tag) {
       case R_ALIAS: results[k] = args[info.rets[k].arg]; break;
-      case R_BOOL:
       case R_INT:
+        if (meta && k < meta->ints.size() && meta->ints[k].has_value()) {
+          results[k] = *meta->ints[k];  // shape-derived: no device read-back (see MetaShapes::ints)
+          break;
+        }
+        [[fallthrough]];
+      case R_BOOL:
       case R_DOUBLE: results[k] = read_scalar_result(fresh[k].toTensor(), info.rets[k].tag); break;
       case R_TENSOR: results[k] = fresh[k].isTensor() ? std::move(fresh[k]) : c10::IValue(at::Tensor()); break;
       default: results[k] = std::move(fresh[k]); break;

@@ -67,6 +67,7 @@ py::dict metrics() {
   d["fusion_clusters"] = mt.fusion_clusters;
   d["fusion_ops_fused"] = mt.fusion_ops_fused;
   d["fusion_reduce_producers"] = mt.fusion_reduce_producers;
+  d["host_waits"] = mt.host_waits;
   d["fallback_ops"] = fallback_total();
   return d;
 }

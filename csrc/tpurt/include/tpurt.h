@@ -283,6 +283,8 @@ typedef struct tpu_metrics_s {
   uint64_t fusion_clusters;         /* elementwise clusters of 2+ ops (one tile loop each) */
   uint64_t fusion_ops_fused;        /* elementwise ops evaluated inside another op's loop */
   uint64_t fusion_reduce_producers; /* elementwise clusters evaluated inside their reduce */
+  uint64_t host_waits;              /* host threads waiting for a device queue (synchronize, d2h copies,
+                                       .item(), events): each stalls the asynchronous pipeline */
 } tpu_metrics_t;
 void tpu_metrics_get(tpu_metrics_t* out_metrics);
 void tpu_metrics_reset(void);

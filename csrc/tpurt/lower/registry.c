@@ -373,8 +373,8 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   int split_tail = 0;
   if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk, &split_tail))
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk, split_tail);
-  key_t_ k = {.p = NULL, .cap = sizeof(k.inline_buf)};
-  k.p = k.inline_buf;
+  key_t_ k; /* fields set one by one: an initializer would zero the 1 KiB inline buffer every op */
+  k.p = k.inline_buf; k.len = 0; k.cap = sizeof(k.inline_buf); k.oom = 0;
   const int precision = tpu_rt_matmul_precision();
   tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, precision);
   if (st) { if (k.p != k.inline_buf) free(k.p); return st; }

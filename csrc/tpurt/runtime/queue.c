@@ -180,6 +180,7 @@ void tpu_rt_queue_wait(int device, uint64_t seq) {
   if (device < 0 || device >= g_nqueues || tl_task_device == device) return;
   queue_t* q = &g_queues[device];
   seq = TPU_MIN(seq, atomic_load(&q->enqueued));
+  tpu_metrics_add_host_wait(); /* counted whether or not work was pending (deterministic) */
   uint64_t t0 = tpu_rt_now_ns();
   for (int i = 1; atomic_load_explicit(&q->completed, memory_order_acquire) < seq; ++i) {
     tpu_rt_cpu_relax();
