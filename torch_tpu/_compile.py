@@ -197,6 +197,18 @@ def _meta_key(x: Any) -> Any:
     return (type(x), x)
 
 
+def _alias_pattern(args: list[Any]) -> tuple[int, ...]:
+    """For each argument, the index of the first argument sharing its storage (a capture bakes aliasing in)."""
+    first: dict[int, int] = {}
+    pattern = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes() > 0:
+            pattern.append(first.setdefault(a.untyped_storage().data_ptr(), i))
+        else:
+            pattern.append(i)
+    return tuple(pattern)
+
+
 def _capture_api() -> Optional[tuple[Callable, Callable]]:
     ext = _ext()
     begin = getattr(ext, "_capture_begin", None)
@@ -404,7 +416,7 @@ class _Segment:
     # -- capture / replay (used when the runtime has the capture API)
 
     def _run_captured(self, call_args: list[Any]) -> Any:
-        key = tuple(_meta_key(a) for a in call_args)
+        key = (tuple(_meta_key(a) for a in call_args), _alias_pattern(call_args))
         replay = self._captured.pop(key, None)
         if replay is not None:
             self._captured[key] = replay  # most recently used last
