@@ -261,6 +261,24 @@ def test_example_step_graphs(name, amp):
     assert stats["checked"] >= 10, stats
 
 
+@pytest.mark.parametrize("precision", ["high", "medium"])
+def test_matmul_precision_graphs(precision):
+    """float32 matmul precision "high" (3-pass bf16) / "medium" (1-pass bf16) is printed as the
+    explicit bf16 splits the host's GEMM and conv kernels compute."""
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        with recorded() as recs:
+            a, b = rn(9, 70, seed=70), rn(70, 11, seed=71)
+            x, w = rn(2, 3, 7, 7, seed=72).requires_grad_(), rn(4, 3, 3, 3, seed=73).requires_grad_()
+            y = [a @ b, torch.bmm(rn(2, 5, 33, seed=74), rn(2, 33, 6, seed=75)), F.conv2d(x, w, padding=1)]
+            y[2].square().sum().backward()
+    finally:
+        torch.set_float32_matmul_precision(old)
+    check_records(recs)
+    assert any('"stablehlo.convert"' in r["text"] and "bf16" in r["text"] and "dot_general" in r["text"] for r in recs)
+
+
 def test_scalars_are_arguments():
     """Runtime scalars are trailing rank-0 arguments: two scalar values, one module."""
     x = rn(5, 3, seed=60)

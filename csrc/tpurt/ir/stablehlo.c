@@ -337,6 +337,24 @@ int shlo_dot(shlo_t* P, int a, int b, int nb, const int64_t* lb, const int64_t* 
   return shlo_end(P, r, 2, in, rt);
 }
 
+/* f32 products under a reduced matmul precision (tpu_ir_precision_t), as the host's GEMM and
+ * conv kernels compute them: DEFAULT = bf16(a) * bf16(b); HIGH = hi*hi + hi*lo + lo*hi with
+ * hi = bf16(x), lo = bf16(x - hi); f32 accumulation. Other operand dtypes ignore it. */
+static int round_bf16(shlo_t* P, int x) { return shlo_convert(P, shlo_convert(P, x, TPU_DTYPE_BF16), TPU_DTYPE_F32); }
+int shlo_with_precision(shlo_t* P, int prec, int a, int b, shlo_prod_fn fn, void* ctx) {
+  if (a < 0 || b < 0) return -1;
+  if (prec == TPU_IR_PRECISION_HIGHEST || shlo_type(P, a)->dtype != TPU_DTYPE_F32 ||
+      shlo_type(P, b)->dtype != TPU_DTYPE_F32)
+    return fn(P, a, b, ctx);
+  int ah = round_bf16(P, a), bh = round_bf16(P, b);
+  if (prec != TPU_IR_PRECISION_HIGH) return fn(P, ah, bh, ctx);
+  int al = round_bf16(P, shlo_bin(P, "stablehlo.subtract", a, ah));
+  int bl = round_bf16(P, shlo_bin(P, "stablehlo.subtract", b, bh));
+  int r = fn(P, ah, bh, ctx);
+  r = shlo_bin(P, "stablehlo.add", r, fn(P, ah, bl, ctx));
+  return shlo_bin(P, "stablehlo.add", r, fn(P, al, bh, ctx));
+}
+
 /* ---- monoid regions */
 static const char* monoid_op(int m, int dt) {
   int b = dt == TPU_DTYPE_BOOL;
@@ -582,6 +600,15 @@ static int elementwise(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
   return shlo_convert(P, r, odt);
 }
 
+/* canonical IR dot: [B..., M, K] x [B..., K, N] */
+typedef struct { int nb; tpu_ir_type_t rt; } dot_ctx_t;
+static int canon_dot(shlo_t* P, int a, int b, void* ctx) {
+  const dot_ctx_t* c = ctx;
+  int64_t bd[TPU_MAX_DIMS], lc = c->nb + 1, rc = c->nb;
+  for (int d = 0; d < c->nb; ++d) bd[d] = d;
+  return shlo_dot(P, a, b, c->nb, bd, bd, 1, &lc, &rc, &c->rt);
+}
+
 /* ---- the per-op dispatcher */
 static int print_op(shlo_t* P, const tpu_ir_graph_t* g, int v) {
   const tpu_ir_op_t* op = &g->ops[v];
@@ -610,14 +637,14 @@ static int print_op(shlo_t* P, const tpu_ir_graph_t* g, int v) {
     case TPU_IR_CONCAT: return shlo_concat(P, n, in, (int)op->i0);
     case TPU_IR_PAD: return shlo_pad(P, in[0], in[1], op->a[0], op->a[1]);
     case TPU_IR_DOT: {
-      int nb = (int)op->i0, dt = t->dtype;
-      int64_t b[TPU_MAX_DIMS], lc = nb + 1, rc = nb;
-      for (int d = 0; d < nb; ++d) b[d] = d;
+      int dt = t->dtype;
       /* bf16/f16 products accumulate in f32 and round once, as the host's GEMM */
       int cdt = is_half(dt) || is_half(t0->dtype) ? TPU_DTYPE_F32 : dt;
-      int a = shlo_convert(P, in[0], cdt), c = shlo_convert(P, in[1], cdt);
-      tpu_ir_type_t rt = *t; rt.dtype = cdt;
-      return shlo_convert(P, shlo_dot(P, a, c, nb, b, b, 1, &lc, &rc, &rt), dt);
+      dot_ctx_t c = {(int)op->i0, *t};
+      c.rt.dtype = cdt;
+      int a = shlo_convert(P, in[0], cdt), b = shlo_convert(P, in[1], cdt);
+      if (t0->dtype != TPU_DTYPE_F32) return shlo_convert(P, canon_dot(P, a, b, &c), dt);
+      return shlo_convert(P, shlo_with_precision(P, op->prec, a, b, canon_dot, &c), dt);
     }
     case TPU_IR_REDUCE: {
       int m = (int)op->i0, dt = t0->dtype, x = in[0];

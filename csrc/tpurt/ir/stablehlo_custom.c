@@ -100,11 +100,11 @@ static int attention(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
 
 /* gx [N, C, *S] = input-gradient of conv(x, w): conv of gy dilated by the stride with the
  * spatially flipped kernel, in/out features swapped per group. */
-static int conv_bwd_input(shlo_t* P, const tpu_ir_op_t* op, int gy, int w) {
+static int conv_bwd_input_term(shlo_t* P, int gy, int w, void* ctx) {
+  const tpu_ir_op_t* op = ctx;
   const tpu_ir_type_t* t = &op->type;
-  int nsp = t->rank - 2, ct = t->dtype;
+  int nsp = t->rank - 2;
   int64_t G = op->i1 ? op->i1 : 1;
-  gy = shlo_convert(P, gy, ct); w = shlo_convert(P, w, ct);
   const tpu_ir_type_t tw = *shlo_type(P, w), tg = *shlo_type(P, gy);
   int64_t O = tw.dims[0], Cg = tw.dims[1], Og = O / G;
   int64_t d5[TPU_MAX_DIMS] = {G, Og, Cg}, perm[TPU_MAX_DIMS] = {0, 2, 1};
@@ -131,11 +131,11 @@ static int conv_bwd_input(shlo_t* P, const tpu_ir_op_t* op, int gy, int w) {
 }
 
 /* gw [O, C/G, *K] = weight-gradient: x's batch dim contracted as the feature dim, per group. */
-static int conv_bwd_weight(shlo_t* P, const tpu_ir_op_t* op, int x, int gy) {
+static int conv_bwd_weight_term(shlo_t* P, int x, int gy, void* ctx) {
+  const tpu_ir_op_t* op = ctx;
   const tpu_ir_type_t* t = &op->type;
-  int nsp = t->rank - 2, ct = t->dtype;
+  int nsp = t->rank - 2;
   int64_t G = op->i1 ? op->i1 : 1;
-  x = shlo_convert(P, x, ct); gy = shlo_convert(P, gy, ct);
   const tpu_ir_type_t tx = *shlo_type(P, x), tg = *shlo_type(P, gy);
   int64_t Cg = t->dims[1], Og = t->dims[0] / G;
   int64_t pad[3][2], one[3] = {1, 1, 1};
@@ -154,6 +154,13 @@ static int conv_bwd_weight(shlo_t* P, const tpu_ir_op_t* op, int x, int gy) {
     parts[g] = shlo_conv_general(P, xg, yg, "fb", "io", "fb", nsp, op->a[2], (const int64_t(*)[2])pad, one, op->a[0], 1, &rt);
   }
   return shlo_concat(P, (int)G, parts, 0);
+}
+
+/* operands widened to the result dtype; f32 operands follow the op's matmul precision */
+static int conv_bwd(shlo_t* P, const tpu_ir_op_t* op, int u, int v, shlo_prod_fn term) {
+  int ct = op->type.dtype, f32 = shlo_type(P, u)->dtype == F32 && shlo_type(P, v)->dtype == F32;
+  u = shlo_convert(P, u, ct); v = shlo_convert(P, v, ct);
+  return shlo_with_precision(P, f32 ? op->prec : 0, u, v, term, (void*)op);
 }
 
 /* log(cumsum(exp(x))) along dim, as a scan with a stable logaddexp region, in f64 */
@@ -193,8 +200,8 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
     case TPU_IR_CUSTOM_ATTENTION: case TPU_IR_CUSTOM_ATTENTION_BWD: return attention(P, op, op->n_in, in);
-    case TPU_IR_CUSTOM_CONV_BWD_INPUT: return conv_bwd_input(P, op, in[0], in[1]);
-    case TPU_IR_CUSTOM_CONV_BWD_WEIGHT: return conv_bwd_weight(P, op, in[0], in[1]);
+    case TPU_IR_CUSTOM_CONV_BWD_INPUT: return conv_bwd(P, op, in[0], in[1], conv_bwd_input_term);
+    case TPU_IR_CUSTOM_CONV_BWD_WEIGHT: return conv_bwd(P, op, in[0], in[1], conv_bwd_weight_term);
     case TPU_IR_CUSTOM_POOL_ARGMAX: return shlo_pool_argmax(P, op, in[0]);
     case TPU_IR_CUSTOM_LOGCUMSUMEXP: return logcumsumexp(P, op, in[0]);
     default:

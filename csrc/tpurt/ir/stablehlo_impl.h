@@ -61,6 +61,10 @@ int shlo_iota(shlo_t* P, const tpu_ir_type_t* t, int dim);
 int shlo_pad(shlo_t* P, int x, int pv, const int64_t* lo, const int64_t* hi);
 int shlo_dot(shlo_t* P, int a, int b, int nb, const int64_t* lb, const int64_t* rb, int nc,
              const int64_t* lc, const int64_t* rc, const tpu_ir_type_t* rt);
+/* fn(P, a, b, ctx) prints one product (dot, convolution); shlo_with_precision sums the products
+ * that the matmul precision prec (tpu_ir_precision_t) of f32 operands a, b implies. */
+typedef int (*shlo_prod_fn)(shlo_t* P, int a, int b, void* ctx);
+int shlo_with_precision(shlo_t* P, int prec, int a, int b, shlo_prod_fn fn, void* ctx);
 int shlo_identity(shlo_t* P, int monoid, int dtype);     /* rank-0 identity of the monoid */
 void shlo_monoid_region(shlo_t* P, int monoid, int dtype);
 int shlo_reduce(shlo_t* P, int monoid, int x, const int64_t* flags);

@@ -413,12 +413,17 @@ int shlo_conv_general(shlo_t* P, int lhs, int rhs, const char* dl, const char* d
   shlo_printf(P, "}");
   return shlo_end(P, r, 2, in, rt);
 }
-static int conv_fwd(shlo_t* P, const tpu_ir_op_t* op, int x, int w) {
-  int nsp = (int)op->i1, cdt = op->type.dtype;
-  x = shlo_convert(P, x, cdt); w = shlo_convert(P, w, cdt);
+static int conv_fwd_term(shlo_t* P, int x, int w, void* ctx) {
+  const tpu_ir_op_t* op = ctx;
+  int nsp = (int)op->i1;
   int64_t one[3] = {1, 1, 1}, pad[3][2];
   for (int d = 0; d < nsp; ++d) pad[d][0] = pad[d][1] = op->a[1][d];
   return shlo_conv_general(P, x, w, "bf", "oi", "bf", nsp, op->a[0], (const int64_t(*)[2])pad, one, op->a[2], op->i0, &op->type);
+}
+static int conv_fwd(shlo_t* P, const tpu_ir_op_t* op, int x, int w) {
+  int cdt = op->type.dtype, f32 = shlo_type(P, x)->dtype == TPU_DTYPE_F32;
+  x = shlo_convert(P, x, cdt); w = shlo_convert(P, w, cdt);
+  return shlo_with_precision(P, f32 ? op->prec : 0, x, w, conv_fwd_term, (void*)op);
 }
 
 int shlo_print_other(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
