@@ -97,6 +97,19 @@ typedef enum tpu_ir_custom_e {
                                    a[1] stride (0: adaptive windows), a[2] padding then dilation (drivers/host/pool.c) */
   TPU_IR_CUSTOM_LOGCUMSUMEXP,   /* (x f32/f64) -> same type: log(cumsum(exp(x))) along i1 = dim,
                                    computed stably in double (drivers/host/scan.c) */
+  /* dense linear algebra (f32/f64; batch dims leading and equal across operands; math in double;
+   * drivers/host/linalg.c; semantics in notes/custom_targets.md) */
+  TPU_IR_CUSTOM_CHOLESKY,       /* (A [B..., n, n]) -> [B..., n, n+1]: lower Cholesky factor in columns
+                                   0..n-1 (upper triangle 0), column n row 0 = LAPACK potrf info;
+                                   i1 = 0, or 1/2: a nonzero info fails the run ("linalg.cholesky_ex"/"cholesky") */
+  TPU_IR_CUSTOM_LU,             /* (A [B..., m, n]) -> [B..., m, n+2]: LAPACK getrf with partial pivoting:
+                                   packed L\U in columns 0..n-1, 1-based pivots in column n rows
+                                   0..min(m,n)-1, info in column n+1 row 0; i1 = 1 (square A): factor A^T
+                                   when the operand is row-major contiguous (PyTorch's det/slogdet rule) */
+  TPU_IR_CUSTOM_LU_SOLVE,       /* (LU [B..., n, n], pivots [B..., n] 1-based any dtype, R [B..., n, k]) -> X
+                                   [B..., n, k]: A X = R with A = P L U; i1 = 1 solves A^T X = R */
+  TPU_IR_CUSTOM_TRI_SOLVE,      /* (A [B..., n, n], R [B..., n, k]) -> X [B..., n, k]: op(A) X = R reading one
+                                   triangle; i1 bit 0 = upper, bit 1 = unit diagonal, bit 2 = solve A^T */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

@@ -147,5 +147,6 @@ extern const tpu_lowering_t tpu_lowerings_conv[];
 extern const tpu_lowering_t tpu_lowerings_norm_pool[];
 extern const tpu_lowering_t tpu_lowerings_attention[];
 extern const tpu_lowering_t tpu_lowerings_misc[];
+extern const tpu_lowering_t tpu_lowerings_linalg[];
 
 #endif /* TPURT_LOWER_H_ */

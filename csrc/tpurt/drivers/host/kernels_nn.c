@@ -3,6 +3,7 @@
 #include "drivers/host/conv.h"
 #include "drivers/host/attention.h"
 #include "drivers/host/scan.h"
+#include "drivers/host/linalg.h"
 
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
   if (op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT || op->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT)
@@ -11,5 +12,8 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (op->i0 == TPU_IR_CUSTOM_ATTENTION || op->i0 == TPU_IR_CUSTOM_ATTENTION_BWD)
     return tpu_host_k_attention(op, n, xs, out); /* attention.c */
   if (op->i0 == TPU_IR_CUSTOM_LOGCUMSUMEXP && n == 1) return tpu_host_k_logcumsumexp(op, &xs[0], out); /* scan.c */
+  if (op->i0 == TPU_IR_CUSTOM_CHOLESKY || op->i0 == TPU_IR_CUSTOM_LU || op->i0 == TPU_IR_CUSTOM_LU_SOLVE ||
+      op->i0 == TPU_IR_CUSTOM_TRI_SOLVE)
+    return tpu_host_k_linalg(op, n, xs, out); /* linalg.c */
   return TPU_ERR(UNSUPPORTED, "host: custom_call target %lld not implemented", (long long)op->i0);
 }
