@@ -32,14 +32,16 @@ typedef struct conv_geo_s {
  * (q * stride - padding) per spatial dim and the y-view offset of its spatial part. */
 typedef struct conv_tile_s { int64_t p0, pt; int64_t *b0, *b1, *b2, *yoff; } conv_tile_t;
 
-static void* conv_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+/* temporaries come from the GEMM's buffer cache: no fresh page faults for every call */
+static void* conv_alloc(size_t bytes) { return tpu_host_scratch_alloc(bytes); }
+static void conv_free(void* p) { tpu_host_scratch_free(p); }
 static int conv_tile_alloc(conv_tile_t* t, int64_t cap) {
   t->b0 = conv_alloc((size_t)(4 * cap) * sizeof(int64_t));
   if (!t->b0) return -1;
   t->b1 = t->b0 + cap; t->b2 = t->b1 + cap; t->yoff = t->b2 + cap;
   return 0;
 }
-static void conv_tile_free(conv_tile_t* t) { free(t->b0); t->b0 = NULL; }
+static void conv_tile_free(conv_tile_t* t) { conv_free(t->b0); t->b0 = NULL; }
 static void conv_tile_set(const conv_geo_t* g, conv_tile_t* t, int64_t ti) {
   int64_t p0 = ti * g->Pt;
   t->p0 = p0;

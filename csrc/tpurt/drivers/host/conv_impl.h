@@ -111,7 +111,7 @@ typedef struct {
 static void CFN(fwd_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(g->C * g->KK * g->Pt) * sizeof(CT));
   CT* ct = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   if (!col || !ct || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
@@ -139,7 +139,7 @@ static void CFN(fwd_worker)(void* ctx, int64_t begin, int64_t end) {
         for (int64_t j = 0; j < t.pt; ++j) yn[o * g->ys[1] + t.yoff[j]] = ct[o * t.pt + j];
   }
 done:
-  free(col); free(ct); conv_tile_free(&t);
+  conv_free(col); conv_free(ct); conv_tile_free(&t);
 }
 
 /* backward input: unit = n (the scatter of overlapping windows stays in one thread) */
@@ -147,7 +147,7 @@ static void CFN(bwd_input_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
   int64_t SS = g->S[0] * g->S[1] * g->S[2];
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(g->C * g->KK * g->Pt) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   CT* acc = conv_alloc((size_t)(g->C * SS) * sizeof(CT));
@@ -181,14 +181,14 @@ static void CFN(bwd_input_worker)(void* ctx, int64_t begin, int64_t end) {
       }
   }
 done:
-  free(col); free(gt); free(acc); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_free(acc); conv_tile_free(&t);
 }
 
 /* backward weight: chunk k sums units [k*per, (k+1)*per) into its own (O, KcG) */
 static void CFN(bwd_weight_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(g->C * g->KK * g->Pt) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   if (!col || !gt || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
@@ -224,7 +224,7 @@ static void CFN(bwd_weight_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  free(col); free(gt); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_tile_free(&t);
 }
 
 /* ---- sample groups (g->ns > 1: small outputs, one tile per sample): a unit is ns samples whose
@@ -246,7 +246,7 @@ static void CFN(gather_gy)(const conv_geo_t* g, const conv_tile_t* t, int64_t n0
 static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   const int64_t wcols = g->ns * g->P;
   CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
   CT* ct = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
@@ -269,14 +269,14 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  free(col); free(ct); conv_tile_free(&t);
+  conv_free(col); conv_free(ct); conv_tile_free(&t);
 }
 
 static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
   const int64_t SS = g->S[0] * g->S[1] * g->S[2], wcols = g->ns * g->P;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
   CT* acc = conv_alloc((size_t)(g->C * SS) * sizeof(CT));
@@ -301,14 +301,14 @@ static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  free(col); free(gt); free(acc); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_free(acc); conv_tile_free(&t);
 }
 
 static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
   const int64_t wcols = g->ns * g->P;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
   if (!col || !gt || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
@@ -328,7 +328,7 @@ static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) 
     }
   }
 done:
-  free(col); free(gt); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_tile_free(&t);
 }
 
 /* ---- channels-last variants (g->cl): col (pt, C*KK) with columns ordered (group, kk, cg);
@@ -399,7 +399,7 @@ static const char* CFN(gy_tile_cl)(const conv_geo_t* g, const char* yn, const co
 static void CFN(fwd_cl_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   int64_t CKK = g->C * g->KK;
   CT* col = conv_alloc((size_t)(CKK * g->Pt) * sizeof(CT));
   CT* ct = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
@@ -420,14 +420,14 @@ static void CFN(fwd_cl_worker)(void* ctx, int64_t begin, int64_t end) {
         for (int64_t o = 0; o < g->O; ++o) yn[o * g->ys[1] + t.yoff[j]] = ct[j * g->O + o];
   }
 done:
-  free(col); free(ct); conv_tile_free(&t);
+  conv_free(col); conv_free(ct); conv_tile_free(&t);
 }
 
 static void CFN(bwd_input_cl_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
   int64_t SS = g->S[0] * g->S[1] * g->S[2], CKK = g->C * g->KK;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(CKK * g->Pt) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   CT* acc = conv_alloc((size_t)(g->C * SS) * sizeof(CT));
@@ -454,14 +454,14 @@ static void CFN(bwd_input_cl_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  free(col); free(gt); free(acc); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_free(acc); conv_tile_free(&t);
 }
 
 static void CFN(bwd_weight_cl_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
   const conv_geo_t* g = J->g;
   int64_t CKK = g->C * g->KK;
-  conv_tile_t t;
+  conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(CKK * g->Pt) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * g->Pt) * sizeof(CT));
   if (!col || !gt || conv_tile_alloc(&t, g->Pt)) { J->oom = 1; goto done; }
@@ -482,7 +482,7 @@ static void CFN(bwd_weight_cl_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  free(col); free(gt); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_tile_free(&t);
 }
 
 static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
@@ -504,7 +504,7 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
       tpu_pool_parallel_for(ngroups, 1, CFN(bwd_input_group_worker), &J);
     else
       tpu_pool_parallel_for(g->N, 1, g->cl ? CFN(bwd_input_cl_worker) : CFN(bwd_input_worker), &J);
-    free(wp);
+    conv_free(wp);
   } else {
     int64_t nunits = g->ns > 1 ? (g->N + g->ns - 1) / g->ns : g->N * g->ntiles;
     int64_t nchunks = TPU_MAX(1, TPU_MIN((int64_t)nth, nunits));
@@ -531,7 +531,7 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
                 J.acc[(o * g->Cg + c) * g->KK + kk];
           }
     }
-    free(J.acc);
+    conv_free(J.acc);
   }
   if (J.oom) st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
   return st;

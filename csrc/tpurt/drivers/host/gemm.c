@@ -428,6 +428,11 @@ static void gemm_buf_put(char* buf) {
   free(blk);
 }
 
+void* tpu_host_scratch_alloc(size_t bytes) { return gemm_buf_get(bytes ? bytes : 1); }
+void tpu_host_scratch_free(void* p) {
+  if (p) gemm_buf_put((char*)p);
+}
+
 /* One thread's tile with its own packing buffers: on the stack when small, else from the cache.
  * If the heap is exhausted the tile still gets computed, by the reference loop. */
 static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {

@@ -26,6 +26,7 @@
 #ifndef TPURT_DRIVERS_HOST_GEMM_H_
 #define TPURT_DRIVERS_HOST_GEMM_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 void tpu_host_sgemm(int64_t m, int64_t n, int64_t k, float alpha,
@@ -72,6 +73,11 @@ void tpu_host_sgemm_batched_ex(int a_dtype, int b_dtype, int precision, int64_t 
                                int64_t k, float alpha, const void* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
                                const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
                                int64_t c_bs, int64_t c_rs, int64_t c_cs);
+
+/* Scratch memory from the GEMM's buffer cache (64-byte aligned; recently freed multi-megabyte
+ * blocks are reused instead of being page-faulted in again). tpu_host_scratch_free(NULL) is fine. */
+void* tpu_host_scratch_alloc(size_t bytes);
+void tpu_host_scratch_free(void* p);
 
 /* ---- testing and benchmarking hooks ---------------------------------------------------------
  * Restricts the kernels to at most `isa` (clamped to what the CPU has), for every thread; returns
