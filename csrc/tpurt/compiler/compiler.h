@@ -17,7 +17,10 @@
  * exact for every input are allowed: x*1 -> x but never x+0 -> x (x = -0.0); a convert
  * round trip folds only when it is the identity for every value (integers and bool
  * through a type that holds them, never floats: a signaling NaN would come back quiet);
- * constants fold by running the host driver itself on the rank-0 operands.
+ * constants fold by running the host driver itself on the rank-0 operands. Values read by
+ * library kernels (a reduce sums in an order that depends on its operand's layout and on
+ * whether its producer is fused) are only shared or kept, and a final guard keeps every
+ * large reduce's producer fused or materialized exactly as in the input graph (README.md).
  *
  * Passes keep every parameter and runtime scalar (their numbering is the binding order),
  * only drop or share computed values. Not thread-safe per graph; distinct graphs may be

@@ -6,7 +6,12 @@
  *     max/min/and/or(x, x) -> x; select(p, a, a) -> a; select(constant p, a, b) -> a or b
  *   converts: convert(convert(x, A), dtype(x)) -> x when A holds every value of x exactly
  *     (integer and bool sources only: float round trips would quiet signaling NaNs)
- * Each rewrite yields an existing value of the same type or an equivalent view. */
+ * Each rewrite yields an existing value of the same type or an equivalent view. Rewrites that
+ * replace a value by a differently computed one are made only where every reader is
+ * elementwise or an output (tpu_rw_elementwise_readers): a reduce or dot could accumulate in
+ * another order on another operand layout. */
+#include <stdlib.h>
+
 #include "compiler/compiler.h"
 #include "compiler/rewrite.h"
 
@@ -142,14 +147,24 @@ static int simplify(tpu_rw_t* rw, int v, const int32_t* in) {
   }
 }
 
-tpu_status_t tpu_compiler_canonicalize(tpu_ir_graph_t* g, int* out_changes) {
+tpu_status_t tpu_compiler_canonicalize(tpu_ir_graph_t* g, int* out_changes) { return tpu_pass_canonicalize(g, out_changes, NULL); }
+
+tpu_status_t tpu_pass_canonicalize(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map) {
   *out_changes = 0;
+  if (out_map) *out_map = NULL;
   tpu_rw_t rw;
   TPU_RETURN_IF_ERROR(tpu_rw_begin(&rw, g));
+  rw.keep_map = out_map;
+  uint8_t* ew = tpu_rw_elementwise_readers(g);
   int changes = 0;
   for (int v = 0; v < g->n_ops && !rw.ng.status; ++v) {
     const int32_t* in = tpu_rw_inputs(&rw, v);
-    int r = simplify(&rw, v, in);
+    /* rewrites that keep the representation (views with the same strides, a new op of the
+     * same kind) are always fine; replacing a value by another needs elementwise readers */
+    int oc = g->ops[v].opcode;
+    int keeps_layout = oc == TPU_IR_TRANSPOSE || oc == TPU_IR_BROADCAST || oc == TPU_IR_SLICE ||
+                       oc == TPU_IR_REVERSE;
+    int r = (keeps_layout || (ew && ew[v])) ? simplify(&rw, v, in) : -1;
     if (r >= 0) {
       const tpu_ir_type_t *t0 = &g->ops[v].type, *t1 = &rw.ng.ops[r].type;
       if (t0->dtype != t1->dtype || !tpu_ir_same_shape(t0, t1)) {
@@ -161,6 +176,7 @@ tpu_status_t tpu_compiler_canonicalize(tpu_ir_graph_t* g, int* out_changes) {
     }
     rw.map[v] = tpu_rw_copy(&rw, v);
   }
+  free(ew);
   tpu_status_t st = tpu_rw_finish(&rw, g);
   if (st == TPU_OK) *out_changes = changes;
   return st;

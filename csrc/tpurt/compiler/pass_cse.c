@@ -31,10 +31,14 @@ static int same_new(const tpu_ir_graph_t* ng, int a, int b) {
                  (size_t)ka.n_in * sizeof(int32_t));
 }
 
-tpu_status_t tpu_compiler_cse(tpu_ir_graph_t* g, int* out_changes) {
+tpu_status_t tpu_compiler_cse(tpu_ir_graph_t* g, int* out_changes) { return tpu_pass_cse(g, out_changes, NULL); }
+
+tpu_status_t tpu_pass_cse(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map) {
   *out_changes = 0;
+  if (out_map) *out_map = NULL;
   tpu_rw_t rw;
   TPU_RETURN_IF_ERROR(tpu_rw_begin(&rw, g));
+  rw.keep_map = out_map;
   size_t cap = 16;
   while (cap < (size_t)g->n_ops * 2) cap *= 2;
   int32_t* table = malloc(cap * sizeof(int32_t));

@@ -3,6 +3,8 @@
  * kernels (what a rank-0 fused cluster runs), so the folded constant is bitwise what the op would have computed
  * at run time; a non-scalar result becomes broadcast(constant). Ops the driver rejects
  * are left alone. */
+#include <stdlib.h>
+
 #include "compiler/compiler.h"
 #include "compiler/rewrite.h"
 
@@ -33,15 +35,20 @@ static int eval_scalar(const tpu_ir_graph_t* ng, const tpu_ir_op_t* op, const in
   return 0;
 }
 
-tpu_status_t tpu_compiler_fold_constants(tpu_ir_graph_t* g, int* out_changes) {
+tpu_status_t tpu_compiler_fold_constants(tpu_ir_graph_t* g, int* out_changes) { return tpu_pass_fold_constants(g, out_changes, NULL); }
+
+tpu_status_t tpu_pass_fold_constants(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map) {
   *out_changes = 0;
+  if (out_map) *out_map = NULL;
   tpu_rw_t rw;
   TPU_RETURN_IF_ERROR(tpu_rw_begin(&rw, g));
+  rw.keep_map = out_map;
+  uint8_t* ew = tpu_rw_elementwise_readers(g); /* a broadcast constant is read with stride 0 */
   int changes = 0;
   for (int v = 0; v < g->n_ops && !rw.ng.status; ++v) {
     const tpu_ir_op_t* op = &g->ops[v];
     const int32_t* in = tpu_rw_inputs(&rw, v);
-    int foldable = tpu_ir_is_elementwise(op->opcode) && op->n_in > 0 && op->n_in <= TPU_IR_MAX_INLINE_OPERANDS;
+    int foldable = ew && ew[v] && tpu_ir_is_elementwise(op->opcode) && op->n_in > 0 && op->n_in <= TPU_IR_MAX_INLINE_OPERANDS;
     for (int k = 0; k < op->n_in && foldable; ++k) {
       double f; int64_t i;
       foldable = tpu_rw_const_of(&rw.ng, in[k], &f, &i) >= 0;
@@ -59,6 +66,7 @@ tpu_status_t tpu_compiler_fold_constants(tpu_ir_graph_t* g, int* out_changes) {
     }
     rw.map[v] = tpu_rw_copy(&rw, v);
   }
+  free(ew);
   tpu_status_t st = tpu_rw_finish(&rw, g);
   if (st == TPU_OK) *out_changes = changes;
   return st;

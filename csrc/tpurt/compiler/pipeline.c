@@ -4,16 +4,69 @@
 #include <stdlib.h>
 
 #include "compiler/compiler.h"
+#include "compiler/rewrite.h"
 
 #define MAX_ROUNDS 4
 
-typedef tpu_status_t (*pass_fn)(tpu_ir_graph_t* g, int* out_changes);
+typedef tpu_status_t (*pass_fn)(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map);
 static const struct { const char* name; pass_fn fn; size_t stat; } kPasses[] = {
-  {"canonicalize", tpu_compiler_canonicalize, offsetof(tpu_compiler_stats_t, canon_rewrites)},
-  {"fold-constants", tpu_compiler_fold_constants, offsetof(tpu_compiler_stats_t, folds)},
-  {"cse", tpu_compiler_cse, offsetof(tpu_compiler_stats_t, cse_hits)},
-  {"dce", tpu_compiler_dce, offsetof(tpu_compiler_stats_t, dce_removed)},
+  {"canonicalize", tpu_pass_canonicalize, offsetof(tpu_compiler_stats_t, canon_rewrites)},
+  {"fold-constants", tpu_pass_fold_constants, offsetof(tpu_compiler_stats_t, folds)},
+  {"cse", tpu_pass_cse, offsetof(tpu_compiler_stats_t, cse_hits)},
+  {"dce", tpu_pass_dce, offsetof(tpu_compiler_stats_t, dce_removed)},
 };
+
+/* ---- reduce-fusion guard. The host plan evaluates an elementwise producer read only by one
+ * reduce (and not an output) block by block inside it; above a few MiB that sums in another
+ * order than a reduce of the materialized tensor. CSE and DCE change readers counts (and
+ * canonicalize can hand a reduce another producer), so after the passes each reduce must see
+ * the same fused/materialized status as before: a producer that became fused gets a dangling
+ * view (it stays materialized); any other change keeps the original graph. */
+#define GUARD_BYTES ((int64_t)1 << 20) /* the driver materializes whole below 4 MiB: margin */
+static int32_t* count_readers(const tpu_ir_graph_t* g) {
+  int32_t* n = calloc((size_t)(g->n_ops ? g->n_ops : 1), sizeof(int32_t));
+  if (!n) return NULL;
+  for (int v = 0; v < g->n_ops; ++v)
+    for (int k = 0; k < g->ops[v].n_in; ++k) n[tpu_ir_operand(g, v, k)]++;
+  for (int k = 0; k < g->n_outputs; ++k) n[g->outputs[k]] += 2;
+  return n;
+}
+static int fused_into(const tpu_ir_graph_t* g, const int32_t* readers, int r) {
+  int p = tpu_ir_operand(g, r, 0);
+  return tpu_ir_is_elementwise(g->ops[p].opcode) && readers[p] == 1;
+}
+/* 1: g is fine (maybe with dangling views added), 0: use the original, -1: out of memory. */
+static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, const int32_t* origin) {
+  int32_t* ro = count_readers(orig);
+  int32_t* rn = count_readers(g);
+  int ok = ro && rn ? 1 : -1;
+  int n = g->n_ops;
+  for (int r = 0; r < n && ok == 1; ++r) {
+    if (g->ops[r].opcode != TPU_IR_REDUCE) continue;
+    int r0 = origin[r];
+    const tpu_ir_type_t* t = tpu_ir_type(orig, r0 >= 0 ? tpu_ir_operand(orig, r0, 0) : 0);
+    if (r0 < 0 || orig->ops[r0].opcode != TPU_IR_REDUCE) { ok = 0; break; }
+    if (tpu_ir_numel(t) * (int64_t)tpu_dtype_size(t->dtype) <= GUARD_BYTES) continue;
+    int fo = fused_into(orig, ro, r0), fn = fused_into(g, rn, r);
+    if (fo == fn) continue;
+    if (fo) { ok = 0; break; }
+    int p = tpu_ir_operand(g, r, 0);
+    const tpu_ir_type_t* tp = tpu_ir_type(g, p);
+    int64_t flat[2] = {1, tpu_ir_numel(tp)};
+    if (tp->rank == 1) tpu_ir_reshape(g, p, 2, flat); else tpu_ir_reshape(g, p, 1, &flat[1]);
+    rn[p]++;
+    if (g->status) ok = -1;
+  }
+  free(ro); free(rn);
+  return ok;
+}
+static tpu_status_t graph_copy(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
+  tpu_rw_t rw;
+  TPU_RETURN_IF_ERROR(tpu_rw_begin(&rw, g));
+  for (int v = 0; v < g->n_ops && !rw.ng.status; ++v) rw.map[v] = tpu_rw_copy(&rw, v);
+  tpu_ir_graph_init(out);
+  return tpu_rw_finish(&rw, out);
+}
 
 static int verify_from_env(void) {
   static int cached = -1;
@@ -34,20 +87,34 @@ tpu_status_t tpu_compiler_run_ex(tpu_ir_graph_t* g, const char* name, int verify
   if (verify < 0) verify = verify_from_env();
   if (g->status) return TPU_ERR(INTERNAL, "compiler: graph carries an error: %s", tpu_status_message(g->status));
   st.ops_before = g->n_ops;
-  for (int round = 0; round < MAX_ROUNDS; ++round) {
+  tpu_ir_graph_t orig;
+  TPU_RETURN_IF_ERROR(graph_copy(g, &orig));
+  int32_t* origin = malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(int32_t)); /* value -> original */
+  if (!origin) { tpu_ir_graph_free(&orig); return TPU_ERR(OUT_OF_MEMORY, "compiler: out of host memory"); }
+  for (int v = 0; v < g->n_ops; ++v) origin[v] = v;
+  tpu_status_t err = TPU_OK;
+  for (int round = 0; round < MAX_ROUNDS && !err; ++round) {
     int total = 0;
     st.rounds++;
-    for (int p = 0; p < TPU_ARRAY_LEN(kPasses); ++p) {
-      int changes = 0;
-      tpu_status_t s = kPasses[p].fn(g, &changes);
-      if (s) return s;
+    for (int p = 0; p < TPU_ARRAY_LEN(kPasses) && !err; ++p) {
+      int changes = 0, old_n = g->n_ops;
+      int32_t* map = NULL;
+      tpu_status_t s = kPasses[p].fn(g, &changes, &map);
+      int32_t* next = s ? NULL : malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(int32_t));
+      if (!s && !next) s = TPU_ERR(OUT_OF_MEMORY, "compiler: out of host memory");
+      if (s) { free(map); err = s; break; }
+      for (int v = 0; v < g->n_ops; ++v) next[v] = -1;
+      for (int v = 0; v < old_n; ++v)
+        if (map[v] >= 0 && map[v] < g->n_ops && next[map[v]] < 0) next[map[v]] = origin[v];
+      free(map); free(origin);
+      origin = next;
       if (verify) {
         s = tpu_ir_verify(g);
         if (s) {
-          tpu_status_t e = TPU_ERR(INTERNAL, "compiler: the IR verifier failed after pass %s on %s: %s",
-                                   kPasses[p].name, name ? name : "graph", tpu_status_message(s));
+          err = TPU_ERR(INTERNAL, "compiler: the IR verifier failed after pass %s on %s: %s",
+                        kPasses[p].name, name ? name : "graph", tpu_status_message(s));
           tpu_status_free(s);
-          return e;
+          break;
         }
       }
       *(int32_t*)((char*)&st + kPasses[p].stat) += changes;
@@ -55,6 +122,19 @@ tpu_status_t tpu_compiler_run_ex(tpu_ir_graph_t* g, const char* name, int verify
     }
     if (!total) break;
   }
+  int keep = err ? 1 : guard_reduce_fusion(g, &orig, origin);
+  free(origin);
+  if (keep < 0) err = TPU_ERR(OUT_OF_MEMORY, "compiler: out of host memory");
+  if (!err && keep == 0) { /* the passes would change a reduction's order: keep the original */
+    tpu_ir_graph_free(g);
+    *g = orig;
+    tpu_ir_graph_init(&orig);
+    memset(&st, 0, sizeof(st));
+    st.ops_before = g->n_ops; st.rounds = 1;
+  }
+  tpu_ir_graph_free(&orig);
+  if (err) return err;
+  if (verify) TPU_RETURN_IF_ERROR(tpu_ir_verify(g));
   st.ops_after = g->n_ops;
   if (out_stats) *out_stats = st;
   return TPU_OK;

@@ -57,6 +57,7 @@ tpu_status_t tpu_rw_finish(tpu_rw_t* rw, tpu_ir_graph_t* g) {
     tpu_ir_graph_free(g);
     *g = *ng;
     memset(ng, 0, sizeof(*ng));
+    if (rw->keep_map) { *rw->keep_map = rw->map; rw->map = NULL; }
   }
   tpu_rw_abort(rw);
   return st;
@@ -66,6 +67,19 @@ void tpu_rw_abort(tpu_rw_t* rw) {
   tpu_ir_graph_free(&rw->ng);
   free(rw->map); free(rw->ins);
   rw->map = rw->ins = NULL;
+}
+
+uint8_t* tpu_rw_elementwise_readers(const tpu_ir_graph_t* g) {
+  uint8_t* ok = malloc((size_t)(g->n_ops ? g->n_ops : 1));
+  if (!ok) return NULL;
+  memset(ok, 1, (size_t)(g->n_ops ? g->n_ops : 1));
+  for (int w = g->n_ops - 1; w >= 0; --w) {
+    int oc = g->ops[w].opcode;
+    int fine = tpu_ir_is_elementwise(oc) || (tpu_ir_is_view(oc) && ok[w]);
+    if (fine) continue;
+    for (int k = 0; k < g->ops[w].n_in; ++k) ok[tpu_ir_operand(g, w, k)] = 0;
+  }
+  return ok;
 }
 
 int tpu_rw_const_of(const tpu_ir_graph_t* g, int v, double* out_f, int64_t* out_i) {

@@ -13,6 +13,7 @@ typedef struct tpu_rw_s {
   tpu_ir_graph_t ng;       /* new graph (owned until finish) */
   int32_t* map;            /* old value -> new value (-1: dropped) */
   int32_t* ins;            /* scratch: remapped operands of the current op */
+  int32_t** keep_map;      /* if set: finish hands the old -> new map over here (caller frees) */
 } tpu_rw_t;
 
 tpu_status_t tpu_rw_begin(tpu_rw_t* rw, const tpu_ir_graph_t* g);
@@ -25,6 +26,21 @@ int tpu_rw_copy(tpu_rw_t* rw, int v);
  * graph's builder error (the old graph is kept). Frees the rebuilder either way. */
 tpu_status_t tpu_rw_finish(tpu_rw_t* rw, tpu_ir_graph_t* g);
 void tpu_rw_abort(tpu_rw_t* rw);
+
+/* The passes with their old -> new value map (-1: dropped) handed to *out_map when out_map is
+ * not NULL (malloc'd, g's old op count entries; the caller frees it). */
+tpu_status_t tpu_pass_canonicalize(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map);
+tpu_status_t tpu_pass_fold_constants(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map);
+tpu_status_t tpu_pass_cse(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map);
+tpu_status_t tpu_pass_dce(tpu_ir_graph_t* g, int* out_changes, int32_t** out_map);
+
+/* Per value of g: 1 when every reader is elementwise (directly or through views) or a graph
+ * output. Such a value may be replaced by any equal value: a fused loop computes each element
+ * the same whatever the operand's layout. A library kernel (reduce, dot) may accumulate in an
+ * order that depends on its operand's layout or on whether it was fused, so values it reads
+ * are only replaced by identical ops (CSE) or layout-preserving view rewrites. NULL if out of
+ * memory (callers then rewrite nothing). Caller frees. */
+uint8_t* tpu_rw_elementwise_readers(const tpu_ir_graph_t* g);
 
 /* If value v of g is a rank-0 constant, possibly seen through broadcasts and reshapes,
  * returns that constant's id and its value (f for floating dtypes, i otherwise); else -1. */
