@@ -388,9 +388,45 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
 }
 
 /* Runs the cluster rooted at `root` with the given leaf views (same shape as out). */
+/* Small clusters (one tile) whose output is contiguous and whose leaves are each contiguous over
+ * the same shape or a broadcast scalar run as one flat loop: no dimension sorting, coalescing or
+ * pool dispatch (these cost more than the arithmetic of a tiny eager op). 0 if not applicable. */
+static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf, const tpu_host_view_t* out,
+                            tpu_status_t* out_st) {
+  int nleaf = e->leaf_cnt[root];
+  int64_t n = 1, s = 1;
+  for (int d = out->rank - 1; d >= 0; --d) {
+    if (out->sizes[d] != 1 && out->strides[d] != s) return 0;
+    s *= out->sizes[d];
+  }
+  n = s;
+  if (n == 0 || n > TILE) return 0;
+  int64_t ls[64];
+  for (int j = 0; j < nleaf; ++j) {
+    const tpu_host_view_t* L = &leaf[j];
+    int contig = L->rank == out->rank, scalar = 1;
+    for (int d = 0; d < L->rank; ++d) {
+      if (L->sizes[d] != 1 && L->strides[d] != 0) scalar = 0;
+      if (contig && (L->sizes[d] != out->sizes[d] || (L->sizes[d] != 1 && L->strides[d] != out->strides[d])))
+        contig = 0;
+    }
+    if (!contig && !scalar) return 0;
+    ls[j] = scalar ? 0 : 1;
+  }
+  for (int j = 0; j < nleaf; ++j) { leaf[j].rank = 1; leaf[j].sizes[0] = n; leaf[j].strides[0] = ls[j]; }
+  cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf, .rank = 1,
+                     .tiles_per_row = 1, .rows = 1};
+  J.sizes[0] = n; J.ostrides[0] = 1;
+  cluster_worker(&J, 0, 1);
+  *out_st = J.err;
+  return 1;
+}
+
 static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
                                        const tpu_host_view_t* out) {
   int nleaf = e->leaf_cnt[root];
+  tpu_status_t flat_st;
+  if (nleaf <= 64 && run_cluster_flat(e, root, leaf, out, &flat_st)) return flat_st;
   /* Iteration order: dims sorted by |output stride| descending, size-1 dims dropped,
    * then adjacent dims coalesced when every operand is contiguous across them. */
   int R = out->rank, perm[TPU_MAX_DIMS], r = 0;
@@ -669,7 +705,9 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           }
         }
         if (direct) { x->v = outs[k]; written[k] = 1; }
-        else {
+        else if (op->type.rank == 0 && e->kind[v] == K_ROOT) { /* a scalar: its own 8 bytes, no scratch */
+          view_contiguous(&x->v, (char*)x->storage.b, &op->type);
+        } else {
           char* buf = scratch_alloc_until(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype),
                                           e->last_use[v]);
           if (!buf) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary"); break; }
