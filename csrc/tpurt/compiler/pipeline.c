@@ -41,6 +41,19 @@ static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, co
   int32_t* rn = count_readers(g);
   int ok = ro && rn ? 1 : -1;
   int n = g->n_ops;
+  /* A value that is a graph output is written straight into the output tensor (its layout);
+   * a library op reading it then reads that layout instead of a contiguous temporary. */
+  for (int r = 0; r < n && ok == 1; ++r) {
+    int oc = g->ops[r].opcode, r0 = origin[r];
+    if (tpu_ir_is_elementwise(oc) || tpu_ir_is_view(oc) || g->ops[r].n_in == 0 || r0 < 0) continue;
+    if (orig->ops[r0].opcode != oc || orig->ops[r0].n_in != g->ops[r].n_in) { ok = 0; break; }
+    for (int k = 0; k < g->ops[r].n_in && ok == 1; ++k) {
+      int p = tpu_ir_operand(g, r, k), p0 = tpu_ir_operand(orig, r0, k), on = 0, oo = 0;
+      for (int j = 0; j < g->n_outputs; ++j) on |= g->outputs[j] == p;
+      for (int j = 0; j < orig->n_outputs; ++j) oo |= orig->outputs[j] == p0;
+      if (on != oo) ok = 0;
+    }
+  }
   for (int r = 0; r < n && ok == 1; ++r) {
     if (g->ops[r].opcode != TPU_IR_REDUCE) continue;
     int r0 = origin[r];
