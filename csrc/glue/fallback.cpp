@@ -1287,9 +1287,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // Ops whose PrivateUse1 kernel would otherwise be a CompositeExplicitAutograd
 // decomposition but that libtpurt lowers whole (native_layer_norm decomposes into
 // native_batch_norm over a [1, M, N] view; convolution_overrideable's default kernel
-// throws): the same boxed kernel, registered by name.
+// throws; silu_backward / mish_backward's CompositeImplicitAutograd math kernels run as
+// 5-6 separate ops, each with a full-size temporary — a UNet step's peak memory was 1.3x
+// CPU's): the same boxed kernel, registered by name.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {"native_layer_norm", "convolution_overrideable", "convolution_backward_overrideable",
+                           "silu_backward", "mish_backward",
                            "_scaled_dot_product_fused_attention_overrideable",
                            "_scaled_dot_product_fused_attention_overrideable_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

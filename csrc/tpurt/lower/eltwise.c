@@ -732,6 +732,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::relu", lower_relu}, {"aten::relu_", lower_relu},
   {"aten::gelu.out", lower_gelu}, {"aten::gelu_backward.grad_input", lower_gelu_backward},
   {"aten::silu.out", lower_silu}, {"aten::silu_backward.grad_input", lower_silu_backward},
+  {"aten::silu_backward", lower_silu_backward},
   {"aten::sigmoid_backward.grad_input", lower_sigmoid_backward},
   {"aten::tanh_backward.grad_input", lower_tanh_backward},
   {"aten::threshold_backward.grad_input", lower_threshold_backward},

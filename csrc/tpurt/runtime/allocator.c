@@ -1,6 +1,9 @@
 /* allocator.c — caching device allocator, one per device, capacity TORCH_TPU_HBM_BYTES.
  *
- * Size classes: requests < 1 MiB round up to 512 B, larger ones to 2 MiB multiples. Freed
+ * Size classes: requests < 1 MiB round up to 512 B, larger ones to 1/8 of their power of two
+ * (128 KiB steps in [1, 2) MiB, 256 KiB in [2, 4) MiB, ...): at most 12.5% rounding, where
+ * whole 2 MiB multiples made a step's peak of 1-2 MiB activations up to 2x the bytes asked
+ * for (benchmarks/bench_memory.py). Freed
  * blocks go to a per-class stack (hash map keyed by class size) and are reused by later
  * allocations at once: all device work runs in queue order, so work enqueued after the free
  * runs after the work that still reads the block. Returning a cached block to the OS is
@@ -37,6 +40,12 @@ typedef struct {
 
 static dev_alloc_t* g_alloc;
 static int g_nalloc;
+
+/* n >= SMALL_LIMIT rounded up to a multiple of (largest power of two <= n) / 8 */
+static inline uint64_t large_class(uint64_t n) {
+  uint64_t step = (1ull << (63 - __builtin_clzll(n))) >> 3;
+  return (n + step - 1) & ~(step - 1);
+}
 
 static inline uint64_t mix64(uint64_t x) {
   x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
@@ -220,7 +229,7 @@ tpu_status_t tpu_rt_malloc(int device, size_t nbytes, void** out_ptr) {
     return st;
   }
   uint64_t size = nbytes < SMALL_LIMIT ? (nbytes + SMALL_ROUND - 1) & ~(SMALL_ROUND - 1)
-                                       : (nbytes + LARGE_ROUND - 1) & ~(LARGE_ROUND - 1);
+                                       : large_class((uint64_t)nbytes);
   uint64_t bsize = size;
   void* p = cache_take(a, size, &bsize);
   if (p) {

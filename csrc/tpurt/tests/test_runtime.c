@@ -208,13 +208,16 @@ static void test_allocator(void) {
   tpu_rt_free(0, q);
   tpu_rt_free(0, r);
 
-  /* large blocks: 2 MiB classes, page aligned */
-  CHECK_OK(tpu_rt_malloc(0, 3 * MiB, &p));
+  /* large blocks: classes of 1/8 of their power of two (256 KiB steps in [2, 4) MiB), page aligned */
+  CHECK_OK(tpu_rt_malloc(0, 3 * MiB + 1, &p));
   CHECK(p && (uintptr_t)p % 4096 == 0);
   s = stats(0);
-  CHECK(s.allocated_bytes == 4 * MiB && s.requested_bytes == 3 * MiB);
-  CHECK(s.max_allocated_bytes == 4 * MiB);
+  CHECK(s.allocated_bytes == 3 * MiB + 256 * 1024 && s.requested_bytes == 3 * MiB + 1);
+  CHECK(s.max_allocated_bytes == 3 * MiB + 256 * 1024);
   tpu_rt_free(0, p);
+  CHECK_OK(tpu_rt_malloc(0, MiB + 1, &q)); /* [1, 2) MiB: 128 KiB steps */
+  CHECK(stats(0).allocated_bytes == MiB + 128 * 1024);
+  tpu_rt_free(0, q);
   CHECK_OK(tpu_rt_reset_peak_memory_stats(0));
   s = stats(0);
   CHECK(s.max_allocated_bytes == 0 && s.max_reserved_bytes == s.reserved_bytes);
