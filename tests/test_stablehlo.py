@@ -189,6 +189,17 @@ def _random():
             torch.empty(5, device=DEV).normal_(1.0, 0.5), torch.bernoulli(torch.full((13,), 0.4, device=DEV))]
 
 
+def _linalg():
+    m = rn(3, 5, 5, seed=80, dtype=torch.float64)
+    spd = m @ m.transpose(1, 2) + 5 * torch.eye(5, device=DEV, dtype=torch.float64)
+    a32 = rn(6, 6, seed=81) + 6 * torch.eye(6, device=DEV)
+    b32 = rn(6, 4, seed=82)
+    return [torch.linalg.cholesky(spd), torch.linalg.cholesky_ex(spd.float()).L,
+            torch.linalg.solve_triangular(a32.triu(), b32, upper=True),
+            torch.linalg.solve_triangular(a32.tril(), b32, upper=False, unitriangular=True),
+            torch.linalg.solve_triangular(a32, b32.t(), upper=True, left=False)]
+
+
 def _backward():
     x = rn(3, 4, 8, 8, seed=50).requires_grad_()
     w = rn(5, 4, 3, 3, seed=51).requires_grad_()
@@ -232,6 +243,7 @@ CASES = {
     "sdpa_f32": _sdpa(torch.float32),
     "sdpa_bf16": _sdpa(torch.bfloat16),
     "random": _random,
+    "linalg": _linalg,
     "backward": _backward,
 }
 

@@ -204,6 +204,8 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_CONV_BWD_WEIGHT: return conv_bwd(P, op, in[0], in[1], conv_bwd_weight_term);
     case TPU_IR_CUSTOM_POOL_ARGMAX: return shlo_pool_argmax(P, op, in[0]);
     case TPU_IR_CUSTOM_LOGCUMSUMEXP: return logcumsumexp(P, op, in[0]);
+    case TPU_IR_CUSTOM_TRI_SOLVE: return shlo_tri_solve(P, op, in[0], in[1]);   /* stablehlo_linalg.c */
+    case TPU_IR_CUSTOM_CHOLESKY: return shlo_cholesky(P, op, in[0]);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no expansion (no lowering emits it yet)",
                                   (long long)op->i0));

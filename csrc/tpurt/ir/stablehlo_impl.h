@@ -80,6 +80,9 @@ int shlo_conv_general(shlo_t* P, int lhs, int rhs, const char* dl, const char* d
                       const int64_t* rhs_dil, int64_t groups, const tpu_ir_type_t* rt);
 /* stablehlo_rng.c: TPU_IR_RNG (seed, offset rank-0 values). */
 int shlo_rng(shlo_t* P, const tpu_ir_op_t* op, int seed, int offset);
+/* stablehlo_linalg.c: TRI_SOLVE (a, b) and CHOLESKY (a) custom targets. */
+int shlo_tri_solve(shlo_t* P, const tpu_ir_op_t* op, int a, int b);
+int shlo_cholesky(shlo_t* P, const tpu_ir_op_t* op, int a);
 /* stablehlo_custom.c: TPU_IR_CUSTOM targets. */
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in);
 
