@@ -62,12 +62,17 @@ $(BUILD)/tests-san/%: csrc/tpurt/tests/%.c $(BUILD)/libtpurt-san.a
 CTEST_BINS := $(CTEST_SRCS:csrc/tpurt/tests/%.c=$(BUILD)/tests/%)
 CTEST_SAN_BINS := $(CTEST_SRCS:csrc/tpurt/tests/%.c=$(BUILD)/tests-san/%)
 
+# The C tests use a fresh compilation-cache directory of their own (never ~/.cache/torch_tpu).
 test-c: $(CTEST_BINS) headers-c11
-	@set -e; for t in $(CTEST_BINS); do echo "== $$t"; TORCH_TPU_NUM_DEVICES=2 $$t; done
+	@rm -rf $(BUILD)/test-cache
+	@set -e; for t in $(CTEST_BINS); do echo "== $$t"; \
+	  TORCH_TPU_NUM_DEVICES=2 TORCH_TPU_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache $$t; done
 
 test-sanitize: $(CTEST_SAN_BINS)
+	@rm -rf $(BUILD)/test-cache-san
 	@set -e; for t in $(CTEST_SAN_BINS); do echo "== $$t (asan+ubsan)"; \
-	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TORCH_TPU_NUM_DEVICES=2 $$t; done
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 TORCH_TPU_NUM_DEVICES=2 \
+	  TORCH_TPU_CACHE_DIR=$(CURDIR)/$(BUILD)/test-cache-san $$t; done
 
 # Every public header must compile as pure C11 on its own.
 headers-c11:

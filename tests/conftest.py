@@ -1,15 +1,26 @@
 """Test-session checks shared by every test file.
 
+- The session uses a fresh compilation-cache directory (TORCH_TPU_CACHE_DIR), never the user's.
 - The suite must run without TORCH_TPU_CPU_FALLBACK: every op under test has to run on the device.
 - No op may fall back to the CPU (torch_tpu.metrics()["fallback_ops"]): checked after each test (naming
   the ops) and at the end of the session, except inside tests that use the `allow_cpu_fallback` fixture.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
+
+# The suite never reads or writes the user's compilation cache (~/.cache/torch_tpu) and never
+# depends on an earlier run's: a fresh cache directory for this session (subprocesses inherit it),
+# removed at exit. Set before `import torch` loads torch_tpu, which reads it.
+_CACHE_DIR = tempfile.mkdtemp(prefix="torch_tpu_test_cache_")
+os.environ["TORCH_TPU_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, True)
 
 if os.environ.get("TORCH_TPU_CPU_FALLBACK", "") not in ("", "0"):
     raise pytest.UsageError(

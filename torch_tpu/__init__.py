@@ -25,7 +25,7 @@ import warnings  # noqa: E402
 
 import torch  # noqa: E402  (during autoload: the partly imported torch; only its finished parts are used)
 
-from torch_tpu import _backend, _conv_meta, _env, tpu  # noqa: E402
+from torch_tpu import _backend, _conv_meta, _env, cache, tpu  # noqa: E402
 from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback  # noqa: E402
 from torch_tpu._compile import recompile_reasons  # noqa: E402  (torch.compile(backend="tpu"): entry point)
 from torch_tpu._version import __version__  # noqa: E402
@@ -46,6 +46,7 @@ def _load() -> None:
         )
         return
     _state.ext()._set_cpu_fallback(fallback)
+    cache._init_at_import()  # an invalid TORCH_TPU_CACHE_MAX_BYTES raises; an unusable directory warns once
 
 
 _load()
@@ -53,6 +54,7 @@ _load()
 
 __all__ = [
     "__version__",
+    "cache",
     "cpu_fallback_enabled",
     "metrics",
     "recompile_reasons",

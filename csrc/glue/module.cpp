@@ -69,6 +69,36 @@ py::dict metrics() {
   d["fusion_reduce_producers"] = mt.fusion_reduce_producers;
   d["host_waits"] = mt.host_waits;
   d["fallback_ops"] = fallback_total();
+  tpu_cache_stats_t cs{};
+  tpu_cache_stats_get(&cs);  // the compilation cache's levels (tpurt.h)
+  d["cache_hits_memory"] = mt.exec_cache_hits;
+  d["cache_hits_disk"] = cs.disk_hits;
+  d["cache_disk_misses"] = cs.disk_misses;
+  d["cache_disk_writes"] = cs.disk_writes;
+  d["cache_disk_rejected"] = cs.disk_rejected;
+  d["cache_disk_evictions"] = cs.disk_evictions;
+  d["cache_disk_errors"] = cs.disk_errors;
+  d["cache_disk_load_seconds"] = cs.disk_load_seconds;
+  d["cache_disk_store_seconds"] = cs.disk_store_seconds;
+  return d;
+}
+
+py::dict cache_stats() {
+  tpu_cache_stats_t cs{};
+  tpu_cache_stats_get(&cs);
+  py::dict d;
+  d["disk_enabled"] = static_cast<bool>(cs.disk_enabled);
+  d["memory_entries"] = cs.memory_entries;
+  d["disk_hits"] = cs.disk_hits;
+  d["disk_misses"] = cs.disk_misses;
+  d["disk_writes"] = cs.disk_writes;
+  d["disk_rejected"] = cs.disk_rejected;
+  d["disk_evictions"] = cs.disk_evictions;
+  d["disk_errors"] = cs.disk_errors;
+  d["disk_bytes"] = cs.disk_bytes;
+  d["disk_max_bytes"] = cs.disk_max_bytes;
+  d["disk_load_seconds"] = cs.disk_load_seconds;
+  d["disk_store_seconds"] = cs.disk_store_seconds;
   return d;
 }
 
@@ -151,6 +181,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_metrics_reset", []() {
     TPU_PY({
       tpu_metrics_reset();
+      tpu_cache_stats_reset();
       fallback_reset();
     })
   });
@@ -166,6 +197,26 @@ PYBIND11_MODULE(_C, m) {
       PyObject* obj = THPGenerator_initDefaultGenerator(gen);
       if (obj == nullptr) throw py::error_already_set();
       return py::reinterpret_steal<py::object>(obj);
+    })
+  });
+  // Compilation cache (torch_tpu.cache).
+  m.def("_cache_init", []() { TPU_PY(check_status(tpu_cache_init())) });
+  m.def("_cache_stats", []() -> py::dict { TPU_PY(return cache_stats()) });
+  m.def("_cache_clear", []() {
+    TPU_PY({
+      tpu_status_t st;
+      {
+        py::gil_scoped_release no_gil;
+        st = tpu_cache_clear();
+      }
+      check_status(st);
+    })
+  });
+  m.def("_cache_dir", []() -> std::string { TPU_PY(return std::string(tpu_cache_dir())) });
+  m.def("_cache_take_warning", []() -> py::object {
+    TPU_PY({
+      const char* w = tpu_cache_take_warning();
+      return w ? py::object(py::str(w)) : py::object(py::none());
     })
   });
   m.def("_op_supported", [](const std::string& name) -> bool { TPU_PY(return tpu_op_supported(name.c_str())) });

@@ -73,7 +73,10 @@ tpu_exec_entry_t* tpu_exec_cache_insert(tpu_exec_entry_t* e) {
   pthread_mutex_unlock(&g_mu);
   return e;
 }
+static uint64_t g_generation; /* atomic; bumped by clear so per-thread memos drop their entries */
+uint64_t tpu_exec_cache_generation(void) { return __atomic_load_n(&g_generation, __ATOMIC_ACQUIRE); }
 void tpu_exec_cache_clear(void) {
+  __atomic_add_fetch(&g_generation, 1, __ATOMIC_ACQ_REL);
   pthread_mutex_lock(&g_mu);
   while (g_head) remove_entry(g_head);
   tpu_metrics_set_cache_entries(0);

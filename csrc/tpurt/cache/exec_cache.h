@@ -31,6 +31,8 @@ tpu_exec_entry_t* tpu_exec_cache_lookup(uint64_t hash, const uint8_t* key, size_
 tpu_exec_entry_t* tpu_exec_cache_insert(tpu_exec_entry_t* e);
 void tpu_exec_entry_release(tpu_exec_entry_t* e);
 void tpu_exec_cache_clear(void);
+/* Changes on every clear: callers that memoize entries (registry.c) drop them when it moves. */
+uint64_t tpu_exec_cache_generation(void);
 size_t tpu_exec_cache_size(void);
 
 #endif /* TPURT_EXEC_CACHE_H_ */

@@ -289,6 +289,35 @@ typedef struct tpu_metrics_s {
 void tpu_metrics_get(tpu_metrics_t* out_metrics);
 void tpu_metrics_reset(void);
 
+/* ------------------------------------------------------------------ compilation cache
+ * Two levels: an in-process LRU of executables and a persistent directory (TORCH_TPU_CACHE_DIR,
+ * default ~/.cache/torch_tpu; "0" turns it off) shared by processes, capped at
+ * TORCH_TPU_CACHE_MAX_BYTES (least recently used files go first). A second process with the same
+ * directory and library build loads executables instead of lowering and optimizing again. An
+ * unusable directory makes the cache memory-only, with one warning. All functions thread-safe. */
+typedef struct tpu_cache_stats_s {
+  int disk_enabled;             /* 0: memory only (off, or the directory was unusable) */
+  uint64_t memory_entries;      /* executables in the in-process cache */
+  uint64_t disk_hits;           /* executables loaded from the directory (not compiled) */
+  uint64_t disk_misses;         /* lookups that found no usable file */
+  uint64_t disk_writes;         /* files written */
+  uint64_t disk_rejected;       /* corrupt, truncated, stale or foreign files refused (and removed) */
+  uint64_t disk_evictions;      /* files removed by the size cap */
+  uint64_t disk_errors;         /* I/O errors (each is a miss or a skipped write) */
+  uint64_t disk_bytes;          /* size of the cache files in the directory (estimate) */
+  uint64_t disk_max_bytes;      /* the size cap */
+  double disk_load_seconds;     /* reading files and turning hits into executables */
+  double disk_store_seconds;    /* writing files */
+} tpu_cache_stats_t;
+/* Reads the cache configuration (also done on first use); INVALID_ARGUMENT names a bad variable. */
+tpu_status_t tpu_cache_init(void);
+void tpu_cache_stats_get(tpu_cache_stats_t* out_stats);
+void tpu_cache_stats_reset(void);       /* counters to zero (tpu_metrics_reset does not) */
+tpu_status_t tpu_cache_clear(void);     /* empties the memory level and deletes the cache files */
+const char* tpu_cache_dir(void);        /* the directory in use; "" when the disk level is off */
+/* The warning about an unusable directory found at init, once (then NULL); borrowed. */
+const char* tpu_cache_take_warning(void);
+
 /* Small helpers (header-only) for building records. */
 static inline tpu_tensor_t tpu_tensor_contiguous(void* data, int device, tpu_dtype_t dtype,
                                                  int ndim, const int64_t* sizes) {

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cache/exec_cache.h"
+#include "cache/exec_codec.h"
 #include "compiler/compiler.h"
 #include "lower/lower.h"
 #include "lower/record.h"
@@ -184,7 +185,7 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
  * (an evicted executable stays valid: equal keys always mean equal executables);
  * slots are released when the thread exits. */
 #define MEMO_SLOTS 8
-typedef struct { tpu_exec_entry_t* e[MEMO_SLOTS]; int next; } memo_t;
+typedef struct { tpu_exec_entry_t* e[MEMO_SLOTS]; int next; uint64_t gen; } memo_t;
 static pthread_key_t g_memo_key;
 static pthread_once_t g_memo_once = PTHREAD_ONCE_INIT;
 static void memo_destroy(void* p) {
@@ -197,6 +198,10 @@ static memo_t* memo_get(void) {
   pthread_once(&g_memo_once, memo_key_init);
   memo_t* m = pthread_getspecific(g_memo_key);
   if (!m && (m = calloc(1, sizeof(*m)))) pthread_setspecific(g_memo_key, m);
+  if (m && m->gen != tpu_exec_cache_generation()) { /* the cache was cleared: so is the memo */
+    for (int i = 0; i < MEMO_SLOTS; ++i) { tpu_exec_entry_release(m->e[i]); m->e[i] = NULL; }
+    m->gen = tpu_exec_cache_generation();
+  }
   return m;
 }
 static tpu_exec_entry_t* memo_lookup(uint64_t h, const uint8_t* key, size_t len) {
@@ -387,12 +392,18 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   }
   tpu_metrics_add_cache(e != NULL);
   if (!e) {
-    st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, &e);
+    /* the disk level (cache/exec_codec.h): a hit skips lowering and the compiler passes */
+    int from_disk = tpu_exec_disk_load(k.p, k.len, args, nargs, outs, nouts, &e);
+    if (!from_disk) st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, &e);
     if (st == TPU_OK) {
       e->hash = h; e->key_len = k.len;
       e->key = malloc(k.len);
       if (!e->key) { tpu_host_exe_free(e->exe); free(e); st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-      else { memcpy(e->key, k.p, k.len); e = tpu_exec_cache_insert(e); memo_store(e); }
+      else {
+        memcpy(e->key, k.p, k.len);
+        if (!from_disk) tpu_exec_disk_store(e);
+        e = tpu_exec_cache_insert(e); memo_store(e);
+      }
     }
   }
   if (k.p != k.inline_buf) free(k.p);
