@@ -28,6 +28,7 @@ import torch  # noqa: E402  (during autoload: the partly imported torch; only it
 from torch_tpu import _backend, _conv_meta, _env, cache, tpu  # noqa: E402
 from torch_tpu._metrics import cpu_fallback_enabled, metrics, reset_metrics, set_cpu_fallback  # noqa: E402
 from torch_tpu._compile import recompile_reasons  # noqa: E402  (torch.compile(backend="tpu"): entry point)
+from torch_tpu._fused import flush, fused_eager, fused_eager_enabled, set_fused_eager  # noqa: E402
 from torch_tpu._version import __version__  # noqa: E402
 from torch_tpu.tpu import _state  # noqa: E402
 
@@ -35,6 +36,7 @@ from torch_tpu.tpu import _state  # noqa: E402
 def _load() -> None:
     fallback = _env.cpu_fallback_requested()  # validate every variable before touching torch
     _env.read_bool("TORCH_TPU_COMPILE_STRICT")  # validated here; read when torch.compile(backend="tpu") runs
+    _env.read_bool("TORCH_TPU_FUSED_EAGER")  # validated here too; libtpurt reads it at its first op
     _state.init_at_import()
     _backend.register(tpu)
     _conv_meta.register()  # meta kernels for the convolution ops the glue registers by name
@@ -56,9 +58,13 @@ __all__ = [
     "__version__",
     "cache",
     "cpu_fallback_enabled",
+    "flush",
+    "fused_eager",
+    "fused_eager_enabled",
     "metrics",
     "recompile_reasons",
     "reset_metrics",
     "set_cpu_fallback",
+    "set_fused_eager",
     "tpu",
 ]

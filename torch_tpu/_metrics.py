@@ -29,6 +29,11 @@ def metrics() -> dict[str, Any]:
       fusion_clusters     elementwise clusters of 2+ ops run as one tiled loop
       fusion_ops_fused    elementwise ops evaluated inside another op's loop
       fusion_reduce_producers  elementwise clusters evaluated block by block inside a reduce
+      trace_flushes       fused-eager/capture traces enqueued (docs/execution_modes.md)
+      traced_ops          ops recorded into those traces (traced_ops / trace_flushes = ops per flush)
+      trace_cache_hits    flushes whose fused executable was cached
+      trace_cache_misses  flushes that built and compiled a fused graph
+      trace_fallbacks     flushes run op by op because the fused graph could not be built
       fallback_ops        ops that ran on the CPU (only with TORCH_TPU_CPU_FALLBACK=1)
       fallback_counts     {op name: count} for those CPU fallbacks
       compile_*, recompile_reasons   torch.compile(backend="tpu") counters and the reason for each recompile
@@ -36,6 +41,7 @@ def metrics() -> dict[str, Any]:
     """
     ext = _state.ext()
     result: dict[str, Any] = dict(ext._metrics())
+    result.update(ext._trace_stats())
     result["fallback_counts"] = dict(ext._fallback_counts())
     result.update(_compile.compile_metrics())
     return result
@@ -45,6 +51,7 @@ def reset_metrics() -> None:
     """Sets every counter in `metrics()` back to zero (cached executables stay cached)."""
     _state.ext()._metrics_reset()
     _compile.reset_compile_metrics()
+    _state.ext()._trace_stats_reset()
 
 
 def set_cpu_fallback(enabled: bool) -> None:

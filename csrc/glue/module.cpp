@@ -16,6 +16,10 @@ extern "C" const char* tpu_cpu_features_string(void);
 namespace py = pybind11;
 
 namespace torch_tpu {
+void register_trace_bindings(py::module& m);  // trace.cpp
+}
+
+namespace torch_tpu {
 namespace {
 
 int resolve_device(int device) {
@@ -146,6 +150,7 @@ static py::list debug_take_graphs() {
 PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu._C: PrivateUse1 glue between PyTorch and libtpurt";
+  register_trace_bindings(m);
 
   m.def("_init", []() { TPU_PY(init()) });
   m.def("_device_count", []() -> int { TPU_PY(return device_count()) });

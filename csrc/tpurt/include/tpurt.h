@@ -266,6 +266,63 @@ void tpu_debug_record_graphs(bool enable);
 tpu_debug_graph_t* tpu_debug_take_graph(void);
 void tpu_debug_graph_free(tpu_debug_graph_t* r);   /* NULL is fine */
 
+/* ------------------------------------------------------------------ fused eager and capture
+ *
+ * Fused eager (TORCH_TPU_FUSED_EAGER=1, or tpu_trace_set_enabled): tpu_op_run validates each
+ * op as usual (errors stay synchronous, RNG counters are reserved in call order) but records it
+ * instead of enqueueing it. A device's recorded ops run as ONE fused executable (cached by the
+ * trace's signature) when anything else needs the device: a copy, synchronize, an event, a
+ * data-dependent op, a partially overlapping write, 256 ops, or tpu_trace_flush. Results are
+ * bit-identical to strict eager. Not used with TORCH_TPU_LAUNCH_BLOCKING=1.
+ *
+ *     tpu_trace_set_enabled(true);
+ *     tpu_op_run(0, "aten::mul.out", ...);   // recorded
+ *     tpu_op_run(0, "aten::add.out", ...);   // recorded
+ *     tpu_rt_memcpy_d2h(0, host, dev, n);    // flushes: one task runs both, then copies
+ *
+ * Capture: ops run on `device` between tpu_capture_begin and tpu_capture_end form one trace
+ * that is never flushed early (an early flush makes it non-replayable). tpu_capture_end runs it
+ * and returns a replayable capture: tensors its ops read must lie inside `inputs` (rebound at
+ * each run, same layouts required) or `constants` (same memory at each run; the caller keeps
+ * them alive); each of `outputs` must be a tensor a captured op wrote (fresh at each run) or one
+ * of `inputs` (or a view of one). When the trace is not replayable, *out_capture = NULL, `reason` says why, and
+ * the status is TPU_OK (the ops still ran). Outputs may be views of written tensors or of inputs. */
+tpu_status_t tpu_trace_set_enabled(bool enabled); /* turning it off flushes every device */
+bool tpu_trace_enabled(void);
+tpu_status_t tpu_trace_flush(int device);          /* enqueues the device's recorded ops now */
+
+typedef struct tpu_trace_stats_s {
+  uint64_t flushes;        /* traces enqueued (fused graph or op-by-op fallback) */
+  uint64_t traced_ops;     /* ops recorded into flushed traces */
+  uint64_t cache_hits;     /* flushes that found their fused executable cached */
+  uint64_t cache_misses;   /* flushes that built a fused graph */
+  uint64_t fallbacks;      /* flushes run op by op (the fused graph could not be built) */
+} tpu_trace_stats_t;
+void tpu_trace_stats_get(tpu_trace_stats_t* out_stats);
+void tpu_trace_stats_reset(void);
+
+typedef struct tpu_capture_s tpu_capture_t;
+tpu_status_t tpu_capture_begin(int device);
+tpu_status_t tpu_capture_end(int device, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* constants,
+                             int n_constants, const tpu_tensor_t* outputs, int n_outputs,
+                             tpu_capture_t** out_capture, char* reason, size_t reason_len);
+int tpu_capture_num_outputs(const tpu_capture_t* capture);
+int tpu_capture_num_ops(const tpu_capture_t* capture);
+/* Fresh buffers: tensors the graph writes that are not inside an input or a constant; the caller
+ * allocates one per run with the layout tpu_capture_buffer_info gives (data NULL). */
+int tpu_capture_num_buffers(const tpu_capture_t* capture);
+tpu_status_t tpu_capture_buffer_info(const tpu_capture_t* capture, int b, tpu_tensor_t* out_meta);
+/* Output k is a view (out_meta: dtype, sizes, strides; data NULL) at element offset *out_offset
+ * of inputs[*out_input] (when >= 0) or else of fresh buffer *out_buffer. */
+tpu_status_t tpu_capture_output_info(const tpu_capture_t* capture, int k, tpu_tensor_t* out_meta, int* out_input,
+                                     int* out_buffer, int64_t* out_offset);
+/* Runs the captured graph once more (async, one task): inputs as at capture (layouts checked),
+ * buffers as tpu_capture_buffer_info says. RNG counters are reserved from the device's default
+ * generator as eager would. */
+tpu_status_t tpu_capture_run(tpu_capture_t* capture, const tpu_tensor_t* inputs, int n_inputs,
+                             const tpu_tensor_t* buffers, int n_buffers);
+void tpu_capture_free(tpu_capture_t* capture); /* NULL is fine; queued runs stay valid */
+
 /* ------------------------------------------------------------------ metrics */
 
 typedef struct tpu_metrics_s {

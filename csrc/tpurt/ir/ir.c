@@ -367,7 +367,7 @@ int tpu_ir_sort(tpu_ir_graph_t* g, int x, int dim, int descending, int indices) 
 void tpu_ir_output(tpu_ir_graph_t* g, int v) {
   if (g->status) return;
   if (!valid(g, v)) { FAIL(g, "ir: invalid output"); return; }
-  if (g->n_outputs >= TPU_IR_MAX_OUTPUTS) { FAIL(g, "ir: too many outputs"); return; }
+  if (g->n_outputs >= TPU_IR_MAX_GRAPH_OUTPUTS) { FAIL(g, "ir: too many outputs"); return; }
   g->outputs[g->n_outputs++] = v;
 }
 

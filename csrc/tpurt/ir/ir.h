@@ -154,7 +154,8 @@ typedef struct tpu_ir_op_s {
   int64_t a[3][TPU_MAX_DIMS];
 } tpu_ir_op_t;
 
-#define TPU_IR_MAX_OUTPUTS 16
+#define TPU_IR_MAX_OUTPUTS 16        /* per op lowering (foreach ops are split to stay within it) */
+#define TPU_IR_MAX_GRAPH_OUTPUTS 256 /* any graph (fused-eager traces bind many outputs) */
 
 typedef struct tpu_ir_graph_s {
   tpu_ir_op_t* ops;
@@ -162,7 +163,7 @@ typedef struct tpu_ir_graph_s {
   int32_t* operands;
   int32_t n_operands, cap_operands;
   int32_t n_params, n_scalars;
-  int32_t outputs[TPU_IR_MAX_OUTPUTS];
+  int32_t outputs[TPU_IR_MAX_GRAPH_OUTPUTS];
   int32_t n_outputs;
   int32_t precision;   /* tpu_ir_precision_t that tpu_ir_dot gives new DOTs (0: HIGHEST) */
   tpu_status_t status; /* first builder error (owned) */

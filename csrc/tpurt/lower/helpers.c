@@ -69,6 +69,7 @@ const tpu_tensor_t* lw_list_meta(const tpu_lower_ctx_t* cx, int i, int j) {
 }
 
 static int add_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tensor_t* t, int dtype) {
+  if (cx->embed) return tpu_trace_embed_tparam(cx, src, i, j, t, dtype);
   if (cx->n_tbind >= TPU_LOWER_MAX_PARAMS)
     return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many tensor inputs", cx->op_name));
   int v = tpu_ir_param(&cx->g, t->dtype, t->ndim, t->sizes);
@@ -80,6 +81,7 @@ static int add_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tens
   return dtype < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
 }
 static int add_sparam(tpu_lower_ctx_t* cx, int kind, int i, int j, int dtype) {
+  if (cx->embed) return tpu_trace_embed_sparam(cx, kind, i, j, dtype);
   if (cx->n_sbind >= TPU_LOWER_MAX_SCALARS)
     return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many scalar inputs", cx->op_name));
   int v = tpu_ir_scalar(&cx->g, dtype);
@@ -194,6 +196,7 @@ tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
   if (k < 0 || k >= cx->nouts) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: no output %d", cx->op_name, k);
   const tpu_tensor_t* o = &cx->outs[k];
   if (o->ndim < 0) { /* absent output (undefined tensor): v is ignored and may be -1 */
+    if (cx->embed) return tpu_trace_embed_output(cx, k, -1, -1);
     tpu_ir_output(&cx->g, tpu_ir_constant(&cx->g, TPU_DTYPE_F64, 0));
     return TPU_OK;
   }
@@ -203,6 +206,7 @@ tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
     const tpu_ir_type_t* t = tpu_ir_type(&cx->g, v);
     if (t->rank != o->ndim) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: output rank mismatch", cx->op_name);
   }
+  if (cx->embed) return tpu_trace_embed_output(cx, k, -1, v);
   tpu_ir_output(&cx->g, v);
   return TPU_OK;
 }
@@ -210,11 +214,16 @@ tpu_status_t lw_output_arg(tpu_lower_ctx_t* cx, int arg, int v) {
   if (cx->g.status) return TPU_OK;
   if (arg < 0 || arg >= cx->nargs || cx->args[arg].kind != TPU_ARG_TENSOR || cx->n_arg_outs >= TPU_LOWER_MAX_ARG_OUTS)
     return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: argument %d cannot be written", cx->op_name, arg);
-  if (cx->g.n_outputs != cx->nouts + cx->n_arg_outs)
+  if (!cx->embed && cx->g.n_outputs != cx->nouts + cx->n_arg_outs)
     return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bind every output before argument outputs", cx->op_name);
   const tpu_tensor_t* t = cx->args[arg].tensor;
   v = tpu_ir_convert(&cx->g, v, t->dtype);
   v = lw_bcast(cx, v, t->ndim, t->sizes);
+  if (cx->embed) {
+    tpu_status_t st = tpu_trace_embed_output(cx, cx->n_arg_outs, arg, v);
+    if (st == TPU_OK) cx->arg_outs[cx->n_arg_outs++] = (int16_t)arg;
+    return st;
+  }
   tpu_ir_output(&cx->g, v);
   cx->arg_outs[cx->n_arg_outs++] = (int16_t)arg;
   return TPU_OK;

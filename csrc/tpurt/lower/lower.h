@@ -54,6 +54,9 @@ typedef struct tpu_lower_ctx_s {
   int16_t arg_outs[TPU_LOWER_MAX_ARG_OUTS];
   int gen_arg;            /* argument holding the generator (-1: none) */
   uint64_t rng_increment; /* Philox counters to reserve per run */
+  /* Non-NULL while trace.c lowers one recorded op into a fused graph: the helpers then take
+   * inputs from earlier ops' values or trace-wide params and record outputs there instead. */
+  struct tpu_trace_embed_s* embed;
 } tpu_lower_ctx_t;
 
 typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
@@ -131,6 +134,12 @@ int lw_norm_dim(tpu_lower_ctx_t* cx, int64_t dim, int rank); /* wraps negative d
 /* ---- common op shapes */
 tpu_status_t lw_unary_float(tpu_lower_ctx_t* cx, int opcode);   /* out = op(self), float math */
 tpu_status_t lw_binary(tpu_lower_ctx_t* cx, int opcode, int a, int b, int alpha, int out_k);
+
+/* ---- fused-eager embedding (trace.c), called by the helpers when cx->embed is set */
+int tpu_trace_embed_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tensor_t* t, int dtype);
+int tpu_trace_embed_sparam(tpu_lower_ctx_t* cx, int kind, int i, int j, int dtype);
+/* v already converted/broadcast like lw_output does; arg >= 0: an lw_output_arg output. */
+tpu_status_t tpu_trace_embed_output(tpu_lower_ctx_t* cx, int k, int arg, int v);
 
 /* Registration tables (each lowering file defines one; registry.c lists them). */
 #define TPU_LOWERING_TABLE(name) const tpu_lowering_t name[]

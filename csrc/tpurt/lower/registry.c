@@ -8,6 +8,7 @@
 #include "cache/exec_codec.h"
 #include "compiler/compiler.h"
 #include "lower/lower.h"
+#include "lower/trace.h"
 #include "lower/record.h"
 #include "runtime/runtime.h"
 
@@ -411,6 +412,11 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   for (int c = 0; c < e->n_checks; ++c) {
     st = check_scalar(&e->checks[c], args, nargs);
     if (st) { tpu_exec_entry_release(e); return st; }
+  }
+  if (tpu_trace_should_record(device)) { /* fused eager or a capture: lower/trace.c runs it later */
+    st = tpu_trace_record(device, l, op_name, args, nargs, outs, nouts, e);
+    tpu_exec_entry_release(e);
+    return st;
   }
   /* bind */
   task_t* t = task_alloc(e->n_tbind + nouts + e->n_arg_outs);

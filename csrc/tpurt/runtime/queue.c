@@ -63,6 +63,13 @@ static queue_t* g_queues;
 static int g_nqueues;
 static _Thread_local int tl_task_device = -1;
 
+tpu_rt_flush_hook_fn _Atomic tpu_rt_flush_hook;
+tpu_rt_free_hook_fn _Atomic tpu_rt_free_hook;
+void tpu_rt_set_trace_hooks(tpu_rt_flush_hook_fn flush, tpu_rt_free_hook_fn on_free) {
+  tpu_rt_free_hook = on_free;
+  tpu_rt_flush_hook = flush;
+}
+
 int tpu_rt_queue_current_device(void) { return tl_task_device; }
 
 static void task_finish(queue_t* q, const task_t* t, tpu_status_t st, uint64_t seq, bool record_error) {
@@ -178,6 +185,7 @@ uint64_t tpu_rt_queue_completed_seq(int device) {
 
 void tpu_rt_queue_wait(int device, uint64_t seq) {
   if (device < 0 || device >= g_nqueues || tl_task_device == device) return;
+  tpu_rt_trace_flush_hook(device);
   queue_t* q = &g_queues[device];
   seq = TPU_MIN(seq, atomic_load(&q->enqueued));
   tpu_metrics_add_host_wait(); /* counted whether or not work was pending (deterministic) */
@@ -195,6 +203,7 @@ void tpu_rt_queue_wait(int device, uint64_t seq) {
 
 bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx) {
   if (device < 0 || device >= g_nqueues) return false;
+  tpu_rt_trace_flush_hook(device);
   queue_t* q = &g_queues[device];
   pthread_mutex_lock(&q->mu);
   bool idle = atomic_load(&q->completed) == atomic_load(&q->enqueued);
@@ -239,6 +248,7 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
   tpu_status_t st = tpu_rt_device_check(device);
   if (!st && !fn && !marker) st = TPU_ERR(INVALID_ARGUMENT, "%s: enqueued a task with no function", op ? op : "?");
   if (st) { if (free_fn) free_fn(ctx); return st; }
+  tpu_rt_trace_flush_hook(device); /* recorded (fused eager) work runs first */
   queue_t* q = &g_queues[device];
   task_t t = {.fn = fn, .ctx = ctx, .free_fn = free_fn, .marker = marker};
   op_name_copy(t.op, op);
@@ -302,6 +312,7 @@ tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq) {
 tpu_status_t tpu_rt_synchronize(int device) {
   TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
   if (tl_task_device == device) return TPU_OK; /* inside a task: earlier work is done */
+  tpu_rt_trace_flush_hook(device);
   queue_t* q = &g_queues[device];
   tpu_rt_queue_wait(device, atomic_load(&q->enqueued));
   pthread_mutex_lock(&q->mu);

@@ -105,6 +105,23 @@ bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx);
 /* Enqueues a no-op marker whose completion time is recorded (events); *out_seq is its seq. */
 tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq);
 
+/* Fused-eager hooks (lower/trace.c registers them; runtime/ never includes lower/).
+ * flush(device): called before any work is enqueued on, waited for on, or copied directly into
+ * `device` (queue pushes, waits, synchronize, idle-queue copies) by a thread that is not running
+ * a task; it must enqueue the device's pending recorded ops first.
+ * on_free(device, lo, hi): called by tpu_rt_free with the block [lo, hi) (allocator lock held:
+ * it must not call the allocator); returns true when recorded-but-unflushed ops exist on the
+ * device, so the block's release fence moves past the task that will run them. */
+typedef void (*tpu_rt_flush_hook_fn)(int device);
+typedef bool (*tpu_rt_free_hook_fn)(int device, uintptr_t lo, uintptr_t hi);
+void tpu_rt_set_trace_hooks(tpu_rt_flush_hook_fn flush, tpu_rt_free_hook_fn on_free);
+extern tpu_rt_flush_hook_fn _Atomic tpu_rt_flush_hook;
+extern tpu_rt_free_hook_fn _Atomic tpu_rt_free_hook;
+static inline void tpu_rt_trace_flush_hook(int device) {
+  tpu_rt_flush_hook_fn f = tpu_rt_flush_hook;
+  if (__builtin_expect(f != NULL, 0) && tpu_rt_queue_current_device() < 0) f(device);
+}
+
 /* ------------------------------------------------------------------ RNG (generator.c) */
 
 /* One Philox4x32-10 block (Random123): counter words (c0, c1, c2, c3) =

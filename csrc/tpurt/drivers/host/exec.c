@@ -94,6 +94,36 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
   for (int v = 0; v < n; ++v)
     if (e->kind[v] == K_ROOT && users[v] == 1 && tpu_ir_is_elementwise(G->ops[user[v]].opcode))
       e->kind[v] = K_MEMBER;
+  /* Clusters keep at most 48 distinct leaves (the runner holds 64 leaf views; long fused-eager
+   * chains would exceed that): walking each cluster from its root, last root first, a member whose
+   * operands would push the count past 48 becomes a root itself (materialized; its cluster is walked
+   * later). Elementwise results do not depend on how ops are clustered. */
+  {
+    int32_t* stk = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!stk) { free(users); free(user); tpu_host_exe_free(e); return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable"); }
+    for (int r = n - 1; r >= 0; --r) {
+      if (e->kind[r] != K_ROOT) continue;
+      int32_t lv[64];
+      int nlv = 0, top = 0;
+      stk[top++] = r;
+      while (top) {
+        int v = stk[--top], fresh = 0;
+        for (int k = 0; k < G->ops[v].n_in; ++k) {
+          int u = tpu_ir_operand(G, v, k), seen = e->kind[u] == K_MEMBER;
+          for (int j = 0; j < nlv && !seen; ++j) seen = lv[j] == u;
+          fresh += !seen;
+        }
+        if (v != r && nlv + fresh > 48) { e->kind[v] = K_ROOT; lv[nlv++] = v; continue; }
+        for (int k = 0; k < G->ops[v].n_in; ++k) {
+          int u = tpu_ir_operand(G, v, k), seen = 0;
+          if (e->kind[u] == K_MEMBER) { stk[top++] = u; continue; }
+          for (int j = 0; j < nlv && !seen; ++j) seen = lv[j] == u;
+          if (!seen && nlv < 64) lv[nlv++] = u;
+        }
+      }
+    }
+    free(stk);
+  }
   /* An elementwise root read only by a reduce is never materialized whole: the reduce
    * evaluates it block by block (cache-sized temporaries), see run_fused_reduce. */
   for (int v = 0; v < n; ++v)
@@ -124,6 +154,10 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
         int32_t t = e->members[j]; e->members[j] = e->members[j - 1]; e->members[j - 1] = t;
       }
     e->mem_off[r] = m0; e->mem_cnt[r] = nm - m0; e->leaf_off[r] = l0; e->leaf_cnt[r] = nl - l0;
+    if (nl - l0 > 64) { /* the runner keeps at most 64 leaf views per cluster */
+      free(users); free(user); tpu_host_exe_free(e);
+      return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nl - l0);
+    }
     /* register slot of every operand of every member: members first, then leaves */
     for (int i = m0; i < nm; ++i) {
       int v = e->members[i];
@@ -674,7 +708,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   if (!vals) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
   scratch_t s = {0};
   tpu_status_t st = TPU_OK;
-  int written[TPU_IR_MAX_OUTPUTS] = {0};
+  int written[TPU_IR_MAX_GRAPH_OUTPUTS] = {0};
   for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
     val_t* x = &vals[v];
@@ -702,6 +736,13 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             const int32_t* lv = e->leaves + e->leaf_off[v];
             for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
               if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
+            /* other outputs still to be copied from (views of) that parameter read it after us */
+            for (int k2 = 0; k2 < G->n_outputs && direct; ++k2) {
+              int w = G->outputs[k2];
+              if (k2 == k || w == v || (w < v && (!vals[w].ready || (written[k2] && e->out_index[w] == k2)))) continue;
+              if (w > v && e->kind[w] != K_PARAM) { direct = 0; break; } /* not evaluated yet */
+              if (views_overlap(o, w > v ? &params[G->ops[w].i0] : &vals[w].v)) direct = 0;
+            }
           }
         }
         if (direct) { x->v = outs[k]; written[k] = 1; }

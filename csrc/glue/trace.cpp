@@ -1,0 +1,195 @@
+// trace.cpp — Python bindings of fused eager and graph capture (libtpurt's tpu_trace_* /
+// tpu_capture_* API, see tpurt.h): torch_tpu._C._set_fused_eager, _capture_begin/_capture_end
+// and the CaptureHandle that replays a captured trace (one enqueue per run, no per-op work).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <ATen/ops/empty_strided.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "glue.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu {
+namespace {
+
+int resolve(int device) {
+  if (device < 0) device = current_device();
+  check_device_index(device);
+  return device;
+}
+
+std::vector<tpu_tensor_t> records(const std::vector<at::Tensor>& ts, const char* what) {
+  std::vector<tpu_tensor_t> r(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    TORCH_CHECK(ts[i].defined(), what, " ", i, " is undefined");
+    TORCH_CHECK(ts[i].device().type() == kTpu, what, " ", i, " must be a tpu tensor, got ", ts[i].device());
+    fill_tensor_record(ts[i], &r[i], what);
+  }
+  return r;
+}
+
+std::vector<int64_t> sizes_of(const tpu_tensor_t& m) { return std::vector<int64_t>(m.sizes, m.sizes + m.ndim); }
+std::vector<int64_t> strides_of(const tpu_tensor_t& m) { return std::vector<int64_t>(m.strides, m.strides + m.ndim); }
+
+// A replayable captured trace. Keeps the constants alive (their memory is bound into it).
+class CaptureHandle {
+ public:
+  CaptureHandle(tpu_capture_t* c, int device, std::vector<at::Tensor> constants)
+      : c_(c), device_(device), constants_(std::move(constants)) {}
+  ~CaptureHandle() { tpu_capture_free(c_); }
+  CaptureHandle(const CaptureHandle&) = delete;
+  CaptureHandle& operator=(const CaptureHandle&) = delete;
+
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) {
+    std::vector<tpu_tensor_t> in = records(inputs, "captured graph input");
+    const int nb = tpu_capture_num_buffers(c_);
+    std::vector<at::Tensor> bufs(static_cast<size_t>(nb));
+    std::vector<tpu_tensor_t> rec(static_cast<size_t>(nb));
+    for (int b = 0; b < nb; ++b) {
+      tpu_tensor_t meta;
+      check_status(tpu_capture_buffer_info(c_, b, &meta));
+      bufs[b] = at::empty_strided(sizes_of(meta), strides_of(meta), options(meta));
+      fill_tensor_record(bufs[b], &rec[b], "captured graph output");
+    }
+    tpu_status_t st;
+    {
+      py::gil_scoped_release no_gil;
+      st = tpu_capture_run(c_, in.data(), static_cast<int>(in.size()), rec.data(), nb);
+    }
+    check_status(st);
+    const int n = tpu_capture_num_outputs(c_);
+    std::vector<at::Tensor> outs(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      tpu_tensor_t meta;
+      int input = -1, buffer = -1;
+      int64_t off = 0;
+      check_status(tpu_capture_output_info(c_, k, &meta, &input, &buffer, &off));
+      const at::Tensor& base = input >= 0 ? inputs.at(static_cast<size_t>(input)) : bufs.at(static_cast<size_t>(buffer));
+      auto sizes = sizes_of(meta), strides = strides_of(meta);
+      if (off == 0 && base.sizes().vec() == sizes && base.strides().vec() == strides) outs[k] = base;
+      else outs[k] = base.as_strided(sizes, strides, base.storage_offset() + off);
+    }
+    return outs;
+  }
+  at::TensorOptions options(const tpu_tensor_t& m) const {
+    static const c10::ScalarType kTypes[] = {c10::kFloat, c10::kDouble, c10::kHalf, c10::kBFloat16, c10::kLong,
+                                             c10::kInt,   c10::kShort,  c10::kChar, c10::kByte,     c10::kBool};
+    TORCH_CHECK(m.dtype >= 0 && m.dtype < TPU_DTYPE_COUNT, "captured graph: bad output dtype");
+    return at::TensorOptions().dtype(kTypes[m.dtype]).device(c10::Device(kTpu, device_));
+  }
+  int num_ops() const { return tpu_capture_num_ops(c_); }
+  int num_outputs() const { return tpu_capture_num_outputs(c_); }
+
+ private:
+  tpu_capture_t* c_;
+  int device_;
+  std::vector<at::Tensor> constants_;
+};
+
+int g_capture_device = -1;  // the device of the last _capture_begin (default for _capture_end)
+
+}  // namespace
+
+void register_trace_bindings(py::module& m) {
+  m.def("_set_fused_eager", [](bool enabled) {
+    HANDLE_TH_ERRORS {
+      runtime_init_or_throw();
+      tpu_status_t st;
+      {
+        py::gil_scoped_release no_gil;
+        st = tpu_trace_set_enabled(enabled);
+      }
+      check_status(st);
+    }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("_fused_eager_enabled", []() -> bool {
+    HANDLE_TH_ERRORS {
+      runtime_init_or_throw();
+      return tpu_trace_enabled();
+    }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("_trace_flush", [](int device) {
+    HANDLE_TH_ERRORS {
+      device = resolve(device);
+      tpu_status_t st;
+      {
+        py::gil_scoped_release no_gil;
+        st = tpu_trace_flush(device);
+      }
+      check_status(st);
+    }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("_trace_stats", []() -> py::dict {
+    HANDLE_TH_ERRORS {
+      tpu_trace_stats_t s{};
+      tpu_trace_stats_get(&s);
+      py::dict d;
+      d["trace_flushes"] = s.flushes;
+      d["traced_ops"] = s.traced_ops;
+      d["trace_cache_hits"] = s.cache_hits;
+      d["trace_cache_misses"] = s.cache_misses;
+      d["trace_fallbacks"] = s.fallbacks;
+      return d;
+    }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("_trace_stats_reset", []() {
+    HANDLE_TH_ERRORS { tpu_trace_stats_reset(); }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  m.def("_capture_begin", [](int device) {
+    HANDLE_TH_ERRORS {
+      device = resolve(device);
+      tpu_status_t st;
+      {
+        py::gil_scoped_release no_gil;
+        st = tpu_capture_begin(device);
+      }
+      check_status(st);
+      g_capture_device = device;
+    }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
+  py::class_<CaptureHandle>(m, "CaptureHandle")
+      .def("run", [](CaptureHandle& h, const std::vector<at::Tensor>& inputs) -> std::vector<at::Tensor> {
+        HANDLE_TH_ERRORS { return h.run(inputs); }
+        END_HANDLE_TH_ERRORS_PYBIND
+      })
+      .def_property_readonly("num_ops", &CaptureHandle::num_ops)
+      .def_property_readonly("num_outputs", &CaptureHandle::num_outputs);
+  m.def(
+      "_capture_end",
+      [](const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
+         const std::vector<at::Tensor>& constants, int device) -> py::tuple {
+        HANDLE_TH_ERRORS {
+          device = resolve(device < 0 && g_capture_device >= 0 ? g_capture_device : device);
+          std::vector<tpu_tensor_t> in = records(inputs, "capture input");
+          std::vector<tpu_tensor_t> out = records(outputs, "capture output");
+          std::vector<tpu_tensor_t> cst = records(constants, "capture constant");
+          tpu_capture_t* c = nullptr;
+          char reason[512];
+          tpu_status_t st;
+          {
+            py::gil_scoped_release no_gil;
+            st = tpu_capture_end(device, in.data(), static_cast<int>(in.size()), cst.data(),
+                                 static_cast<int>(cst.size()), out.data(), static_cast<int>(out.size()), &c, reason,
+                                 sizeof reason);
+          }
+          check_status(st);
+          if (!c) return py::make_tuple(py::none(), std::string(reason));
+          auto* h = new CaptureHandle(c, device, constants);
+          return py::make_tuple(py::cast(h, py::return_value_policy::take_ownership), std::string());
+        }
+        END_HANDLE_TH_ERRORS_PYBIND
+      },
+      py::arg("inputs"), py::arg("outputs"), py::arg("constants") = std::vector<at::Tensor>{},
+      py::arg("device") = -1);
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,1267 @@
+/* trace.c — fused eager (recorded ops flushed as one graph) and graph capture/replay.
+ *
+ * Per device, a pending trace holds recorded ops (deep copies of their records), their
+ * wiring and the set of live "writers":
+ *   - every op output (and lw_output_arg output) is a value; a value is LIVE while it is the
+ *     last write of its tensor view and the buffer has not been freed; live values become the
+ *     fused graph's outputs, others stay internal;
+ *   - a tensor input (or an output read back by lw_out_input) whose view is identical to a
+ *     live value is wired to that value; one that partially overlaps a live value forces a
+ *     flush first (so is an output partially overlapping one);
+ *   - everything else is an external parameter bound to the recorded view.
+ * Flush: the trace key (each op's signature, the wiring, the live flags) finds a cached fused
+ * executable, or every recorded lowering is re-run in embedded mode (cx->embed: the lw_*
+ * helpers call the tpu_trace_embed_* functions below) into ONE graph, which goes through
+ * the compiler passes (when linked) and tpu_host_compile. One task runs it. If the fused
+ * graph cannot be built, the ops are enqueued one by one exactly as strict eager would.
+ *
+ * Bit-identity with strict eager: each op's outputs keep their dtype conversion in the graph,
+ * and an op output that became internal is never fused into a later op's reduction (the host
+ * driver evaluates such producers blockwise with a different summation order): a dangling
+ * view of it keeps it materialized, as strict eager materializes it.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lower/trace.h"
+#include "runtime/runtime.h"
+
+#define TRACE_MAX_OPS 256
+#define CAPTURE_MAX_OPS 8192
+#define TRACE_MAX_OUTPUTS TPU_IR_MAX_GRAPH_OUTPUTS
+#define TRACE_CACHE_BUCKETS 1024
+#define TRACE_CACHE_MAX 512
+#define VIEW_BIT (1 << 30) /* a wiring slot value: a view of value (slot - VIEW_BIT) */
+
+
+/* ------------------------------------------------------------------ arena */
+typedef struct blk_s { struct blk_s* next; size_t used, cap; char data[]; } blk_t;
+typedef struct { blk_t* head; } arena_t;
+static void* arena_alloc(arena_t* a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (!a->head || a->head->used + n > a->head->cap) {
+    size_t cap = n > 65536 ? n : 65536;
+    blk_t* b = malloc(sizeof(blk_t) + cap);
+    if (!b) return NULL;
+    b->next = a->head; b->used = 0; b->cap = cap;
+    a->head = b;
+  }
+  void* p = a->head->data + a->head->used;
+  a->head->used += n;
+  return p;
+}
+static void arena_reset(arena_t* a) { /* keeps the newest block */
+  if (!a->head) return;
+  blk_t* b = a->head->next;
+  while (b) { blk_t* n = b->next; free(b); b = n; }
+  a->head->next = NULL; a->head->used = 0;
+}
+static void arena_free(arena_t* a) { arena_reset(a); free(a->head); a->head = NULL; }
+
+/* ------------------------------------------------------------------ state */
+typedef struct {
+  const tpu_lowering_t* l;
+  tpu_exec_entry_t* e; /* retained single-op executable: key, scalar binds, arg outs */
+  const char* name;
+  tpu_arg_t* args;
+  tpu_tensor_t* outs;
+  int nargs, nouts, n_vals, val0;
+  int32_t* arg_slot; /* per argument: its first wiring slot (-1: none) */
+  int out_slot;      /* first slot of the outputs read back as inputs */
+  uint64_t seed, offset;
+  tpu_rt_generator_t* gen;
+} rec_t;
+
+typedef struct {
+  const tpu_tensor_t* t; /* the recorded view (inside the op's record) */
+  uintptr_t lo, hi;      /* bytes touched; lo == hi: empty or absent (never live) */
+  int op, live;
+} tval_t;
+
+typedef struct {
+  pthread_mutex_t mu;
+  int device;
+  rec_t* ops; int n_ops, cap_ops;
+  tval_t* vals; int n_vals, cap_vals;
+  int32_t* live; int n_live, cap_live; /* ids of live values */
+  int32_t* wire; int n_wire, cap_wire; /* per slot: value id or -1 */
+  uint8_t* key; size_t key_len, key_cap;
+  int oom;
+  arena_t arena;
+  _Atomic int pending;                 /* n_ops, readable without mu */
+  int capturing, capture_broken;
+  char capture_reason[192];
+} trace_t;
+
+int _Atomic tpu_trace_mode;
+static _Atomic uint64_t g_st_flushes, g_st_ops, g_st_hits, g_st_misses, g_st_fallbacks;
+void tpu_trace_stats_get(tpu_trace_stats_t* out) {
+  if (!out) return;
+  out->flushes = atomic_load(&g_st_flushes); out->traced_ops = atomic_load(&g_st_ops);
+  out->cache_hits = atomic_load(&g_st_hits); out->cache_misses = atomic_load(&g_st_misses);
+  out->fallbacks = atomic_load(&g_st_fallbacks);
+}
+void tpu_trace_stats_reset(void) {
+  atomic_store(&g_st_flushes, 0); atomic_store(&g_st_ops, 0); atomic_store(&g_st_hits, 0);
+  atomic_store(&g_st_misses, 0); atomic_store(&g_st_fallbacks, 0);
+}
+static trace_t* g_traces;
+static int g_ntraces;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static tpu_status_t g_init_error;
+static _Thread_local int tl_flushing = -1; /* device whose trace this thread is flushing */
+
+/* ------------------------------------------------------------------ fused executable cache */
+typedef struct { int32_t op; int16_t src, arg; int32_t index; } fbind_t; /* src: tpu_bind_src_t / sbind kind */
+typedef struct fentry_s {
+  uint64_t hash;
+  size_t key_len;
+  uint8_t* key;
+  tpu_host_exe_t* exe;
+  int n_tb, n_sb, n_out;
+  fbind_t* tb;     /* per graph param */
+  fbind_t* sb;     /* per runtime scalar (src = tpu_sbind_kind_t) */
+  int32_t* outv;   /* per graph output: trace value id */
+  int refcount;    /* atomic */
+  struct fentry_s* chain;
+} fentry_t;
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static fentry_t* g_cache[TRACE_CACHE_BUCKETS];
+static int g_cache_count;
+
+static void fentry_release(fentry_t* f) {
+  if (!f || __atomic_sub_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  tpu_host_exe_free(f->exe);
+  free(f->key); free(f->tb); free(f->sb); free(f->outv); free(f);
+}
+static fentry_t* cache_lookup(uint64_t h, const uint8_t* key, size_t len) {
+  pthread_mutex_lock(&g_cache_mu);
+  fentry_t* f = g_cache[h % TRACE_CACHE_BUCKETS];
+  while (f && !(f->hash == h && f->key_len == len && !memcmp(f->key, key, len))) f = f->chain;
+  if (f) __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&g_cache_mu);
+  return f;
+}
+static void cache_insert(fentry_t* f) { /* f->refcount already counts the caller */
+  pthread_mutex_lock(&g_cache_mu);
+  if (g_cache_count < TRACE_CACHE_MAX) {
+    __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
+    f->chain = g_cache[f->hash % TRACE_CACHE_BUCKETS];
+    g_cache[f->hash % TRACE_CACHE_BUCKETS] = f;
+    g_cache_count++;
+  }
+  pthread_mutex_unlock(&g_cache_mu);
+}
+
+static uint64_t hash_bytes(const uint8_t* p, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w; memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull; h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  memcpy(&w, p + i, n - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull; h ^= h >> 29;
+  return h;
+}
+
+/* ------------------------------------------------------------------ small helpers */
+#define GROW(arr, n, cap, need, fail)                                             \
+  do {                                                                            \
+    if ((n) + (need) > (cap)) {                                                   \
+      int c_ = (cap) ? (cap) * 2 : 64;                                            \
+      while (c_ < (n) + (need)) c_ *= 2;                                          \
+      void* p_ = realloc((arr), (size_t)c_ * sizeof(*(arr)));                     \
+      if (!p_) { fail; }                                                          \
+      else { (arr) = p_; (cap) = c_; }                                            \
+    }                                                                             \
+  } while (0)
+
+static void key_put(trace_t* tr, const void* p, size_t n) {
+  if (tr->key_len + n > tr->key_cap) {
+    size_t c = tr->key_cap ? tr->key_cap * 2 : 4096;
+    while (c < tr->key_len + n) c *= 2;
+    uint8_t* k = realloc(tr->key, c);
+    if (!k) { tr->oom = 1; return; }
+    tr->key = k; tr->key_cap = c;
+  }
+  memcpy(tr->key + tr->key_len, p, n);
+  tr->key_len += n;
+}
+
+static void tensor_range(const tpu_tensor_t* t, uintptr_t* lo, uintptr_t* hi) {
+  *lo = *hi = 0;
+  if (!t || t->ndim < 0 || !t->data) return;
+  int64_t mn = 0, mx = 0, es = (int64_t)tpu_dtype_size(t->dtype);
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->sizes[d] == 0) return;
+    int64_t ext = (t->sizes[d] - 1) * t->strides[d];
+    if (ext < 0) mn += ext; else mx += ext;
+  }
+  *lo = (uintptr_t)((char*)t->data + mn * es);
+  *hi = (uintptr_t)((char*)t->data + (mx + 1) * es);
+}
+static int same_view(const tpu_tensor_t* a, const tpu_tensor_t* b) {
+  if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return 0;
+  for (int d = 0; d < a->ndim; ++d)
+    if (a->sizes[d] != b->sizes[d] || (a->sizes[d] > 1 && a->strides[d] != b->strides[d])) return 0;
+  return 1;
+}
+
+/* Live value whose view is identical to t (>= 0), -1 if none overlaps, -2 on a partial overlap
+ * (*out_overlap: the overlapping value). */
+static int find_live2(const trace_t* tr, const tpu_tensor_t* t, int* out_overlap) {
+  uintptr_t lo, hi;
+  tensor_range(t, &lo, &hi);
+  if (lo == hi) return -1;
+  for (int i = 0; i < tr->n_live; ++i) {
+    const tval_t* v = &tr->vals[tr->live[i]];
+    if (v->lo < hi && lo < v->hi) {
+      if (same_view(v->t, t)) return tr->live[i];
+      if (out_overlap) *out_overlap = tr->live[i];
+      return -2;
+    }
+  }
+  return -1;
+}
+static int find_live(const trace_t* tr, const tpu_tensor_t* t) { return find_live2(tr, t, NULL); }
+
+/* ---- a view (reshape/transpose/slice/select/expand/unsqueeze) of a live value V as IR view ops.
+ * V must be dense in some dim order; t's non-broadcast dims, sorted by stride, must be a box
+ * of a row-major "parent" shape of V's memory: flat = reshape(transpose(V, V's memory order)),
+ * parent = reshape(flat, D), box = slice(parent, c, c + n), then transpose/reshape/broadcast
+ * to t's order and sizes. */
+typedef struct {
+  int vrank, vperm[TPU_MAX_DIMS];
+  int64_t N;
+  int pk;                                  /* parent rank */
+  int64_t D[TPU_MAX_DIMS + 1], c[TPU_MAX_DIMS + 1], n[TPU_MAX_DIMS + 1];
+  int nk, kd[TPU_MAX_DIMS];                /* t's box dims, by stride descending */
+  int bcast;                               /* t has stride-0 dims of size > 1 */
+} vplan_t;
+static int dense_order(const tpu_tensor_t* t, int* perm) { /* 1 if dense (no gaps/overlaps) in perm order */
+  int r = t->ndim;
+  for (int d = 0; d < r; ++d) perm[d] = d;
+  for (int i = 1; i < r; ++i)
+    for (int j = i; j > 0; --j) {
+      int a = perm[j - 1], b = perm[j];
+      int64_t sa = t->sizes[a] == 1 ? INT64_MAX : t->strides[a], sb = t->sizes[b] == 1 ? INT64_MAX : t->strides[b];
+      if (sa < sb) { perm[j - 1] = b; perm[j] = a; } else break;
+    }
+  int64_t s = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    int d = perm[i];
+    if (t->sizes[d] == 1) continue;
+    if (t->strides[d] != s) return 0;
+    s *= t->sizes[d];
+  }
+  return 1;
+}
+static int view_plan(const tpu_tensor_t* V, const tpu_tensor_t* t, vplan_t* P) {
+  if (V->dtype != t->dtype || V->ndim < 0 || t->ndim < 0 || !dense_order(V, P->vperm)) return 0;
+  P->vrank = V->ndim;
+  P->N = tpu_numel(V->ndim, V->sizes);
+  int64_t es = (int64_t)tpu_dtype_size(t->dtype);
+  intptr_t db = (char*)t->data - (char*)V->data;
+  if (P->N <= 0 || db < 0 || db % es) return 0;
+  int64_t off = db / es;
+  P->nk = 0; P->bcast = 0;
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->sizes[d] <= 1) continue;
+    if (t->strides[d] == 0) { P->bcast = 1; continue; }
+    if (t->strides[d] < 0) return 0;
+    P->kd[P->nk++] = d;
+  }
+  for (int i = 1; i < P->nk; ++i) /* by stride descending */
+    for (int j = i; j > 0 && t->strides[P->kd[j - 1]] < t->strides[P->kd[j]]; --j) {
+      int x = P->kd[j]; P->kd[j] = P->kd[j - 1]; P->kd[j - 1] = x;
+    }
+  if (P->nk == 0) { /* one element */
+    if (off >= P->N) return 0;
+    P->pk = 1; P->D[0] = P->N; P->c[0] = off; P->n[0] = 1;
+    return 1;
+  }
+  int64_t g[TPU_MAX_DIMS];
+  for (int i = 0; i < P->nk; ++i) g[i] = t->strides[P->kd[i]];
+  for (int i = 0; i + 1 < P->nk; ++i)
+    if (g[i] == g[i + 1] || g[i] % g[i + 1] || g[i] < t->sizes[P->kd[i + 1]] * g[i + 1]) return 0;
+  if (P->N % g[0]) return 0;
+  int extra = g[P->nk - 1] > 1;
+  P->pk = P->nk + extra;
+  P->D[0] = P->N / g[0];
+  for (int i = 1; i < P->nk; ++i) P->D[i] = g[i - 1] / g[i];
+  if (extra) P->D[P->nk] = g[P->nk - 1];
+  P->c[0] = off / g[0];
+  for (int i = 1; i < P->nk; ++i) P->c[i] = (off / g[i]) % P->D[i];
+  if (extra) P->c[P->nk] = off % g[P->nk - 1];
+  for (int i = 0; i < P->nk; ++i) P->n[i] = t->sizes[P->kd[i]];
+  if (extra) P->n[P->nk] = 1;
+  for (int i = 0; i < P->pk; ++i) if (P->c[i] + P->n[i] > P->D[i]) return 0;
+  return 1;
+}
+static int view_build(tpu_ir_graph_t* G, int v, const vplan_t* P, const tpu_tensor_t* t) {
+  int64_t perm[TPU_MAX_DIMS], dims[TPU_MAX_DIMS + 1], lim[TPU_MAX_DIMS + 1], st[TPU_MAX_DIMS + 1];
+  if (P->vrank > 1) {
+    for (int d = 0; d < P->vrank; ++d) perm[d] = P->vperm[d];
+    v = tpu_ir_transpose(G, v, perm);
+  }
+  v = tpu_ir_reshape(G, v, P->pk, P->D);
+  for (int i = 0; i < P->pk; ++i) { lim[i] = P->c[i] + P->n[i]; st[i] = 1; }
+  v = tpu_ir_slice(G, v, P->c, lim, st);
+  int nk = P->nk;
+  if (nk == 0) { /* a single element: to rank 0 first */
+    v = tpu_ir_reshape(G, v, 0, dims);
+  } else {
+    for (int i = 0; i < nk; ++i) dims[i] = P->n[i];
+    if (P->pk != nk) v = tpu_ir_reshape(G, v, nk, dims);
+    /* box dims are in stride order; t's order is by dim index */
+    int order[TPU_MAX_DIMS];
+    for (int i = 0; i < nk; ++i) order[i] = i;
+    for (int i = 1; i < nk; ++i)
+      for (int j = i; j > 0 && P->kd[order[j - 1]] > P->kd[order[j]]; --j) { int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x; }
+    for (int i = 0; i < nk; ++i) perm[i] = order[i];
+    v = tpu_ir_transpose(G, v, perm);
+  }
+  int64_t ts[TPU_MAX_DIMS];
+  for (int d = 0; d < t->ndim; ++d) ts[d] = (t->sizes[d] > 1 && t->strides[d] == 0) ? 1 : t->sizes[d];
+  v = tpu_ir_reshape(G, v, t->ndim, ts);
+  if (P->bcast) {
+    int64_t bd[TPU_MAX_DIMS];
+    for (int d = 0; d < t->ndim; ++d) bd[d] = d;
+    v = tpu_ir_broadcast(G, v, t->ndim, t->sizes, bd);
+  }
+  return v;
+}
+static void live_remove(trace_t* tr, int id) {
+  for (int i = 0; i < tr->n_live; ++i)
+    if (tr->live[i] == id) { tr->live[i] = tr->live[--tr->n_live]; break; }
+  tr->vals[id].live = 0;
+}
+
+static tpu_status_t trace_init_once_status(void);
+
+/* ------------------------------------------------------------------ tasks */
+typedef struct {
+  fentry_t* f;          /* fused */
+  tpu_exec_entry_t* e;  /* or a single op (fallback) */
+  tpu_host_exe_t* exe;
+  int np, ns, nout;
+  double sink;           /* the placeholder output of a graph with nothing observable */
+  tpu_host_scalar_t* scalars;
+  tpu_host_view_t views[]; /* np params, then nout outputs; scalars follow */
+} ftask_t;
+static tpu_status_t ftask_run(void* ctx) {
+  ftask_t* t = ctx;
+  return tpu_host_exe_run(t->exe, t->views, t->scalars, t->views + t->np);
+}
+static void ftask_free(void* ctx) {
+  ftask_t* t = ctx;
+  fentry_release(t->f);
+  tpu_exec_entry_release(t->e);
+  free(t);
+}
+static ftask_t* ftask_new(int np, int ns, int nout) {
+  int placeholder = nout == 0;
+  nout += placeholder;
+  size_t sz = sizeof(ftask_t) + (size_t)(np + nout) * sizeof(tpu_host_view_t) + (size_t)(ns ? ns : 1) * sizeof(tpu_host_scalar_t);
+  ftask_t* t = calloc(1, sz);
+  if (!t) return NULL;
+  t->np = np; t->ns = ns; t->nout = nout;
+  t->scalars = (tpu_host_scalar_t*)(t->views + np + nout);
+  if (placeholder) { t->views[np].data = (char*)&t->sink; t->views[np].dtype = TPU_DTYPE_F32; t->views[np].rank = 0; }
+  return t;
+}
+static void to_view(tpu_host_view_t* v, const tpu_tensor_t* t) {
+  v->data = t->data; v->dtype = t->dtype; v->rank = t->ndim;
+  for (int d = 0; d < t->ndim; ++d) { v->sizes[d] = t->sizes[d]; v->strides[d] = t->strides[d]; }
+}
+static void scalar_of(tpu_host_scalar_t* v, const rec_t* r, int kind, int arg, int index) {
+  if (kind == TPU_SBIND_GEN_SEED) { v->i = (int64_t)r->seed; v->f = 0; return; }
+  if (kind == TPU_SBIND_GEN_OFFSET) { v->i = (int64_t)r->offset; v->f = 0; return; }
+  const tpu_arg_t* a = &r->args[arg];
+  if (kind == TPU_SBIND_LIST_DOUBLE) { v->f = a->doubles[index]; v->i = (int64_t)v->f; return; }
+  if (a->kind == TPU_ARG_DOUBLE || (a->kind == TPU_ARG_SCALAR && tpu_dtype_is_floating(a->scalar_dtype))) {
+    v->f = a->f;
+    v->i = (a->f >= -9.2233720368547758e18 && a->f < 9.2233720368547758e18) ? (int64_t)a->f : INT64_MIN;
+  } else { v->i = a->i; v->f = (double)a->i; }
+}
+static const tpu_tensor_t* bound_tensor(const rec_t* r, int src, int arg, int index) {
+  return src == TPU_BIND_ARG ? r->args[arg].tensor : src == TPU_BIND_LIST ? &r->args[arg].tensors[index] : &r->outs[arg];
+}
+static const tpu_tensor_t* value_tensor(const trace_t* tr, int id) { return tr->vals[id].t; }
+
+/* Strict-eager fallback: one task per recorded op, bound exactly as tpu_op_run binds. */
+static tpu_status_t enqueue_single(trace_t* tr, const rec_t* r) {
+  tpu_exec_entry_t* e = r->e;
+  static double sink;
+  ftask_t* t = ftask_new(e->n_tbind, e->n_sbind, r->nouts + e->n_arg_outs);
+  if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  __atomic_add_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL);
+  t->e = e; t->exe = e->exe;
+  for (int p = 0; p < e->n_tbind; ++p)
+    to_view(&t->views[p], bound_tensor(r, e->tbind[p].src, e->tbind[p].arg, e->tbind[p].index));
+  for (int s = 0; s < e->n_sbind; ++s) scalar_of(&t->scalars[s], r, e->sbind[s].kind, e->sbind[s].arg, e->sbind[s].index);
+  for (int j = 0; j < r->nouts; ++j) {
+    tpu_host_view_t* v = &t->views[t->np + j];
+    if (r->outs[j].ndim >= 0) { to_view(v, &r->outs[j]); continue; }
+    v->data = (char*)&sink; v->dtype = TPU_DTYPE_F64; v->rank = 0; /* never read back */
+  }
+  for (int j = 0; j < e->n_arg_outs; ++j) to_view(&t->views[t->np + r->nouts + j], r->args[e->arg_outs[j]].tensor);
+  return tpu_rt_queue_enqueue(tr->device, r->name, ftask_run, t, ftask_free);
+}
+
+/* ------------------------------------------------------------------ embedding */
+struct tpu_trace_embed_s {
+  trace_t* tr;
+  int op, bound;
+  int32_t* val_ir;
+  fbind_t* tb; int n_tb, cap_tb;
+  fbind_t* sb; int n_sb, cap_sb;
+  int oom;
+};
+
+int tpu_trace_embed_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tensor_t* t, int dtype) {
+  struct tpu_trace_embed_s* em = cx->embed;
+  const rec_t* r = &em->tr->ops[em->op];
+  int slot = -1;
+  if (src == TPU_BIND_OUT) slot = r->out_slot + i;
+  else if (i >= 0 && i < r->nargs && r->arg_slot[i] >= 0) slot = r->arg_slot[i] + (src == TPU_BIND_LIST ? j : 0);
+  int w = slot >= 0 ? em->tr->wire[slot] : -1;
+  int v;
+  if (w >= 0) {
+    int id = w & ~VIEW_BIT;
+    v = em->val_ir[id];
+    if (v < 0) return tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: fused trace value %d read before it was written", cx->op_name, id));
+    if (w & VIEW_BIT) {
+      vplan_t P;
+      if (!view_plan(em->tr->vals[id].t, t, &P))
+        return tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: fused trace view of value %d no longer plans", cx->op_name, id));
+      v = view_build(&cx->g, v, &P, t);
+      if (v < 0) return v;
+    }
+  } else {
+    GROW(em->tb, em->n_tb, em->cap_tb, 1, em->oom = 1; return tpu_ir_fail(&cx->g, TPU_ERR(OUT_OF_MEMORY, "out of host memory")));
+    v = tpu_ir_param(&cx->g, t->dtype, t->ndim, t->sizes);
+    if (v < 0) return v;
+    em->tb[em->n_tb++] = (fbind_t){em->op, (int16_t)src, (int16_t)i, j};
+  }
+  return dtype < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
+}
+int tpu_trace_embed_sparam(tpu_lower_ctx_t* cx, int kind, int i, int j, int dtype) {
+  struct tpu_trace_embed_s* em = cx->embed;
+  GROW(em->sb, em->n_sb, em->cap_sb, 1, em->oom = 1; return tpu_ir_fail(&cx->g, TPU_ERR(OUT_OF_MEMORY, "out of host memory")));
+  int v = tpu_ir_scalar(&cx->g, dtype);
+  if (v < 0) return v;
+  em->sb[em->n_sb++] = (fbind_t){em->op, (int16_t)kind, (int16_t)i, j};
+  return v;
+}
+tpu_status_t tpu_trace_embed_output(tpu_lower_ctx_t* cx, int k, int arg, int v) {
+  struct tpu_trace_embed_s* em = cx->embed;
+  const rec_t* r = &em->tr->ops[em->op];
+  int id = r->val0 + (arg >= 0 ? r->nouts + k : k);
+  if (id < r->val0 || id >= r->val0 + r->n_vals)
+    return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: output %d outside the recorded outputs", cx->op_name, k);
+  em->val_ir[id] = v;
+  em->bound++;
+  return TPU_OK;
+}
+
+/* ------------------------------------------------------------------ flush */
+static void trace_reset(trace_t* tr) {
+  for (int j = 0; j < tr->n_ops; ++j) tpu_exec_entry_release(tr->ops[j].e);
+  tr->n_ops = tr->n_vals = tr->n_live = tr->n_wire = 0;
+  tr->key_len = 0; tr->oom = 0;
+  arena_reset(&tr->arena);
+  atomic_store(&tr->pending, 0);
+}
+
+static void fused_name(const trace_t* tr, char* buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "fused graph (");
+  for (int j = 0; j < tr->n_ops && n + 8 < cap; ++j)
+    n += (size_t)snprintf(buf + n, cap - n, j ? ", %s" : "%s", tr->ops[j].name);
+  if (n + 2 < cap) snprintf(buf + n, cap - n, ")");
+}
+
+/* Builds the fused graph of the pending trace. */
+static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len, uint64_t h, fentry_t** out) {
+  double t0 = (double)tpu_rt_now_ns() * 1e-9;
+  tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
+  struct tpu_trace_embed_s em = {.tr = tr};
+  em.val_ir = malloc((size_t)(tr->n_vals ? tr->n_vals : 1) * sizeof(int32_t));
+  if (!cx || !em.val_ir) { free(cx); free(em.val_ir); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  for (int v = 0; v < tr->n_vals; ++v) em.val_ir[v] = -1;
+  tpu_ir_graph_init(&cx->g);
+  cx->embed = &em;
+  tpu_status_t st = TPU_OK;
+  for (int j = 0; j < tr->n_ops && st == TPU_OK; ++j) {
+    const rec_t* r = &tr->ops[j];
+    cx->op_name = r->name; cx->args = r->args; cx->nargs = r->nargs; cx->outs = r->outs; cx->nouts = r->nouts;
+    cx->n_checks = 0; cx->n_arg_outs = 0; cx->gen_arg = -1; cx->rng_increment = 0;
+    cx->n_tbind = cx->n_sbind = 0;
+    em.op = j; em.bound = 0;
+    st = r->l->fn(cx);
+    if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
+    if (st == TPU_OK && (em.bound != r->n_vals || cx->n_arg_outs != r->e->n_arg_outs))
+      st = TPU_ERR(INTERNAL, "%s: embedded lowering bound %d of %d outputs", r->name, em.bound, r->n_vals);
+  }
+  if (st == TPU_OK && em.oom) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  fentry_t* f = NULL;
+  if (st == TPU_OK) {
+    f = calloc(1, sizeof(*f));
+    int nout = 0;
+    for (int v = 0; v < tr->n_vals; ++v) nout += tr->vals[v].live;
+    if (f) { f->outv = malloc((size_t)(nout ? nout : 1) * sizeof(int32_t)); f->key = malloc(key_len); }
+    if (!f || !f->outv || !f->key) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+    for (int v = 0; v < tr->n_vals && st == TPU_OK; ++v) {
+      if (!tr->vals[v].live) continue;
+      if (em.val_ir[v] < 0) { st = TPU_ERR(INTERNAL, "fused trace: live value %d has no IR value", v); break; }
+      f->outv[f->n_out++] = v;
+      tpu_ir_output(&cx->g, em.val_ir[v]);
+    }
+    if (st == TPU_OK && f->n_out == 0) { /* nothing observable: keep the graph valid */
+      tpu_ir_output(&cx->g, tpu_ir_constant(&cx->g, TPU_DTYPE_F32, 0));
+    }
+    if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
+  }
+  if (st == TPU_OK) {
+    /* An internal op output read only by a reduction would be evaluated inside it blockwise
+     * (another summation order than strict eager's reduce of the materialized tensor): a
+     * dangling view of it keeps it materialized. */
+    int n = cx->g.n_ops;
+    int32_t* users = calloc((size_t)(n ? n : 1), sizeof(int32_t));
+    int32_t* user = calloc((size_t)(n ? n : 1), sizeof(int32_t));
+    uint8_t* is_val = calloc((size_t)(n ? n : 1), 1);
+    if (!users || !user || !is_val) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+    for (int v = 0; v < tr->n_vals && st == TPU_OK; ++v)
+      if (em.val_ir[v] >= 0 && em.val_ir[v] < n) is_val[em.val_ir[v]] = 1;
+    for (int v = 0; v < n && st == TPU_OK; ++v) {
+      const tpu_ir_op_t* op = tpu_ir_op(&cx->g, v);
+      for (int k = 0; k < op->n_in; ++k) { int u = tpu_ir_operand(&cx->g, v, k); users[u]++; user[u] = v; }
+    }
+    for (int k = 0; k < cx->g.n_outputs && st == TPU_OK; ++k) users[cx->g.outputs[k]] += 2;
+    for (int v = 0; v < n && st == TPU_OK; ++v) {
+      if (!is_val[v] || users[v] != 1 || !tpu_ir_is_elementwise(tpu_ir_op(&cx->g, v)->opcode)) continue;
+      if (tpu_ir_op(&cx->g, user[v])->opcode != TPU_IR_REDUCE) continue;
+      tpu_ir_type_t t = *tpu_ir_type(&cx->g, v);
+      int64_t flat = tpu_ir_numel(&t);
+      if (t.rank == 1) tpu_ir_reshape(&cx->g, v, 2, (int64_t[]){1, flat});
+      else tpu_ir_reshape(&cx->g, v, 1, &flat);
+    }
+    free(users); free(user); free(is_val);
+    if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
+  }
+  if (st == TPU_OK) st = tpu_host_compile(&cx->g, &f->exe);
+  if (st == TPU_OK) {
+    memcpy(f->key, key, key_len);
+    f->key_len = key_len; f->hash = h; f->refcount = 1;
+    f->tb = em.tb; f->n_tb = em.n_tb; em.tb = NULL;
+    f->sb = em.sb; f->n_sb = em.n_sb; em.sb = NULL;
+    tpu_metrics_add_compile((double)tpu_rt_now_ns() * 1e-9 - t0);
+    *out = f;
+  } else if (f) {
+    free(f->outv); free(f->key); free(f);
+  }
+  free(em.tb); free(em.sb); free(em.val_ir);
+  tpu_ir_graph_free(&cx->g);
+  free(cx);
+  return st;
+}
+
+static tpu_status_t fail_task(void* ctx) { return tpu_status_make(TPU_STATUS_INTERNAL, "%s", (const char*)ctx); }
+
+typedef struct tpu_capture_s tpu_capture_t;
+static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out);
+
+/* Enqueues the pending trace (mu held). Never loses work: if the fused graph cannot be built
+ * the ops run one by one; an enqueue failure is returned. */
+static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
+  if (tr->n_ops == 0) return TPU_OK;
+  int prev = tl_flushing;
+  tl_flushing = tr->device;
+  tpu_status_t st = TPU_OK;
+  size_t base = tr->key_len;
+  for (int v = 0; v < tr->n_vals; v += 8) {
+    uint8_t b = 0;
+    for (int k = 0; k < 8 && v + k < tr->n_vals; ++k) b |= (uint8_t)(tr->vals[v + k].live << k);
+    key_put(tr, &b, 1);
+  }
+  fentry_t* f = NULL;
+  if (!tr->oom) {
+    uint64_t h = hash_bytes(tr->key, tr->key_len);
+    f = cache_lookup(h, tr->key, tr->key_len);
+    atomic_fetch_add(f ? &g_st_hits : &g_st_misses, 1);
+    if (!f) {
+      tpu_status_t bst = build_fused(tr, tr->key, tr->key_len, h, &f);
+      if (bst) { /* strict fallback below; remembered so the same trace does not try again */
+        tpu_status_free(bst);
+        f = calloc(1, sizeof(*f));
+        if (f && (f->key = malloc(tr->key_len))) {
+          memcpy(f->key, tr->key, tr->key_len);
+          f->key_len = tr->key_len; f->hash = h; f->refcount = 1;
+          cache_insert(f);
+        } else { free(f); f = NULL; }
+      } else cache_insert(f);
+    }
+    if (f && !f->exe) { fentry_release(f); f = NULL; }
+  }
+  tr->key_len = base;
+  atomic_fetch_add(&g_st_flushes, 1);
+  atomic_fetch_add(&g_st_ops, (uint64_t)tr->n_ops);
+  if (!f) atomic_fetch_add(&g_st_fallbacks, 1);
+  if (f) {
+    ftask_t* t = ftask_new(f->n_tb, f->n_sb, f->n_out);
+    if (!t) { fentry_release(f); f = NULL; st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+    else {
+      t->f = f; t->exe = f->exe;
+      for (int p = 0; p < f->n_tb; ++p) {
+        const fbind_t* b = &f->tb[p];
+        to_view(&t->views[p], bound_tensor(&tr->ops[b->op], b->src, b->arg, b->index));
+      }
+      for (int s = 0; s < f->n_sb; ++s) {
+        const fbind_t* b = &f->sb[s];
+        scalar_of(&t->scalars[s], &tr->ops[b->op], b->src, b->arg, b->index);
+      }
+      for (int k = 0; k < f->n_out; ++k) to_view(&t->views[f->n_tb + k], value_tensor(tr, f->outv[k]));
+      if (capture_out) {
+        __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
+        st = capture_make(tr, f, capture_out);
+      }
+      char name[256];
+      fused_name(tr, name, sizeof name);
+      tpu_status_t est = tpu_rt_queue_enqueue(tr->device, name, ftask_run, t, ftask_free);
+      if (est) { if (!st) st = est; else tpu_status_free(est); }
+    }
+  } else {
+    if (capture_out) { *capture_out = NULL; }
+    for (int j = 0; j < tr->n_ops && st == TPU_OK; ++j) st = enqueue_single(tr, &tr->ops[j]);
+  }
+  trace_reset(tr);
+  tl_flushing = prev;
+  return st;
+}
+
+/* Flush from a runtime hook: errors become a failing task (reported at the next synchronize). */
+static void flush_reporting(trace_t* tr, const char* why) {
+  if (tr->capturing && !tr->capture_broken) {
+    tr->capture_broken = 1;
+    snprintf(tr->capture_reason, sizeof tr->capture_reason, "the trace was flushed while capturing (%s)", why);
+  }
+  char name[256];
+  fused_name(tr, name, sizeof name);
+  tpu_status_t st = flush_locked(tr, NULL);
+  if (!st) return;
+  char* msg = malloc(512);
+  if (msg) {
+    snprintf(msg, 512, "%s", tpu_status_message(st));
+    int prev = tl_flushing;
+    tl_flushing = tr->device;
+    tpu_status_t e2 = tpu_rt_queue_enqueue(tr->device, name, fail_task, msg, free);
+    tl_flushing = prev;
+    tpu_status_free(e2);
+  }
+  tpu_status_free(st);
+}
+
+static void hook_flush(int device) {
+  if (device < 0 || device >= g_ntraces || tl_flushing == device) return;
+  trace_t* tr = &g_traces[device];
+  if (!atomic_load_explicit(&tr->pending, memory_order_acquire)) return;
+  pthread_mutex_lock(&tr->mu);
+  flush_reporting(tr, "device work outside the trace");
+  pthread_mutex_unlock(&tr->mu);
+}
+
+static int is_contiguous(const tpu_tensor_t* t) {
+  int64_t s = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    if (t->sizes[d] != 1 && t->strides[d] != s) return 0;
+    s *= t->sizes[d];
+  }
+  return 1;
+}
+static bool hook_free(int device, uintptr_t lo, uintptr_t hi) {
+  if (device < 0 || device >= g_ntraces) return false;
+  trace_t* tr = &g_traces[device];
+  if (!atomic_load_explicit(&tr->pending, memory_order_acquire)) return false;
+  if (tl_flushing == device) return true; /* cannot happen (flushing never frees); be safe */
+  pthread_mutex_lock(&tr->mu);
+  bool pending = tr->n_ops > 0;
+  for (int i = 0; i < tr->n_live;) {
+    tval_t* v = &tr->vals[tr->live[i]];
+    /* A freed non-contiguous value stays an output (written as strict eager writes it): later
+     * reductions of it in this trace then see strict eager's layout, hence summation order. */
+    if (v->lo >= lo && v->lo < hi && is_contiguous(v->t)) { v->live = 0; tr->live[i] = tr->live[--tr->n_live]; }
+    else ++i;
+  }
+  pthread_mutex_unlock(&tr->mu);
+  return pending;
+}
+
+static void flush_all_atexit(void) {
+  for (int d = 0; d < g_ntraces; ++d) {
+    trace_t* tr = &g_traces[d];
+    if (!atomic_load(&tr->pending)) continue;
+    pthread_mutex_lock(&tr->mu);
+    flush_reporting(tr, "process exit");
+    pthread_mutex_unlock(&tr->mu);
+    tpu_status_free(tpu_rt_synchronize(d));
+  }
+}
+
+static void trace_init(void) {
+  g_init_error = tpu_rt_init();
+  if (g_init_error) return;
+  const char* v = getenv("TORCH_TPU_FUSED_EAGER");
+  bool on = false;
+  if (v && *v) {
+    g_init_error = tpu_rt_env_parse_bool("TORCH_TPU_FUSED_EAGER", v, &on);
+    if (g_init_error) return;
+  }
+  int n = tpu_rt_device_count();
+  g_traces = calloc((size_t)n, sizeof(trace_t));
+  if (!g_traces) { g_init_error = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); return; }
+  for (int d = 0; d < n; ++d) { pthread_mutex_init(&g_traces[d].mu, NULL); g_traces[d].device = d; }
+  g_ntraces = n;
+  tpu_rt_set_trace_hooks(hook_flush, hook_free);
+  atexit(flush_all_atexit);
+  if (on && !tpu_rt_launch_blocking()) atomic_fetch_or(&tpu_trace_mode, 1);
+}
+static tpu_status_t trace_init_once_status(void) {
+  pthread_once(&g_once, trace_init);
+  return g_init_error ? tpu_status_make(tpu_status_code(g_init_error), "%s", tpu_status_message(g_init_error)) : TPU_OK;
+}
+
+/* ------------------------------------------------------------------ recording */
+static _Atomic int g_inited;
+int tpu_trace_should_record(int device) {
+  if (__builtin_expect(!atomic_load_explicit(&g_inited, memory_order_acquire), 0)) {
+    tpu_status_free(trace_init_once_status()); /* an invalid TORCH_TPU_FUSED_EAGER is reported by record */
+    atomic_store(&g_inited, 1);
+  }
+  int mode = atomic_load_explicit(&tpu_trace_mode, memory_order_relaxed);
+  if (!mode || tpu_rt_queue_current_device() >= 0 || tl_flushing >= 0) return 0;
+  if (mode & 1) return 1;
+  return device >= 0 && device < g_ntraces && g_traces[device].capturing;
+}
+
+static tpu_status_t copy_record(trace_t* tr, rec_t* r, const char* name, const tpu_arg_t* args, int nargs,
+                                const tpu_tensor_t* outs, int nouts) {
+  arena_t* A = &tr->arena;
+  size_t nl = strlen(name) + 1;
+  char* nm = arena_alloc(A, nl);
+  r->args = arena_alloc(A, (size_t)(nargs ? nargs : 1) * sizeof(tpu_arg_t));
+  r->outs = arena_alloc(A, (size_t)(nouts ? nouts : 1) * sizeof(tpu_tensor_t));
+  r->arg_slot = arena_alloc(A, (size_t)(nargs ? nargs : 1) * sizeof(int32_t));
+  if (!nm || !r->args || !r->outs || !r->arg_slot) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  memcpy(nm, name, nl); r->name = nm;
+  if (nargs) memcpy(r->args, args, (size_t)nargs * sizeof(tpu_arg_t));
+  if (nouts) memcpy(r->outs, outs, (size_t)nouts * sizeof(tpu_tensor_t));
+  r->nargs = nargs; r->nouts = nouts;
+  for (int i = 0; i < nargs; ++i) {
+    tpu_arg_t* a = &r->args[i];
+    if (a->kind == TPU_ARG_TENSOR && a->tensor) {
+      tpu_tensor_t* t = arena_alloc(A, sizeof(tpu_tensor_t));
+      if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      *t = *a->tensor; a->tensor = t;
+    } else if (a->kind == TPU_ARG_TENSOR_LIST && a->len > 0) {
+      tpu_tensor_t* t = arena_alloc(A, (size_t)a->len * sizeof(tpu_tensor_t));
+      if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      memcpy(t, a->tensors, (size_t)a->len * sizeof(tpu_tensor_t)); a->tensors = t;
+    } else if ((a->kind == TPU_ARG_INT_LIST || a->kind == TPU_ARG_BOOL_LIST) && a->len > 0) {
+      int64_t* p = arena_alloc(A, (size_t)a->len * sizeof(int64_t));
+      if (!p) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      memcpy(p, a->ints, (size_t)a->len * sizeof(int64_t)); a->ints = p;
+    } else if (a->kind == TPU_ARG_DOUBLE_LIST && a->len > 0) {
+      double* p = arena_alloc(A, (size_t)a->len * sizeof(double));
+      if (!p) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      memcpy(p, a->doubles, (size_t)a->len * sizeof(double)); a->doubles = p;
+    } else if (a->kind == TPU_ARG_STRING && a->str) {
+      size_t n = strlen(a->str) + 1;
+      char* p = arena_alloc(A, n);
+      if (!p) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      memcpy(p, a->str, n); a->str = p;
+    }
+  }
+  return TPU_OK;
+}
+
+/* Wiring of one input view: value id (| VIEW_BIT for a view of it), -1 external, -2 conflict
+ * (flush needed). */
+static int wire_of(const trace_t* tr, const tpu_tensor_t* t) {
+  if (t->ndim < 0) return -1;
+  int over = -1;
+  int w = find_live2(tr, t, &over);
+  if (w != -2) return w;
+  uintptr_t lo, hi;
+  tensor_range(t, &lo, &hi);
+  const tval_t* V = &tr->vals[over];
+  vplan_t P;
+  if (lo < V->lo || hi > V->hi || !view_plan(V->t, t, &P)) return -2;
+  /* t must not also overlap another live value */
+  for (int i = 0; i < tr->n_live; ++i) {
+    const tval_t* u = &tr->vals[tr->live[i]];
+    if (tr->live[i] != over && u->lo < hi && lo < u->hi) return -2;
+  }
+  return over | VIEW_BIT;
+}
+/* Key bytes of a view wire: the view's layout relative to its value's. */
+static void key_view(trace_t* tr, int w, const tpu_tensor_t* t) {
+  const tpu_tensor_t* V = tr->vals[w & ~VIEW_BIT].t;
+  int64_t buf[2 + 2 * TPU_MAX_DIMS];
+  int n = 0;
+  buf[n++] = ((char*)t->data - (char*)V->data) / (int64_t)tpu_dtype_size(t->dtype);
+  buf[n++] = t->ndim;
+  for (int d = 0; d < t->ndim; ++d) buf[n++] = t->sizes[d] > 1 ? t->strides[d] : 0;
+  for (int d = 0; d < V->ndim; ++d) buf[n++] = V->sizes[d] > 1 ? V->strides[d] : 0;
+  key_put(tr, buf, (size_t)n * sizeof(int64_t));
+}
+
+/* Whether recording the op now needs a flush first (conflicting overlaps, limits). */
+static int needs_flush(const trace_t* tr, const tpu_arg_t* args, int nargs, const tpu_tensor_t* outs, int nouts,
+                       const tpu_exec_entry_t* e, const char** why) {
+  if (tr->n_ops == 0) return 0;
+  if (tr->n_ops >= (tr->capturing ? CAPTURE_MAX_OPS : TRACE_MAX_OPS)) { *why = "op limit"; return 1; }
+  if (tr->n_live + nouts + e->n_arg_outs > TRACE_MAX_OUTPUTS) { *why = "output limit"; return 1; }
+  for (int i = 0; i < nargs; ++i) {
+    if (args[i].kind == TPU_ARG_TENSOR && args[i].tensor && wire_of(tr, args[i].tensor) == -2) { *why = "partial overlap"; return 1; }
+    if (args[i].kind == TPU_ARG_TENSOR_LIST)
+      for (int64_t j = 0; j < args[i].len; ++j)
+        if (wire_of(tr, &args[i].tensors[j]) == -2) { *why = "partial overlap"; return 1; }
+  }
+  for (int k = 0; k < nouts; ++k)
+    if (outs[k].ndim >= 0 && find_live(tr, &outs[k]) == -2) { *why = "partial overlap"; return 1; }
+  return 0;
+}
+
+static tpu_status_t add_value(trace_t* tr, int op, const tpu_tensor_t* t) {
+  GROW(tr->vals, tr->n_vals, tr->cap_vals, 1, return TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
+  GROW(tr->live, tr->n_live, tr->cap_live, 1, return TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
+  int id = tr->n_vals++;
+  tval_t* v = &tr->vals[id];
+  v->t = t; v->op = op; v->live = 0;
+  tensor_range(t, &v->lo, &v->hi);
+  if (v->lo == v->hi) return TPU_OK; /* empty or absent: nothing to write */
+  int old = find_live(tr, t);
+  if (old >= 0) live_remove(tr, old);
+  v->live = 1;
+  tr->live[tr->n_live++] = id;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* op_name, const tpu_arg_t* args,
+                              int nargs, const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t* e) {
+  TPU_RETURN_IF_ERROR(trace_init_once_status());
+  trace_t* tr = &g_traces[device];
+  /* RNG counters are reserved now, in eager order, so random streams match strict eager. */
+  uint64_t seed = 0, offset = 0;
+  tpu_rt_generator_t* g = NULL;
+  if (e->rng_increment) {
+    g = e->gen_arg >= 0 && args[e->gen_arg].kind == TPU_ARG_GENERATOR && args[e->gen_arg].generator
+            ? args[e->gen_arg].generator : tpu_rt_default_generator(device);
+    if (!g) return TPU_ERR(INVALID_ARGUMENT, "%s: no generator for device %d", op_name, device);
+  }
+  pthread_mutex_lock(&tr->mu);
+  const char* why = NULL;
+  tpu_status_t st = TPU_OK;
+  if (e->key_len && e->key[0] < 8) {
+    /* a non-default matmul precision leads the op's key: such ops run unfused (after the trace) */
+    if (tr->capturing && !tr->capture_broken) {
+      tr->capture_broken = 1;
+      snprintf(tr->capture_reason, sizeof tr->capture_reason, "%s runs under a non-default matmul precision", op_name);
+    }
+    st = flush_locked(tr, NULL);
+    if (g) tpu_rt_generator_reserve(g, e->rng_increment, &seed, &offset);
+    rec_t one = {.l = l, .e = e, .name = op_name, .args = (tpu_arg_t*)args, .outs = (tpu_tensor_t*)outs,
+                 .nargs = nargs, .nouts = nouts, .seed = seed, .offset = offset, .gen = g};
+    int prev = tl_flushing;
+    tl_flushing = device;
+    if (!st) st = enqueue_single(tr, &one);
+    tl_flushing = prev;
+    pthread_mutex_unlock(&tr->mu);
+    return st;
+  }
+  if (needs_flush(tr, args, nargs, outs, nouts, e, &why)) {
+    if (tr->capturing && !tr->capture_broken) {
+      tr->capture_broken = 1;
+      snprintf(tr->capture_reason, sizeof tr->capture_reason, "the trace was flushed while capturing (%s at %s)", why, op_name);
+    }
+    st = flush_locked(tr, NULL);
+  }
+  if (g) tpu_rt_generator_reserve(g, e->rng_increment, &seed, &offset);
+  if (!st) {
+    GROW(tr->ops, tr->n_ops, tr->cap_ops, 1, st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
+  }
+  rec_t* r = NULL;
+  if (!st) {
+    r = &tr->ops[tr->n_ops];
+    memset(r, 0, sizeof(*r));
+    st = copy_record(tr, r, op_name, args, nargs, outs, nouts);
+  }
+  if (!st) {
+    r->l = l; r->e = e; r->seed = seed; r->offset = offset; r->gen = g;
+    r->n_vals = nouts + e->n_arg_outs;
+    /* wiring (before this op's outputs become live) */
+    int nslots = nouts;
+    for (int i = 0; i < nargs; ++i) {
+      r->arg_slot[i] = -1;
+      if (r->args[i].kind == TPU_ARG_TENSOR) nslots += 1;
+      else if (r->args[i].kind == TPU_ARG_TENSOR_LIST) nslots += (int)r->args[i].len;
+    }
+    GROW(tr->wire, tr->n_wire, tr->cap_wire, nslots, st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
+    if (!st) {
+      int s0 = tr->n_wire, s = s0;
+      for (int i = 0; i < nargs; ++i) {
+        const tpu_arg_t* a = &r->args[i];
+        if (a->kind == TPU_ARG_TENSOR) { r->arg_slot[i] = s; tr->wire[s++] = a->tensor ? wire_of(tr, a->tensor) : -1; }
+        else if (a->kind == TPU_ARG_TENSOR_LIST) {
+          r->arg_slot[i] = s;
+          for (int64_t j = 0; j < a->len; ++j) tr->wire[s++] = wire_of(tr, &a->tensors[j]);
+        }
+      }
+      r->out_slot = s;
+      for (int k = 0; k < nouts; ++k) tr->wire[s++] = wire_of(tr, &r->outs[k]); /* read back by lw_out_input */
+      for (int i = s0; i < s; ++i) if (tr->wire[i] < -1) tr->wire[i] = -1; /* (a flush cleared conflicts) */
+      tr->n_wire = s;
+      uint32_t hdr[3] = {(uint32_t)e->key_len, (uint32_t)(s - s0), (uint32_t)tr->n_vals};
+      key_put(tr, hdr, sizeof hdr);
+      key_put(tr, e->key, e->key_len);
+      key_put(tr, tr->wire + s0, (size_t)(s - s0) * sizeof(int32_t));
+      for (int i = 0, q = s0; i < nargs; ++i) { /* layouts of view wires */
+        const tpu_arg_t* a = &r->args[i];
+        if (a->kind == TPU_ARG_TENSOR) { if (tr->wire[q] >= 0 && (tr->wire[q] & VIEW_BIT)) key_view(tr, tr->wire[q], a->tensor); q++; }
+        else if (a->kind == TPU_ARG_TENSOR_LIST)
+          for (int64_t j = 0; j < a->len; ++j, ++q) if (tr->wire[q] >= 0 && (tr->wire[q] & VIEW_BIT)) key_view(tr, tr->wire[q], &a->tensors[j]);
+      }
+      for (int k = 0; k < nouts; ++k) { int q = r->out_slot + k; if (tr->wire[q] >= 0 && (tr->wire[q] & VIEW_BIT)) key_view(tr, tr->wire[q], &r->outs[k]); }
+      r->val0 = tr->n_vals;
+      int op = tr->n_ops;
+      for (int k = 0; k < nouts && !st; ++k) st = add_value(tr, op, &r->outs[k]);
+      for (int k = 0; k < e->n_arg_outs && !st; ++k) st = add_value(tr, op, r->args[e->arg_outs[k]].tensor);
+      if (!st) {
+        __atomic_add_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL);
+        tr->n_ops++;
+        atomic_store_explicit(&tr->pending, tr->n_ops, memory_order_release);
+        tpu_metrics_add_ops(1);
+      } else {
+        tr->n_vals = r->val0; /* drop half-added values */
+      }
+    }
+  }
+  pthread_mutex_unlock(&tr->mu);
+  return st;
+}
+
+/* ------------------------------------------------------------------ public: fused eager */
+tpu_status_t tpu_trace_set_enabled(bool enabled) {
+  TPU_RETURN_IF_ERROR(trace_init_once_status());
+  if (enabled && !tpu_rt_launch_blocking()) { atomic_fetch_or(&tpu_trace_mode, 1); return TPU_OK; }
+  atomic_fetch_and(&tpu_trace_mode, ~1);
+  tpu_status_t first = TPU_OK;
+  for (int d = 0; d < g_ntraces; ++d) {
+    tpu_status_t st = tpu_trace_flush(d);
+    if (st && !first) first = st; else tpu_status_free(st);
+  }
+  return first;
+}
+bool tpu_trace_enabled(void) {
+  if (trace_init_once_status() != TPU_OK) return false;
+  return (atomic_load(&tpu_trace_mode) & 1) != 0;
+}
+tpu_status_t tpu_trace_flush(int device) {
+  TPU_RETURN_IF_ERROR(trace_init_once_status());
+  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  trace_t* tr = &g_traces[device];
+  if (!atomic_load(&tr->pending)) return TPU_OK;
+  pthread_mutex_lock(&tr->mu);
+  if (tr->capturing && !tr->capture_broken) {
+    tr->capture_broken = 1;
+    snprintf(tr->capture_reason, sizeof tr->capture_reason, "the trace was flushed while capturing (explicit flush)");
+  }
+  tpu_status_t st = flush_locked(tr, NULL);
+  pthread_mutex_unlock(&tr->mu);
+  return st;
+}
+
+/* ------------------------------------------------------------------ capture */
+enum { CB_INPUT = 0, CB_CONST, CB_FRESH };
+typedef struct { int kind, index; int64_t off; tpu_tensor_t t; } cbind_t; /* off: bytes from the input's data */
+struct tpu_capture_s {
+  int device, n_inputs, n_outputs, n_ops;
+  fentry_t* f;
+  tpu_tensor_t* inputs;   /* captured input records (layout checks) */
+  cbind_t* params;        /* per graph param */
+  cbind_t* outs;          /* per graph output: CB_INPUT/CB_CONST (fixed view), CB_FRESH (buffer index) */
+  int n_bufs;
+  tpu_tensor_t* buf_meta; /* per fresh buffer: the layout the graph writes (data NULL) */
+  tpu_host_scalar_t* scalars;
+  int* scalar_rng;        /* per scalar: -1 value; else 2*rng_op + (0 seed, 1 offset) */
+  uint64_t* rng_inc;      /* per op: counters to reserve (0: none) */
+  tpu_tensor_t* user_out; /* per user output: its layout (data NULL) */
+  int* user_alias;        /* per user output: input index it is a view of, or -1 */
+  int* user_buf;          /* ... else the fresh buffer it is a view of */
+  int64_t* user_off;      /* element offset from that input's / buffer's data */
+};
+
+/* Capture being ended: filled by tpu_capture_end before the flush. */
+typedef struct {
+  const tpu_tensor_t *inputs, *constants, *outputs;
+  int n_inputs, n_constants, n_outputs;
+  char* reason; size_t reason_len;
+} capture_req_t;
+static _Thread_local capture_req_t* tl_req;
+
+static int inside(const tpu_tensor_t* outer, const tpu_tensor_t* t) {
+  uintptr_t a0, a1, b0, b1;
+  tensor_range(outer, &a0, &a1); tensor_range(t, &b0, &b1);
+  if (b0 == b1) return outer->data != NULL && outer->data == t->data;
+  return a0 <= b0 && b1 <= a1;
+}
+static int locate(const capture_req_t* q, const tpu_tensor_t* t, cbind_t* b) {
+  for (int i = 0; i < q->n_inputs; ++i)
+    if (inside(&q->inputs[i], t)) {
+      b->kind = CB_INPUT; b->index = i; b->t = *t;
+      b->off = (int64_t)((char*)t->data - (char*)q->inputs[i].data);
+      return 1;
+    }
+  for (int i = 0; i < q->n_constants; ++i)
+    if (inside(&q->constants[i], t)) { b->kind = CB_CONST; b->index = i; b->t = *t; b->off = 0; return 1; }
+  return 0;
+}
+static void tensor_desc(const tpu_tensor_t* t, char* buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "%s[", tpu_dtype_name(t->dtype));
+  for (int d = 0; d < t->ndim && n < cap; ++d) n += (size_t)snprintf(buf + n, cap - n, d ? ", %lld" : "%lld", (long long)t->sizes[d]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+void tpu_capture_free(tpu_capture_t* c) {
+  if (!c) return;
+  fentry_release(c->f);
+  free(c->inputs); free(c->params); free(c->outs); free(c->scalars); free(c->scalar_rng); free(c->rng_inc);
+  free(c->user_out); free(c->user_alias); free(c->user_buf); free(c->user_off); free(c->buf_meta);
+  free(c);
+}
+
+static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out) {
+  capture_req_t* q = tl_req;
+  *out = NULL;
+  tpu_capture_t* c = calloc(1, sizeof(*c));
+  if (!c) { fentry_release(f); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  c->f = f; c->device = tr->device; c->n_ops = tr->n_ops;
+  c->n_inputs = q->n_inputs; c->n_outputs = q->n_outputs;
+  c->inputs = malloc((size_t)(q->n_inputs + 1) * sizeof(tpu_tensor_t));
+  c->params = calloc((size_t)f->n_tb + 1, sizeof(cbind_t));
+  c->outs = calloc((size_t)f->n_out + 1, sizeof(cbind_t));
+  c->scalars = calloc((size_t)f->n_sb + 1, sizeof(tpu_host_scalar_t));
+  c->scalar_rng = calloc((size_t)f->n_sb + 1, sizeof(int));
+  c->rng_inc = calloc((size_t)tr->n_ops + 1, sizeof(uint64_t));
+  c->user_out = calloc((size_t)q->n_outputs + 1, sizeof(tpu_tensor_t));
+  c->user_alias = calloc((size_t)q->n_outputs + 1, sizeof(int));
+  c->user_buf = calloc((size_t)q->n_outputs + 1, sizeof(int));
+  c->user_off = calloc((size_t)q->n_outputs + 1, sizeof(int64_t));
+  c->buf_meta = calloc((size_t)f->n_out + 1, sizeof(tpu_tensor_t));
+  if (!c->inputs || !c->params || !c->outs || !c->scalars || !c->scalar_rng || !c->rng_inc || !c->user_out ||
+      !c->user_alias || !c->user_buf || !c->user_off || !c->buf_meta) {
+    tpu_capture_free(c);
+    return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  }
+  if (q->n_inputs) memcpy(c->inputs, q->inputs, (size_t)q->n_inputs * sizeof(tpu_tensor_t));
+  char d[96];
+  const char* fail = NULL;
+  for (int p = 0; p < f->n_tb && !fail; ++p) {
+    const fbind_t* b = &f->tb[p];
+    const tpu_tensor_t* t = bound_tensor(&tr->ops[b->op], b->src, b->arg, b->index);
+    if (!locate(q, t, &c->params[p])) {
+      tensor_desc(t, d, sizeof d);
+      snprintf(q->reason, q->reason_len, "tensor read by %s (argument %d, %s) is neither an input nor a constant",
+               tr->ops[b->op].name, b->arg, d);
+      fail = q->reason;
+    }
+  }
+  for (int j = 0; j < tr->n_ops && !fail; ++j) {
+    const rec_t* r = &tr->ops[j];
+    if (!r->e->rng_increment) continue;
+    if (r->gen != tpu_rt_default_generator(tr->device)) {
+      snprintf(q->reason, q->reason_len, "%s uses an explicit generator (only default generators replay)", r->name);
+      fail = q->reason;
+    }
+    c->rng_inc[j] = r->e->rng_increment;
+  }
+  for (int s = 0; s < f->n_sb && !fail; ++s) {
+    const fbind_t* b = &f->sb[s];
+    scalar_of(&c->scalars[s], &tr->ops[b->op], b->src, b->arg, b->index);
+    c->scalar_rng[s] = b->src == TPU_SBIND_GEN_SEED ? 2 * b->op : b->src == TPU_SBIND_GEN_OFFSET ? 2 * b->op + 1 : -1;
+  }
+  for (int k = 0; k < f->n_out && !fail; ++k) {
+    const tpu_tensor_t* t = value_tensor(tr, f->outv[k]);
+    cbind_t* b = &c->outs[k];
+    if (locate(q, t, b)) continue; /* written into an input or a constant */
+    b->kind = CB_FRESH; b->index = c->n_bufs; b->t = *t;
+    c->buf_meta[c->n_bufs] = *t; c->buf_meta[c->n_bufs].data = NULL;
+    c->n_bufs++;
+  }
+  /* user outputs: views of an input, or of a fresh buffer the graph writes */
+  for (int u = 0; u < q->n_outputs && !fail; ++u) {
+    const tpu_tensor_t* o = &q->outputs[u];
+    int64_t es = (int64_t)tpu_dtype_size(o->dtype);
+    c->user_out[u] = *o; c->user_out[u].data = NULL;
+    c->user_alias[u] = c->user_buf[u] = -1;
+    for (int i = 0; i < q->n_inputs && c->user_alias[u] < 0; ++i)
+      if (q->inputs[i].dtype == o->dtype && inside(&q->inputs[i], o)) {
+        c->user_alias[u] = i;
+        c->user_off[u] = ((char*)o->data - (char*)q->inputs[i].data) / es;
+      }
+    for (int k = 0; k < f->n_out && c->user_alias[u] < 0 && c->user_buf[u] < 0; ++k) {
+      const cbind_t* b = &c->outs[k];
+      if (b->kind == CB_FRESH && b->t.dtype == o->dtype && inside(&b->t, o)) {
+        c->user_buf[u] = b->index;
+        c->user_off[u] = ((char*)o->data - (char*)b->t.data) / es;
+      }
+    }
+    if (c->user_alias[u] < 0 && c->user_buf[u] < 0) {
+      tensor_desc(o, d, sizeof d);
+      snprintf(q->reason, q->reason_len, "output %d (%s) is not (a view of) a tensor a captured op wrote or an input", u, d);
+      fail = q->reason;
+    }
+  }
+  if (fail) { tpu_capture_free(c); return TPU_OK; }
+  *out = c;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_capture_begin(int device) {
+  TPU_RETURN_IF_ERROR(trace_init_once_status());
+  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  if (tpu_rt_launch_blocking()) return TPU_ERR(UNSUPPORTED, "graph capture is not available with TORCH_TPU_LAUNCH_BLOCKING=1");
+  trace_t* tr = &g_traces[device];
+  pthread_mutex_lock(&tr->mu);
+  tpu_status_t st = TPU_OK;
+  if (tr->capturing) st = TPU_ERR(INVALID_ARGUMENT, "tpu:%d is already capturing (capture_begin called twice)", device);
+  if (!st) st = flush_locked(tr, NULL);
+  if (!st) {
+    tr->capturing = 1; tr->capture_broken = 0; tr->capture_reason[0] = 0;
+    atomic_fetch_or(&tpu_trace_mode, 2);
+  }
+  pthread_mutex_unlock(&tr->mu);
+  return st;
+}
+
+tpu_status_t tpu_capture_end(int device, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* constants,
+                             int n_constants, const tpu_tensor_t* outputs, int n_outputs, tpu_capture_t** out_capture,
+                             char* reason, size_t reason_len) {
+  TPU_RETURN_IF_ERROR(trace_init_once_status());
+  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  if (!out_capture || !reason || reason_len == 0 || n_inputs < 0 || n_constants < 0 || n_outputs < 0 ||
+      (n_inputs && !inputs) || (n_constants && !constants) || (n_outputs && !outputs))
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_end: bad arguments");
+  *out_capture = NULL;
+  reason[0] = 0;
+  trace_t* tr = &g_traces[device];
+  pthread_mutex_lock(&tr->mu);
+  if (!tr->capturing) {
+    pthread_mutex_unlock(&tr->mu);
+    return TPU_ERR(INVALID_ARGUMENT, "tpu:%d is not capturing (capture_end without capture_begin)", device);
+  }
+  tr->capturing = 0;
+  int any = 0;
+  for (int d = 0; d < g_ntraces; ++d) any |= d != device && g_traces[d].capturing;
+  if (!any) atomic_fetch_and(&tpu_trace_mode, ~2);
+  tpu_status_t st = TPU_OK;
+  if (tr->capture_broken) {
+    snprintf(reason, reason_len, "%s", tr->capture_reason);
+    st = flush_locked(tr, NULL);
+  } else if (tr->n_ops == 0) {
+    snprintf(reason, reason_len, "no tpu op ran while capturing");
+  } else {
+    capture_req_t q = {inputs, constants, outputs, n_inputs, n_constants, n_outputs, reason, reason_len};
+    tl_req = &q;
+    st = flush_locked(tr, out_capture);
+    tl_req = NULL;
+    if (!st && !*out_capture && !reason[0]) snprintf(reason, reason_len, "the captured ops could not be fused into one graph");
+  }
+  pthread_mutex_unlock(&tr->mu);
+  if (st) { tpu_capture_free(*out_capture); *out_capture = NULL; }
+  return st;
+}
+
+int tpu_capture_num_outputs(const tpu_capture_t* c) { return c ? c->n_outputs : 0; }
+int tpu_capture_num_ops(const tpu_capture_t* c) { return c ? c->n_ops : 0; }
+int tpu_capture_num_buffers(const tpu_capture_t* c) { return c ? c->n_bufs : 0; }
+
+tpu_status_t tpu_capture_buffer_info(const tpu_capture_t* c, int b, tpu_tensor_t* out_meta) {
+  if (!c || b < 0 || b >= c->n_bufs || !out_meta) return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_buffer_info: bad arguments");
+  *out_meta = c->buf_meta[b];
+  return TPU_OK;
+}
+
+tpu_status_t tpu_capture_output_info(const tpu_capture_t* c, int k, tpu_tensor_t* out_meta, int* out_input,
+                                     int* out_buffer, int64_t* out_offset) {
+  if (!c || k < 0 || k >= c->n_outputs || !out_meta || !out_input || !out_buffer || !out_offset)
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_output_info: bad arguments");
+  *out_meta = c->user_out[k];
+  *out_input = c->user_alias[k];
+  *out_buffer = c->user_buf[k];
+  *out_offset = c->user_off[k];
+  return TPU_OK;
+}
+
+tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* buffers,
+                             int n_buffers) {
+  if (!c) return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_run: NULL capture");
+  if (n_inputs != c->n_inputs || (n_inputs && !inputs))
+    return TPU_ERR(INVALID_ARGUMENT, "captured graph: expected %d inputs, got %d", c->n_inputs, n_inputs);
+  if (n_buffers != c->n_bufs || (n_buffers && !buffers))
+    return TPU_ERR(INVALID_ARGUMENT, "captured graph: expected %d output buffers, got %d", c->n_bufs, n_buffers);
+  for (int i = 0; i < n_inputs; ++i) {
+    const tpu_tensor_t *a = &c->inputs[i], *b = &inputs[i];
+    int ok = a->dtype == b->dtype && a->ndim == b->ndim && b->device == c->device;
+    for (int d = 0; ok && d < a->ndim; ++d) ok = a->sizes[d] == b->sizes[d] && (a->sizes[d] <= 1 || a->strides[d] == b->strides[d]);
+    if (!ok) {
+      char x[96], y[96];
+      tensor_desc(a, x, sizeof x); tensor_desc(b, y, sizeof y);
+      return TPU_ERR(INVALID_ARGUMENT, "captured graph: input %d must have the captured device, dtype, sizes and strides (%s); got %s", i, x, y);
+    }
+  }
+  for (int k = 0; k < n_buffers; ++k) {
+    const tpu_tensor_t *a = &c->buf_meta[k], *b = &buffers[k];
+    int ok = a->dtype == b->dtype && a->ndim == b->ndim && (b->data || tpu_numel(b->ndim, b->sizes) == 0);
+    for (int d = 0; ok && d < a->ndim; ++d) ok = a->sizes[d] == b->sizes[d] && (a->sizes[d] <= 1 || a->strides[d] == b->strides[d]);
+    if (!ok) return TPU_ERR(INVALID_ARGUMENT, "captured graph: output buffer %d does not have the captured layout", k);
+  }
+  fentry_t* f = c->f;
+  ftask_t* t = ftask_new(f->n_tb, f->n_sb, f->n_out);
+  if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
+  t->f = f; t->exe = f->exe;
+  for (int p = 0; p < f->n_tb; ++p) {
+    const cbind_t* b = &c->params[p];
+    tpu_tensor_t v = b->t;
+    if (b->kind == CB_INPUT) v.data = (char*)inputs[b->index].data + b->off;
+    to_view(&t->views[p], &v);
+  }
+  for (int k = 0; k < f->n_out; ++k) {
+    const cbind_t* b = &c->outs[k];
+    tpu_tensor_t v = b->t;
+    if (b->kind == CB_INPUT) v.data = (char*)inputs[b->index].data + b->off;
+    else if (b->kind == CB_FRESH) v = buffers[b->index];
+    to_view(&t->views[f->n_tb + k], &v);
+  }
+  /* RNG: reserve in op order from the default generator, as eager would */
+  tpu_rt_generator_t* g = tpu_rt_default_generator(c->device);
+  for (int s = 0; s < f->n_sb; ++s) t->scalars[s] = c->scalars[s];
+  for (int j = 0; j < c->n_ops; ++j) {
+    if (!c->rng_inc[j]) continue;
+    uint64_t seed, offset;
+    tpu_rt_generator_reserve(g, c->rng_inc[j], &seed, &offset);
+    for (int s = 0; s < f->n_sb; ++s) {
+      if (c->scalar_rng[s] == 2 * j) { t->scalars[s].i = (int64_t)seed; t->scalars[s].f = 0; }
+      if (c->scalar_rng[s] == 2 * j + 1) { t->scalars[s].i = (int64_t)offset; t->scalars[s].f = 0; }
+    }
+  }
+  char name[64];
+  snprintf(name, sizeof name, "captured graph (%d ops)", c->n_ops);
+  return tpu_rt_queue_enqueue(c->device, name, ftask_run, t, ftask_free);
+}

@@ -1,0 +1,26 @@
+/* trace.h — fused eager and graph capture (internal; public API in tpurt.h).
+ *
+ * With fused eager on (TORCH_TPU_FUSED_EAGER=1 or tpu_trace_set_enabled) or while a capture is
+ * open, tpu_op_run validates an op exactly as strict eager does (signature, single-op
+ * executable, runtime scalar checks, RNG counters reserved), then calls tpu_trace_record
+ * instead of enqueueing it. Recorded ops of a device form one pending trace, flushed as ONE
+ * fused graph (all recorded lowerings embedded into one IR graph, cached by the trace's
+ * signature) before anything else touches the device (runtime hooks), at a size limit, or on
+ * demand. See docs/execution_modes.md.
+ */
+#ifndef TPURT_TRACE_H_
+#define TPURT_TRACE_H_
+
+#include "cache/exec_cache.h"
+#include "lower/lower.h"
+
+/* Nonzero when ops on `device` are to be recorded (fast; called for every op). */
+extern int _Atomic tpu_trace_mode; /* bit 0: fused eager on; bit 1: some capture open */
+int tpu_trace_should_record(int device);
+
+/* Records a validated op (e: its single-op executable, borrowed; retained by the trace).
+ * Errors: out of host memory; a failing flush the recording forced. */
+tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* op_name, const tpu_arg_t* args,
+                              int nargs, const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t* e);
+
+#endif /* TPURT_TRACE_H_ */

@@ -1,0 +1,168 @@
+"""Graph capture and replay (torch_tpu._C._capture_begin / _capture_end / CaptureHandle.run), the building
+block of torch.compile(backend="tpu"): the captured ops run as one fused graph; a replay with new inputs must
+equal (bit for bit) running the same ops eagerly on those inputs.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_tpu
+
+pytestmark = pytest.mark.skipif(not torch.tpu.is_available(), reason="no tpu device")
+C = torch_tpu._C
+
+
+def mlp_step(x, t, w1, b1, w2):
+    """Forward + hand-written backward of a 2-layer MLP with MSE loss."""
+    h = x @ w1 + b1
+    a = torch.relu(h)
+    y = a @ w2
+    diff = y - t
+    loss = (diff * diff).mean()
+    dy = diff * (2.0 / diff.numel())
+    dw2 = a.t() @ dy
+    dh = (dy @ w2.t()) * (h > 0)
+    dw1 = x.t() @ dh
+    db1 = dh.sum(0)
+    return [loss, dw1, db1, dw2]
+
+
+def params(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(13, 29, generator=g).to("tpu"), torch.randn(29, generator=g).to("tpu"),
+            torch.randn(29, 5, generator=g).to("tpu")]
+
+
+def batch(seed):
+    g = torch.Generator().manual_seed(100 + seed)
+    return torch.randn(17, 13, generator=g).to("tpu"), torch.randn(17, 5, generator=g).to("tpu")
+
+
+def test_mlp_forward_backward_replay_matches_eager():
+    w = params()
+    x, t = batch(0)
+    C._capture_begin(0)
+    outs = mlp_step(x, t, *w)
+    handle, reason = C._capture_end([x, t], outs, w)
+    assert handle is not None, reason
+    assert handle.num_ops >= 10 and handle.num_outputs == 4
+    # the captured run itself produced the eager results
+    eager0 = mlp_step(x, t, *w)
+    for a, b in zip(outs, eager0):
+        assert torch.equal(a.cpu(), b.cpu())
+    for seed in (1, 2):
+        x2, t2 = batch(seed)
+        got = handle.run([x2, t2])
+        want = mlp_step(x2, t2, *w)
+        for a, b in zip(got, want):
+            assert a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
+            assert torch.equal(a.cpu(), b.cpu())
+        # and against PyTorch CPU
+        ref = mlp_step(*[v.cpu() for v in (x2, t2, *w)])
+        for a, b in zip(got, ref):
+            torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-5)
+
+
+def test_autograd_dropout_replay_draws_like_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.ReLU(), torch.nn.Dropout(0.25),
+                                torch.nn.Linear(24, 3)).to("tpu")
+    ps = list(model.parameters())
+    x = torch.randn(9, 12).to("tpu")
+
+    def step(x):
+        loss = model(x).square().mean()
+        grads = torch.autograd.grad(loss, ps)
+        return [loss.detach(), *grads]
+
+    C._capture_begin(0)
+    outs = step(x)
+    handle, reason = C._capture_end([x], outs, ps)
+    assert handle is not None, reason
+    x2 = torch.randn(9, 12).to("tpu")
+    torch.manual_seed(5)
+    r1 = handle.run([x2])
+    r2 = handle.run([x2])
+    torch.manual_seed(5)
+    e1 = step(x2)
+    e2 = step(x2)
+    for a, b in zip(r1, e1):
+        assert torch.equal(a.cpu(), b.cpu())
+    for a, b in zip(r2, e2):
+        assert torch.equal(a.cpu(), b.cpu())
+    assert not torch.equal(r1[0].cpu(), r2[0].cpu())  # dropout masks differ per call, as in eager
+
+
+def test_in_place_update_of_an_input_is_replayed_into_the_new_input():
+    x = torch.randn(6, 7).to("tpu")
+    C._capture_begin(0)
+    x.mul_(2).add_(1)
+    y = x.sin()
+    handle, reason = C._capture_end([x], [x, y])
+    assert handle is not None, reason
+    x2 = torch.randn(6, 7)
+    x2_dev = x2.to("tpu")
+    out = handle.run([x2_dev])
+    assert out[0] is x2_dev
+    assert torch.equal(x2_dev.cpu(), x2 * 2 + 1)
+    torch.testing.assert_close(out[1].cpu(), (x2 * 2 + 1).sin())
+
+
+def test_not_replayable_reasons():
+    x = torch.randn(5).to("tpu")
+    other = torch.randn(5).to("tpu")
+    C._capture_begin(0)
+    y = x * 2
+    _ = y.sum().item()  # a flush while capturing
+    z = y + 1
+    handle, reason = C._capture_end([x], [z])
+    assert handle is None and "flushed" in reason
+    assert torch.equal(z.cpu(), x.cpu() * 2 + 1)  # the work still ran
+
+    C._capture_begin(0)
+    z = x * other
+    handle, reason = C._capture_end([x], [z])
+    assert handle is None and "neither an input nor a constant" in reason
+    assert torch.equal(z.cpu(), x.cpu() * other.cpu())
+
+    C._capture_begin(0)
+    z = x * 3
+    fresh = torch.empty(5, device="tpu")  # no captured op writes it
+    handle, reason = C._capture_end([x], [z, fresh])
+    assert handle is None and "output 1" in reason
+
+
+def test_outputs_may_be_views():
+    x = torch.randn(6, 4).to("tpu")
+    C._capture_begin(0)
+    y = (x * 3).sum(0, keepdim=True)
+    x.add_(1)
+    handle, reason = C._capture_end([x], [y.view(4), y, x.t(), x[2:]])
+    assert handle is not None, reason
+    x2 = torch.randn(6, 4)
+    x2_dev = x2.to("tpu")
+    flat, y2, xt, tail = handle.run([x2_dev])
+    assert flat.shape == (4,) and xt.shape == (4, 6) and tail.shape == (4, 4)
+    assert flat.untyped_storage().data_ptr() == y2.untyped_storage().data_ptr()  # views share storage, as in eager
+    torch.testing.assert_close(y2.cpu(), (x2 * 3).sum(0, keepdim=True))
+    assert torch.equal(flat.cpu(), y2.cpu().view(4))
+    assert torch.equal(xt.cpu(), (x2 + 1).t()) and torch.equal(tail.cpu(), (x2 + 1)[2:])
+
+
+def test_replay_checks_inputs():
+    x = torch.randn(4, 3).to("tpu")
+    C._capture_begin(0)
+    y = x + 1
+    handle, reason = C._capture_end([x], [y])
+    assert handle is not None, reason
+    with pytest.raises(RuntimeError, match="input 0"):
+        handle.run([torch.randn(3, 4).to("tpu")])
+    with pytest.raises(RuntimeError, match="expected 1 inputs"):
+        handle.run([x, x])
+    with pytest.raises(RuntimeError, match="not capturing"):
+        C._capture_end([x], [y])
+    C._capture_begin(0)
+    with pytest.raises(RuntimeError, match="already capturing"):
+        C._capture_begin(0)
+    C._capture_end([], [])
