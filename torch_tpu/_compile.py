@@ -218,9 +218,9 @@ def _capture_api() -> Optional[tuple[Callable, Callable]]:
 
 @dataclass(frozen=True)
 class _OutSpec:
-    """How a replay produces one graph output: the handle's output `index` ("captured"), a view of an input or of
-    a captured output ("input_view" / "captured_view": as_strided with `geometry`), a new tensor with no
-    elements ("empty"), or a fixed `value`."""
+    """How a replay produces one graph output: the handle's output `index` ("captured"), an input itself
+    ("input"), a view of an input or of a captured output ("input_view" / "captured_view": as_strided with
+    `geometry`), a new tensor with no elements ("empty"), or a fixed `value`."""
     kind: str
     index: int = -1
     geometry: tuple = ()
@@ -234,9 +234,9 @@ def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_OutSpec], list[torch.Tensor]]:
-    """Splits the graph outputs into what the capture returns (tensors an op wrote, or inputs themselves) and
-    aliases, which the replay recreates as views: AOTAutograd returns views of inputs (a transposed weight saved
-    for the backward) and aliases of intermediates (`detach`)."""
+    """Splits the graph outputs into what the capture returns (tensors an op wrote) and the rest: inputs returned
+    as they are, tensors with no elements, and aliases, which the replay recreates as views (AOTAutograd returns
+    views of inputs, e.g. a transposed weight saved for the backward, and aliases of intermediates: `detach`)."""
     specs: list[_OutSpec] = []
     captured: list[torch.Tensor] = []
     by_storage: dict[int, int] = {}  # storage address -> index in `captured`
@@ -247,17 +247,15 @@ def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_Ou
     def is_input(t: torch.Tensor) -> bool:
         return any(t is a for a in inputs)
 
-    # The tensors the capture returns: inputs returned as they are, and one whole (non-view) tensor per storage.
-    def empty(t: Any) -> bool:
-        return isinstance(t, torch.Tensor) and not is_input(t) and t.untyped_storage().nbytes() == 0
+    # The tensors the capture returns: one whole (non-view) tensor per storage the graph wrote.
+    def empty(t: Any) -> bool:  # no elements: nothing to capture, whatever storage it points into
+        return isinstance(t, torch.Tensor) and not is_input(t) and (t.numel() == 0 or t.untyped_storage().nbytes() == 0)
 
     for o in outs:
-        if empty(o):
+        if empty(o) or not isinstance(o, torch.Tensor) or is_input(o):
             continue
-        if isinstance(o, torch.Tensor) and (is_input(o) or (o._base is None and key(o) not in by_storage
-                                                              and not any(_same_storage(o, a) for a in inputs))):
-            if not is_input(o):
-                by_storage[key(o)] = len(captured)
+        if o._base is None and key(o) not in by_storage and not any(_same_storage(o, a) for a in inputs):
+            by_storage[key(o)] = len(captured)
             captured.append(o)
     for o in outs:
         if not isinstance(o, torch.Tensor):
@@ -266,8 +264,8 @@ def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_Ou
         if empty(o):  # no data: a replay makes a new empty tensor of the same metadata
             specs.append(_OutSpec("empty", geometry=(tuple(o.shape), tuple(o.stride())), value=(o.dtype, o.device)))
             continue
-        if is_input(o):
-            specs.append(_OutSpec("captured", next(i for i, c in enumerate(captured) if c is o)))
+        if is_input(o):  # the graph returns an input itself: the replay returns the new input
+            specs.append(_OutSpec("input", next(i for i, a in enumerate(inputs) if a is o)))
             continue
         source = next((i for i, a in enumerate(inputs) if _same_storage(o, a)), None)
         if source is not None:
@@ -275,7 +273,9 @@ def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_Ou
             continue
         if key(o) not in by_storage:  # a view whose base is not an output itself: return the base too
             by_storage[key(o)] = len(captured)
-            captured.append(o._base)
+            base = o._base
+            # (a base with no elements — as_strided views of an empty tensor's storage — cannot stand for the data)
+            captured.append(base if base is not None and base.numel() > 0 else o)
         index = by_storage[key(o)]
         if captured[index] is o:
             specs.append(_OutSpec("captured", index))
@@ -297,6 +297,8 @@ class _Replay:
         for spec in self.specs:
             if spec.kind == "captured":
                 outs.append(got[spec.index])
+            elif spec.kind == "input":
+                outs.append(tensors_in[spec.index])
             elif spec.kind == "value":
                 outs.append(spec.value)
             elif spec.kind == "empty":
