@@ -110,8 +110,20 @@ typedef enum tpu_ir_custom_e {
                                    [B..., n, k]: A X = R with A = P L U; i1 = 1 solves A^T X = R */
   TPU_IR_CUSTOM_TRI_SOLVE,      /* (A [B..., n, n], R [B..., n, k]) -> X [B..., n, k]: op(A) X = R reading one
                                    triangle; i1 bit 0 = upper, bit 1 = unit diagonal, bit 2 = solve A^T */
+  TPU_IR_CUSTOM_SPECIAL,        /* elementwise special function in double (x f32/f64) -> same type
+                                   (drivers/host/special.c): i1 = tpu_ir_special_t, a[0][0] = its order */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
+
+/* TPU_IR_CUSTOM_SPECIAL functions (i1) */
+typedef enum tpu_ir_special_e {
+  TPU_IR_SPECIAL_I0 = 0,    /* modified Bessel function of the first kind, order 0 */
+  TPU_IR_SPECIAL_I0E,       /* exp(-|x|) I0(x) */
+  TPU_IR_SPECIAL_I1,
+  TPU_IR_SPECIAL_I1E,       /* exp(-|x|) I1(x) */
+  TPU_IR_SPECIAL_POLYGAMMA, /* n-th derivative of digamma, n = a[0][0] >= 1 */
+  TPU_IR_SPECIAL_COUNT
+} tpu_ir_special_t;
 
 typedef enum tpu_ir_cmp_e {
   TPU_IR_CMP_EQ = 0, TPU_IR_CMP_NE, TPU_IR_CMP_LT, TPU_IR_CMP_LE, TPU_IR_CMP_GT, TPU_IR_CMP_GE,

@@ -157,5 +157,6 @@ extern const tpu_lowering_t tpu_lowerings_norm_pool[];
 extern const tpu_lowering_t tpu_lowerings_attention[];
 extern const tpu_lowering_t tpu_lowerings_misc[];
 extern const tpu_lowering_t tpu_lowerings_linalg[];
+extern const tpu_lowering_t tpu_lowerings_special[];
 
 #endif /* TPURT_LOWER_H_ */

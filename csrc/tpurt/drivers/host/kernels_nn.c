@@ -4,6 +4,7 @@
 #include "drivers/host/attention.h"
 #include "drivers/host/scan.h"
 #include "drivers/host/linalg.h"
+#include "drivers/host/special.h"
 
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
   if (op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT || op->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT)
@@ -15,5 +16,6 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (op->i0 == TPU_IR_CUSTOM_CHOLESKY || op->i0 == TPU_IR_CUSTOM_LU || op->i0 == TPU_IR_CUSTOM_LU_SOLVE ||
       op->i0 == TPU_IR_CUSTOM_TRI_SOLVE)
     return tpu_host_k_linalg(op, n, xs, out); /* linalg.c */
+  if (op->i0 == TPU_IR_CUSTOM_SPECIAL && n == 1) return tpu_host_k_special(op, &xs[0], out); /* special.c */
   return TPU_ERR(UNSUPPORTED, "host: custom_call target %lld not implemented", (long long)op->i0);
 }

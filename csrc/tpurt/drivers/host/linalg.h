@@ -19,8 +19,8 @@
 
 /* Runs custom op `op` (one of the four targets) on operands xs[0..n) into out. */
 tpu_status_t tpu_host_k_linalg(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
-/* Naive twin: the same math, one matrix after another on the calling thread, with the
- * textbook loop order (tests compare the two). */
+/* Serial twin: the same math, one matrix after another on the calling thread (tests check
+ * that the parallel run equals it bit for bit; the math itself is checked by residuals). */
 tpu_status_t tpu_host_k_linalg_ref(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
 
 #endif /* TPURT_DRIVERS_HOST_LINALG_H_ */
