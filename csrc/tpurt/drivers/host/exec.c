@@ -732,7 +732,13 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           const tpu_host_view_t* o = &outs[k];
           for (int p = 0; p < G->n_params && direct; ++p) {
             if (!views_overlap(o, &params[p])) continue;
-            if (v != e->last_step || e->kind[v] == K_LIB) { direct = 0; break; }
+            /* writing over a parameter is safe once every step reading it has run (last_use of
+             * its op; INT32_MAX when the parameter or a view of it is itself an output) */
+            int lu = INT32_MAX;
+            for (int w = 0; w < n; ++w)
+              if (e->kind[w] == K_PARAM && G->ops[w].i0 == p) { lu = e->last_use[w]; break; }
+            if (lu < v) continue;
+            if (lu > v || e->kind[v] == K_LIB) { direct = 0; break; }
             const int32_t* lv = e->leaves + e->leaf_off[v];
             for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
               if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
