@@ -90,6 +90,18 @@ static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t
 
 /* weight (O, Cg, *K) strided -> wp (O, Cg*KK) contiguous */
 static void CFN(pack_w)(const conv_geo_t* g, const char* w, CT* wp) {
+  int contig = (g->O <= 1 || g->ws[0] == g->Cg * g->KK) && (g->Cg <= 1 || g->ws[1] == g->KK);
+  if (contig) { /* (O, Cg, *K) contiguous: one converting copy */
+    int64_t step = 1;
+    for (int sl = 2; sl >= 0; --sl) {
+      if (g->K[sl] > 1 && g->ws[2 + sl] != step) contig = 0;
+      step *= g->K[sl];
+    }
+  }
+  if (contig) {
+    CFN(ldrun)(wp, w, 0, 1, g->O * g->Cg * g->KK, g->wdt);
+    return;
+  }
   for (int64_t o = 0; o < g->O; ++o)
     for (int64_t c = 0; c < g->Cg; ++c)
       for (int64_t kk = 0; kk < g->KK; ++kk) {
@@ -231,6 +243,51 @@ done:
  * im2col columns sit side by side, so one GEMM of ns * P columns replaces ns small ones (the
  * weight is packed once per group instead of once per sample, and the GEMM's n / k is long
  * enough to run at speed). Tiles cover whole samples (p0 = 0, pt = P). */
+/* Per-position offsets of a whole-sample tile, shared by every sample and channel of a group:
+ * xo[kk * P + j] = x-view offset of (kk, position j) or -1 in the padding; so (optional, may be
+ * NULL) = the same input position as an index into a contiguous (S0*S1*S2) plane, or -1. */
+static void CFN(conv_tables)(const conv_geo_t* g, const conv_tile_t* t, int64_t* xo, int64_t* so) {
+  for (int64_t kk = 0; kk < g->KK; ++kk) {
+    int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
+    for (int64_t j = 0; j < t->pt; ++j) {
+      int64_t i0 = t->b0[j] + k0 * g->dl[0], i1 = t->b1[j] + k1 * g->dl[1], i2 = t->b2[j] + k2 * g->dl[2];
+      int ok = (uint64_t)i0 < (uint64_t)g->S[0] && (uint64_t)i1 < (uint64_t)g->S[1] && (uint64_t)i2 < (uint64_t)g->S[2];
+      xo[kk * t->pt + j] = ok ? i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4] : -1;
+      if (so) so[kk * t->pt + j] = ok ? (i0 * g->S[1] + i1) * g->S[2] + i2 : -1;
+    }
+  }
+}
+/* im2col of one sample through the tables: col (C*KK, P), rows ld apart */
+static void CFN(im2col_tab)(const conv_geo_t* g, const char* x, const int64_t* xo, int64_t P, CT* col, int64_t ld) {
+  const int dt = g->xdt;
+  for (int64_t c = 0; c < g->C; ++c) {
+    const int64_t xc = c * g->xs[1];
+    for (int64_t kk = 0; kk < g->KK; ++kk) {
+      CT* d = col + (c * g->KK + kk) * ld;
+      const int64_t* o = xo + kk * P;
+      if (dt == CDT) {
+        const CT* xs = (const CT*)x + xc;
+        for (int64_t j = 0; j < P; ++j) d[j] = o[j] >= 0 ? xs[o[j]] : (CT)0;
+      } else {
+        for (int64_t j = 0; j < P; ++j) d[j] = o[j] >= 0 ? CFN(ld1)(x, xc + o[j], dt) : (CT)0;
+      }
+    }
+  }
+}
+/* col2im of one sample through the tables: acc (C, S0*S1*S2) += col (C*KK, P), rows ld apart */
+static void CFN(col2im_tab)(const conv_geo_t* g, const CT* col, const int64_t* so, int64_t P, CT* acc, int64_t ld) {
+  const int64_t SS = g->S[0] * g->S[1] * g->S[2];
+  for (int64_t c = 0; c < g->C; ++c) {
+    CT* ac = acc + c * SS;
+    for (int64_t kk = 0; kk < g->KK; ++kk) {
+      const CT* src = col + (c * g->KK + kk) * ld;
+      const int64_t* o = so + kk * P;
+      for (int64_t j = 0; j < P; ++j)
+        if (o[j] >= 0) ac[o[j]] += src[j];
+    }
+  }
+}
+
 static void CFN(gather_gy)(const conv_geo_t* g, const conv_tile_t* t, int64_t n0, int64_t nn, CT* gt) {
   const int64_t cols = nn * t->pt;
   for (int64_t s = 0; s < nn; ++s) {
@@ -250,11 +307,14 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
   const int64_t wcols = g->ns * g->P;
   CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
   CT* ct = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
-  if (!col || !ct || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
+  int64_t* xo = conv_alloc((size_t)(g->KK * g->P) * sizeof(int64_t));
+  if (!col || !ct || !xo || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
   conv_tile_set(g, &t, 0);
+  CFN(conv_tables)(g, &t, xo, NULL);
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
-    for (int64_t s = 0; s < nn; ++s) CFN(im2col)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols);
+    for (int64_t s = 0; s < nn; ++s)
+      CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
     for (int64_t grp = 0; grp < g->G; ++grp)
       CGEMMX(CDT, CDT, g->prec, g->Og, cols, g->KcG, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
              (const char*)(col + grp * g->KcG * cols), cols, 1, (CT)0, ct + grp * g->Og * cols, cols, 1);
@@ -269,7 +329,7 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  conv_free(col); conv_free(ct); conv_tile_free(&t);
+  conv_free(col); conv_free(ct); conv_free(xo); conv_tile_free(&t);
 }
 
 static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
@@ -280,8 +340,11 @@ static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
   CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
   CT* acc = conv_alloc((size_t)(g->C * SS) * sizeof(CT));
-  if (!col || !gt || !acc || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
+  int64_t* xo = conv_alloc((size_t)(2 * g->KK * g->P) * sizeof(int64_t));
+  if (!col || !gt || !acc || !xo || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
   conv_tile_set(g, &t, 0);
+  int64_t* so = xo + g->KK * g->P;
+  CFN(conv_tables)(g, &t, xo, so);
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
     CFN(gather_gy)(g, &t, n0, nn, gt);
@@ -291,7 +354,7 @@ static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
              (const char*)(gt + grp * g->Og * cols), cols, 1, (CT)0, col + grp * g->KcG * cols, cols, 1);
     for (int64_t s = 0; s < nn; ++s) {
       memset(acc, 0, (size_t)(g->C * SS) * sizeof(CT));
-      CFN(col2im)(g, col + s * g->P, &t, acc, cols);
+      CFN(col2im_tab)(g, col + s * g->P, so, g->P, acc, cols);
       CT* xn = (CT*)g->xd + (n0 + s) * g->xs[0];
       for (int64_t c = 0; c < g->C; ++c)
         for (int64_t q = 0; q < SS; ++q) {
@@ -301,7 +364,7 @@ static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
     }
   }
 done:
-  conv_free(col); conv_free(gt); conv_free(acc); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_free(acc); conv_free(xo); conv_tile_free(&t);
 }
 
 static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) {
@@ -311,15 +374,17 @@ static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) 
   conv_tile_t t = {0}; /* b0 NULL until conv_tile_alloc: the OOM path frees it */
   CT* col = conv_alloc((size_t)(g->C * g->KK * wcols) * sizeof(CT));
   CT* gt = conv_alloc((size_t)(g->O * wcols) * sizeof(CT));
-  if (!col || !gt || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
+  int64_t* xo = conv_alloc((size_t)(g->KK * g->P) * sizeof(int64_t));
+  if (!col || !gt || !xo || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
   conv_tile_set(g, &t, 0);
+  CFN(conv_tables)(g, &t, xo, NULL);
   for (int64_t k = begin; k < end; ++k) {
     CT* acc = J->acc + k * g->O * g->KcG;
     int64_t u1 = TPU_MIN(J->nunits, (k + 1) * J->nunits_per_chunk);
     for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
       const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
       for (int64_t s = 0; s < nn; ++s)
-        CFN(im2col)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols);
+        CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
       CFN(gather_gy)(g, &t, n0, nn, gt);
       /* acc_g (Og, KcG) += gy_g (Og, cols) @ col_g^T (cols, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
@@ -328,7 +393,7 @@ static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) 
     }
   }
 done:
-  conv_free(col); conv_free(gt); conv_tile_free(&t);
+  conv_free(col); conv_free(gt); conv_free(xo); conv_tile_free(&t);
 }
 
 /* ---- channels-last variants (g->cl): col (pt, C*KK) with columns ordered (group, kk, cg);
