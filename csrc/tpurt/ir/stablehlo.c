@@ -385,13 +385,12 @@ static int64_t int_hi(int dt) {
 }
 int shlo_identity(shlo_t* P, int m, int dt) {
   tpu_ir_type_t t = shlo_ty(dt, 0, NULL);
-  int fl = tpu_dtype_is_floating(dt);
   switch (m) {
     case TPU_IR_MONOID_SUM: case TPU_IR_MONOID_OR: return shlo_const(P, &t, 0, 0);
     case TPU_IR_MONOID_PROD: case TPU_IR_MONOID_AND: return shlo_const(P, &t, 1, 1);
     case TPU_IR_MONOID_MAX: case TPU_IR_MONOID_NANMAX: return shlo_const(P, &t, -INFINITY, int_lo(dt));
     case TPU_IR_MONOID_MIN: return shlo_const(P, &t, INFINITY, int_hi(dt));
-    default: return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: monoid %d", m)) + 0 * fl;
+    default: return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: monoid %d", m));
   }
 }
 /* Region "(a, b) -> monoid(a, b)" for scalars of dtype dt. */

@@ -61,7 +61,7 @@ static int attention(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
   int64_t Hk = tk.dims[1], S = tk.dims[2], Ev = tv.dims[3], G = Hk ? Hq / Hk : 1;
   int ke = expand_heads(P, k, G), ve = expand_heads(P, v, G);
   int s = scores(P, q, ke, bias, scale, causal);
-  int64_t row[3] = {B, Hq, T}, fl[4] = {0, 0, 0, 1}, bd3[3] = {0, 1, 2};
+  int64_t fl[4] = {0, 0, 0, 1}, bd3[3] = {0, 1, 2};
   const tpu_ir_type_t ts = *shlo_type(P, s);
   if (!bwd) {
     int m = shlo_reduce(P, TPU_IR_MONOID_MAX, s, fl);
@@ -76,7 +76,6 @@ static int attention(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
     int lse = shlo_bin(P, "stablehlo.add", ms, shlo_un(P, "stablehlo.log", l)); /* -inf when l = 0 */
     int64_t r4[4] = {B, Hq, T, 1};
     int parts[2] = {o, shlo_reshape(P, lse, 4, r4)};
-    (void)row;
     return shlo_concat(P, 2, parts, 3);
   }
   int dout = in[0], out = in[base + 3], lse = in[base + 4];

@@ -204,7 +204,7 @@ static int sort_op(shlo_t* P, int x, int dim, int desc, int want_idx) {
 /* ---- scatter (x, coords [U..., n], updates [U..., W...]) with a combiner */
 static int scatter(shlo_t* P, int x, int coords, int upd, int n_idx, int ivd, int mode) {
   const tpu_ir_type_t* tx = shlo_type(P, x);
-  int dt = tx->dtype, r = tx->rank, ur = shlo_type(P, upd)->rank;
+  int dt = tx->dtype, ur = shlo_type(P, upd)->rank;
   int64_t uwd[TPU_MAX_DIMS], ins[TPU_MAX_DIMS];
   int nw = 0;
   for (int d = ivd; d < ur; ++d) uwd[nw++] = d;
@@ -231,7 +231,6 @@ static int scatter(shlo_t* P, int x, int coords, int upd, int n_idx, int ivd, in
   shlo_printf(P, ", inserted_window_dims = "); shlo_list(P, ins, n_idx);
   shlo_printf(P, ", scatter_dims_to_operand_dims = "); shlo_list(P, ins, n_idx);
   shlo_printf(P, ", index_vector_dim = %d>, unique_indices = false}", ivd);
-  (void)r;
   return shlo_end(P, s, 3, in, tx);
 }
 
