@@ -113,9 +113,13 @@ void copy_tpu_to_tpu(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const int sdev = src.device().index(), ddev = dst.device().index();
   if (sdev == ddev) {
     if (is_dense(src) && is_dense(dst) && same_layout(src, dst)) {
-      if (src.const_data_ptr() != dst.const_data_ptr())
+      if (src.const_data_ptr() == dst.const_data_ptr()) return;
+      // While ops are recorded (fused eager, torch.compile capture) the copy is an op of the
+      // trace; a direct memcpy would have to flush the trace first.
+      if (!tpu_trace_recording(ddev)) {
         check_status(tpu_rt_memcpy_d2d(ddev, dst.data_ptr(), sdev, src.const_data_ptr(), nbytes_of(src)));
-      return;
+        return;
+      }
     }
     device_copy(dst, src, non_blocking);
     return;

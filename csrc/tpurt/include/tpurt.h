@@ -290,6 +290,10 @@ void tpu_debug_graph_free(tpu_debug_graph_t* r);   /* NULL is fine */
 tpu_status_t tpu_trace_set_enabled(bool enabled); /* turning it off flushes every device */
 bool tpu_trace_enabled(void);
 tpu_status_t tpu_trace_flush(int device);          /* enqueues the device's recorded ops now */
+/* Nonzero when ops on `device` issued from this thread are being recorded (fused eager or an open
+ * capture). Callers that would move memory directly (a same-layout device copy) use an op instead,
+ * so the copy joins the trace rather than flushing it. Thread-safe, cheap. */
+int tpu_trace_recording(int device);
 
 typedef struct tpu_trace_stats_s {
   uint64_t flushes;        /* traces enqueued (fused graph or op-by-op fallback) */

@@ -748,6 +748,8 @@ int tpu_trace_should_record(int device) {
   return device >= 0 && device < g_ntraces && g_traces[device].capturing;
 }
 
+int tpu_trace_recording(int device) { return tpu_trace_should_record(device); }
+
 static tpu_status_t copy_record(trace_t* tr, rec_t* r, const char* name, const tpu_arg_t* args, int nargs,
                                 const tpu_tensor_t* outs, int nouts) {
   arena_t* A = &tr->arena;
