@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cache/exec_cache.h"
+#include "cache/hash.h"
 #include "cache/exec_codec.h"
 #include "compiler/compiler.h"
 #include "lower/lower.h"
@@ -121,19 +122,8 @@ static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args
   return k->oom ? TPU_ERR(OUT_OF_MEMORY, "out of host memory") : TPU_OK;
 }
 
-/* 8 bytes per step (multiply-xorshift mixing); the full key is compared on lookup. */
-static uint64_t hash_bytes(const uint8_t* p, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w; memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull; h ^= h >> 32;
-  }
-  uint64_t w = 0;
-  memcpy(&w, p + i, n - i);
-  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull; h ^= h >> 29;
-  return h;
-}
+/* the full key is compared on lookup, so a collision costs a miss, never a wrong executable */
+static inline uint64_t hash_bytes(const uint8_t* p, size_t n) { return tpu_hash64(p, n, 0); }
 
 static double now_s(void) {
   struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);

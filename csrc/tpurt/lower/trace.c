@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/hash.h"
 #include "lower/trace.h"
 #include "runtime/runtime.h"
 
@@ -156,18 +157,7 @@ static void cache_insert(fentry_t* f) { /* f->refcount already counts the caller
   pthread_mutex_unlock(&g_cache_mu);
 }
 
-static uint64_t hash_bytes(const uint8_t* p, size_t n) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w; memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0xff51afd7ed558ccdull; h ^= h >> 32;
-  }
-  uint64_t w = 0;
-  memcpy(&w, p + i, n - i);
-  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull; h ^= h >> 29;
-  return h;
-}
+static inline uint64_t hash_bytes(const uint8_t* p, size_t n) { return tpu_hash64(p, n, 0); }
 
 /* ------------------------------------------------------------------ small helpers */
 #define GROW(arr, n, cap, need, fail)                                             \
