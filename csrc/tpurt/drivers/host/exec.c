@@ -708,7 +708,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   if (!vals) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
   scratch_t s = {0};
   tpu_status_t st = TPU_OK;
-  int written[TPU_IR_MAX_GRAPH_OUTPUTS] = {0};
+  unsigned char written[TPU_IR_MAX_GRAPH_OUTPUTS]; /* per output: already written in place */
+  memset(written, 0, (size_t)G->n_outputs);
   for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
     val_t* x = &vals[v];
