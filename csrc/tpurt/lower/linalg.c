@@ -299,46 +299,35 @@ static void lu_diag_sign(tpu_lower_ctx_t* cx, int packed, int* out_diag, int* ou
   int odd = BIN(FMOD, cnt, lw_const(cx, 2, t.dtype, r - 2, t.dims));
   *out_psign = BIN(SUB, lw_const(cx, 1, t.dtype, r - 2, t.dims), BIN(MUL, odd, lw_const(cx, 2, t.dtype, r - 2, t.dims)));
 }
-/* _linalg_det.result(A, *, result, LU, pivots) */
-static tpu_status_t lower_det(tpu_lower_ctx_t* cx) {
+/* One family: _linalg_det.result(A, *, result, LU, pivots) and
+ * _linalg_slogdet.sign(A, *, sign, logabsdet, LU, pivots): both read the LU diagonal and the
+ * permutation's sign; det multiplies them, slogdet splits sign and log|.|. */
+static tpu_status_t lower_det_impl(tpu_lower_ctx_t* cx, int slog) {
   int a = la_in(cx, 0, NULL);
   if (a < 0) return TPU_OK;
   tpu_ir_type_t t = ty(cx, a);
-  int r = t.rank;
+  int r = t.rank, lu_k = slog ? 2 : 1;
   if (t.dims[r - 1] == 0 || tpu_ir_numel(&t) == 0) {
     lw_output(cx, 0, lw_const(cx, 1, t.dtype, r - 2, t.dims));
-    lw_output(cx, 1, a);
-    return lw_output(cx, 2, lw_const(cx, 0, TPU_DTYPE_I32, 0, NULL));
+    if (slog) lw_output(cx, 1, lw_const(cx, 0, t.dtype, r - 2, t.dims));
+    lw_output(cx, lu_k, a);
+    return lw_output(cx, lu_k + 1, lw_const(cx, 0, TPU_DTYPE_I32, 0, NULL));
   }
   int packed = lu_packed(cx, a, 1), diag, psign;
   lu_diag_sign(cx, packed, &diag, &psign);
   int64_t red[TPU_MAX_DIMS] = {0};
   red[r - 2] = 1;
-  lw_output(cx, 0, BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_PROD, diag, red), psign));
-  lu_outputs(cx, packed, 1, 2, -1);
-  return TPU_OK;
-}
-/* _linalg_slogdet.sign(A, *, sign, logabsdet, LU, pivots) */
-static tpu_status_t lower_slogdet(tpu_lower_ctx_t* cx) {
-  int a = la_in(cx, 0, NULL);
-  if (a < 0) return TPU_OK;
-  tpu_ir_type_t t = ty(cx, a);
-  int r = t.rank;
-  if (t.dims[r - 1] == 0 || tpu_ir_numel(&t) == 0) {
-    lw_output(cx, 0, lw_const(cx, 1, t.dtype, r - 2, t.dims));
-    lw_output(cx, 1, lw_const(cx, 0, t.dtype, r - 2, t.dims));
-    lw_output(cx, 2, a);
-    return lw_output(cx, 3, lw_const(cx, 0, TPU_DTYPE_I32, 0, NULL));
+  if (slog) {
+    lw_output(cx, 0, BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_PROD, tpu_ir_unary(G, TPU_IR_SIGN, diag), red), psign));
+    lw_output(cx, 1, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_unary(G, TPU_IR_LOG, tpu_ir_unary(G, TPU_IR_ABS, diag)), red));
+  } else {
+    lw_output(cx, 0, BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_PROD, diag, red), psign));
   }
-  int packed = lu_packed(cx, a, 1), diag, psign;
-  lu_diag_sign(cx, packed, &diag, &psign);
-  int64_t red[TPU_MAX_DIMS] = {0};
-  red[r - 2] = 1;
-  lw_output(cx, 0, BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_PROD, tpu_ir_unary(G, TPU_IR_SIGN, diag), red), psign));
-  lw_output(cx, 1, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_unary(G, TPU_IR_LOG, tpu_ir_unary(G, TPU_IR_ABS, diag)), red));
-  lu_outputs(cx, packed, 2, 3, -1);
+  lu_outputs(cx, packed, lu_k, lu_k + 1, -1);
   return TPU_OK;
 }
+static tpu_status_t lower_det(tpu_lower_ctx_t* cx) { return lower_det_impl(cx, 0); }
+static tpu_status_t lower_slogdet(tpu_lower_ctx_t* cx) { return lower_det_impl(cx, 1); }
 
 /* ---------------------------------------------------------------- triangular solves */
 
