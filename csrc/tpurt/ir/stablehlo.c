@@ -74,6 +74,11 @@ void shlo_i64s(shlo_t* P, const int64_t* a, int n) {
   for (int i = 0; i < n; ++i) shlo_printf(P, i ? ", %lld" : ": %lld", (long long)a[i]);
   shlo_printf(P, ">");
 }
+void shlo_padding(shlo_t* P, const int64_t (*pad)[2], int n) {
+  shlo_printf(P, "padding = dense<[");
+  for (int d = 0; d < n; ++d) shlo_printf(P, "%s[%lld, %lld]", d ? ", " : "", (long long)pad[d][0], (long long)pad[d][1]);
+  shlo_printf(P, "]> : tensor<%dx2xi64>", n);
+}
 void shlo_list(shlo_t* P, const int64_t* a, int n) {
   shlo_printf(P, "[");
   for (int i = 0; i < n; ++i) shlo_printf(P, i ? ", %lld" : "%lld", (long long)a[i]);

@@ -182,11 +182,14 @@ static int logcumsumexp(shlo_t* P, const tpu_ir_op_t* op, int x) {
   int res = shlo_bin(P, "stablehlo.add", mx, shlo_un(P, "stablehlo.log_plus_one", shlo_un(P, "stablehlo.exponential", d)));
   res = shlo_select(P, ninf, mx, res);
   shlo_region_end(P, 1, &res);
-  int64_t win[TPU_MAX_DIMS], one[TPU_MAX_DIMS];
-  for (int k = 0; k < r; ++k) { win[k] = k == dim ? (n ? n : 1) : 1; one[k] = 1; }
-  shlo_printf(P, " {padding = dense<[");
-  for (int k = 0; k < r; ++k) shlo_printf(P, "%s[%lld, 0]", k ? ", " : "", (long long)(k == dim && n ? n - 1 : 0));
-  shlo_printf(P, "]> : tensor<%dx2xi64>, window_dimensions = ", r);
+  int64_t win[TPU_MAX_DIMS], one[TPU_MAX_DIMS], pad[TPU_MAX_DIMS][2];
+  for (int k = 0; k < r; ++k) {
+    win[k] = k == dim ? (n ? n : 1) : 1; one[k] = 1;
+    pad[k][0] = k == dim && n ? n - 1 : 0; pad[k][1] = 0;
+  }
+  shlo_printf(P, " {");
+  shlo_padding(P, (const int64_t(*)[2])pad, r);
+  shlo_printf(P, ", window_dimensions = ");
   shlo_i64s(P, win, r);
   shlo_printf(P, ", window_strides = ");
   shlo_i64s(P, one, r);

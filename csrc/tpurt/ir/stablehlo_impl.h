@@ -29,6 +29,7 @@ const tpu_ir_type_t* shlo_type(shlo_t* P, int v);
 void shlo_tensor(shlo_t* P, const tpu_ir_type_t* t);
 void shlo_name(shlo_t* P, int v);
 void shlo_i64s(shlo_t* P, const int64_t* a, int n);   /* array<i64: ...> */
+void shlo_padding(shlo_t* P, const int64_t (*pad)[2], int n); /* padding = dense<[[lo, hi], ...]> */
 void shlo_list(shlo_t* P, const int64_t* a, int n);   /* [a, b, ...] */
 tpu_ir_type_t shlo_ty(int dtype, int rank, const int64_t* dims);
 tpu_ir_type_t shlo_ty_like(shlo_t* P, int v, int dtype);

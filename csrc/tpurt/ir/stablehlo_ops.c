@@ -162,9 +162,9 @@ static int cumulative(shlo_t* P, const tpu_ir_op_t* op, int x) {
   int w = shlo_begin(P, "stablehlo.reduce_window", 2, in);
   if (w < 0) return -1;
   shlo_monoid_region(P, m, cdt);
-  shlo_printf(P, " {padding = dense<[");
-  for (int d = 0; d < r; ++d) shlo_printf(P, "%s[%lld, %lld]", d ? ", " : "", (long long)pad[d][0], (long long)pad[d][1]);
-  shlo_printf(P, "]> : tensor<%dx2xi64>, window_dimensions = ", r);
+  shlo_printf(P, " {");
+  shlo_padding(P, (const int64_t(*)[2])pad, r);
+  shlo_printf(P, ", window_dimensions = ");
   shlo_i64s(P, win, r);
   shlo_printf(P, ", window_strides = ");
   shlo_i64s(P, one, r);
@@ -403,9 +403,9 @@ int shlo_conv_general(shlo_t* P, int lhs, int rhs, const char* dl, const char* d
   conv_dnums(P, dl, dr, dout, nsp);
   shlo_printf(P, ", feature_group_count = %lld : i64, lhs_dilation = ", (long long)groups);
   shlo_i64s(P, lhs_dil, nsp);
-  shlo_printf(P, ", padding = dense<[");
-  for (int d = 0; d < nsp; ++d) shlo_printf(P, "%s[%lld, %lld]", d ? ", " : "", (long long)pad[d][0], (long long)pad[d][1]);
-  shlo_printf(P, "]> : tensor<%dx2xi64>, precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>], rhs_dilation = ", nsp);
+  shlo_printf(P, ", ");
+  shlo_padding(P, (const int64_t(*)[2])pad, nsp);
+  shlo_printf(P, ", precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>], rhs_dilation = ");
   shlo_i64s(P, rhs_dil, nsp);
   shlo_printf(P, ", window_strides = ");
   shlo_i64s(P, strides, nsp);
