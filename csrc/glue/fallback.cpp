@@ -116,8 +116,10 @@ std::unordered_set<std::string> g_fallback_warned;
 
 }  // namespace
 
-// torch.set_float32_matmul_precision reaches the C core before every op (a field read and an
-// atomic store; the runtime makes it part of the executable-cache key). Same numbering:
+// torch.set_float32_matmul_precision reaches the C core before every op (the runtime makes it
+// part of the executable-cache key). Not free: at::Context resolves it through its fp32-precision
+// table (~570 instructions per op by callgrind, the largest single glue cost); reading it only for
+// ops whose lowering emits DOT/CONV needs a per-lowering flag in C. Same numbering:
 // HIGHEST 0, HIGH 1, MEDIUM 2 (tpu_matmul_precision_t).
 static void set_matmul_precision() {
   int p = 0;
