@@ -21,7 +21,7 @@ CTEST_SRCS := $(sort $(wildcard csrc/tpurt/tests/test_*.c))
 # vectorize at -O2) and selects without -fno-trapping-math (FP exception flags are never read;
 # results are unchanged); -ffp-contract=off keeps every ISA build bit-identical.
 opt_flags = $(if $(findstring drivers/host/,$(1)),-O3 -fno-trapping-math -fno-math-errno,)
-isa_flags = $(if $(findstring _avx512,$(1)),-mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c,$(if $(findstring _avx2,$(1)),-mavx2 -mfma -mf16c,))
+isa_flags = $(if $(findstring _avx512,$(1)),-mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c$(if $(findstring _avx512bf16,$(1)), -mavx512bf16),$(if $(findstring _avx2,$(1)),-mavx2 -mfma -mf16c,))
 
 .PHONY: all venv lib ext build run test test-c test-sanitize test-py headers-c11 bench clean
 

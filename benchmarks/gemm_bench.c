@@ -6,7 +6,8 @@
  * Run: TORCH_TPU_NUM_THREADS=1 build/gemm_bench   (single core), build/gemm_bench (all cores).
  * Args: [m n k ...] triples replace the default shapes; "-d" also times dgemm; "-c" times by
  * process CPU time instead of wall time (steadier for single-thread tuning on a busy machine);
- * "-avx2" / "-portable" cap the kernels at that ISA;
+ * "-avx2" / "-portable" / "-avx512" cap the kernels at that ISA ("-avx512": no vdpbf16ps kernel);
+ * "-bf16" makes A and B bf16 (tpu_host_sgemm_ex, f32 C: the AVX512-BF16 kernel where the CPU has it);
  * "-b B" makes the following triples batched (B matrices each, as torch.bmm; -b 0 ends that). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,8 +77,21 @@ static void peak_fn(void* ctx, int64_t b, int64_t e) {
   }
 }
 
+static int g_bf16; /* -bf16: operands in bf16 */
 static void fill(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = (float)((i * 7919 % 2001) - 1000) * 1e-3f;
+  if (g_bf16) { /* the bf16 bits in the first half of the buffer */
+    uint16_t* h = (uint16_t*)x;
+    for (int64_t i = 0; i < n; ++i) h[i] = tpu_f32_to_bf16(x[i]);
+  }
+}
+/* C (m, n) = A @ B with element strides, f32 or (g_bf16) bf16 operands. */
+static void run_s(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                  int64_t b_rs, int64_t b_cs, float* c) {
+  if (g_bf16)
+    tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, m, n, k, 1.0f, a, a_rs, a_cs, b, b_rs, b_cs, 0.0f, c, n, 1);
+  else
+    tpu_host_sgemm(m, n, k, 1.0f, a, a_rs, a_cs, b, b_rs, b_cs, 0.0f, c, n, 1);
 }
 
 static void bench_s(int64_t m, int64_t n, int64_t k, int trans_b, double peak_all) {
@@ -90,15 +104,16 @@ static void bench_s(int64_t m, int64_t n, int64_t k, int trans_b, double peak_al
   for (int r = 0; r < 200000 && (r < 3 || total < 1.0); ++r) {
     double t = now_s();
     if (trans_b) /* B stored (n, k): x @ W^T as in nn.Linear */
-      tpu_host_sgemm(m, n, k, 1.0f, a, k, 1, b, 1, k, 0.0f, c, n, 1);
+      run_s(m, n, k, a, k, 1, b, 1, k, c);
     else
-      tpu_host_sgemm(m, n, k, 1.0f, a, k, 1, b, n, 1, 0.0f, c, n, 1);
+      run_s(m, n, k, a, k, 1, b, n, 1, c);
     t = now_s() - t;
     if (r > 0 || m * n * k < 1e8) best = t < best ? t : best;
     total += t;
   }
   double gf = flops / best * 1e-9;
-  printf("sgemm %5lld x %5lld x %5lld %s: %7.1f GFLOP/s  (%4.1f%% of FMA peak) %10.2f us\n", (long long)m,
+  printf("%s %5lld x %5lld x %5lld %s: %7.1f GFLOP/s  (%4.1f%% of FMA peak) %10.2f us\n", g_bf16 ? "bf16 " : "sgemm",
+         (long long)m,
          (long long)n, (long long)k, trans_b ? "B^T" : "   ", gf, 100.0 * gf / peak_all, best * 1e6);
   free(a); free(b); free(c);
 }
@@ -113,7 +128,11 @@ static void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, double
   double best = 1e30, total = 0;
   for (int r = 0; r < 200000 && (r < 3 || total < 1.0); ++r) {
     double t = now_s();
-    tpu_host_sgemm_batched(batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1, 0.0f, c, m * n, n, 1);
+    if (g_bf16)
+      tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n,
+                                1, 0.0f, c, m * n, n, 1);
+    else
+      tpu_host_sgemm_batched(batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1, 0.0f, c, m * n, n, 1);
     t = now_s() - t;
     best = t < best ? t : best;
     total += t;
@@ -153,6 +172,8 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "-d")) { with_d = 1; continue; }
     if (!strcmp(argv[i], "-c")) { g_cpu_clock = 1; continue; }
     if (!strcmp(argv[i], "-avx2")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX2); continue; }
+    if (!strcmp(argv[i], "-avx512")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX512); continue; }
+    if (!strcmp(argv[i], "-bf16")) { g_bf16 = 1; continue; }
     if (!strcmp(argv[i], "-portable")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_PORTABLE); continue; }
     if (!strcmp(argv[i], "-b") && i + 1 < argc) { batch = atoll(argv[++i]); continue; }
     if (i + 2 < argc && ns < 64) {

@@ -26,6 +26,38 @@ int tpu_cpu_has_avx512f(void) {
 #endif
 }
 
+#ifdef TPU_CPU_X86
+#include <cpuid.h>
+
+/* The OS saves the opmask and all zmm registers (XCR0 bits 1, 2, 5, 6, 7) and CPUID reports
+ * AVX512-BF16 (leaf 7 subleaf 1, EAX bit 5) on top of AVX-512F/BW. */
+static int cpu_detect_avx512bf16(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0; /* OSXSAVE */
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & 0xe6u) != 0xe6u) return 0;
+  if (__get_cpuid_max(0, NULL) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (!(b & (1u << 16)) || !(b & (1u << 30))) return 0; /* AVX512F, AVX512BW */
+  if (a < 1) return 0; /* leaf 7 has no subleaf 1 */
+  __cpuid_count(7, 1, a, b, c, d);
+  return (a >> 5) & 1u;
+}
+static int g_bf16 = -1;
+static pthread_once_t g_bf16_once = PTHREAD_ONCE_INIT;
+static void bf16_init(void) { g_bf16 = cpu_detect_avx512bf16(); }
+#endif
+
+int tpu_cpu_has_avx512bf16(void) {
+#ifdef TPU_CPU_X86
+  pthread_once(&g_bf16_once, bf16_init);
+  return g_bf16;
+#else
+  return 0;
+#endif
+}
+
 static char g_features[128];
 static pthread_once_t g_features_once = PTHREAD_ONCE_INIT;
 
@@ -39,6 +71,7 @@ static void features_build(void) {
   TPU_ADD_FEATURE(__builtin_cpu_supports("avx512f"), "avx512f");
   TPU_ADD_FEATURE(__builtin_cpu_supports("avx512bw"), "avx512bw");
   TPU_ADD_FEATURE(__builtin_cpu_supports("avx512vl"), "avx512vl");
+  TPU_ADD_FEATURE(tpu_cpu_has_avx512bf16(), "avx512bf16");
   TPU_ADD_FEATURE(__builtin_cpu_supports("avx2"), "avx2");
   TPU_ADD_FEATURE(__builtin_cpu_supports("fma"), "fma");
 #elif defined(__aarch64__)

@@ -304,10 +304,12 @@ static void run_batched(uint64_t seed) {
 
 /* ---- operand formats (tpu_host_sgemm_ex / _batched_ex). bf16/f16 operands must give exactly
  * what sgemm gives on their exact f32 widening (same packed values, same kernels), except the
- * m == 1 / n == 1 shapes, which skip the GEMV path (checked against the double reference). The
+ * m == 1 / n == 1 shapes, which skip the GEMV path (checked against the double reference), and
+ * bf16 products on the vdpbf16ps kernel (other summation order: the double reference only). The
  * f32 precisions are checked against a double-precision emulation of the split written here
  * independently: hi = bf16(x), lo = bf16(x - hi); HIGH = hi*hi + hi*lo + lo*hi, DEFAULT = hi*hi. */
 static float to_bf16_f(float x) { return tpu_bf16_to_f32(tpu_f32_to_bf16(x)); }
+static int bf16_kernel_on(void) { return strstr(tpu_host_gemm_isa_name(), "avx512bf16") != NULL; }
 
 static void run_fmt_case(uint64_t seed, int dt, int prec, int64_t batch, int64_t m, int64_t n, int64_t k,
                          int ta, int tb, int64_t pad) {
@@ -343,7 +345,8 @@ static void run_fmt_case(uint64_t seed, int dt, int prec, int64_t batch, int64_t
   else
     tpu_host_sgemm_batched_ex(dt, dt, prec, batch, m, n, k, 1.0f, ap, la.extent, la.rs, la.cs, bp, lb.extent,
                               lb.rs, lb.cs, 0.0f, c, m * n, n, 1);
-  int exact = dt != TPU_DTYPE_F32 && m > 1 && n > 1 && la.off == 0 && lb.off == 0;
+  int exact = dt != TPU_DTYPE_F32 && m > 1 && n > 1 && la.off == 0 && lb.off == 0 &&
+              !(dt == TPU_DTYPE_BF16 && bf16_kernel_on());
   if (exact) /* the old path: widen, then sgemm */
     tpu_host_sgemm_batched(batch, m, n, k, 1.0f, af, la.extent, la.rs, la.cs, bf, lb.extent, lb.rs, lb.cs, 0.0f,
                            cw, m * n, n, 1);
@@ -398,6 +401,112 @@ static void run_formats(uint64_t seed) {
                    big[i][1], big[i][2], 0, (i + v) & 1, 0);
 }
 
+/* ---- bf16 operands with explicit strides (both non-unit, zero, negative), odd k across k blocks,
+ * edge tiles, batched with broadcast; run under every ISA level, so the vdpbf16ps kernel and the
+ * widening path both meet them. Against the double reference over the bf16 values. */
+static void run_bf16_strided(uint64_t seed, int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs,
+                             int64_t b_rs, int64_t b_cs, int a_bcast, int b_bcast, float beta) {
+  uint64_t s = seed;
+  /* extent of one matrix: offsets keep every index non-negative */
+  int64_t a_off = (a_rs < 0 ? -(m - 1) * a_rs : 0) + (a_cs < 0 ? -(k - 1) * a_cs : 0);
+  int64_t b_off = (b_rs < 0 ? -(k - 1) * b_rs : 0) + (b_cs < 0 ? -(n - 1) * b_cs : 0);
+  int64_t a_ext = a_off + (m - 1) * TPU_MAX(a_rs, (int64_t)0) + (k - 1) * TPU_MAX(a_cs, (int64_t)0) + 1;
+  int64_t b_ext = b_off + (k - 1) * TPU_MAX(b_rs, (int64_t)0) + (n - 1) * TPU_MAX(b_cs, (int64_t)0) + 1;
+  int64_t a_bs = a_bcast ? 0 : a_ext, b_bs = b_bcast ? 0 : b_ext;
+  int64_t na = a_bcast ? a_ext : batch * a_ext, nb = b_bcast ? b_ext : batch * b_ext;
+  uint16_t* a = malloc((size_t)na * 2);
+  uint16_t* b = malloc((size_t)nb * 2);
+  float* c = malloc((size_t)(batch * m * n) * 4);
+  float* c0 = malloc((size_t)(batch * m * n) * 4);
+  if (!a || !b || !c || !c0) { fprintf(stderr, "out of memory\n"); exit(2); }
+  for (int64_t i = 0; i < na; ++i) a[i] = tpu_f32_to_bf16((float)rng_unit(&s) * 4.0f);
+  for (int64_t i = 0; i < nb; ++i) b[i] = tpu_f32_to_bf16((float)rng_unit(&s));
+  for (int64_t i = 0; i < batch * m * n; ++i) c[i] = c0[i] = beta == 0.0f ? NAN : (float)rng_unit(&s);
+  if (batch == 1)
+    tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, m, n, k, 1.5f, a + a_off, a_rs, a_cs, b + b_off, b_rs, b_cs,
+                      beta, c, n, 1);
+  else
+    tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.5f, a + a_off, a_bs, a_rs, a_cs,
+                              b + b_off, b_bs, b_rs, b_cs, beta, c, m * n, n, 1);
+  double worst = 0, worst_tol = 0;
+  int ok = 1;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double prod = (double)tpu_bf16_to_f32(a[t * a_bs + a_off + i * a_rs + p * a_cs]) *
+                        (double)tpu_bf16_to_f32(b[t * b_bs + b_off + p * b_rs + j * b_cs]);
+          ref += prod, mag += fabs(prod);
+        }
+        double cin = c0[(t * m + i) * n + j];
+        ref = 1.5 * ref + (beta == 0.0f ? 0.0 : (double)beta * cin);
+        mag = 1.5 * mag + (beta == 0.0f ? 0.0 : fabs((double)beta * cin));
+        double err = fabs((double)c[(t * m + i) * n + j] - ref), tol = 3.0 * (double)(k + 2) * 6e-8 * mag + 1e-30;
+        if (!(err <= tol)) ok = 0;
+        if (!(err <= worst)) worst = err, worst_tol = tol;
+      }
+  case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1.5, .beta = beta, .a_bs0 = a_bcast,
+                 .b_bs0 = b_bcast, .za = a_rs == 0, .zb = b_rs == 0, .fa = a_rs < 0, .fb = b_rs < 0};
+  char what[96];
+  snprintf(what, sizeof what, "bf16 strides a=(%lld,%lld) b=(%lld,%lld)", (long long)a_rs, (long long)a_cs,
+           (long long)b_rs, (long long)b_cs);
+  report(ok, &info, what, worst, worst_tol);
+  free(a); free(b); free(c); free(c0);
+}
+
+static void run_bf16_layouts(uint64_t seed) {
+  uint64_t s = seed;
+  for (int r = 0; r < (SANITIZED ? 20 : 60); ++r) {
+    int64_t m = rng_int(&s, 1, 45), n = rng_int(&s, 1, 70), k = rng_int(&s, 1, 41), batch = rng_int(&s, 0, 2) ? 1 : 3;
+    int64_t a_rs = k, a_cs = 1, b_rs = n, b_cs = 1;
+    switch (rng_int(&s, 0, 5)) { /* A: row-major, column-major, both strided, zero rows, flipped rows, flipped k */
+      case 1: a_rs = 1, a_cs = m; break;
+      case 2: a_rs = 3 * k + 1, a_cs = 3; break;
+      case 3: a_rs = 0; break;
+      case 4: a_rs = -k; break;
+      case 5: a_cs = -1; break;
+      default: break;
+    }
+    switch (rng_int(&s, 0, 4)) { /* B: row-major, B^T (x @ W^T), both strided, zero rows, flipped rows */
+      case 1: b_rs = 1, b_cs = k; break;
+      case 2: b_rs = 2, b_cs = 2 * k + 5; break;
+      case 3: b_rs = 0; break;
+      case 4: b_rs = -n; break;
+      default: break;
+    }
+    run_bf16_strided(rng_next(&s), batch, m, n, k, a_rs, a_cs, b_rs, b_cs, batch > 1 && rng_int(&s, 0, 1),
+                     batch > 1 && rng_int(&s, 0, 1), rng_int(&s, 0, 2) ? 0.0f : 0.5f);
+  }
+  /* odd k across several k blocks, edge tiles in m and n, split over threads */
+  const int64_t big[][3] = {{29, 65, 1537}, {130, 97, 2049}, {15, 33, 3}, {200, 300, 777}};
+  for (int i = 0; i < TPU_ARRAY_LEN(big); ++i) {
+    run_bf16_strided(seed + (uint64_t)i, 1, big[i][0], big[i][1], big[i][2], big[i][2], 1, 1, big[i][2], 0, 0, 0.0f);
+    run_bf16_strided(seed + 7 + (uint64_t)i, 1, big[i][0], big[i][1], big[i][2], 1, big[i][0], big[i][1], 1, 0, 0, 1.0f);
+  }
+  run_bf16_strided(seed + 99, 6, 40, 50, 301, 301, 1, 1, 301, 0, 1, 0.0f); /* batched x @ W^T, shared W */
+}
+
+/* vdpbf16ps flushes denormal bf16 inputs to zero (documented in gemm.h); the widening path keeps
+ * them. A (1 x 2) @ B (2 x 1) with a = {2^-130, 1}, b = {2^100, 2^-20}: widening 2^-30 + 2^-20. */
+static void run_bf16_denormals(void) {
+  const uint16_t a[2] = {tpu_f32_to_bf16(0x1p-130f), tpu_f32_to_bf16(1.0f)};
+  const uint16_t b[2] = {tpu_f32_to_bf16(0x1p100f), tpu_f32_to_bf16(0x1p-20f)};
+  float c[4];
+  tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX512);
+  tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 2, 2, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 2, 1);
+  case_t info = {.batch = 1, .m = 2, .n = 2, .k = 2};
+  report(c[0] == 0x1p-30f + 0x1p-20f && c[3] == c[0], &info, "bf16 denormal kept (widening path)", c[0], 0);
+  tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX512BF16);
+  if (bf16_kernel_on()) {
+    tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 2, 2, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 2, 1);
+    report(c[0] == 0x1p-20f && c[3] == c[0], &info, "bf16 denormal flushed (vdpbf16ps)", c[0], 0);
+  } else {
+    printf("vdpbf16ps kernel: skipped (CPU lacks AVX512-BF16)\n");
+  }
+  tpu_host_gemm_set_isa(old);
+}
+
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */
 static void* concurrent_main(void* arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg;
@@ -409,8 +518,8 @@ static void* concurrent_main(void* arg) {
 }
 
 int main(void) {
-  const tpu_host_gemm_isa_t isas[] = {TPU_HOST_GEMM_ISA_PORTABLE, TPU_HOST_GEMM_ISA_AVX2,
-                                      TPU_HOST_GEMM_ISA_AVX512, TPU_HOST_GEMM_ISA_BEST};
+  const tpu_host_gemm_isa_t isas[] = {TPU_HOST_GEMM_ISA_PORTABLE, TPU_HOST_GEMM_ISA_AVX2, TPU_HOST_GEMM_ISA_AVX512,
+                                      TPU_HOST_GEMM_ISA_AVX512BF16, TPU_HOST_GEMM_ISA_BEST};
   const char* last = "";
   for (int i = 0; i < TPU_ARRAY_LEN(isas); ++i) {
     tpu_host_gemm_set_isa(isas[i]);
@@ -421,8 +530,10 @@ int main(void) {
     run_large(77 + (uint64_t)i);
     run_batched(1234 + (uint64_t)i);
     run_formats(4321 + (uint64_t)i);
+    run_bf16_layouts(555 + (uint64_t)i);
     printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
   }
+  run_bf16_denormals();
   tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_BEST);
   pthread_t th[2];
   for (int i = 0; i < 2; ++i) pthread_create(&th[i], NULL, concurrent_main, (void*)(uintptr_t)(99 + i));

@@ -211,6 +211,10 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
                                : dt == TPU_DTYPE_F32 && conv_f32_operand(a->dtype) && conv_f32_operand(b->dtype);
   if (!ok) return TPU_ERR(UNSUPPORTED, "host: convolution of %s", tpu_dtype_name(a->dtype));
   g.prec = a->dtype == TPU_DTYPE_F32 && b->dtype == TPU_DTYPE_F32 ? precision : 0; /* f32 operands only */
+  /* bf16 operands: the f32 copies made of them (im2col, packed weight, gy gathers) hold exact bf16
+   * values, so DEFAULT (f32 rounded to bf16) changes no product and lets the GEMM take its bf16
+   * kernel (vdpbf16ps, gemm.h) where the CPU has one. */
+  if (a->dtype == TPU_DTYPE_BF16 && b->dtype == TPU_DTYPE_BF16) g.prec = TPU_IR_PRECISION_DEFAULT;
   if (view_numel(out) == 0) return TPU_OK;
   conv_plan(kind, &g, tpu_dtype_size(dt));
   return dt == TPU_DTYPE_F32 ? conv_run_f32(kind, &g) : conv_run_f64(kind, &g);

@@ -233,7 +233,20 @@ static const tpu_host_gemm_kernel_t* gemm_pick(int elem_size) {
   return elem_size == 4 ? &kSgemmPortable : &kDgemmPortable;
 }
 
-const char* tpu_host_gemm_isa_name(void) { return gemm_pick(4)->name; }
+/* The vdpbf16ps kernel, when the setting and the CPU allow it (NULL otherwise). */
+static const tpu_host_gemm_kernel_t* gemm_pick_bf16(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (atomic_load_explicit(&g_isa_limit, memory_order_relaxed) >= TPU_HOST_GEMM_ISA_AVX512BF16 &&
+      tpu_cpu_has_avx512bf16())
+    return &tpu_host_sbgemm_kernel_avx512bf16;
+#endif
+  return NULL;
+}
+
+const char* tpu_host_gemm_isa_name(void) {
+  const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16();
+  return kb ? kb->name : gemm_pick(4)->name;
+}
 
 /* ------------------------------------------------------------------ blocked driver */
 
@@ -272,16 +285,33 @@ static void gemm_pack(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn
     pack_generic_f64(h, rows, kc, (const double*)src, rs, cs, (double*)dst);
 }
 
+/* Packed operand layout: element bytes, and kc rounded up to whole k groups (bf16 pairs). */
+static int64_t pack_es(const tpu_host_gemm_kernel_t* kr) { return kr->pack_size ? kr->pack_size : kr->elem_size; }
+static int64_t pack_kc(const tpu_host_gemm_kernel_t* kr, int64_t kc) { return kr->kunit > 1 ? round_up(kc, kr->kunit) : kc; }
+
+/* f32 values that are exactly bf16 (the FMT_HI/LO/HIF conversions) -> their bf16 bits, in place:
+ * element i moves from byte 4i to byte 2i, so a front-to-back pass never overwrites unread input. */
+static void narrow_bf16_inplace(float* x, int64_t n) {
+  uint16_t* d = (uint16_t*)x;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    memcpy(&u, &x[i], 4);
+    d[i] = (uint16_t)(u >> 16);
+  }
+}
+
 /* Rows converted per step by gemm_pack_fmt: whole strips, about 64 rows. */
 static int64_t cvt_rows(int h) { return (int64_t)h * TPU_MAX(1, 64 / h); }
 
 /* gemm_pack from a source in format fmt (element size ses): rows are converted to f32 in
  * chunks of whole strips into tmp (in the source's orientation, so the kernel's vectorized
- * copies and transposes still apply), then packed from there. */
+ * copies and transposes still apply), then packed from there. The bf16 kernel (pack_size 2)
+ * packs bf16 sources directly and the f32 splits (HI/LO/HIF) after narrowing tmp to bf16. */
 static void gemm_pack_fmt(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn, int h, int64_t rows,
                           int64_t kc, const char* src, int64_t rs, int64_t cs, int fmt, int64_t ses,
                           char* dst, float* tmp) {
-  if (fmt == FMT_PLAIN) {
+  const int bf16_kernel = kr->pack_size == 2;
+  if (fmt == FMT_PLAIN || (bf16_kernel && fmt == FMT_BF16)) {
     gemm_pack(kr, fn, h, rows, kc, src, rs, cs, dst);
     return;
   }
@@ -297,7 +327,8 @@ static void gemm_pack_fmt(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_f
       for (int64_t r = 0; r < nr; ++r) fmt_convert(fmt, s + r * rs * ses, cs, kc, tmp + r * kc);
       trs = kc, tcs = 1;
     }
-    gemm_pack(kr, fn, h, nr, kc, (const char*)tmp, trs, tcs, dst + r0 * kc * 4);
+    if (bf16_kernel) narrow_bf16_inplace(tmp, nr * kc);
+    gemm_pack(kr, fn, h, nr, kc, (const char*)tmp, trs, tcs, dst + r0 * pack_kc(kr, kc) * pack_es(kr));
   }
 }
 
@@ -317,11 +348,11 @@ static int gemm_needs_cvt(const gemm_args_t* g) {
 static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
   gemm_plan_t pl;
-  pl.kc = even_block(g->k, kr->kc, 1);
+  pl.kc = even_block(g->k, kr->kc, TPU_MAX(kr->kunit, 1));
   pl.mc = even_block(rows, kr->mc, kr->mr);
   pl.nc = even_block(cols, kr->nc, kr->nr);
-  pl.abytes = (size_t)round_up(pl.mc * pl.kc * kr->elem_size, GEMM_ALIGN);
-  pl.bbytes = (size_t)round_up(pl.nc * pl.kc * kr->elem_size, GEMM_ALIGN);
+  pl.abytes = (size_t)round_up(pl.mc * pack_kc(kr, pl.kc) * pack_es(kr), GEMM_ALIGN);
+  pl.bbytes = (size_t)round_up(pl.nc * pack_kc(kr, pl.kc) * pack_es(kr), GEMM_ALIGN);
   pl.tbytes = gemm_needs_cvt(g)
                   ? (size_t)round_up(TPU_MAX(cvt_rows(kr->mr), cvt_rows(kr->nr)) * pl.kc * 4, GEMM_ALIGN)
                   : 0;
@@ -332,7 +363,7 @@ static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
 static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, int64_t i1, int64_t j0,
                       int64_t j1, char* buf) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
-  const int64_t es = kr->elem_size, MR = kr->mr, NR = kr->nr;
+  const int64_t es = kr->elem_size, pes = pack_es(kr), MR = kr->mr, NR = kr->nr;
   char* abuf = buf;
   char* bbuf = buf + pl->abytes;
   float* tmp = (float*)(buf + pl->abytes + pl->bbytes);
@@ -340,7 +371,7 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
     const int64_t nc = TPU_MIN(pl->nc, j1 - jc);
     for (int t = 0; t < g->npass; ++t)
       for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
-        const int64_t kc = TPU_MIN(pl->kc, g->k - pc);
+        const int64_t kc = TPU_MIN(pl->kc, g->k - pc), kcp = pack_kc(kr, kc);
         const void* beta = (pc == 0 && t == 0) ? g->beta : g->one;
         gemm_pack_fmt(kr, kr->pack_b, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * g->b_es, g->b_cs,
                       g->b_rs, g->fb[t], g->b_es, bbuf, tmp);
@@ -350,10 +381,10 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
                         g->a_rs, g->a_cs, g->fa[t], g->a_es, abuf, tmp);
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = (int)TPU_MIN(NR, nc - jr);
-            const char* bp = bbuf + jr * kc * es;
+            const char* bp = bbuf + jr * kcp * pes;
             char* cj = g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
             for (int64_t ir = 0; ir < mc; ir += MR)
-              kr->ukr(kc, abuf + ir * kc * es, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
+              kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
                       (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
           }
         }
@@ -613,6 +644,8 @@ static void gemm_set_fmt(gemm_args_t* g, int es, const gemm_fmt_t* f) {
   g->fb[0] = fmt_of_dtype(f->b_dt);
   if (g->fa[0] != FMT_PLAIN) g->a_es = 2;
   if (g->fb[0] != FMT_PLAIN) g->b_es = 2;
+  if (f->prec == 2 && f->a_dt == TPU_DTYPE_BF16 && f->b_dt == TPU_DTYPE_F32) g->fb[0] = FMT_HI; /* bf16 x hi */
+  if (f->prec == 2 && f->a_dt == TPU_DTYPE_F32 && f->b_dt == TPU_DTYPE_BF16) g->fa[0] = FMT_HI;
   if (f->a_dt != TPU_DTYPE_F32 || f->b_dt != TPU_DTYPE_F32) return;
   if (f->prec == 1) { /* HIGH: hi*hi + hi*lo + lo*hi */
     g->npass = 3;
@@ -624,6 +657,16 @@ static void gemm_set_fmt(gemm_args_t* g, int es, const gemm_fmt_t* f) {
   }
 }
 
+/* Every pass multiplies values that are exactly bf16 (the vdpbf16ps kernel can take them). */
+static int gemm_bf16_products(const gemm_args_t* g) {
+  for (int t = 0; t < g->npass; ++t)
+    for (int s = 0; s < 2; ++s) {
+      int f = s ? g->fb[t] : g->fa[t];
+      if (f != FMT_BF16 && f != FMT_HI && f != FMT_LO && f != FMT_HIF) return 0;
+    }
+  return 1;
+}
+
 static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_t k, const void* alpha,
                      const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
                      const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel) {
@@ -632,6 +675,10 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
                    (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD,
                    1, {0}, {0}, es, es};
   gemm_set_fmt(&g, es, fmt);
+  if (es == 4 && gemm_bf16_products(&g)) {
+    const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16();
+    if (kb) g.kr = kb;
+  }
   if ((m > 1 && c_rs == 0) || (n > 1 && c_cs == 0)) { /* outputs alias: keep the loop's order */
     gemm_ref_tile(&g, 0, m, 0, n);
     return;

@@ -65,7 +65,13 @@ void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, doub
  * (no converted copy of the operands), f32 accumulation, C f32. precision (tpu_ir_precision_t)
  * applies when both operands are f32: 0 HIGHEST = f32 products; 1 HIGH = 3 passes of bf16 parts
  * (hi = bf16(x) round-to-nearest-even, lo = bf16(x - hi); hi*hi + hi*lo + lo*hi, about 3x the
- * time); 2 DEFAULT = hi*hi (same speed as HIGHEST on a CPU: it emulates TPU numerics). */
+ * time); 2 DEFAULT = hi*hi (same speed as HIGHEST on a CPU: it emulates TPU numerics). DEFAULT
+ * with one bf16 and one f32 operand multiplies bf16 by hi (the convolution passes its exact-bf16
+ * f32 copies of bf16 tensors this way); other mixed pairs are widened at any precision.
+ * bf16 kernel: when every pass multiplies bf16 values (bf16 operands, or f32 at DEFAULT / HIGH)
+ * and the CPU has AVX512-BF16, the products run on `vdpbf16ps` (2x the f32 FMA rate) instead of
+ * the widening kernels. Its numerics differ: k-pairs are added as (acc + x1*y1) + x0*y0, and
+ * denormal inputs and results are flushed to zero (MXCSR is ignored). f16 and HIGHEST never use it. */
 void tpu_host_sgemm_ex(int a_dtype, int b_dtype, int precision, int64_t m, int64_t n, int64_t k, float alpha,
                        const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
                        float beta, float* c, int64_t c_rs, int64_t c_cs);
@@ -85,12 +91,15 @@ void tpu_host_scratch_free(void* p);
 typedef enum tpu_host_gemm_isa_e {
   TPU_HOST_GEMM_ISA_PORTABLE = 0,
   TPU_HOST_GEMM_ISA_AVX2,
-  TPU_HOST_GEMM_ISA_AVX512,
+  TPU_HOST_GEMM_ISA_AVX512,     /* f32 kernels only: bf16 operands are widened (the exact path) */
+  TPU_HOST_GEMM_ISA_AVX512BF16, /* + the vdpbf16ps kernel for bf16 products */
   TPU_HOST_GEMM_ISA_BEST,
   TPU_HOST_GEMM_ISA_COUNT
 } tpu_host_gemm_isa_t;
 tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
-const char* tpu_host_gemm_isa_name(void); /* the kernels sgemm uses now, e.g. "avx512 14x32" */
+/* The kernels sgemm uses now, e.g. "avx512 14x32", with the bf16 kernel when it is enabled
+ * ("avx512 14x32 + avx512bf16 14x32"). */
+const char* tpu_host_gemm_isa_name(void);
 
 /* ---- internals shared by gemm.c and the ISA files (gemm_avx2.c, gemm_avx512.c) --------------
  * A microkernel computes one MR x NR tile of C from packed panels:
@@ -99,6 +108,8 @@ const char* tpu_host_gemm_isa_name(void); /* the kernels sgemm uses now, e.g. "a
  *   C[i, j] (i < mr, j < nr) = alpha * sum_p ap[p*MR+i] * bp[p*NR+j] + beta * C[i, j],
  *   where beta == 0 means C is not read. mr <= MR and nr <= NR trim the edge tiles.
  * Scalars arrive by pointer to the element type, so one driver serves f32 and f64.
+ * A kernel with kunit 2 (bf16 pairs) packs k in pairs: a strip is (ceil(kc/2), MR, 2) elements of
+ * pack_size bytes, the last pair zero-padded; the driver cuts k blocks at even offsets. 
  * pack_a copies an (mc, kc) block of A with any strides (s_rs, s_cs) into MR-high strips, one
  * after another, zero-padding the last; pack_b does the same for B^T (nc, kc) with NR-high strips
  * (B's column stride is B^T's row stride). Either may be NULL: the driver's generic copy runs.
@@ -115,7 +126,9 @@ typedef float (*tpu_host_sdot_fn)(int64_t k, const float* x, const float* y);
 
 typedef struct tpu_host_gemm_kernel_s {
   const char* name;
-  int elem_size;          /* 4 (f32) or 8 (f64) */
+  int elem_size;          /* 4 (f32) or 8 (f64): C, alpha, beta and the accumulators */
+  int pack_size;          /* bytes per packed operand element; 0 = elem_size (2: bf16) */
+  int kunit;              /* k is packed in groups of kunit (0 or 1: none; 2: bf16 pairs) */
   int mr, nr;             /* microkernel tile */
   int64_t kc, mc, nc;     /* cache blocking: kc x nc B panel (L3), mc x kc A block (L2) */
   tpu_host_gemm_ukr_fn ukr;
@@ -127,5 +140,6 @@ typedef struct tpu_host_gemm_kernel_s {
 
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2, tpu_host_dgemm_kernel_avx2;
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512, tpu_host_dgemm_kernel_avx512;
+extern const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16; /* bf16 pairs, f32 C */
 
 #endif /* TPURT_DRIVERS_HOST_GEMM_H_ */

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "common/common.h"
+#include "drivers/host/gemm_avx512.h"
 
 /* Tile and blocking; -D overrides are for tuning runs of benchmarks/gemm_bench.c only. kc 512 (the
  * B strip then lives in L2, not L1) measured faster on Zen 4 than 256: half the passes over C. */
@@ -150,37 +151,6 @@ static void dgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, in
 
 /* ---- packing: MR-high strips of A / NR-high strips of B^T, layout as gemm.h describes. */
 
-/* In-register 16x16 transpose: r[i][j] -> r[j][i]. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 4; ++g) { /* per 128-bit lane: 4x4 blocks of rows 4g.. transposed */
-    r[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-    r[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
-    r[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-    r[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
-  }
-  for (int j = 0; j < 4; ++j) { /* then a 4x4 transpose of the 128-bit lanes */
-    t[j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);
-    t[4 + j] = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
-    t[8 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-    t[12 + j] = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
-  }
-  for (int j = 0; j < 4; ++j) {
-    r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-    r[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-  }
-}
-
-static inline __mmask16 mask16(int64_t n) {
-  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
 /* dst (kc, h) per strip from src (rows, kc): strips of h <= 32 rows.
  * rs == 1: the strip is contiguous for each p (masked vector copies);
  * cs == 1: each row is contiguous along p (16x16 register transposes);
@@ -193,8 +163,8 @@ static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, i
       float* d = dst + p * h;
       for (int64_t i = 0; i < rows; i += h, d += (int64_t)h * kc)
         for (int g = 0; g < h; g += 16) {
-          __m512 v = _mm512_maskz_loadu_ps(mask16(rows - i - g), sp + i + g);
-          _mm512_mask_storeu_ps(d + g, mask16(h - g), v);
+          __m512 v = _mm512_maskz_loadu_ps(tpu_avx512_mask16(rows - i - g), sp + i + g);
+          _mm512_mask_storeu_ps(d + g, tpu_avx512_mask16(h - g), v);
         }
     }
     return;
@@ -205,9 +175,9 @@ static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, i
     if (cs == 1) {
       for (int g = 0; g < h; g += 16) {
         const int gr = r - g; /* rows of this 16-group present in src */
-        const __mmask16 sm = mask16(h - g);
+        const __mmask16 sm = tpu_avx512_mask16(h - g);
         for (int64_t p = 0; p < kc; p += 16) {
-          const __mmask16 pm = mask16(kc - p);
+          const __mmask16 pm = tpu_avx512_mask16(kc - p);
           __m512 v[16];
           for (int q = 0; q < 16; ++q) {
             if (q < gr) {
@@ -218,7 +188,7 @@ static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, i
               v[q] = _mm512_setzero_ps();
             }
           }
-          transpose16(v);
+          tpu_avx512_transpose16(v);
           const int np = (int)TPU_MIN((int64_t)16, kc - p);
           for (int j = 0; j < np; ++j) _mm512_mask_storeu_ps(dst + (p + j) * h + g, sm, v[j]);
         }

@@ -1,0 +1,136 @@
+/* gemm_avx512bf16.c — bf16 x bf16 -> f32 GEMM microkernel on AVX512-BF16 `vdpbf16ps` (built with
+ * -mavx512bf16 on top of the AVX-512 flags; called only after tpu_cpu_has_avx512bf16()).
+ *
+ * vdpbf16ps multiplies pairs of bf16 along k and adds both products to an f32 lane, so operands
+ * are packed as k-pairs: a strip of h rows is (kp, h, 2) bf16 with kp = ceil(kc / 2), i.e. one
+ * 32-bit word per (pair P, row q) at word P*h + q holding (x[q, 2P], x[q, 2P+1]); an odd kc's
+ * last pair is zero-padded. The tile is 14 x 32 like the f32 kernel: 28 zmm accumulators, 2 B
+ * vectors (16 columns x 2 k each), A's pair broadcast from memory, at twice the k per instruction.
+ *
+ * Numerics (the instruction's, not MXCSR's): each product of two bf16 is exact in f32; the pair is
+ * added to the accumulator as (acc + x1*y1) + x0*y0 with round-to-nearest-even; denormal inputs
+ * and results are flushed to zero. So results differ from the f32-widening kernels by summation
+ * order, and by flushing values below 2^-126 (FLT_MIN). Legend: see gemm.h. */
+#include "drivers/host/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "common/common.h"
+#include "drivers/host/gemm_avx512.h"
+
+#define B_MR 14
+#define B_NR 32
+#ifndef B_KC
+#define B_KC 768
+#endif
+#define B_MC (6 * B_MR)
+#define B_NC 3072
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* ap (kp, B_MR) words, bp (kp, 32) words -> C (mr, nr); kc counts bf16 elements along k. */
+static void sbgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs, int64_t c_cs, int mr,
+                       int nr, const void* alpha_, const void* beta_) {
+  const int32_t* ap = (const int32_t*)ap_;
+  const __m512i* bp = (const __m512i*)bp_;
+  float* c = (float*)c_;
+  const int64_t kp = (kc + 1) / 2;
+  __m512 acc[B_MR][2];
+  _Pragma(STR(GCC unroll B_MR)) for (int i = 0; i < B_MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < mr; ++i) {
+    _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+    _mm_prefetch((const char*)(c + i * c_rs + (nr - 1) * c_cs), _MM_HINT_T0);
+  }
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(bp), b1 = (__m512bh)_mm512_load_si512(bp + 1);
+    _Pragma(STR(GCC unroll B_MR)) for (int i = 0; i < B_MR; ++i) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(ap[i]);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+    }
+    ap += B_MR;
+    bp += 2;
+  }
+  tpu_avx512_store_tile32(B_MR, acc, c, c_rs, c_cs, mr, nr, *(const float*)alpha_, *(const float*)beta_);
+}
+
+static inline __mmask32 mask32(int64_t n) {
+  return n >= 32 ? (__mmask32)0xffffffffu : n <= 0 ? (__mmask32)0 : (__mmask32)((1u << n) - 1u);
+}
+
+/* dst (kp, h) words per strip from bf16 src (rows, kc) with element strides (rs, cs).
+ * rs == 1: rows 2P and 2P+1 of the strip are contiguous; they are zero-extended to 32 bits and
+ *          interleaved (second one shifted up) 16 rows at a time;
+ * cs == 1: each row's pairs are already adjacent 32-bit words: a 16x16 word transpose;
+ * otherwise element by element. */
+static void pack_pairs(int h, int64_t rows, int64_t kc, const uint16_t* src, int64_t rs, int64_t cs,
+                       uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  if (rs == 1) {
+    for (int64_t P = 0; P < kp; ++P) {
+      const uint16_t* s0 = src + 2 * P * cs;
+      const uint16_t* s1 = s0 + cs;
+      const int has1 = 2 * P + 1 < kc;
+      uint32_t* d = dst + P * h;
+      for (int64_t i = 0; i < rows; i += h, d += (int64_t)h * kp)
+        for (int g = 0; g < h; g += 16) {
+          const __mmask16 lm = tpu_avx512_mask16(rows - i - g);
+          __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lm, s0 + i + g));
+          if (has1)
+            v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lm, s1 + i + g)), 16));
+          _mm512_mask_storeu_epi32(d + g, tpu_avx512_mask16(h - g), v);
+        }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; i += h, dst += (int64_t)h * kp) {
+    const int r = (int)TPU_MIN((int64_t)h, rows - i);
+    const uint16_t* s = src + i * rs;
+    if (cs == 1) {
+      for (int g = 0; g < h; g += 16) {
+        const int gr = r - g; /* rows of this 16-group present in src */
+        const __mmask16 sm = tpu_avx512_mask16(h - g);
+        for (int64_t P = 0; P < kp; P += 16) {
+          const __mmask32 km = mask32(kc - 2 * P);
+          __m512 v[16];
+          for (int q = 0; q < 16; ++q) {
+            if (q < gr) {
+              const uint16_t* sq = s + (g + q) * rs + 2 * P;
+              if (2 * P + 160 <= kc) _mm_prefetch((const char*)(sq + 128), _MM_HINT_T0);
+              v[q] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(km, sq));
+            } else {
+              v[q] = _mm512_setzero_ps();
+            }
+          }
+          tpu_avx512_transpose16(v);
+          const int np = (int)TPU_MIN((int64_t)16, kp - P);
+          for (int j = 0; j < np; ++j) _mm512_mask_storeu_ps((float*)(dst + (P + j) * h + g), sm, v[j]);
+        }
+      }
+    } else {
+      for (int64_t P = 0; P < kp; ++P) {
+        uint32_t* d = dst + P * h;
+        for (int q = 0; q < r; ++q) {
+          const uint16_t* sq = s + q * rs + 2 * P * cs;
+          d[q] = (uint32_t)sq[0] | (2 * P + 1 < kc ? (uint32_t)sq[cs] << 16 : 0u);
+        }
+        for (int q = r; q < h; ++q) d[q] = 0;
+      }
+    }
+  }
+}
+
+static void pack_a_bf16(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_pairs(B_MR, rows, kc, (const uint16_t*)src, rs, cs, (uint32_t*)dst);
+}
+static void pack_b_bf16(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_pairs(B_NR, rows, kc, (const uint16_t*)src, rs, cs, (uint32_t*)dst);
+}
+
+const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16 = {
+    .name = "avx512 14x32 + avx512bf16 " STR(B_MR) "x32", /* with the f32 kernel */ .elem_size = 4, .pack_size = 2, .kunit = 2, .mr = B_MR, .nr = B_NR,
+    .kc = B_KC, .mc = B_MC, .nc = B_NC, .ukr = sbgemm_ukr, .pack_a = pack_a_bf16, .pack_b = pack_b_bf16};
+
+#endif /* x86 */
