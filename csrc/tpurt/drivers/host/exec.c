@@ -13,7 +13,9 @@ struct tpu_host_exe_s {
   int32_t* out_index;     /* per op: graph output slot it may write directly, or -1 */
   int32_t* mem_off; int32_t* mem_cnt; int32_t* members; /* per root: cluster members (topo order) */
   int32_t* leaf_off; int32_t* leaf_cnt; int32_t* leaves;
-  int32_t* slot;          /* per op, per operand (in_off-indexed): register slot in its cluster */
+  int32_t* slot;          /* per op, per operand (in_off-indexed): tile slot in its cluster (see reg) */
+  int32_t* reg;           /* per member/root: tile register of its result; per root: reg count in nreg */
+  int32_t* nreg;          /* per root: registers of its cluster (slots nreg.. are its leaves) */
   uint8_t* fused;         /* per op: 1 = elementwise root evaluated block by block inside its reduce */
   int32_t* last_use;      /* per op: last step (op index) reading its storage; INT32_MAX = graph output */
   int32_t last_step;      /* op index of the last non-view step */
@@ -38,6 +40,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->g.ops); free(e->g.operands);
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
+  free(e->reg); free(e->nreg);
   free(e->last_use);
   free(e);
 }
@@ -60,12 +63,14 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->members = malloc((size_t)n * sizeof(int32_t));
     e->leaves = malloc((size_t)(n * TPU_IR_MAX_INLINE_OPERANDS + g->n_operands + 1) * sizeof(int32_t));
     e->slot = malloc((size_t)(g->n_operands + 1) * sizeof(int32_t));
+    e->reg = calloc((size_t)(n ? n : 1), sizeof(int32_t));
+    e->nreg = calloc((size_t)(n ? n : 1), sizeof(int32_t));
     e->fused = calloc((size_t)n, 1);
     e->last_use = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
       !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused ||
-      !e->last_use) {
+      !e->last_use || !e->reg || !e->nreg) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -158,13 +163,27 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
       free(users); free(user); tpu_host_exe_free(e);
       return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nl - l0);
     }
-    /* register slot of every operand of every member: members first, then leaves */
+    /* Tile registers by liveness: every member has exactly one reader (a later member), so its
+     * register is free again once that reader has its own (taken first: a result never shares a
+     * buffer with an operand). Few live buffers keep a long chain's tiles in L1. */
+    int nfree = 0, nr = 0;
+    int32_t* freeregs = stack; /* the walk's stack is empty again */
+    for (int i = m0; i < nm; ++i) {
+      int v = e->members[i];
+      e->reg[v] = nfree ? freeregs[--nfree] : nr++;
+      for (int k = 0; k < G->ops[v].n_in; ++k) {
+        int u = tpu_ir_operand(G, v, k);
+        if (e->kind[u] == K_MEMBER) freeregs[nfree++] = e->reg[u];
+      }
+    }
+    e->nreg[r] = nr;
+    /* tile slot of every operand of every member: registers first, then leaves */
     for (int i = m0; i < nm; ++i) {
       int v = e->members[i];
       for (int k = 0; k < G->ops[v].n_in; ++k) {
         int u = tpu_ir_operand(G, v, k), slot = -1;
-        for (int j = m0; j < nm && slot < 0; ++j) if (e->members[j] == u) slot = j - m0;
-        for (int j = l0; j < nl && slot < 0; ++j) if (e->leaves[j] == u) slot = (nm - m0) + (j - l0);
+        if (e->kind[u] == K_MEMBER) slot = e->reg[u];
+        for (int j = l0; j < nl && slot < 0; ++j) if (e->leaves[j] == u) slot = nr + (j - l0);
         e->slot[G->ops[v].in_off + k] = slot;
       }
     }
@@ -337,6 +356,12 @@ static void scratch_free(scratch_t* s) {
 /* ---- fused elementwise cluster */
 #define TILE 512
 
+/* How a tile reads a leaf: LEAF_DIRECT in place (contiguous along the tile and already in its
+ * register dtype: f32, f64 or i64), LEAF_BCAST filled once and reused while the tile's source
+ * element stays the same (stride 0 along the tile: scalars, row statistics), LEAF_LOAD converted
+ * or gathered into the leaf's tile buffer. */
+enum { LEAF_LOAD, LEAF_DIRECT, LEAF_BCAST };
+
 typedef struct {
   const tpu_host_exe_t* e;
   int root;
@@ -344,12 +369,40 @@ typedef struct {
   int nleaf;
   tpu_host_view_t* leaf;     /* views of leaves, coalesced to `rank` dims */
   int rank;                  /* coalesced iteration rank */
+  int direct;                /* the root writes its result straight into `out` (LEAF_DIRECT's rule) */
   int64_t sizes[TPU_MAX_DIMS];
   int64_t ostrides[TPU_MAX_DIMS];
   int64_t tiles_per_row, rows;
+  uint8_t lmode[64];
   tpu_status_t err;
 } cluster_job_t;
 
+static int dtype_is_register(int dt) { return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_F64 || dt == TPU_DTYPE_I64; }
+
+/* Leaf modes and direct output for views already coalesced to J->rank dims. `alias[j]`: leaf j is
+ * the output's own view (an in-place op), so it is copied into its tile buffer before the root
+ * overwrites it in place. */
+static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_direct) {
+  int r = J->rank;
+  J->direct = may_direct && dtype_is_register(J->out->dtype) && (r == 0 || J->ostrides[r - 1] == 1);
+  for (int j = 0; j < J->nleaf; ++j) {
+    const tpu_host_view_t* L = &J->leaf[j];
+    int64_t ls = r ? L->strides[r - 1] : 0;
+    J->lmode[j] = ls == 0 ? LEAF_BCAST
+                : (ls == 1 && dtype_is_register(L->dtype) && !(J->direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
+  }
+}
+
+/* alias[j]: leaf j overlaps the output. Returns 0 if one overlaps it without being the same view
+ * (then the root's result goes through its tile buffer, as every leaf of the tile is read first). */
+static int cluster_alias(const tpu_host_view_t* out, int nleaf, const tpu_host_view_t* leaf, uint8_t* alias) {
+  int ok = 1;
+  for (int j = 0; j < nleaf; ++j) {
+    alias[j] = (uint8_t)views_overlap(out, &leaf[j]);
+    if (alias[j] && !views_identical(out, &leaf[j])) ok = 0;
+  }
+  return ok;
+}
 
 /* Tile registers: per thread, grown on demand, freed by a key destructor at thread exit. */
 typedef struct { size_t cap; int64_t data[]; } tile_buf_t;
@@ -373,13 +426,21 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   const tpu_host_exe_t* e = J->e;
   const tpu_ir_graph_t* G = &e->g;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
-  int nm = e->mem_cnt[J->root], nslots = nm + J->nleaf;
-  int64_t* bufs = tile_buffers((size_t)nslots * TILE);
+  int nm = e->mem_cnt[J->root], nr = e->nreg[J->root], nslots = nr + J->nleaf;
+  /* nslots tile buffers, then the slots' pointers for the current tile */
+  int64_t* bufs = tile_buffers((size_t)nslots * (TILE + 1));
   if (!bufs) { J->err = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for tile buffers"); return; }
+  const void** ptr = (const void**)(bufs + (size_t)nslots * TILE);
   const int32_t* mem = e->members + e->mem_off[J->root];
   int r = J->rank;
   int64_t in_st = r ? J->ostrides[r - 1] : 1;
   int64_t inner = r ? J->sizes[r - 1] : 1;
+  int ocls = tpu_host_cls(G->ops[J->root].type.dtype);
+  int64_t oes = (int64_t)tpu_dtype_size(J->out->dtype);
+  const char* bsrc[64];      /* LEAF_BCAST: source element its buffer holds, and how many copies */
+  int64_t blen[64];
+  for (int i = 0; i < nr; ++i) ptr[i] = bufs + (size_t)i * TILE;
+  for (int j = 0; j < J->nleaf; ++j) { bsrc[j] = NULL; blen[j] = 0; }
   for (int64_t u = begin; u < end; ++u) {
     int64_t row = u / J->tiles_per_row, t0 = (u % J->tiles_per_row) * TILE;
     int64_t len = TPU_MIN(TILE, inner - t0);
@@ -395,29 +456,42 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
     for (int j = 0; j < J->nleaf; ++j) {
       const tpu_host_view_t* L = &J->leaf[j];
       int64_t ls = r ? L->strides[r - 1] : 0;
-      int cls = tpu_host_cls(L->dtype);
-      T->load(bufs + (size_t)(nm + j) * TILE, cls,
-              L->data + (loff[j] + t0 * ls) * (int64_t)tpu_dtype_size(L->dtype), L->dtype, ls, len);
+      const char* src = L->data + (loff[j] + t0 * ls) * (int64_t)tpu_dtype_size(L->dtype);
+      int64_t* buf = bufs + (size_t)(nr + j) * TILE;
+      switch (J->lmode[j]) {
+        case LEAF_DIRECT: ptr[nr + j] = src; break;
+        case LEAF_BCAST:
+          if (src != bsrc[j] || len > blen[j]) {
+            T->load(buf, tpu_host_cls(L->dtype), src, L->dtype, 0, len);
+            bsrc[j] = src; blen[j] = len;
+          }
+          ptr[nr + j] = buf;
+          break;
+        default:
+          T->load(buf, tpu_host_cls(L->dtype), src, L->dtype, ls, len);
+          ptr[nr + j] = buf;
+      }
     }
+    char* odst = J->out->data + (ooff + t0 * in_st) * oes;
     for (int i = 0; i < nm; ++i) {
       int v = mem[i];
       const tpu_ir_op_t* op = &G->ops[v];
       const void* in[4] = {0};
       int in_dtype = TPU_DTYPE_F32;
       for (int k = 0; k < op->n_in && k < 4; ++k) {
-        int u = tpu_ir_operand(G, v, k);
-        in[k] = bufs + (size_t)e->slot[op->in_off + k] * TILE;
-        if (k == (op->opcode == TPU_IR_SELECT ? 1 : 0)) in_dtype = G->ops[u].type.dtype;
+        in[k] = ptr[e->slot[op->in_off + k]];
+        if (k == (op->opcode == TPU_IR_SELECT ? 1 : 0)) in_dtype = G->ops[tpu_ir_operand(G, v, k)].type.dtype;
       }
-      if (T->compute(op, op->type.dtype, bufs + (size_t)i * TILE, in_dtype, in, len)) {
+      /* the root is the last member in topological order */
+      void* dst = (i == nm - 1 && J->direct) ? (void*)odst : (void*)(bufs + (size_t)e->reg[v] * TILE);
+      if (T->compute(op, op->type.dtype, dst, in_dtype, in, len)) {
         if (!J->err) J->err = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s",
                                       tpu_ir_opcode_name(op->opcode), tpu_dtype_name(in_dtype));
         return;
       }
     }
-    /* the root is the last member in topological order */
-    T->store(J->out->data + (ooff + t0 * in_st) * (int64_t)tpu_dtype_size(J->out->dtype), J->out->dtype,
-             in_st, bufs + (size_t)(nm - 1) * TILE, tpu_host_cls(G->ops[J->root].type.dtype), len);
+    if (!J->direct)
+      T->store(odst, J->out->dtype, in_st, bufs + (size_t)e->reg[J->root] * TILE, ocls, len);
   }
 }
 
@@ -436,6 +510,7 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* 
   n = s;
   if (n == 0 || n > TILE) return 0;
   int64_t ls[64];
+  uint8_t alias[64];
   for (int j = 0; j < nleaf; ++j) {
     const tpu_host_view_t* L = &leaf[j];
     int contig = L->rank == out->rank, scalar = 1;
@@ -447,10 +522,12 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* 
     if (!contig && !scalar) return 0;
     ls[j] = scalar ? 0 : 1;
   }
+  int may_direct = cluster_alias(out, nleaf, leaf, alias);
   for (int j = 0; j < nleaf; ++j) { leaf[j].rank = 1; leaf[j].sizes[0] = n; leaf[j].strides[0] = ls[j]; }
   cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf, .rank = 1,
                      .tiles_per_row = 1, .rows = 1};
   J.sizes[0] = n; J.ostrides[0] = 1;
+  cluster_plan_io(&J, alias, may_direct);
   cluster_worker(&J, 0, 1);
   *out_st = J.err;
   return 1;
@@ -470,6 +547,8 @@ static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_ho
       int t = perm[j]; perm[j] = perm[j - 1]; perm[j - 1] = t;
     }
   cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf};
+  uint8_t alias[64];
+  int may_direct = cluster_alias(out, nleaf, leaf, alias);
   int64_t ls[64][TPU_MAX_DIMS];
   int cr = 0;
   for (int i = 0; i < r; ++i) {
@@ -492,6 +571,7 @@ static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_ho
     for (int d = 0; d < cr; ++d) leaf[j].strides[d] = ls[j][d];
   }
   J.rank = cr;
+  cluster_plan_io(&J, alias, may_direct);
   int64_t inner = cr ? J.sizes[cr - 1] : 1, total = 1;
   for (int d = 0; d < cr; ++d) total *= J.sizes[d];
   if (total == 0 || view_numel(out) == 0) return TPU_OK;

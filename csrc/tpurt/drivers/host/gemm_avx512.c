@@ -31,14 +31,6 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static void store_tile_f32(const float* t, int ld, float* c, int64_t c_rs, int64_t c_cs, int mr, int nr,
-                           float alpha, float beta) {
-  for (int i = 0; i < mr; ++i)
-    for (int j = 0; j < nr; ++j) {
-      float* cij = c + i * c_rs + j * c_cs;
-      *cij = beta == 0.0f ? alpha * t[i * ld + j] : alpha * t[i * ld + j] + beta * *cij;
-    }
-}
 static void store_tile_f64(const double* t, int ld, double* c, int64_t c_rs, int64_t c_cs, int mr,
                            int nr, double alpha, double beta) {
   for (int i = 0; i < mr; ++i)
@@ -72,31 +64,7 @@ static void sgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, in
     ap += S_MR;
     bp += S_NR;
   }
-  const float alpha = *(const float*)alpha_, beta = *(const float*)beta_;
-  if (c_cs == 1) {
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nr) - 1u);
-    const __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1u);
-    _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < S_MR; ++i) {
-      if (i < mr) {
-        float* ci = c + i * c_rs;
-        __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
-        if (beta != 0.0f) {
-          r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
-          r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
-        }
-        _mm512_mask_storeu_ps(ci, m0, r0);
-        _mm512_mask_storeu_ps(ci + 16, m1, r1);
-      }
-    }
-    return;
-  }
-  _Alignas(64) float t[S_MR * S_NR];
-  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < S_MR; ++i) { /* constant indices: acc stays in registers */
-    _mm512_store_ps(t + i * S_NR, acc[i][0]);
-    _mm512_store_ps(t + i * S_NR + 16, acc[i][1]);
-  }
-  store_tile_f32(t, S_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+  tpu_avx512_store_tile32(S_MR, acc, c, c_rs, c_cs, mr, nr, *(const float*)alpha_, *(const float*)beta_);
 }
 
 /* ap (kc, D_MR), bp (kc, 16) -> C (mr, nr) */

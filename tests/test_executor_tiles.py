@@ -1,0 +1,138 @@
+"""The host executor's elementwise tile loop (drivers/host/exec.c) against PyTorch CPU.
+
+The loop reads contiguous f32/f64/i64 leaves in place, fills broadcast leaves once per source element,
+converts or gathers the others, and writes the root straight into a contiguous output of a register
+dtype (through its tile buffer otherwise, or when an input is the output itself). Each test below hits
+one of those paths with odd sizes, rows shorter and longer than a tile (512), non-contiguous views,
+in-place ops and fused-eager chains; fused eager must equal strict eager bit for bit.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_tpu
+
+pytestmark = pytest.mark.skipif(not torch.tpu.is_available(), reason="no tpu device")
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    got = got.cpu()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype.is_floating_point:
+        tol = {torch.bfloat16: 1e-2, torch.float16: 1e-3}.get(want.dtype, 1e-6)
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    else:
+        assert torch.equal(got, want)
+
+
+def _rand(shape, dtype, gen):
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=gen).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    return torch.randint(-50, 50, shape, generator=gen).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(7,), (3, 1500), (37, 129), (2, 5, 1031)])
+def test_binary_chain_layouts(dtype, shape):
+    gen = torch.Generator().manual_seed(1)
+    a, b, c = (_rand(shape, dtype, gen) for _ in range(3))
+    fn = lambda a, b, c: (a + b * 3) * c - a  # noqa: E731  one cluster: leaves a, b, c, the scalars
+    _close(fn(a.to("tpu"), b.to("tpu"), c.to("tpu")), fn(a, b, c))
+    # non-contiguous inputs (transposed / sliced), contiguous output
+    at, bt = a.t() if a.dim() == 2 else a.flip(0), b[..., ::2] if shape[-1] > 2 else b
+    ct = c.t() if c.dim() == 2 else c
+    if bt.shape == at.shape:
+        _close(fn(at.to("tpu"), bt.to("tpu"), ct.to("tpu")), fn(at, bt, ct))
+    _close(fn(a.to("tpu")[..., 1:], b.to("tpu")[..., 1:], c.to("tpu")[..., :-1]), fn(a[..., 1:], b[..., 1:], c[..., :-1]))
+
+
+@pytest.mark.parametrize("shape", [(37, 129), (3, 1500), (4, 6, 700)])
+def test_row_and_column_broadcasts(shape):
+    """Leaves with stride 0 along the tile (row statistics) change value from row to row."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(shape, generator=gen)
+    mu = x.mean(-1, keepdim=True)
+    col = torch.randn(shape[-1], generator=gen)
+    fn = lambda x, mu, col: (x - mu) * col + mu * 2  # noqa: E731
+    _close(fn(x.to("tpu"), mu.to("tpu"), col.to("tpu")), fn(x, mu, col))
+    if len(shape) == 3:
+        first = x[:, :1, :]  # broadcast along dim 1 only
+        _close(x.to("tpu") * x.to("tpu")[:, :1, :] + 1, x * first + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bfloat16, torch.int32])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "sliced"])
+def test_inplace(dtype, layout):
+    """In-place ops: the output is one of the inputs (same view)."""
+    gen = torch.Generator().manual_seed(3)
+    base = _rand((33, 1037), dtype, gen)
+    y = _rand((33, 1037), dtype, gen)
+
+    def view(t):
+        return {"contiguous": t, "transposed": t.t(), "sliced": t[:, 3:1000:2]}[layout]
+
+    cpu, dev = base.clone(), base.to("tpu")
+    yc, yd = view(y), view(y.to("tpu"))
+    view(cpu).mul_(yc).add_(yc, alpha=2)
+    view(dev).mul_(yd).add_(yd, alpha=2)
+    _close(dev, cpu)
+    # the output read twice by the same op, and a scalar-only update
+    view(cpu).add_(view(cpu))
+    view(dev).add_(view(dev))
+    view(cpu).mul_(3)
+    view(dev).mul_(3)
+    _close(dev, cpu)
+
+
+def test_out_noncontiguous_and_mixed_dtypes():
+    gen = torch.Generator().manual_seed(4)
+    a = torch.randn(41, 600, generator=gen)
+    i = torch.randint(-9, 9, (41, 600), generator=gen, dtype=torch.int32)
+    out_cpu = torch.empty(600, 41).t()
+    out_dev = torch.empty(600, 41, device="tpu").t()
+    torch.mul(a, i, out=out_cpu)
+    torch.mul(a.to("tpu"), i.to("tpu"), out=out_dev)
+    _close(out_dev, out_cpu)
+    # bool result and f64 promotion
+    d = torch.randn(41, 600, generator=gen, dtype=torch.float64)
+    _close((a.to("tpu") + d.to("tpu")) > 0.25, (a + d) > 0.25)
+    _close(a.to("tpu") + d.to("tpu"), a + d)
+
+
+def test_scalar_outputs_and_inplace_scalar():
+    s_cpu = torch.tensor(1.5)
+    s_dev = s_cpu.to("tpu")
+    for k in range(3):
+        s_cpu.mul_(s_cpu).add_(k)
+        s_dev.mul_(s_dev).add_(k)
+    _close(s_dev, s_cpu)
+
+
+def _tree(xs):
+    a, b, c, d, e, f, g, h = xs
+    t = ((a + b) * (c - d)) + ((e * f) / (g.abs() + 1)) - (h * a)
+    return (t.tanh() * t.exp().clamp(max=30) + (a * b).sigmoid()).sum(0)
+
+
+@pytest.mark.parametrize("n", [511, 2049])
+def test_fused_chain_matches_strict_and_cpu(n):
+    """Long fused-eager clusters (many members, few live tile registers) and in-place updates in them."""
+    gen = torch.Generator().manual_seed(5)
+    xs = [torch.randn(3, n, generator=gen) for _ in range(8)]
+
+    def fn(*ts):
+        acc = ts[0].clone()
+        for k in range(12):
+            acc.mul_(0.9).add_(ts[k % 8], alpha=0.1)
+        return acc, _tree(ts)
+
+    dev = [x.to("tpu") for x in xs]
+    strict = [t.cpu() for t in fn(*dev)]
+    with torch_tpu.fused_eager():
+        fused = [t.cpu() for t in fn(*dev)]
+    for s, f, c in zip(strict, fused, fn(*xs)):
+        assert torch.equal(s, f)
+        _close(s, c)
