@@ -138,6 +138,82 @@ static void test_advanced_index(void) {
   drop(&dx); drop(&d1); drop(&d2); drop(&e0); drop(&e2); drop(&out); drop(&out2); drop(&dv);
 }
 
+/* index_select and index_put(accumulate) over random shapes, contiguous and transposed
+ * operands, f32 / i64 / bf16 (the kernels' typed row loops and their strided fallback)
+ * against naive loops. x is [R, C] stored row-major or (t) as the transpose of a [C, R]. */
+static uint64_t g_rng = 88172645463325252ull;
+static uint64_t rnd(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17; return g_rng; }
+static dev_t_ upload_2d(tpu_dtype_t dt, int64_t r, int64_t c, int t, const void* rowmajor) {
+  /* element (i, j) of the returned view is rowmajor[i * c + j] */
+  size_t es = tpu_dtype_size(dt);
+  char* buf = malloc((size_t)(r * c) * es + 1);
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      memcpy(buf + (size_t)(t ? j * r + i : i * c + j) * es, (const char*)rowmajor + (size_t)(i * c + j) * es, es);
+  dev_t_ d = upload(dt, 2, (int64_t[]){r, c}, buf);
+  if (t) { d.t.strides[0] = 1; d.t.strides[1] = r; }
+  free(buf);
+  return d;
+}
+static double ld(tpu_dtype_t dt, const void* p, int64_t k) {
+  if (dt == TPU_DTYPE_F32) return ((const float*)p)[k];
+  if (dt == TPU_DTYPE_I64) return (double)((const int64_t*)p)[k];
+  uint32_t u = (uint32_t)((const uint16_t*)p)[k] << 16; float f; memcpy(&f, &u, 4); return f;
+}
+static void st(tpu_dtype_t dt, void* p, int64_t k, double v) {
+  if (dt == TPU_DTYPE_F32) ((float*)p)[k] = (float)v;
+  else if (dt == TPU_DTYPE_I64) ((int64_t*)p)[k] = (int64_t)v;
+  else { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); ((uint16_t*)p)[k] = (uint16_t)(u >> 16); } /* exact: small ints */
+}
+static void test_index_runs_random(void) {
+  const tpu_dtype_t dts[3] = {TPU_DTYPE_F32, TPU_DTYPE_I64, TPU_DTYPE_BF16};
+  int bad_sel = 0, bad_put = 0, cases = 0;
+  for (int it = 0; it < 24; ++it) {
+    tpu_dtype_t dt = dts[it % 3];
+    int xt = (it / 3) % 2, vt = (it / 6) % 2;
+    int64_t R = 1 + (int64_t)(rnd() % 13), C = 1 + (int64_t)(rnd() % 11), n = 1 + (int64_t)(rnd() % 17);
+    size_t es = tpu_dtype_size(dt);
+    char* x = malloc((size_t)(R * C) * es); char* v = malloc((size_t)(n * C) * es);
+    char* want = malloc((size_t)(R * C) * es); char* got = malloc((size_t)(R * C) * es + (size_t)(n * C) * es);
+    int64_t* ix = malloc((size_t)n * 8);
+    for (int64_t k = 0; k < R * C; ++k) st(dt, x, k, (double)(int64_t)(rnd() % 64) - 32);
+    for (int64_t k = 0; k < n * C; ++k) st(dt, v, k, (double)(int64_t)(rnd() % 16) - 8);
+    for (int64_t k = 0; k < n; ++k) ix[k] = (int64_t)(rnd() % (uint64_t)R) - (k % 3 == 0 ? R : 0); /* negatives wrap */
+    /* index_select(x, 0, ix) -> [n, C] (index_select rejects negatives: use the wrapped ids) */
+    int64_t* pos = malloc((size_t)n * 8);
+    for (int64_t k = 0; k < n; ++k) pos[k] = ix[k] < 0 ? ix[k] + R : ix[k];
+    dev_t_ dx = upload_2d(dt, R, C, xt, x), dp = upload(TPU_DTYPE_I64, 1, (int64_t[]){n}, pos);
+    dev_t_ ds = upload(dt, 2, (int64_t[]){n, C}, NULL);
+    tpu_arg_t a[] = {T(&dx), tpu_arg_int(0), T(&dp), T(&ds)};
+    OK(tpu_op_run(0, "aten::index_select.out", a, 4, &ds.t, 1));
+    download(&ds, got);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < C; ++j) bad_sel += ld(dt, got, k * C + j) != ld(dt, x, pos[k] * C + j);
+    /* x.index_put_((ix,), v, accumulate=True); duplicates add up */
+    memcpy(want, x, (size_t)(R * C) * es);
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < C; ++j) st(dt, want, pos[k] * C + j, ld(dt, want, pos[k] * C + j) + ld(dt, v, k * C + j));
+    dev_t_ di = upload(TPU_DTYPE_I64, 1, (int64_t[]){n}, ix), dv = upload_2d(dt, n, C, vt, v);
+    tpu_arg_t la = {0};
+    la.kind = TPU_ARG_TENSOR_LIST; la.tensors = &di.t; la.len = 1;
+    tpu_arg_t b[] = {T(&dx), la, T(&dv), tpu_arg_bool(true), tpu_arg_bool(false)};
+    OK(tpu_op_run(0, "aten::_index_put_impl_", b, 5, &dx.t, 1));
+    OK(tpu_rt_synchronize(0));
+    /* read back through a row-major copy of the (maybe transposed) result */
+    dev_t_ dc = upload(dt, 2, (int64_t[]){R, C}, NULL);
+    tpu_arg_t c[] = {T(&dc), T(&dx), tpu_arg_bool(false)};
+    OK(tpu_op_run(0, "aten::copy_", c, 3, &dc.t, 1));
+    download(&dc, got);
+    for (int64_t k = 0; k < R * C; ++k) bad_put += ld(dt, got, k) != ld(dt, want, k);
+    cases++;
+    drop(&dx); drop(&dp); drop(&ds); drop(&di); drop(&dv); drop(&dc);
+    free(x); free(v); free(want); free(got); free(ix); free(pos);
+  }
+  CHECK(bad_sel == 0, "index_select random: %d wrong elements", bad_sel);
+  CHECK(bad_put == 0, "index_put accumulate random: %d wrong elements", bad_put);
+  CHECK(cases == 24, "cases %d", cases);
+}
+
 static void test_nonzero_masked_select(void) {
   uint8_t m[6] = {0, 1, 1, 0, 0, 1};
   float x[6] = {10, 11, 12, 13, 14, 15};
@@ -222,6 +298,7 @@ int main(void) {
   test_index_select_gather();
   test_scatter_reduce();
   test_advanced_index();
+  test_index_runs_random();
   test_nonzero_masked_select();
   test_cat_arange_random();
   OK(tpu_rt_synchronize(0));

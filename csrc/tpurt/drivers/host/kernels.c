@@ -702,22 +702,69 @@ tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
   } while (next_index(i, out->sizes, out->rank));
   return TPU_OK;
 }
+/* The elements of a view (all dims, or all but `skip`) as ONE run: *out_n elements
+ * `*out_st` apart. 0 when the dims do not nest (e.g. a transposed block). */
+static int flat_run(const tpu_host_view_t* v, int first, int skip, int64_t* out_n, int64_t* out_st) {
+  int64_t n = 1, st = 0, next = 0;
+  for (int d = v->rank - 1; d >= first; --d) {
+    if (d == skip || v->sizes[d] == 1) continue;
+    if (n > 1 && v->strides[d] != next) return 0;
+    if (n == 1) st = v->strides[d];
+    n *= v->sizes[d];
+    next = st * n;
+  }
+  *out_n = n; *out_st = n > 1 ? st : 1;
+  return 1;
+}
+/* dst[r * ds] (+)= src[r * ss], r < n, one dtype; strides in elements. Returns 0 (nothing
+ * done) for dtypes without a typed loop. Float adds round once, as PyTorch's kernels. */
+static int run_move(char* dst, int64_t ds, const char* src, int64_t ss, int dt, int64_t n, int acc) {
+  const int64_t es = (int64_t)tpu_dtype_size(dt);
+  if (!acc) {
+    if (ds == 1 && ss == 1) memcpy(dst, src, (size_t)(n * es));
+    else for (int64_t r = 0; r < n; ++r) memcpy(dst + r * ds * es, src + r * ss * es, (size_t)es);
+    return 1;
+  }
+#define ACC_LOOP(T, EXPR) { T* d = (T*)(void*)dst; const T* s = (const T*)(const void*)src; \
+    for (int64_t r = 0; r < n; ++r) { T* dp = d + r * ds; const T a = *dp, b = s[r * ss]; *dp = (EXPR); } return 1; }
+  switch (dt) {
+    case TPU_DTYPE_F32: ACC_LOOP(float, a + b)
+    case TPU_DTYPE_F64: ACC_LOOP(double, a + b)
+    case TPU_DTYPE_BF16: ACC_LOOP(uint16_t, tpu_f32_to_bf16(tpu_bf16_to_f32(a) + tpu_bf16_to_f32(b)))
+    case TPU_DTYPE_F16: ACC_LOOP(uint16_t, tpu_f32_to_f16(tpu_f16_to_f32(a) + tpu_f16_to_f32(b)))
+    case TPU_DTYPE_I64: ACC_LOOP(int64_t, (int64_t)((uint64_t)a + (uint64_t)b))
+    case TPU_DTYPE_I32: ACC_LOOP(int32_t, (int32_t)((uint32_t)a + (uint32_t)b))
+    case TPU_DTYPE_BOOL: ACC_LOOP(uint8_t, (uint8_t)(a || b))
+    default: return 0;
+  }
+#undef ACC_LOOP
+}
 tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_t* x,
                                      const tpu_host_view_t* idx, const tpu_host_view_t* out) {
   int dim = (int)op->i0;
   int64_t n = idx->sizes[0];
-  int64_t es = (int64_t)tpu_dtype_size(x->dtype);
+  int64_t es = (int64_t)tpu_dtype_size(x->dtype), oes = (int64_t)tpu_dtype_size(out->dtype);
+  int64_t ies = (int64_t)tpu_dtype_size(idx->dtype);
+  /* one run per selected slice (e.g. rows of a contiguous table) */
+  int64_t sn = 0, sst = 0, dn = 0, dst_ = 0;
+  const int runs = x->dtype == out->dtype && flat_run(x, 0, dim, &sn, &sst) && flat_run(out, 0, dim, &dn, &dst_) &&
+                   sn == dn;
   for (int64_t j = 0; j < n; ++j) {
-    int64_t k = tpu_host_load_i64(idx->data + j * idx->strides[0] * (int64_t)tpu_dtype_size(idx->dtype), idx->dtype);
+    int64_t k = tpu_host_load_i64(idx->data + j * idx->strides[0] * ies, idx->dtype);
     TPU_RETURN_IF_ERROR(check_index(&k, x->sizes[dim], dim));
+    if (runs) {
+      run_move(out->data + j * out->strides[dim] * oes, dst_, x->data + k * x->strides[dim] * es, sst, x->dtype, sn, 0);
+      continue;
+    }
     tpu_host_view_t s = *x, d = *out;
     s.data += k * x->strides[dim] * es; s.sizes[dim] = 1;
-    d.data += j * out->strides[dim] * (int64_t)tpu_dtype_size(out->dtype); d.sizes[dim] = 1;
+    d.data += j * out->strides[dim] * oes; d.sizes[dim] = 1;
     TPU_RETURN_IF_ERROR(tpu_host_k_copy(&s, &d));
   }
   return TPU_OK;
 }
 static void accumulate(char* dst, const char* src, int dt) {
+  if (run_move(dst, 1, src, 1, dt, 1, 1)) return;
   if (tpu_dtype_is_floating(dt)) tpu_host_store_f64(dst, dt, tpu_host_load_f64(dst, dt) + tpu_host_load_f64(src, dt));
   else if (dt == TPU_DTYPE_BOOL) dst[0] = dst[0] || src[0];
   else tpu_host_store_i64(dst, dt, (int64_t)((uint64_t)tpu_host_load_i64(dst, dt) + (uint64_t)tpu_host_load_i64(src, dt)));
@@ -776,14 +823,29 @@ tpu_status_t tpu_host_k_index_put(const tpu_ir_op_t* op, const tpu_host_view_t* 
   if (numel_of(s0) == 0) return TPU_OK;
   int rest = out->rank - n_idx, srank = s0->rank;
   int64_t es = (int64_t)tpu_dtype_size(out->dtype), ves = (int64_t)tpu_dtype_size(vals->dtype);
+  /* the block each index tuple writes as one run in both tensors, same dtype: typed loops */
+  int64_t dn = 0, dst_ = 0, vn = 0, vst = 0;
+  int runs = vals->dtype == out->dtype && flat_run(out, n_idx, -1, &dn, &dst_) && flat_run(vals, srank, -1, &vn, &vst) &&
+             dn == vn && (!acc || run_move(NULL, 1, NULL, 1, out->dtype, 0, 1));
+  int64_t ies[TPU_MAX_DIMS];
+  for (int j = 0; j < n_idx && j < TPU_MAX_DIMS; ++j) ies[j] = (int64_t)tpu_dtype_size(idx[j].dtype);
   do {
     int64_t off = 0, voff = 0;
     for (int j = 0; j < n_idx; ++j) {
-      int64_t k = tpu_host_load_i64(at(&idx[j], si), idx[j].dtype);
+      int64_t io = 0;
+      for (int q = 0; q < srank; ++q) io += si[q] * idx[j].strides[q];
+      const char* ip = idx[j].data + io * ies[j];
+      int64_t k;
+      if (idx[j].dtype == TPU_DTYPE_I64) memcpy(&k, ip, 8);
+      else k = tpu_host_load_i64(ip, idx[j].dtype);
       TPU_RETURN_IF_ERROR(check_index(&k, out->sizes[j], j));
       off += k * out->strides[j];
     }
     for (int q = 0; q < srank; ++q) voff += si[q] * vals->strides[q];
+    if (runs) {
+      run_move(out->data + off * es, dst_, vals->data + voff * ves, vst, out->dtype, dn, acc);
+      continue;
+    }
     tpu_host_view_t dst, src;
     dst.data = out->data + off * es; dst.dtype = out->dtype; dst.rank = rest;
     src.data = vals->data + voff * ves; src.dtype = vals->dtype; src.rank = rest;
