@@ -166,6 +166,45 @@ def test_conv_bf16_channels_last():
          dtype=torch.bfloat16, memory_format=torch.channels_last)
 
 
+# Stride-1 shapes as in the ResNet/UNet examples: the host's direct padded-grid forward kernel
+# (several 8-channel output blocks, a partial last block, samples sharing a 48-position strip),
+# and backward-input run as a forward conv with the flipped weight.
+DIRECT = [
+    ((5, 16, 9, 10), (19, 16, 3, 3), dict(padding=1)),
+    ((3, 20, 12, 11), (8, 10, 3, 3), dict(padding=1, groups=2)),
+    ((4, 9, 6, 7), (17, 9, 3, 2), dict(padding=(2, 1), dilation=(2, 1))),
+    ((2, 18, 8, 8), (6, 18, 1, 1), dict(padding=1)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", DIRECT)
+@pytest.mark.parametrize("memory_format", [None, torch.channels_last])
+def test_conv2d_stride1_direct(xs, ws, kw, memory_format):
+    _run(lambda x, w, b: F.conv2d(x, w, b, **kw), [torch.randn(xs), torch.randn(ws), torch.randn(ws[0])],
+         memory_format=memory_format)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_conv2d_stride1_direct_dtypes(dtype):
+    _run(lambda x, w, b: F.conv2d(x, w, b, padding=1), [torch.randn(3, 16, 9, 8), torch.randn(12, 16, 3, 3), None],
+         dtype=dtype)
+
+
+def test_conv2d_stride1_direct_views():
+    torch.manual_seed(2)
+    x = torch.randn(4, 24, 13, 12)
+    w = torch.randn(10, 12, 3, 3)
+    for xx in (x[:, ::2], x[:, :12, 1:, ::2], x[:, :12].transpose(2, 3)):  # sliced channels, strided rows, transposed
+        xc = xx.clone().requires_grad_()
+        xd = xx.to(DEV).requires_grad_()
+        yc, yd = F.conv2d(xc, w, padding=1), F.conv2d(xd, w.to(DEV), padding=1)
+        torch.testing.assert_close(yd.cpu(), yc, **_tol(torch.float32))
+        g = torch.randn(yc.shape)
+        yc.backward(g)
+        yd.backward(g.to(DEV))
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad, **_tol(torch.float32))
+
+
 def test_unbatched_and_empty_batch():
     _run(lambda x, w, b: F.conv2d(x, w, b, padding=1), [torch.randn(3, 6, 5), torch.randn(4, 3, 3, 3), torch.randn(4)])
     _run(lambda x, w, b: F.conv1d(x, w, b), [torch.randn(3, 6), torch.randn(4, 3, 3), torch.randn(4)])

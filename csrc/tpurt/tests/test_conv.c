@@ -98,17 +98,22 @@ static void test_kernels(void) {
       fill(&a); fill(&b); fill(&o);
       int64_t tile = it % 2 ? irand(1, 9) : 0; /* tiles that start and end mid-row */
       int64_t group = it % 3 == 0 ? irand(2, 3) : 0; /* sample groups (small outputs) */
+      int flip = it % 4 != 3; /* stride-1 backward-input as a flipped forward conv, or col2im */
       tpu_host_conv_set_tile(tile);
       tpu_host_conv_set_group(group);
+      tpu_host_conv_set_flip(flip);
+      tpu_host_conv_set_direct(it % 3 != 1); /* the padded-grid kernel where it applies, or im2col */
       OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
       tpu_host_conv_set_tile(0);
       tpu_host_conv_set_group(0);
+      tpu_host_conv_set_flip(1);
+      tpu_host_conv_set_direct(1);
       OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
       double mag, e = vdiff(&o.v, &r.v, &mag);
       double tol = dt == TPU_DTYPE_F64 ? 1e-12 * (1 + mag) : 1e-5 * (1 + mag);
-      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d tile %lld group %lld dtype %d: err %g",
+      CHECK(e <= tol, "%s nsp=%d N=%lld G=%lld Cg=%lld Og=%lld layouts %d%d%d tile %lld group %lld flip %d dtype %d: err %g",
             kn[kind], nsp, (long long)N, (long long)G, (long long)Cg, (long long)Og, la, lb, lo, (long long)tile,
-            (long long)group, idt, e);
+            (long long)group, flip, idt, e);
       free(a.buf); free(b.buf); free(o.buf); free(r.buf);
     }
   }

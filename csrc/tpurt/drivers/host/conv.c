@@ -126,6 +126,12 @@ static tpu_status_t conv_geo(int kind, int nsp, const int64_t* stride, const int
 /* Tile size: the im2col tile (C*KK, Pt) stays within ~4 MiB; forward splits further so
  * every pool thread gets work. */
 static int64_t g_forced_tile, g_forced_group;
+static int g_flip_bwd_input = 1;
+int tpu_host_conv_set_flip(int on) {
+  int old = g_flip_bwd_input;
+  g_flip_bwd_input = on != 0;
+  return old;
+}
 int64_t tpu_host_conv_set_group(int64_t ns) {
   int64_t old = g_forced_group;
   g_forced_group = ns > 0 ? ns : 0;
@@ -184,6 +190,137 @@ static void conv_plan(int kind, conv_geo_t* g, size_t elem) {
 #undef CDT
 #undef CGEMMX
 
+/* ---- direct convolution on the padded grid (stride 1, f32 result, AVX-512F).
+ * Each input channel of a unit of ns samples is copied once into a zero-padded plane
+ * xpad (C, L): sample s, padded position t at s * Lg + t (Lg = prod(S + 2p)). The output is
+ * computed on the same grid, so row (c, kk) of the implicit im2col matrix is the plane read at
+ * a fixed shift (c * L + sum_d k_d dl_d * stride_of_d): the microkernel reads it in place
+ * (no im2col, no B packing) and positions that are not outputs (the padding rows/columns) are
+ * computed and dropped. Worth it while most grid positions are outputs (>= 1/2). */
+enum { DK_MR = 8, DK_NR = 48 };
+typedef struct {
+  const conv_geo_t* g;
+  float* wk;         /* (G, nob, KcG, 8): weights packed in 8-channel blocks, zero past Og */
+  int64_t* boff;     /* (KcG): offset of im2col row (c, kk) in xpad, from the group's channel 0 */
+  int64_t* yoff;     /* (nstrips * 48): y offset of grid position n of a unit (-1: not an output) */
+  int64_t Sp[3], Lg, L, ns, nunits, nob;
+  volatile int oom;
+} conv_dk_job_t;
+
+static int g_direct = 1;
+int tpu_host_conv_set_direct(int on) {
+  int old = g_direct;
+  g_direct = on != 0;
+  return old;
+}
+
+static int conv_direct_ok(int kind, const conv_geo_t* g) {
+  if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->prec != 0 || g->ydt != TPU_DTYPE_F32) return 0;
+  if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
+  int64_t grid = 1;
+  for (int s = 0; s < 3; ++s) {
+    if (g->st[s] != 1) return 0;
+    grid *= g->S[s] + 2 * g->pd[s];
+  }
+  return 2 * g->P >= grid;
+}
+
+static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_dk_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t L = J->L, KcG = g->KcG;
+  float* xpad = conv_alloc((size_t)(g->C * L) * sizeof(float));
+  float* tile = conv_alloc((size_t)(DK_MR * DK_NR) * sizeof(float));
+  if (!xpad || !tile) { J->oom = 1; goto done; }
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t n0 = u * J->ns, nn = TPU_MIN(J->ns, g->N - n0);
+    memset(xpad, 0, (size_t)(g->C * L) * sizeof(float));
+    for (int64_t s = 0; s < nn; ++s)
+      for (int64_t c = 0; c < g->C; ++c) {
+        const int64_t xo = (n0 + s) * g->xs[0] + c * g->xs[1];
+        float* dp = xpad + c * L + s * J->Lg + g->pd[2];
+        for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
+          for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
+            ldrun_f32(dp + ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2], g->xd,
+                      xo + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
+      }
+    float* yu = (float*)g->yd + n0 * g->ys[0];
+    const int64_t nstrips = (nn * J->Lg + DK_NR - 1) / DK_NR;
+    for (int64_t grp = 0; grp < g->G; ++grp) {
+      const float* xg = xpad + grp * g->Cg * L;
+      for (int64_t st = 0; st < nstrips; ++st) {
+        const int64_t* yo = J->yoff + st * DK_NR;
+        const int64_t nr = TPU_MIN((int64_t)DK_NR, nn * J->Lg - st * DK_NR); /* not into sample nn */
+        for (int64_t ob = 0; ob < J->nob; ++ob) {
+          tpu_host_conv_dk8x48_avx512(KcG, J->wk + (grp * J->nob + ob) * KcG * DK_MR, xg + st * DK_NR, J->boff, tile);
+          const int64_t o0 = grp * g->Og + ob * DK_MR, mr = TPU_MIN((int64_t)DK_MR, g->Og - ob * DK_MR);
+          for (int64_t i = 0; i < mr; ++i) {
+            float* yr = yu + (o0 + i) * g->ys[1];
+            const float* tr = tile + i * DK_NR;
+            for (int64_t j = 0; j < nr; ++j)
+              if (yo[j] >= 0) yr[yo[j]] = tr[j];
+          }
+        }
+      }
+    }
+  }
+done:
+  conv_free(xpad); conv_free(tile);
+}
+
+static tpu_status_t conv_direct_run(conv_geo_t* g) {
+  conv_dk_job_t J = {.g = g};
+  for (int s = 0; s < 3; ++s) J.Sp[s] = g->S[s] + 2 * g->pd[s];
+  J.Lg = J.Sp[0] * J.Sp[1] * J.Sp[2];
+  int64_t nth = TPU_MAX((int64_t)1, (int64_t)tpu_pool_num_threads());
+  J.ns = TPU_MAX((int64_t)1, TPU_MIN((512 + J.Lg - 1) / J.Lg, (g->N + nth - 1) / nth));
+  J.nunits = (g->N + J.ns - 1) / J.ns;
+  const int64_t nstrips = (J.ns * J.Lg + DK_NR - 1) / DK_NR;
+  int64_t maxshift = 0;
+  for (int s = 0; s < 3; ++s) maxshift = maxshift * J.Sp[s] + (g->K[s] - 1) * g->dl[s];
+  J.L = nstrips * DK_NR + maxshift;
+  J.nob = (g->Og + DK_MR - 1) / DK_MR;
+  J.wk = conv_alloc((size_t)(g->G * J.nob * g->KcG * DK_MR) * sizeof(float));
+  J.boff = conv_alloc((size_t)g->KcG * sizeof(int64_t));
+  J.yoff = conv_alloc((size_t)(nstrips * DK_NR) * sizeof(int64_t));
+  tpu_status_t st = TPU_OK;
+  if (!J.wk || !J.boff || !J.yoff) {
+    st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    goto done;
+  }
+  for (int64_t c = 0; c < g->Cg; ++c)
+    for (int64_t kk = 0; kk < g->KK; ++kk) {
+      int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
+      J.boff[c * g->KK + kk] = c * J.L + (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
+    }
+  for (int64_t n = 0; n < nstrips * DK_NR; ++n) {
+    int64_t s = n / J.Lg, t = n % J.Lg;
+    int64_t i0 = t / (J.Sp[1] * J.Sp[2]), i1 = (t / J.Sp[2]) % J.Sp[1], i2 = t % J.Sp[2];
+    int ok = s < J.ns && i0 < g->Q[0] && i1 < g->Q[1] && i2 < g->Q[2];
+    J.yoff[n] = ok ? s * g->ys[0] + i0 * g->ys[2] + i1 * g->ys[3] + i2 * g->ys[4] : -1;
+  }
+  for (int64_t grp = 0; grp < g->G; ++grp)
+    for (int64_t ob = 0; ob < J.nob; ++ob) {
+      float* d = J.wk + (grp * J.nob + ob) * g->KcG * DK_MR;
+      for (int64_t i = 0; i < DK_MR; ++i) {
+        int64_t o = ob * DK_MR + i;
+        for (int64_t c = 0; c < g->Cg; ++c)
+          for (int64_t kk = 0; kk < g->KK; ++kk) {
+            int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
+            d[(c * g->KK + kk) * DK_MR + i] =
+                o < g->Og ? ld1_f32(g->wd, (grp * g->Og + o) * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] +
+                                               k2 * g->ws[4], g->wdt)
+                          : 0.0f;
+          }
+      }
+    }
+  tpu_pool_parallel_for(J.nunits, 1, conv_dk_worker, &J);
+  if (J.oom) st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+done:
+  conv_free(J.wk); conv_free(J.boff); conv_free(J.yoff);
+  return st;
+}
+
 static int64_t view_numel(const tpu_host_view_t* v) {
   int64_t n = 1;
   for (int d = 0; d < v->rank; ++d) n *= v->sizes[d];
@@ -216,6 +353,26 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
    * kernel (vdpbf16ps, gemm.h) where the CPU has one. */
   if (a->dtype == TPU_DTYPE_BF16 && b->dtype == TPU_DTYPE_BF16) g.prec = TPU_IR_PRECISION_DEFAULT;
   if (view_numel(out) == 0) return TPU_OK;
+  if (kind == TPU_HOST_CONV_BWD_INPUT && g_flip_bwd_input) {
+    /* Stride 1: gx = conv(gy, w') with w'[c, o, k] = w[o, c, K-1-k] and padding d(K-1) - p, a
+     * forward conv (gathers, output written in place) instead of GEMM + col2im scatter. */
+    int flip = g.G == 1 && (g.C >= 16 || g.C >= g.O); /* a few gx channels: a GEMM m too short */
+    int64_t pd2[3];
+    tpu_host_view_t wv = *b;
+    for (int d = 0; d < nsp && flip; ++d) {
+      int64_t K = b->sizes[2 + d], span = dilation[d] * (K - 1);
+      pd2[d] = span - padding[d];
+      flip = stride[d] == 1 && pd2[d] >= 0 && out->sizes[2 + d] == a->sizes[2 + d] + span - 2 * padding[d];
+      wv.data += (K - 1) * b->strides[2 + d] * (int64_t)tpu_dtype_size(b->dtype);
+      wv.strides[2 + d] = -b->strides[2 + d];
+    }
+    if (flip) {
+      wv.sizes[0] = b->sizes[1]; wv.sizes[1] = b->sizes[0];
+      wv.strides[0] = b->strides[1]; wv.strides[1] = b->strides[0];
+      return tpu_host_conv_run_prec(TPU_HOST_CONV_FWD, nsp, stride, pd2, dilation, 1, precision, a, &wv, out);
+    }
+  }
+  if (dt == TPU_DTYPE_F32 && conv_direct_ok(kind, &g)) return conv_direct_run(&g);
   conv_plan(kind, &g, tpu_dtype_size(dt));
   return dt == TPU_DTYPE_F32 ? conv_run_f32(kind, &g) : conv_run_f64(kind, &g);
 }

@@ -46,6 +46,16 @@ int64_t tpu_host_conv_set_tile(int64_t pt);
 /* Testing hook: forces sample groups of `ns` samples wherever outputs are small enough to group
  * (0 = automatic); returns the previous value. Not thread-safe against running kernels. */
 int64_t tpu_host_conv_set_group(int64_t ns);
+/* Testing hook: 0 turns off running stride-1 backward-input as a forward convolution with the
+ * flipped, transposed weight (1, the default: on where groups == 1 and the padding allows);
+ * returns the previous value. Not thread-safe against running kernels. */
+int tpu_host_conv_set_flip(int on);
+/* Testing hook: 0 turns off the direct padded-grid kernel for stride-1 forward convolutions
+ * (conv.c; 1, the default: used where the CPU has AVX-512F and most of the grid is output);
+ * returns the previous value. Not thread-safe against running kernels. */
+int tpu_host_conv_set_direct(int on);
+/* conv_avx512.c: tile (8, 48) = sum_p ap[p*8 + i] * xb[boff[p] + j] (call only with AVX-512F) */
+void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff, float* tile);
 /* TPU_IR_CUSTOM entry for the two backward targets (called by tpu_host_k_custom). */
 tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out);

@@ -103,12 +103,13 @@ static void CFN(pack_w)(const conv_geo_t* g, const char* w, CT* wp) {
     return;
   }
   for (int64_t o = 0; o < g->O; ++o)
-    for (int64_t c = 0; c < g->Cg; ++c)
-      for (int64_t kk = 0; kk < g->KK; ++kk) {
-        int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-        wp[(o * g->Cg + c) * g->KK + kk] =
-            CFN(ld1)(w, o * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4], g->wdt);
-      }
+    for (int64_t c = 0; c < g->Cg; ++c) {
+      CT* d = wp + (o * g->Cg + c) * g->KK;
+      const int64_t oc = o * g->ws[0] + c * g->ws[1];
+      for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
+        for (int64_t k1 = 0; k1 < g->K[1]; ++k1, d += g->K[2])
+          CFN(ldrun)(d, w, oc + k0 * g->ws[2] + k1 * g->ws[3], g->ws[4], g->K[2], g->wdt);
+    }
 }
 
 typedef struct {
