@@ -8,12 +8,17 @@ so its step counts live on the device and the optimizer graph can be captured). 
 compiles happen in the warm-up). Prints ms per step and the ratios (higher = compiled tpu faster); issue 4's
 targets: compiled/eager tpu >= 1.5x on GPT/Llama, >= 1.2x on ResNet/UNet; compiled tpu / inductor CPU >= 1.0x.
 
-Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N]
+Also printed: the same ratio in process CPU time per step (all threads; less sensitive to other jobs on the machine
+than wall time) and the tpu peak memory of one steady-state step, eager vs compiled (issue 4: compiled <= eager).
+
+Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N] [--whole-step]
+       [--no-reinplace]
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import importlib.util
 import os
 import shutil
@@ -31,6 +36,7 @@ sys.modules.pop("common", None)  # run_all.py may have imported benchmarks/commo
 import compile_models  # noqa: E402  (tests/compile_models.py)
 
 import torch_tpu  # noqa: E402
+from torch_tpu import _compile  # noqa: E402
 
 # name: build() overrides (bigger batches than the tests use)
 CONFIGS = {
@@ -43,7 +49,7 @@ CONFIGS = {
 }
 
 
-def make_step(name: str, device: str, backend: str | None):
+def make_step(name: str, device: str, backend: str | None, whole_step: bool = False, reinplace: bool = True):
     model, inputs, loss_fn = compile_models.build(name, **CONFIGS[name])
     model = model.to(device)
     x = compile_models.to(inputs, device)
@@ -53,6 +59,18 @@ def make_step(name: str, device: str, backend: str | None):
         # compiled: capturable=True keeps AdamW's step counts on the device, so the optimizer graph has no CPU
         # inputs and can be captured (as CUDA graphs need); eager keeps PyTorch's default (CPU step counts)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=backend == "tpu")
+    if backend == "tpu" and not reinplace:
+        backend = functools.partial(_compile.tpu_backend, options={"reinplace": False})
+    if whole_step and backend:
+        # one function for zero_grad + forward + loss + backward + optimizer step: Dynamo breaks the graph at
+        # backward() (forward+loss, then the optimizer step as the resumed frame; AOTAutograd's backward graph runs
+        # from the autograd engine as in the per-module variant)
+        def train_step() -> None:
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(*x)).backward()
+            opt.step()
+
+        return torch.compile(train_step, backend=backend)
     fwd = torch.compile(model, backend=backend) if backend else model
     opt_step = torch.compile(opt.step, backend=backend) if backend else opt.step
 
@@ -64,13 +82,15 @@ def make_step(name: str, device: str, backend: str | None):
     return step
 
 
-def measure(name: str, device: str, backend: str | None, repeat: int) -> tuple[float, float, int]:
-    """(median seconds per step, seconds spent in the first step (compiles, caches), Dynamo graphs compiled
-    after the first two steps: recompiles inside the measured region, which should be 0)."""
+def measure(name: str, device: str, backend: str | None, repeat: int, **kw) -> dict:
+    """seconds: median seconds per step; cpu: process CPU seconds per step (all threads; less sensitive to other
+    jobs on the machine than wall time); first: seconds of the first step (compiles, caches); recompiled: Dynamo
+    graphs compiled after the first two steps (recompiles inside the measured region, which should be 0); peak:
+    tpu bytes allocated at the peak of one steady-state step (torch.tpu.max_memory_allocated)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
-    step = make_step(name, device, backend)
+    step = make_step(name, device, backend, **kw)
     t0 = time.perf_counter()
     step()
     _bench_common.sync(device)
@@ -78,7 +98,20 @@ def measure(name: str, device: str, backend: str | None, repeat: int) -> tuple[f
     step()  # optimizers create their state in the first step: the second one may compile again
     graphs = counters["stats"]["unique_graphs"]
     seconds = _bench_common.bench(step, device, warmup=3, repeat=repeat)
-    return seconds, first, counters["stats"]["unique_graphs"] - graphs
+    recompiled = counters["stats"]["unique_graphs"] - graphs
+    _bench_common.sync(device)
+    c0 = time.process_time()
+    for _ in range(repeat):
+        step()
+    _bench_common.sync(device)
+    cpu = (time.process_time() - c0) / repeat
+    peak = float("nan")
+    if device == "tpu":
+        torch.tpu.reset_peak_memory_stats()
+        step()
+        torch.tpu.synchronize()
+        peak = torch.tpu.max_memory_allocated()
+    return dict(seconds=seconds, cpu=cpu, first=first, recompiled=recompiled, peak=peak)
 
 
 def main() -> None:
@@ -86,33 +119,42 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--no-inductor", action="store_true")
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--whole-step", action="store_true", help="compile one train-step function instead of the "
+                    "model and opt.step separately (both backends)")
+    ap.add_argument("--no-reinplace", action="store_true", help="compiled tpu without re-inplacing input updates")
     args = ap.parse_args()
     names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
     print("machine:", _bench_common.machine())
     inductor = not args.no_inductor and shutil.which(os.environ.get("CXX", "g++")) is not None
     if not args.no_inductor and not inductor:
         print("inductor skipped: no C++ compiler (g++) on PATH")
-    print(f"{'model':8} {'eager tpu':>10} {'compiled tpu':>13} {'speedup':>8} {'inductor cpu':>13} "
-          f"{'tpu/inductor':>13}  first-step s (eager / compiled / inductor)  capture")
+    kw = dict(whole_step=args.whole_step)
+    print(f"{'model':8} {'eager tpu':>10} {'compiled tpu':>13} {'speedup':>8} {'cpu-time speedup':>17} "
+          f"{'inductor cpu':>13} {'tpu/inductor':>13} {'peak MiB eager/compiled':>24}  first-step s "
+          "(eager / compiled / inductor)  capture")
     for name in names:
-        eager, eager_first, _ = measure(name, "tpu", None, args.repeat)
+        eager = measure(name, "tpu", None, args.repeat)
         torch_tpu.reset_metrics()
-        compiled, compiled_first, recompiled = measure(name, "tpu", "tpu", args.repeat)
+        compiled = measure(name, "tpu", "tpu", args.repeat, reinplace=not args.no_reinplace, **kw)
         m = torch_tpu.metrics()
         capture = (f"replays {m['compile_replays']}/{m['compile_calls']} calls"
                    + (f", not captured: {sorted(m['compile_capture_failures'])}" if m["compile_capture_failures"]
                       else ""))
-        cpu_eager, _, _ = measure(name, "cpu", None, args.repeat)
-        ind, ind_first, ind_recompiled = (float("nan"), float("nan"), 0)
+        cpu_eager = measure(name, "cpu", None, args.repeat)
+        ind = dict(seconds=float("nan"), first=float("nan"), recompiled=0)
         if inductor:
             try:
-                ind, ind_first, ind_recompiled = measure(name, "cpu", "inductor", args.repeat)
+                ind = measure(name, "cpu", "inductor", args.repeat, **kw)
             except Exception as exc:  # report, keep measuring the others
                 print(f"  inductor failed on {name}: {type(exc).__name__}: {str(exc)[:200]}")
-        print(f"{name:8} {eager * 1e3:9.2f}ms {compiled * 1e3:12.2f}ms {eager / compiled:7.2f}x "
-              f"{ind * 1e3:12.2f}ms {ind / compiled:12.2f}x  {eager_first:.1f} / {compiled_first:.1f} / "
-              f"{ind_first:.1f}  {capture}; graphs compiled while timed: tpu {recompiled}, inductor {ind_recompiled}; "
-              f"eager cpu {cpu_eager * 1e3:.2f}ms",
+        mib = 1 << 20
+        print(f"{name:8} {eager['seconds'] * 1e3:9.2f}ms {compiled['seconds'] * 1e3:12.2f}ms "
+              f"{eager['seconds'] / compiled['seconds']:7.2f}x {eager['cpu'] / compiled['cpu']:16.2f}x "
+              f"{ind['seconds'] * 1e3:12.2f}ms {ind['seconds'] / compiled['seconds']:12.2f}x "
+              f"{eager['peak'] / mib:10.2f} / {compiled['peak'] / mib:.2f} ({compiled['peak'] / eager['peak']:.2f}x)  "
+              f"{eager['first']:.1f} / {compiled['first']:.1f} / {ind['first']:.1f}  {capture}; graphs compiled while "
+              f"timed: tpu {compiled['recompiled']}, inductor {ind['recompiled']}; eager cpu "
+              f"{cpu_eager['seconds'] * 1e3:.2f}ms",
               flush=True)
 
 

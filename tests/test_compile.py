@@ -177,6 +177,83 @@ def test_inplace_on_graph_inputs_is_applied() -> None:
     torch.testing.assert_close(compiled[2], cpu[2], rtol=1e-5, atol=1e-6)
 
 
+# Input mutations the re-inplacing pass (_compile._reinplace) must keep exact: reads of the old value after an
+# update, chains of updates, updates through views, an update whose result is also returned, a mutated input that
+# is read again after it is overwritten, foreach updates.
+MUTATIONS = {
+    "read_after_update": lambda x, y: (x.mul_(2), y.add_(x), (x + y).sum())[-1],
+    "chain_then_read": lambda x, y: (x.mul_(0.5).add_(y).sub_(1.0), x * y)[-1],
+    "old_value_saved_before": lambda x, y: (x.clone(), x.mul_(3))[0] + x,
+    "view_of_input_read_later": lambda x, y: (x.t(), x.add_(y))[0].sum(0),
+    "update_through_slice": lambda x, y: (x[1:3].mul_(2), x.add_(1), x.sum())[-1],
+    "result_returned": lambda x, y: x.mul_(y),
+    "foreach_lists": lambda x, y: (torch._foreach_mul_([x, y], 0.5), torch._foreach_add_([x, y], [y.sin(), x.cos()]),
+                                   x.sum() + y.sum())[-1],
+    "expand_broadcast_operand": lambda x, y: x.add_(y[0]).exp_().sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_input_mutations_reinplaced_exactly(name: str) -> None:
+    """Compiled == eager bit for bit (outputs and the mutated inputs, over two calls): captured and replayed (the
+    functional graph), and op by op with and without re-inplacing."""
+    fn = MUTATIONS[name]
+    args = (_g(4, 5), _g(4, 5, seed=3))
+    eager = _run(fn, args, "tpu", False)
+    for options in ({}, {"capture": False}, {"capture": False, "reinplace": False}):
+        torch._dynamo.reset()
+        f = torch.compile(fn, backend="tpu", options=options)
+        for _ in range(2):
+            leaves = _leaves(args, "tpu", False)
+            out = f(*leaves)
+            torch.testing.assert_close(_cpu(out), eager[0], **EXACT)
+            torch.testing.assert_close(_cpu(leaves), eager[2], **EXACT)
+
+
+def test_reinplace_removes_optimizer_copies() -> None:
+    """Run op by op, the compiled AdamW / SGD step writes parameters and state in place (no copy_ back into its
+    inputs), with results bit-identical to the same step without re-inplacing and to the captured step."""
+    torch.manual_seed(3)
+    base = nn.Sequential(nn.Linear(12, 16), nn.Tanh(), nn.Linear(16, 3))
+    xs = [_g(6, 12, seed=s).to("tpu") for s in range(3)]
+
+    def train(make_opt, options):
+        torch._dynamo.reset()
+        graphs = []
+        model = copy.deepcopy(base).to("tpu")
+        opt = make_opt(model.parameters())
+
+        def backend(gm, example_inputs):
+            return _compile.tpu_backend(gm, example_inputs, options=options)
+
+        step = torch.compile(opt.step, backend=backend)
+        orig = _compile.CompiledGraph.__init__
+
+        def spy(self, gm, kind, opts):
+            orig(self, gm, kind, opts)
+            graphs.append(self)
+
+        _compile.CompiledGraph.__init__ = spy
+        try:
+            _train(model, opt, step, xs)
+        finally:
+            _compile.CompiledGraph.__init__ = orig
+        copies = sum(1 for g in graphs for n in (g.gm_inplace or g.gm).graph.nodes
+                     if n.target is torch.ops.aten.copy_.default)
+        state = [v.cpu() for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+        return [p.detach().cpu() for p in model.parameters()] + state, copies, sum(g.reinplaced for g in graphs)
+
+    for make_opt in (lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.01, capturable=True),
+                     lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-4)):
+        on, copies_on, rewritten = train(make_opt, {"capture": False})
+        off, copies_off, _ = train(make_opt, {"capture": False, "reinplace": False})
+        captured, _, _ = train(make_opt, {})
+        assert copies_off > 0 and copies_on == 0 and rewritten > 0, (copies_on, copies_off, rewritten)
+        for a, b, c in zip(on, off, captured):
+            torch.testing.assert_close(a, b, **EXACT)
+            torch.testing.assert_close(a, c, **EXACT)
+
+
 # ----------------------------------------------------------------------------------------------- example models
 
 def _example_gate(name: str) -> None:
@@ -512,3 +589,55 @@ def test_capture_per_size_under_dynamic_shapes() -> None:
     m = torch_tpu.metrics()
     assert counter.frame_count == 1 and m["compile_recompiles"] == 0
     assert m["compile_captures"] == 3 and m["compile_replays"] == 2, m  # one capture per concrete size
+    # each capture compiled one host executable for its size (the fused trace of the graph) ...
+    assert m["trace_cache_misses"] == 3 and m["compile_capture_seconds"] > 0, m
+    # ... and a size seen before replays: no Dynamo recompile, no capture, no host compile
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for batch in (7, 3, 5):
+            x = _g(batch, 9, seed=batch).to("tpu")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x, w).cpu(), **EXACT)
+    m = torch_tpu.metrics()
+    assert (m["compile_recompiles"], m["compile_captures"], m["compile_replays"]) == (0, 0, 3), m
+    assert m["trace_cache_misses"] == 0 and m["compiles"] == 0, m
+
+
+@pytest.mark.skipif(not hasattr(torch_tpu._C, "_graph_signature"), reason="extension without _graph_signature")
+def test_graph_signature_keys_layout_aliasing_and_values() -> None:
+    sig = torch_tpu._C._graph_signature
+    x = torch.rand(4, 6, device="tpu")
+    same = [sig([torch.rand(4, 6, device="tpu"), 3]), sig([torch.rand(4, 6, device="tpu"), 3])]
+    assert same[0] == same[1] and isinstance(same[0], bytes)
+    y = torch.rand(4, 6, device="tpu")
+    differ = [
+        sig([x, y]), sig([x, x]), sig([x, x[1:]]), sig([x, x.t().contiguous().t()]), sig([x, y.to(torch.bfloat16)]),
+        sig([x, y[:3]]), sig([x, y.t()]), sig([x, 3]), sig([x, 4]), sig([x, 3.0]), sig([x, True]), sig([x, None]),
+        sig([x, -0.0]), sig([x, 0.0]),
+    ]
+    assert len(set(differ)) == len(differ)
+    # storage offsets and requires_grad do not matter to a replay (it binds data pointers), but the distance
+    # between two arguments sharing a storage does
+    assert sig([x[1:], y]) == sig([y[1:], x]) and sig([x.requires_grad_(), y]) == sig([y, x])
+    assert sig([x[:2], x[1:3]]) == sig([x[1:3], x[2:]]) != sig([x[:2], x[2:]])
+    assert sig([x, "a string"]) is None and sig([x, 2 ** 70]) is None  # the caller keys these in Python
+    with pytest.raises(TypeError):
+        sig(3)
+
+
+@pytest.mark.skipif(not hasattr(torch_tpu._C, "_capture_begin"), reason="the runtime has no graph capture yet")
+def test_capture_keyed_by_input_aliasing() -> None:
+    """A capture binds inputs by memory range: inputs that share storage at capture time must not replay the
+    capture made for separate inputs, nor the other way round."""
+    def f(a, b):
+        return (a * 2 + b).sum(0)
+
+    compiled = torch.compile(f, backend="tpu")
+    base = _g(9, 4).to("tpu")
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for a, b in ((base[:4], base[4:8]), (base[:4], _g(4, 4, seed=2).to("tpu")), (base[1:5], base[5:9]),
+                     (_g(4, 4, seed=5).to("tpu"), _g(4, 4, seed=6).to("tpu")),
+                     (base[:4], base[2:6]), (base[:4], base[3:7])):  # overlapping, at another distance
+            torch.testing.assert_close(compiled(a, b).cpu(), f(a, b).cpu(), **EXACT)
+    m = torch_tpu.metrics()
+    assert m["compile_captures"] == 4 and m["compile_replays"] == 2, m

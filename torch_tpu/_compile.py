@@ -31,13 +31,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import sys
 import threading
+import time
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 import torch
+import torch.utils._pytree as pytree
 
 from torch_tpu import _env
 
@@ -58,6 +62,8 @@ class _Stats:
     interpreted_calls: int = 0      # ... run op by op
     captures: int = 0               # graph captures made (one per input-metadata signature)
     replays: int = 0                # calls that replayed a captured graph
+    capture_seconds: float = 0.0    # wall time of the calls that captured (run op by op + compile the capture)
+    reinplaced: int = 0             # functional nodes turned back into in-place ops (see _reinplace)
     capture_failures: dict[str, int] = field(default_factory=dict)     # reason -> count
     unsupported_ops: dict[str, int] = field(default_factory=dict)      # op -> graphs that contain it
     reasons: list[dict[str, Any]] = field(default_factory=list)        # one record per recompile
@@ -173,41 +179,184 @@ def _eager_composites() -> Iterator[None]:
 class Options:
     strict: bool = False     # unsupported node -> NotImplementedError at compile time
     capture: bool = True     # use the runtime's graph capture when it exists
+    reinplace: bool = True   # write functional results into the buffers they replace (see _reinplace)
 
     @staticmethod
     def parse(options: Optional[dict[str, Any]]) -> "Options":
         options = dict(options or {})
         strict = options.pop("strict", None)
         capture = options.pop("capture", True)
+        reinplace = options.pop("reinplace", True)
         if options:
             raise ValueError(
-                f"torch.compile(backend='tpu'): unknown option(s) {sorted(options)}; accepted: strict, capture"
+                f"torch.compile(backend='tpu'): unknown option(s) {sorted(options)}; accepted: strict, capture, "
+                "reinplace"
             )
         if strict is None:
             strict = _env.read_bool(COMPILE_STRICT)
-        return Options(strict=bool(strict), capture=bool(capture))
+        return Options(strict=bool(strict), capture=bool(capture), reinplace=bool(reinplace))
+
+
+# ------------------------------------------------------------------------------------------ re-inplacing
+
+def _returns_alias(op: Any) -> bool:
+    """Whether a node's result may share memory with an argument (views, in-place ops); getitem of a list result
+    counts as its parent op's result."""
+    if op is operator.getitem:
+        return False
+    if not isinstance(op, torch._ops.OpOverload):
+        return True  # unknown callables: assume the worst
+    return any(r.alias_info is not None for r in op._schema.returns)
+
+
+@functools.lru_cache(maxsize=None)
+def _inplace_variant(op: torch._ops.OpOverload) -> Optional[torch._ops.OpOverload]:
+    """`aten.mul.Scalar` -> `aten.mul_.Scalar`, `aten._foreach_add.List` -> `aten._foreach_add_.List`: the in-place
+    overload with the same arguments whose first argument is written, if the tpu device implements it."""
+    schema = op._schema
+    name = schema.name.split("::")[-1]
+    if name.endswith("_") or not schema.arguments or _returns_alias(op):
+        return None
+    if any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return None  # already mutates something (out= overloads and friends)
+    packet = getattr(torch.ops.aten, name + "_", None)
+    inplace = getattr(packet, op._overloadname, None) if packet is not None else None
+    if inplace is None:
+        return None
+    args, iargs = schema.arguments, inplace._schema.arguments
+    first = iargs[0].alias_info if iargs else None
+    if first is None or not first.is_write or len(args) != len(iargs):
+        return None
+    if any(a.name != b.name or str(a.type) != str(b.type) for a, b in zip(args[1:], iargs[1:])):
+        return None
+    return inplace if op_supported(inplace) else None
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """Whether writing the value `b` describes into the buffer `a` describes is a plain overwrite: both tensors,
+    same dtype, shape and strides, and `a` has no internal overlap (an expanded tensor cannot be written). Symbolic
+    sizes (dynamic shapes) count as equal only when they are provably equal: nothing here may add a shape guard."""
+    import torch._prims_common as prims_common
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    dense = getattr(prims_common, "is_non_overlapping_and_dense_or_false", None)
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or dense is None:
+        return False
+    if a.dtype != b.dtype or a.device != b.device or a.dim() != b.dim():
+        return False
+    try:
+        for x, y in zip((*a.shape, *a.stride()), (*b.shape, *b.stride())):
+            if not (x == y if isinstance(x, int) and isinstance(y, int) else statically_known_true(x == y)):
+                return False
+        return bool(dense(a))
+    except Exception:  # anything unexpected about the metadata: leave the node alone
+        return False
+
+
+def _reinplace(gm: torch.fx.GraphModule) -> int:
+    """Turns the functional updates of graph inputs back into the in-place ops eager mode ran.
+
+    AOTAutograd functionalizes graphs: an optimizer's `p.mul_(..)`, `exp_avg.lerp_(..)` become out-of-place ops
+    whose results are copied into the inputs at the end of the graph (`copy_(p, new_p)`). That allocates a second
+    copy of every parameter and optimizer state and copies it back (the compiled AdamW step did ~2x eager's memory
+    traffic and held 2x its state while it ran). A node `r = op(s, ...)` becomes `op_(s, ...)` (its users read
+    `s`) when:
+      - `op_` exists with the same arguments and the tpu device implements it; `s` is a tensor (or, for
+        `_foreach_*` ops, each tensor of the list) with the result's dtype, shape and strides and no internal
+        overlap, and `s` is not also passed in another argument of the node;
+      - `s` is a graph input that the graph overwrites later (`copy_(s, ...)` after the node): its old value is
+        dead from the node on, and the copy_ still writes the final value;
+      - nothing after the node reads `s` (its users are the node, readers before it whose results do not alias
+        it, and the final `copy_(s, ...)`), and neither `s` nor the result is a graph output.
+    Chains (`exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2)`) follow: once the first op writes into `s`, the next one
+    reads `s`. Then `copy_(s, s)` is dropped. The values are the same ops on the same operands, so results are
+    bit-identical; only where they are stored changes. Intermediates are left out-of-place as eager mode has them
+    (writing into a pending intermediate can end a runtime capture). Returns the number of nodes rewritten."""
+    graph = gm.graph
+    nodes = list(graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    outputs: set[torch.fx.Node] = set()
+    for n in nodes:
+        if n.op == "output":
+            outputs.update(x for x in pytree.tree_leaves(n.args) if isinstance(x, torch.fx.Node))
+    copy_ = torch.ops.aten.copy_.default
+
+    def alias_used_from(u: torch.fx.Node, p: int) -> bool:
+        """Whether `u` (a reader of s before position p) returns an alias of s that something at/after p uses."""
+        if not _returns_alias(u.target):
+            return False
+        return any(pos[w] >= p or alias_used_from(w, p) for w in u.users)
+
+    def writable(s: Any, n: torch.fx.Node, result: Any) -> bool:
+        if not isinstance(s, torch.fx.Node) or s in outputs:
+            return False
+        if not _same_layout(s.meta.get("val"), result):
+            return False
+        p = pos[n]
+        if s.op != "placeholder" or n in outputs:
+            return False
+        if not any(u.target is copy_ and u.args[0] is s and u.args[1] is not s and pos[u] > p for u in s.users):
+            return False  # no later overwrite: the caller would see the intermediate value
+        for u in s.users:
+            if u is n:
+                continue
+            if u.target is copy_ and u.args[0] is s and u.args[1] is not s and pos[u] > p:
+                continue  # the final overwrite (copy_(s, s), left by an earlier rewrite, overwrites nothing)
+            if pos[u] < p and not alias_used_from(u, p):
+                continue
+            return False
+        return True
+
+    rewritten = 0
+    for n in nodes:
+        op = _node_op(n)
+        if op is None or op is copy_:
+            continue
+        inplace = _inplace_variant(op)
+        if inplace is None or not n.args:
+            continue
+        first, rest = n.args[0], (n.args[1:], n.kwargs)
+        is_list = isinstance(first, (list, tuple))
+        selves = list(first) if is_list else [first]
+        val = n.meta.get("val")
+        results = list(val) if is_list and isinstance(val, (list, tuple)) else [val]
+        if not selves or len(results) != len(selves) or len(set(selves)) != len(selves):
+            continue
+        others = {x for x in pytree.tree_leaves(rest) if isinstance(x, torch.fx.Node)}
+        if any(s in others for s in selves):
+            continue
+        if is_list and any(u.target is not operator.getitem for u in n.users):
+            continue
+        if not all(writable(s, n, r) for s, r in zip(selves, results)):
+            continue
+        n.target = inplace
+        if is_list:
+            for g in list(n.users):
+                g.replace_all_uses_with(selves[g.args[1]])
+                graph.erase_node(g)
+        else:
+            n.replace_all_uses_with(selves[0])
+        rewritten += 1
+    if rewritten:
+        for n in list(graph.nodes):
+            if n.op == "call_function" and n.target is copy_ and n.args[0] is n.args[1] and not n.users:
+                graph.erase_node(n)
+        graph.lint()
+        gm.recompile()
+    return rewritten
+
+
+def _reinplaced_copy(gm: torch.fx.GraphModule) -> tuple[Optional[torch.fx.GraphModule], int]:
+    """(a re-inplaced copy of gm, or None if nothing could be rewritten; the number of nodes rewritten)."""
+    graph = torch.fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    copy = torch.fx.GraphModule(gm, graph)
+    rewritten = _reinplace(copy)
+    return (copy if rewritten else None), rewritten
 
 
 # ------------------------------------------------------------------------------------------ the compiled graph
-
-def _meta_key(x: Any) -> Any:
-    """What a capture depends on: tensor metadata, and the values of everything else (SymInts arrive as ints)."""
-    if isinstance(x, torch.Tensor):
-        return (tuple(x.shape), tuple(x.stride()), x.storage_offset(), x.dtype, x.device, x.requires_grad)
-    return (type(x), x)
-
-
-def _alias_pattern(args: list[Any]) -> tuple[int, ...]:
-    """For each argument, the index of the first argument sharing its storage (a capture bakes aliasing in)."""
-    first: dict[int, int] = {}
-    pattern = []
-    for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor) and a.untyped_storage().nbytes() > 0:
-            pattern.append(first.setdefault(a.untyped_storage().data_ptr(), i))
-        else:
-            pattern.append(i)
-    return tuple(pattern)
-
 
 def _capture_api() -> Optional[tuple[Callable, Callable]]:
     ext = _ext()
@@ -216,103 +365,82 @@ def _capture_api() -> Optional[tuple[Callable, Callable]]:
     return (begin, end) if begin is not None and end is not None else None
 
 
-@dataclass(frozen=True)
-class _OutSpec:
-    """How a replay produces one graph output: the handle's output `index` ("captured"), an input itself
-    ("input"), a view of an input or of a captured output ("input_view" / "captured_view": as_strided with
-    `geometry`), a new tensor with no elements ("empty"), or a fixed `value`."""
-    kind: str
-    index: int = -1
-    geometry: tuple = ()
-    value: Any = None
+def _python_signature(args: list[Any]) -> Any:
+    """The capture key when the C++ signature (torch_tpu._C._graph_signature) cannot describe an argument: tensor
+    layouts, storage aliasing between arguments (and the byte offsets between aliases), and the values of
+    everything else."""
+    first: dict[int, tuple[int, int]] = {}
+    key = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            storage = a.untyped_storage()
+            offset = a.storage_offset() * a.element_size()
+            alias, base = first.setdefault(storage.data_ptr(), (i, offset)) if storage.nbytes() > 0 else (i, offset)
+            key.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, alias, offset - base))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
 
 
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.untyped_storage().nbytes() == 0 or b.untyped_storage().nbytes() == 0:
-        return False  # empty storages have no address to compare (data_ptr 0)
-    return a.device == b.device and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+def _signature_fn() -> Callable[[list[Any]], Any]:
+    native = getattr(_ext(), "_graph_signature", None)
+    if native is None:
+        return _python_signature
 
-
-def _plan_outputs(inputs: list[torch.Tensor], outs: list[Any]) -> tuple[list[_OutSpec], list[torch.Tensor]]:
-    """Splits the graph outputs into what the capture returns (tensors an op wrote) and the rest: inputs returned
-    as they are, tensors with no elements, and aliases, which the replay recreates as views (AOTAutograd returns
-    views of inputs, e.g. a transposed weight saved for the backward, and aliases of intermediates: `detach`)."""
-    specs: list[_OutSpec] = []
-    captured: list[torch.Tensor] = []
-    by_storage: dict[int, int] = {}  # storage address -> index in `captured`
-
-    def key(t: torch.Tensor) -> int:
-        return t.untyped_storage().data_ptr()
-
-    def is_input(t: torch.Tensor) -> bool:
-        return any(t is a for a in inputs)
-
-    # The tensors the capture returns: one whole (non-view) tensor per storage the graph wrote.
-    def empty(t: Any) -> bool:  # no elements: nothing to capture, whatever storage it points into
-        return isinstance(t, torch.Tensor) and not is_input(t) and (t.numel() == 0 or t.untyped_storage().nbytes() == 0)
-
-    for o in outs:
-        if empty(o) or not isinstance(o, torch.Tensor) or is_input(o):
-            continue
-        if o._base is None and key(o) not in by_storage and not any(_same_storage(o, a) for a in inputs):
-            by_storage[key(o)] = len(captured)
-            captured.append(o)
-    for o in outs:
-        if not isinstance(o, torch.Tensor):
-            specs.append(_OutSpec("value", value=o))
-            continue
-        if empty(o):  # no data: a replay makes a new empty tensor of the same metadata
-            specs.append(_OutSpec("empty", geometry=(tuple(o.shape), tuple(o.stride())), value=(o.dtype, o.device)))
-            continue
-        if is_input(o):  # the graph returns an input itself: the replay returns the new input
-            specs.append(_OutSpec("input", next(i for i, a in enumerate(inputs) if a is o)))
-            continue
-        source = next((i for i, a in enumerate(inputs) if _same_storage(o, a)), None)
-        if source is not None:
-            specs.append(_OutSpec("input_view", source, (tuple(o.shape), tuple(o.stride()), o.storage_offset())))
-            continue
-        if key(o) not in by_storage:  # a view whose base is not an output itself: return the base too
-            by_storage[key(o)] = len(captured)
-            base = o._base
-            # (a base with no elements — as_strided views of an empty tensor's storage — cannot stand for the data)
-            captured.append(base if base is not None and base.numel() > 0 else o)
-        index = by_storage[key(o)]
-        if captured[index] is o:
-            specs.append(_OutSpec("captured", index))
-        else:  # offsets relative to the captured tensor: a replay allocates it afresh
-            offset = o.storage_offset() - captured[index].storage_offset()
-            specs.append(_OutSpec("captured_view", index, (tuple(o.shape), tuple(o.stride()), offset)))
-    return specs, captured
+    def signature(args: list[Any]) -> Any:
+        key = native(args)
+        return key if key is not None else _python_signature(args)
+    return signature
 
 
 class _Replay:
-    """A captured graph: the runtime handle plus how to rebuild the graph's outputs from what it returns."""
+    """A captured graph: the runtime handle (which returns the graph's tensor outputs, views included, in order)
+    plus where the other outputs come from: None when every output is a tensor the handle returns, else one entry
+    per output: ("h", k) the handle's output k, ("value", v) a non-tensor, ("empty", (size, stride, dtype, device))
+    a new tensor without elements."""
 
-    def __init__(self, handle: Any, specs: list[_OutSpec], out_type: type) -> None:
-        self.handle, self.specs, self.out_type = handle, specs, out_type
+    __slots__ = ("handle", "specs", "out_type", "all_tensors")
 
-    def run(self, tensors_in: list[torch.Tensor]) -> Any:
-        got = self.handle.run(tensors_in)
-        outs: list[Any] = []
-        for spec in self.specs:
-            if spec.kind == "captured":
-                outs.append(got[spec.index])
-            elif spec.kind == "input":
-                outs.append(tensors_in[spec.index])
-            elif spec.kind == "value":
-                outs.append(spec.value)
-            elif spec.kind == "empty":
-                dtype, device = spec.value
-                outs.append(torch.empty_strided(*spec.geometry, dtype=dtype, device=device))
-            elif spec.kind == "input_view":
-                outs.append(tensors_in[spec.index].as_strided(*spec.geometry))
-            else:
-                base = got[spec.index]
-                size, stride, offset = spec.geometry
-                outs.append(base.as_strided(size, stride, base.storage_offset() + offset))
-        if self.out_type in (list, tuple):
-            return self.out_type(outs)
-        return outs[0]
+    def __init__(self, handle: Any, specs: Optional[list[tuple[str, Any]]], out_type: type, all_tensors: bool) -> None:
+        self.handle, self.specs, self.out_type, self.all_tensors = handle, specs, out_type, all_tensors
+
+    def run(self, call_args: list[Any]) -> Any:
+        got = self.handle.run(call_args if self.all_tensors else [a for a in call_args if isinstance(a, torch.Tensor)])
+        if self.specs is not None:
+            outs = []
+            for kind, v in self.specs:
+                if kind == "h":
+                    outs.append(got[v])
+                elif kind == "value":
+                    outs.append(v)
+                else:
+                    size, stride, dtype, device = v
+                    outs.append(torch.empty_strided(size, stride, dtype=dtype, device=device))
+            got = outs
+        if self.out_type is list:
+            return got
+        if self.out_type is tuple:
+            return tuple(got)
+        return got[0]
+
+
+def _plan_outputs(outs: list[Any]) -> tuple[Optional[list[tuple[str, Any]]], list[torch.Tensor]]:
+    """(specs for _Replay, the tensors _capture_end should return at each replay). The runtime returns tensors an
+    op wrote, inputs, and views of either (AOTAutograd returns views of inputs, e.g. a transposed weight saved for
+    the backward, and aliases of intermediates: `detach`); tensors without elements and non-tensors are rebuilt
+    here."""
+    specs: list[tuple[str, Any]] = []
+    handed: list[torch.Tensor] = []
+    for o in outs:
+        if not isinstance(o, torch.Tensor):
+            specs.append(("value", o))
+        elif o.numel() == 0 or o.untyped_storage().nbytes() == 0:
+            specs.append(("empty", (tuple(o.shape), tuple(o.stride()), o.dtype, o.device)))
+        else:
+            specs.append(("h", len(handed)))
+            handed.append(o)
+    direct = len(handed) == len(outs)
+    return (None if direct else specs), handed
 
 
 class CompiledGraph:
@@ -339,9 +467,16 @@ class CompiledGraph:
                 f"torch.compile(backend='tpu', strict): the {kind} graph has op(s) without a tpu lowering: {listed}. "
                 f"Without strict mode (options={{'strict': False}} / {COMPILE_STRICT}=0) they run eagerly."
             )
+        # Op by op, the re-inplaced graph does less work; a capture records the functional graph, whose fused
+        # executable writes each final value straight into its input (in-place chains would split its loops).
+        self.gm_inplace: Optional[torch.fx.GraphModule] = None
+        self.reinplaced = 0
+        if options.reinplace and not self.unsupported:
+            self.gm_inplace, self.reinplaced = _reinplaced_copy(gm)
         with _lock:
             _stats.graphs += 1
             _stats.graph_nodes += nodes
+            _stats.reinplaced += self.reinplaced
             for _, op_name in self.unsupported:
                 _stats.unsupported_ops[op_name] = _stats.unsupported_ops.get(op_name, 0) + 1
         for node_name, op_name in self.unsupported:
@@ -354,11 +489,14 @@ class CompiledGraph:
                     stacklevel=2,
                 )
         self.segments = 1  # runs of supported nodes and unsupported nodes (see _build_runner)
+        self._segment: Optional[_Segment] = None
         self._run = self._build_runner(gm, options)
 
     def _build_runner(self, gm: torch.fx.GraphModule, options: Options) -> Callable[..., Any]:
         if not self.unsupported:
-            return _Segment(gm.forward, options.capture)
+            inplace = self.gm_inplace.forward if self.gm_inplace is not None else gm.forward
+            self._segment = _Segment(gm.forward, options.capture, inplace)
+            return self._segment
         # Split into runs of supported nodes (each captured on its own) and the unsupported nodes (run eagerly).
         from torch.fx.passes.split_module import split_module
 
@@ -380,11 +518,12 @@ class CompiledGraph:
         return split.forward
 
     def __call__(self, args: list[Any]) -> Any:
-        args = list(args) if not isinstance(args, list) else args
         call_args = list(args)
         args.clear()
         with _lock:
             _stats.calls += 1
+        if self._segment is not None:
+            return self._segment.call(call_args)
         return self._run(*call_args)
 
 
@@ -396,62 +535,88 @@ class _SegmentModule(torch.nn.Module):
         self.segment = segment
 
     def forward(self, *args: Any) -> Any:
-        return self.segment(*args)
+        return self.segment.call(list(args))
 
 
 class _Segment:
     """Runs a graph (or one segment of a split graph): captured and replayed when the runtime can, else op by
-    op. One capture per input signature (tensor metadata and the values of non-tensor arguments)."""
+    op. One capture per input signature (tensor layouts, storage aliasing between inputs, values of non-tensor
+    inputs: see compile_sig.cpp), the most recently used `_MAX_CAPTURES` kept.
 
-    def __init__(self, fn: Callable[..., Any], capture: bool) -> None:
-        self._fn = fn
-        self._captured: dict[Any, _Replay] = {}  # insertion order = least recently used first
+    Dynamic shapes: the sizes of a graph compiled with symbolic shapes arrive as int inputs, so each new size is a
+    new signature and its first call captures (runs the graph op by op while recording, then compiles the recorded
+    graph for that size; RESULTS.md has what that costs). Host executables are specialized to concrete sizes."""
+
+    def __init__(self, fn: Callable[..., Any], capture: bool, fn_op_by_op: Optional[Callable[..., Any]] = None) -> None:
+        self._fn = fn                                  # the functional graph: what a capture records
+        self._fn_op_by_op = fn_op_by_op or fn          # the same graph re-inplaced, for runs without a capture
+        self._captured: OrderedDict[Any, _Replay] = OrderedDict()  # least recently used first
+        self._last_key: Any = None
+        self._last: Optional[_Replay] = None
         self._capture_off: Optional[str] = None if capture else "capture disabled by option"
+        self._signature: Optional[Callable[[list[Any]], Any]] = None
 
     def __call__(self, *call_args: Any) -> Any:
-        if self._capture_off is None and _capture_api() is not None:
-            return self._run_captured(list(call_args))
+        return self.call(list(call_args))
+
+    def call(self, call_args: list[Any]) -> Any:
+        if self._capture_off is None:
+            if self._signature is None:
+                if _capture_api() is None:
+                    self._capture_off = "the runtime has no graph capture"
+                    return self._interpret(call_args)
+                self._signature = _signature_fn()
+            key = self._signature(call_args)
+            if key == self._last_key:
+                replay = self._last
+            else:
+                replay = self._captured.get(key)
+                if replay is not None:
+                    self._captured.move_to_end(key)
+                    self._last_key, self._last = key, replay
+            if replay is not None:
+                with _lock:
+                    _stats.replays += 1
+                return replay.run(call_args)
+            return self._capture(key, call_args)
+        return self._interpret(call_args)
+
+    def _interpret(self, call_args: list[Any]) -> Any:
         with _lock:
             _stats.interpreted_calls += 1
-        return self._fn(*call_args)
+        return self._fn_op_by_op(*call_args)
 
-    # -- capture / replay (used when the runtime has the capture API)
+    # -- capture (first call per signature)
 
-    def _run_captured(self, call_args: list[Any]) -> Any:
-        key = (tuple(_meta_key(a) for a in call_args), _alias_pattern(call_args))
-        replay = self._captured.pop(key, None)
-        if replay is not None:
-            self._captured[key] = replay  # most recently used last
-            with _lock:
-                _stats.replays += 1
-            return replay.run([a for a in call_args if isinstance(a, torch.Tensor)])
+    def _capture(self, key: Any, call_args: list[Any]) -> Any:
         device = next((a.device for a in call_args if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
-        with _lock:
-            _stats.interpreted_calls += 1
         if device is None:
             self._capture_failed("no tpu tensor among the graph inputs")
-            return self._fn(*call_args)
+            return self._interpret(call_args)
         if any(isinstance(a, torch.Tensor) and a.device != device for a in call_args):
             # e.g. an optimizer's step count on the CPU: a capture would bake its value in
             self._capture_failed("graph inputs on another device (CPU scalars would be baked into the capture)")
-            return self._fn(*call_args)
-        # First call for this signature: run the graph op by op while the runtime records its device work.
+            return self._interpret(call_args)
+        # Run the graph op by op while the runtime records its device work.
         begin, end = _capture_api()  # type: ignore[misc]
         tensors_in = [a for a in call_args if isinstance(a, torch.Tensor)]
+        started = time.perf_counter()
         try:
             begin(device.index or 0)
         except Exception as exc:  # e.g. a capture already open on this device (a segment inside another)
             self._capture_failed(f"capture could not start: {exc}")
-            return self._fn(*call_args)
+            return self._interpret(call_args)
+        with _lock:
+            _stats.interpreted_calls += 1
         try:
             out = self._fn(*call_args)
         except BaseException:
             end([], [])  # stop recording (the recorded work still runs); the error is the graph's
             raise
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        specs, captured = _plan_outputs(tensors_in, outs)
+        specs, handed = _plan_outputs(outs)
         try:
-            handle, reason = end(tensors_in, captured)
+            handle, reason = end(tensors_in, handed)
         except Exception as exc:  # the runtime refused the graph's inputs/outputs: run op by op from now on
             handle, reason = None, f"{type(exc).__name__}: {exc}"
         if handle is None:
@@ -459,9 +624,14 @@ class _Segment:
         else:
             with _lock:
                 _stats.captures += 1
-            self._captured[key] = _Replay(handle, specs, type(out))
+                _stats.capture_seconds += time.perf_counter() - started
+            replay = _Replay(handle, specs, type(out), len(tensors_in) == len(call_args))
+            self._captured[key] = replay
+            self._last_key, self._last = key, replay
             while len(self._captured) > _MAX_CAPTURES:  # dynamic shapes: one capture per concrete size
-                del self._captured[next(iter(self._captured))]
+                old, _ = self._captured.popitem(last=False)
+                if old == self._last_key:
+                    self._last_key, self._last = None, None
         return out
 
     def _capture_failed(self, reason: str) -> None:
@@ -602,6 +772,8 @@ def compile_metrics() -> dict[str, Any]:
             "compile_interpreted_calls": _stats.interpreted_calls,
             "compile_captures": _stats.captures,
             "compile_replays": _stats.replays,
+            "compile_capture_seconds": _stats.capture_seconds,
+            "compile_reinplaced_nodes": _stats.reinplaced,
             "compile_capture_failures": dict(_stats.capture_failures),
             "compile_unsupported_ops": dict(_stats.unsupported_ops),
             "recompile_reasons": [_format_reason(r) for r in _stats.reasons],

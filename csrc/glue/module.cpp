@@ -17,6 +17,7 @@ namespace py = pybind11;
 
 namespace torch_tpu {
 void register_trace_bindings(py::module& m);  // trace.cpp
+void register_compile_bindings(py::module& m);  // compile_sig.cpp
 }
 
 namespace torch_tpu {
@@ -151,6 +152,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu._C: PrivateUse1 glue between PyTorch and libtpurt";
   register_trace_bindings(m);
+  register_compile_bindings(m);
 
   m.def("_init", []() { TPU_PY(init()) });
   m.def("_device_count", []() -> int { TPU_PY(return device_count()) });
