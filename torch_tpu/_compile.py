@@ -12,10 +12,12 @@ would dispatch, and running the graph calls it through the dispatcher on tpu ten
 the same C lowerings as eager, never a second copy of an op's semantics. Only ops the device does not implement
 are decomposed (with PyTorch's core ATen decompositions), which makes compiled mode cover a superset of eager.
 
-Each compiled graph is a `CompiledGraph`. Today it runs its FX graph's generated Python code (values are freed
-after their last use). When the runtime provides graph capture (`torch_tpu._C._capture_begin`), the first call per
-input-metadata signature captures the graph's device work and later calls replay it as one executable; a capture
-that fails is recorded with its reason and the graph keeps running op by op.
+Each compiled graph is a `CompiledGraph`. When the runtime provides graph capture (`torch_tpu._C._capture_begin`),
+the first call per input signature (torch_tpu._C._graph_signature: tensor layouts, aliasing between inputs, scalar
+values) runs the graph op by op while the runtime records its device work, and later calls with that signature
+replay it as one executable. A capture that fails is recorded with its reason and the graph keeps running op by op
+from its FX graph's generated Python code (values freed after their last use); op by op, a re-inplaced copy of the
+graph runs (`_reinplace`: functionalized updates of inputs, e.g. optimizer steps, written in place as eager does).
 
 Unsupported nodes: with strict mode (`options={"strict": True}` or TORCH_TPU_COMPILE_STRICT=1) a node whose op has
 no tpu lowering raises NotImplementedError at compile time, naming the node and the op. Otherwise the graph is
