@@ -1,13 +1,19 @@
 """bf16/f16 matrix products and convolutions on tpu vs PyTorch CPU, forward and backward.
 
 The GEMM and convolution kernels read bf16/f16 operands directly (widened to f32 exactly while
-packing; f32 accumulation; one rounding of the f32 result). The reference is therefore the f32
-computation on the same (rounded) values, rounded once to the low-precision dtype: results may
-differ from it only through the f32 summation order, i.e. by at most one rounding step of the
-output dtype. Odd shapes, transposed / sliced / expanded (non-contiguous) operands, batched
+packing, or, for bf16 on a CPU with AVX512-BF16, multiplied in pairs by `vdpbf16ps`, whose bf16
+products are exact in f32 too; f32 accumulation; one rounding of the f32 result). The reference is
+therefore the f32 computation on the same (rounded) values, rounded once to the low-precision dtype:
+results may differ from it only through the f32 summation order (and vdpbf16ps's flushing of
+denormals, which these inputs do not reach), i.e. by at most one rounding step of the output dtype. Odd shapes, transposed / sliced / expanded (non-contiguous) operands, batched
 broadcasts, channels_last, groups, 1x1 convolutions (which multiply the input in place) and
 transposed convolutions."""
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -148,3 +154,39 @@ def test_amp_linear_and_conv_match_cpu_autocast_inputs():
     want_z = F.conv2d(bf(img), bf(conv_c.weight), bf(conv_c.bias), padding=1)
     close_lowp(y, want_y.detach(), torch.bfloat16)
     close_lowp(z, want_z.detach(), torch.bfloat16)
+
+
+_SAME_AS_WIDENED = """
+    import torch
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(67, 301, generator=g).bfloat16()
+    b = torch.randn(301, 45, generator=g).bfloat16()
+    w = torch.randn(8, 3, 3, 3, generator=g).bfloat16()
+    x = torch.randn(2, 3, 9, 9, generator=g).bfloat16()
+    got = (a.to("tpu") @ b.to("tpu")).cpu()
+    widened = (a.float().to("tpu") @ b.float().to("tpu")).cpu()  # f32 kernel, highest precision
+    conv = torch.nn.functional.conv2d(x.to("tpu"), w.to("tpu")).cpu()
+    conv_w = torch.nn.functional.conv2d(x.float().to("tpu"), w.float().to("tpu")).cpu()
+    print(int(torch.equal(got, widened.bfloat16())), int(torch.equal(conv, conv_w.bfloat16())))
+"""
+
+
+def _run_env(code: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCH_TPU_GEMM")}
+    env.update(env_vars)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_gemm_bf16_env_off_is_widened_f32():
+    """TORCH_TPU_GEMM_BF16=0 keeps the exact widening kernels: a bf16 product (and convolution) is
+    bit for bit the f32 product of the widened operands, rounded once."""
+    proc = _run_env(_SAME_AS_WIDENED, TORCH_TPU_GEMM_BF16="0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "1"], proc.stdout
+
+
+def test_gemm_bf16_env_invalid_value_raises_at_import():
+    proc = _run_env("import torch", TORCH_TPU_GEMM_BF16="yes")
+    assert proc.returncode != 0
+    assert "TORCH_TPU_GEMM_BF16" in proc.stderr and "expected 0 or 1" in proc.stderr

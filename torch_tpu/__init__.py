@@ -37,6 +37,7 @@ def _load() -> None:
     fallback = _env.cpu_fallback_requested()  # validate every variable before touching torch
     _env.read_bool("TORCH_TPU_COMPILE_STRICT")  # validated here; read when torch.compile(backend="tpu") runs
     _env.read_bool("TORCH_TPU_FUSED_EAGER")  # validated here too; libtpurt reads it at its first op
+    _env.read_bool("TORCH_TPU_GEMM_BF16")  # validated here; libtpurt reads it at its first bf16 GEMM
     _state.init_at_import()
     _backend.register(tpu)
     _conv_meta.register()  # meta kernels for the convolution ops the glue registers by name

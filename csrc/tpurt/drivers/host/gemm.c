@@ -233,11 +233,25 @@ static const tpu_host_gemm_kernel_t* gemm_pick(int elem_size) {
   return elem_size == 4 ? &kSgemmPortable : &kDgemmPortable;
 }
 
-/* The vdpbf16ps kernel, when the setting and the CPU allow it (NULL otherwise). */
+/* TORCH_TPU_GEMM_BF16=0 turns the vdpbf16ps kernel off for the process (read once; torch_tpu
+ * validates the value at import). */
+static int gemm_bf16_env(void) {
+  static _Atomic int cached = -1;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    const char* e = getenv("TORCH_TPU_GEMM_BF16");
+    while (e && (*e == ' ' || *e == '\t')) ++e;
+    v = !(e && *e == '0');
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
+}
+
+/* The vdpbf16ps kernel, when the setting, the environment and the CPU allow it (NULL otherwise). */
 static const tpu_host_gemm_kernel_t* gemm_pick_bf16(void) {
 #if defined(__x86_64__) || defined(__i386__)
   if (atomic_load_explicit(&g_isa_limit, memory_order_relaxed) >= TPU_HOST_GEMM_ISA_AVX512BF16 &&
-      tpu_cpu_has_avx512bf16())
+      tpu_cpu_has_avx512bf16() && gemm_bf16_env())
     return &tpu_host_sbgemm_kernel_avx512bf16;
 #endif
   return NULL;

@@ -71,7 +71,8 @@ void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, doub
  * bf16 kernel: when every pass multiplies bf16 values (bf16 operands, or f32 at DEFAULT / HIGH)
  * and the CPU has AVX512-BF16, the products run on `vdpbf16ps` (2x the f32 FMA rate) instead of
  * the widening kernels. Its numerics differ: k-pairs are added as (acc + x1*y1) + x0*y0, and
- * denormal inputs and results are flushed to zero (MXCSR is ignored). f16 and HIGHEST never use it. */
+ * denormal inputs and results are flushed to zero (MXCSR is ignored). f16 and HIGHEST never use it;
+ * TORCH_TPU_GEMM_BF16=0 (read once) or tpu_host_gemm_set_isa(AVX512) keep the widening kernels. */
 void tpu_host_sgemm_ex(int a_dtype, int b_dtype, int precision, int64_t m, int64_t n, int64_t k, float alpha,
                        const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
                        float beta, float* c, int64_t c_rs, int64_t c_cs);
