@@ -9,7 +9,8 @@ compiles happen in the warm-up). Prints ms per step and the ratios (higher = com
 targets: compiled/eager tpu >= 1.5x on GPT/Llama, >= 1.2x on ResNet/UNet; compiled tpu / inductor CPU >= 1.0x.
 
 Also printed: the same ratio in process CPU time per step (all threads; less sensitive to other jobs on the machine
-than wall time) and the tpu peak memory of one steady-state step, eager vs compiled (issue 4: compiled <= eager).
+than wall time), that CPU time split into host threads (Python + autograd) and the device's worker threads, and the
+tpu peak memory of one steady-state step, eager vs compiled (issue 4: compiled <= eager).
 
 Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N] [--whole-step]
        [--no-reinplace]
@@ -23,6 +24,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import threading
 import time
 
 import torch
@@ -82,11 +84,44 @@ def make_step(name: str, device: str, backend: str | None, whole_step: bool = Fa
     return step
 
 
+def _thread_cpu() -> dict[int, tuple[str, int]]:
+    """Per-thread CPU nanoseconds of this process (Linux /proc; empty elsewhere): {tid: (name, ns)}."""
+    out: dict[int, tuple[str, int]] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                out[int(tid)] = (f.read().strip(), ns)
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def _split_cpu(before: dict, after: dict, steps: int) -> tuple[float, float]:
+    """(host, device) CPU seconds per step: host = the Python thread + PyTorch's autograd threads (where a
+    backward's Python runs), device = the runtime's queue workers and pool (threads named tpu-*)."""
+    main = threading.get_native_id()
+    host = device = 0.0
+    for tid, (tname, ns) in after.items():
+        spent = (ns - before.get(tid, (tname, 0))[1]) / 1e9 / steps
+        if tid == main or "autograd" in tname:
+            host += spent
+        elif tname.startswith("tpu"):
+            device += spent
+    return host, device
+
+
 def measure(name: str, device: str, backend: str | None, repeat: int, **kw) -> dict:
     """seconds: median seconds per step; cpu: process CPU seconds per step (all threads; less sensitive to other
     jobs on the machine than wall time); first: seconds of the first step (compiles, caches); recompiled: Dynamo
     graphs compiled after the first two steps (recompiles inside the measured region, which should be 0); peak:
-    tpu bytes allocated at the peak of one steady-state step (torch.tpu.max_memory_allocated)."""
+    tpu bytes allocated at the peak of one steady-state step (torch.tpu.max_memory_allocated); host / dev: CPU
+    seconds per step of the host threads / the device's worker threads (see _split_cpu; tpu only)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
@@ -100,18 +135,18 @@ def measure(name: str, device: str, backend: str | None, repeat: int, **kw) -> d
     seconds = _bench_common.bench(step, device, warmup=3, repeat=repeat)
     recompiled = counters["stats"]["unique_graphs"] - graphs
     _bench_common.sync(device)
-    c0 = time.process_time()
+    c0, t0 = time.process_time(), _thread_cpu()
     for _ in range(repeat):
         step()
     _bench_common.sync(device)
-    cpu = (time.process_time() - c0) / repeat
+    cpu, (host, dev) = (time.process_time() - c0) / repeat, _split_cpu(t0, _thread_cpu(), repeat)
     peak = float("nan")
     if device == "tpu":
         torch.tpu.reset_peak_memory_stats()
         step()
         torch.tpu.synchronize()
         peak = torch.tpu.max_memory_allocated()
-    return dict(seconds=seconds, cpu=cpu, first=first, recompiled=recompiled, peak=peak)
+    return dict(seconds=seconds, cpu=cpu, host=host, dev=dev, first=first, recompiled=recompiled, peak=peak)
 
 
 def main() -> None:
@@ -152,7 +187,9 @@ def main() -> None:
               f"{eager['seconds'] / compiled['seconds']:7.2f}x {eager['cpu'] / compiled['cpu']:16.2f}x "
               f"{ind['seconds'] * 1e3:12.2f}ms {ind['seconds'] / compiled['seconds']:12.2f}x "
               f"{eager['peak'] / mib:10.2f} / {compiled['peak'] / mib:.2f} ({compiled['peak'] / eager['peak']:.2f}x)  "
-              f"{eager['first']:.1f} / {compiled['first']:.1f} / {ind['first']:.1f}  {capture}; graphs compiled while "
+              f"{eager['first']:.1f} / {compiled['first']:.1f} / {ind['first']:.1f}  {capture}; CPU ms/step host+device "
+              f"eager {eager['host'] * 1e3:.2f}+{eager['dev'] * 1e3:.2f}, compiled {compiled['host'] * 1e3:.2f}+"
+              f"{compiled['dev'] * 1e3:.2f}; graphs compiled while "
               f"timed: tpu {compiled['recompiled']}, inductor {ind['recompiled']}; eager cpu "
               f"{cpu_eager['seconds'] * 1e3:.2f}ms",
               flush=True)
