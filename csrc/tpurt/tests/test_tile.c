@@ -58,15 +58,22 @@ static void test_float_ops(void) {
     if (i % 70 == 3) b[i] = 0;
     da[i] = a[i]; db[i] = b[i];
   }
-  const tpu_host_tile_ops_t *B = &tpu_host_tile_ops_base, *V = tpu_host_tile_ops();
+  /* every ISA build this CPU can run must match the portable one bit for bit */
+  const tpu_host_tile_ops_t *B = &tpu_host_tile_ops_base, *V = tpu_host_tile_ops(), *isa[3];
+  int n_isa = 0;
+  isa[n_isa++] = V;
+  if (tpu_cpu_has_avx2_fma() && V != &tpu_host_tile_ops_avx2) isa[n_isa++] = &tpu_host_tile_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma() && V != &tpu_host_tile_ops_avx512) isa[n_isa++] = &tpu_host_tile_ops_avx512;
   for (int k = 0; k < TPU_ARRAY_LEN(un) + TPU_ARRAY_LEN(bin); ++k) {
     tpu_ir_op_t op; memset(&op, 0, sizeof op);
     int is_un = k < TPU_ARRAY_LEN(un);
     op.opcode = is_un ? un[k] : bin[k - TPU_ARRAY_LEN(un)];
     const void* in[2] = {a, b};
     CHECK(B->compute(&op, TPU_DTYPE_F32, o1, TPU_DTYPE_F32, in, N) == 0, "base %s", tpu_ir_opcode_name(op.opcode));
-    CHECK(V->compute(&op, TPU_DTYPE_F32, o2, TPU_DTYPE_F32, in, N) == 0, "isa %s", tpu_ir_opcode_name(op.opcode));
-    CHECK(!memcmp(o1, o2, sizeof o1), "%s: ISA build differs from the portable build", tpu_ir_opcode_name(op.opcode));
+    for (int q = 0; q < n_isa; ++q) {
+      CHECK(isa[q]->compute(&op, TPU_DTYPE_F32, o2, TPU_DTYPE_F32, in, N) == 0, "isa %s", tpu_ir_opcode_name(op.opcode));
+      CHECK(!memcmp(o1, o2, sizeof o1), "%s: ISA build %d differs from the portable build", tpu_ir_opcode_name(op.opcode), q);
+    }
     int ok = 1;
     for (int i = 0; i < N && ok; ++i) {
       double want = is_un ? ref_unary(op.opcode, a[i]) : ref_binary(op.opcode, a[i], b[i]);
