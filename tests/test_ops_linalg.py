@@ -213,3 +213,159 @@ def test_backward_matches_cpu(fn, noncontig):
 def test_unsupported_dtype_and_check_errors():
     with pytest.raises(NotImplementedError):
         torch.linalg.lu_factor_ex(torch.eye(3, device=DEV), check_errors=True)
+
+
+# ---------------------------------------------------------------- QR, eigh, SVD (drivers/host/linalg2.c)
+# QR follows LAPACK's Householder sign convention, so Q and R are compared directly. Eigenvectors and
+# singular vectors are unique only up to sign: compare eigen/singular values directly and the vectors
+# through invariants (reconstruction, orthonormality, |entries|, sign-invariant products).
+
+DECOMP_SHAPES = [(1, 1), (5, 3), (3, 5), (6, 6), (2, 7, 4), (2, 3, 4, 9)]
+
+
+def _rand(shape, dtype, seed=0, noncontig=False):
+    a = torch.randn(shape, generator=_gen(seed), dtype=torch.float64).to(dtype)
+    return a.mT.contiguous().mT if noncontig else a
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", DECOMP_SHAPES)
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_qr(dtype, shape, mode, noncontig):
+    a = _rand(shape, dtype, seed=21, noncontig=noncontig)
+    q, r = _check(torch.linalg.qr, a, mode=mode)
+    if mode != "r":
+        torch.testing.assert_close((q.double() @ r.double()).cpu(), a.double(), rtol=1e-5, atol=1e-5)
+    if mode == "reduced":
+        _check(torch.qr, a)
+
+
+def test_qr_rank_deficient_and_empty():
+    a = torch.randn(6, 4, generator=_gen(3), dtype=torch.float64)
+    a[:, 1] = 0  # a column already reduced: no reflection (LAPACK's tau = 0)
+    _check(torch.linalg.qr, a)
+    _check(torch.linalg.qr, a.mT.contiguous(), mode="complete")
+    for shape in [(0, 3), (3, 0), (2, 0, 0)]:
+        _check(torch.linalg.qr, torch.zeros(shape), mode="complete")
+        _check(torch.linalg.qr, torch.zeros(shape))
+
+
+def _sym(shape, dtype, seed=0):
+    a = torch.randn(shape, generator=_gen(seed), dtype=torch.float64)
+    return (a + a.mT).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (7, 7), (3, 5, 5), (2, 2, 16, 16)])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(dtype, shape, uplo):
+    a = _sym(shape, dtype, seed=31)
+    # only the UPLO triangle is read: noise in the other one must not matter
+    noisy = a.clone()
+    mask = torch.ones(shape[-1], shape[-1], dtype=torch.bool).triu(1)
+    noisy[..., (mask if uplo == "L" else mask.T)] = 5.0
+    w, v = torch.linalg.eigh(noisy.to(DEV), UPLO=uplo)
+    w0, v0 = torch.linalg.eigh(a.double())
+    torch.testing.assert_close(w.cpu(), w0.to(dtype))
+    torch.testing.assert_close(torch.linalg.eigvalsh(noisy.to(DEV), UPLO=uplo).cpu(), w0.to(dtype))
+    v = v.cpu().double()
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    torch.testing.assert_close(v @ torch.diag_embed(w.cpu().double()) @ v.mT, a.double(), **tol)
+    torch.testing.assert_close(v.mT @ v, torch.eye(shape[-1], dtype=torch.float64).expand_as(v), **tol)
+    torch.testing.assert_close(v.abs(), v0.abs().to(torch.float64), **tol)  # distinct eigenvalues
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", DECOMP_SHAPES + [(0, 3), (3, 0), (2, 0, 4)])
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("noncontig", [False, True])
+def test_svd(dtype, shape, full, noncontig):
+    a = _rand(shape, dtype, seed=41, noncontig=noncontig)
+    u, s, vh = torch.linalg.svd(a.to(DEV), full_matrices=full)
+    u0, s0, vh0 = torch.linalg.svd(a.double(), full_matrices=full)
+    assert u.shape == u0.shape and s.shape == s0.shape and vh.shape == vh0.shape
+    assert u.dtype == s.dtype == vh.dtype == dtype
+    torch.testing.assert_close(s.cpu(), s0.to(dtype))
+    torch.testing.assert_close(torch.linalg.svdvals(a.to(DEV)).cpu(), s0.to(dtype))
+    u, s, vh = u.cpu().double(), s.cpu().double(), vh.cpu().double()
+    k = s.shape[-1]
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else {}
+    torch.testing.assert_close((u[..., :k] * s.unsqueeze(-2)) @ vh[..., :k, :], a.double(), **tol)
+    eye = lambda n: torch.eye(n, dtype=torch.float64)  # noqa: E731
+    torch.testing.assert_close(u.mT @ u, eye(u.shape[-1]).expand(*u.shape[:-2], -1, -1), **tol)
+    torch.testing.assert_close(vh @ vh.mT, eye(vh.shape[-2]).expand(*vh.shape[:-2], -1, -1), **tol)
+    torch.testing.assert_close(u[..., :k].abs(), u0[..., :k].abs(), **tol)
+    torch.testing.assert_close(vh[..., :k, :].abs(), vh0[..., :k, :].abs(), **tol)
+
+
+def test_svd_rank_deficient():
+    """Zero singular values: their singular vectors are completed to an orthonormal basis."""
+    a = torch.randn(6, 2, generator=_gen(5), dtype=torch.float64) @ torch.randn(2, 5, generator=_gen(6),
+                                                                                 dtype=torch.float64)
+    for x in (a, a.mT, torch.zeros(4, 3)):
+        for full in (False, True):
+            u, s, vh = (t.cpu() for t in torch.linalg.svd(x.to(DEV), full_matrices=full))
+            torch.testing.assert_close(s, torch.linalg.svdvals(x))
+            torch.testing.assert_close(u.mT @ u, torch.eye(u.shape[-1], dtype=x.dtype))
+            torch.testing.assert_close(vh @ vh.mT, torch.eye(vh.shape[-2], dtype=x.dtype))
+            k = s.shape[-1]
+            torch.testing.assert_close((u[:, :k] * s) @ vh[:k], x)
+
+
+def test_decomp_bad_input():
+    """Non-finite input: SVD / eigh fail like LAPACK does (PyTorch's message, raised at the next sync);
+    QR propagates NaN. Non-square eigh and unsupported dtypes fail before running."""
+    a = torch.randn(2, 4, 4, generator=_gen(8))
+    a[1, 2, 1] = float("nan")
+    with pytest.raises(RuntimeError, match=r"linalg.svd: \(Batch element 1\): The algorithm failed to converge because "
+                       r"the input matrix contained non-finite values"):
+        torch.linalg.svd(a.to(DEV))[1].cpu()
+    with pytest.raises(RuntimeError, match=r"linalg.eigh: \(Batch element 1\): The algorithm failed to converge"):
+        torch.linalg.eigh(a.to(DEV))[0].cpu()
+    with pytest.raises(RuntimeError, match="linalg.eigh"):  # eigvalsh goes through the same kernel
+        torch.linalg.eigvalsh(a.to(DEV)).cpu()
+    assert torch.linalg.qr(a.to(DEV))[1].cpu()[1].isnan().any()
+    with pytest.raises(RuntimeError, match="must be batches of square matrices"):
+        torch.linalg.eigh(torch.randn(3, 4, device=DEV))
+    with pytest.raises(RuntimeError, match="driver="):
+        torch.linalg.svd(torch.randn(3, 4, device=DEV), driver="gesvd")
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        torch.linalg.qr(torch.randn(3, 3, dtype=torch.float16, device=DEV))
+    # the device stays usable
+    torch.testing.assert_close(torch.linalg.svdvals(torch.eye(3, device=DEV)).cpu(), torch.ones(3))
+
+
+@pytest.mark.parametrize("fn", ["qr", "qr_wide", "eigh", "eigvalsh", "svd", "svd_wide", "svdvals", "pinv", "matrix_norm"])
+def test_decomp_backward_matches_cpu(fn):
+    """PyTorch's backward formulas over our outputs; losses are invariant to the vectors' signs."""
+    shape = (2, 5, 3) if fn in ("qr", "svd", "pinv") else (2, 3, 5) if fn.endswith("_wide") else (2, 4, 4)
+    a0 = torch.randn(shape, generator=_gen(17), dtype=torch.float64)
+    if fn in ("eigh", "eigvalsh"):
+        a0 = a0 + a0.mT
+    c = torch.randn(shape[-1], generator=_gen(18), dtype=torch.float64)
+
+    def loss(a):
+        if fn.startswith("qr"):
+            q, r = torch.linalg.qr(a)
+            return (q * q.sum(-1, keepdim=True)).sum() + (r * r).sum() + r.sum()
+        if fn == "eigh":
+            w, v = torch.linalg.eigh(a)
+            return (w * c.to(a.device)).sum() + ((v * c.to(a.device)) @ v.mT).pow(2).sum()
+        if fn == "eigvalsh":
+            return (torch.linalg.eigvalsh(a) * c.to(a.device)).sum()
+        if fn.startswith("svd") and fn != "svdvals":
+            u, s, vh = torch.linalg.svd(a, full_matrices=False)
+            return s.sum() + (u @ vh).pow(3).sum() + (u * u).sum(-2).mul(s).sum()
+        if fn == "svdvals":
+            return torch.linalg.svdvals(a).pow(2).sum()
+        if fn == "pinv":
+            return torch.linalg.pinv(a).sum()
+        return torch.linalg.matrix_norm(a, ord="nuc").sum() + torch.linalg.matrix_norm(a, ord=2).sum()
+
+    grads = []
+    for dev in ("cpu", DEV):
+        a = a0.clone().to(dev).requires_grad_()
+        loss(a).backward()
+        grads.append(a.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])

@@ -112,6 +112,23 @@ typedef enum tpu_ir_custom_e {
                                    triangle; i1 bit 0 = upper, bit 1 = unit diagonal, bit 2 = solve A^T */
   TPU_IR_CUSTOM_SPECIAL,        /* elementwise special function in double (x f32/f64) -> same type
                                    (drivers/host/special.c): i1 = tpu_ir_special_t, a[0][0] = its order */
+  /* decompositions, flat-packed per batch element (f32/f64 in, same dtype out, math in double;
+   * drivers/host/linalg2.c; layouts in notes/custom_targets.md) */
+  TPU_IR_CUSTOM_QR,             /* (A [B..., m, n]) -> [B..., m*mq + kr*n]: Householder QR (LAPACK signs);
+                                   i1 = 0 reduced (mq = kr = min(m,n)), 1 complete (mq = kr = m), 2 R only (mq = 0) */
+  TPU_IR_CUSTOM_EIGH,           /* (A [B..., n, n]) -> [B..., n (+ n*n)]: ascending eigenvalues, then V row-major
+                                   (eigenvectors in columns) if i1 bit 1; i1 bit 0: read the upper triangle */
+  TPU_IR_CUSTOM_SVD,            /* (A [B..., m, n]) -> [B..., k] (S descending) or, i1 bit 1, [B..., m*ku + k + kv*n]
+                                   (U, S, Vh); i1 bit 0 full_matrices (ku = m, kv = n; else k = min(m,n)) */
+  TPU_IR_CUSTOM_GRID_SAMPLE,    /* (x [N, C, H, W], grid [N, Ho, Wo, 2]) -> [N, C, Ho, Wo] (drivers/host/grid_sample.c);
+                                   i1 = mode (0 bilinear, 1 nearest, 2 bicubic) | padding << 2 (0 zeros, 1 border,
+                                   2 reflection) | align_corners << 4 */
+  TPU_IR_CUSTOM_GRID_SAMPLE_BWD,/* (grad [N, C, Ho, Wo], x, grid) -> d x (i1 bit 5 = 0) or d grid (bit 5 = 1); i1 as above */
+  TPU_IR_CUSTOM_CTC,            /* (log_probs [T, N, C], targets [N, S] or [sum] i64, in_len [N] i64, tgt_len [N] i64)
+                                   -> [N, 1 + T*(2*Smax+1)]: nll, then log_alpha [T, 2*Smax+1] (drivers/host/ctc.c);
+                                   i1 = blank, a[0][0] = 1 if targets are concatenated (1-D) */
+  TPU_IR_CUSTOM_CTC_BWD,        /* (grad [N], log_probs, targets, in_len, tgt_len, nll [N], log_alpha [N, T, 2*Smax+1])
+                                   -> d log_probs [T, N, C]; i1 = blank, a[0][0] as CTC, a[0][1] = zero_infinity */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

@@ -194,7 +194,9 @@ tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args
     *out_nouts = 3;
     return TPU_OK;
   }
-  if (!strcmp(op_name, "aten::_logcumsumexp") || !strcmp(op_name, "aten::_logcumsumexp.out")) { /* no Meta kernel */
+  if (!strcmp(op_name, "aten::_logcumsumexp") || !strcmp(op_name, "aten::_logcumsumexp.out") ||
+      !strcmp(op_name, "aten::_ctc_loss_backward")) { /* no Meta kernel; result shaped like arg 0 / log_probs */
+    if (!strcmp(op_name, "aten::_ctc_loss_backward")) { args += 1; nargs -= 1; }
     const tpu_tensor_t* x = tensor_arg(args, nargs, 0);
     if (!x) return TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor", op_name);
     out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)x->dtype, x->ndim, x->sizes);

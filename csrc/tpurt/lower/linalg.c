@@ -1,7 +1,9 @@
 /* linalg.c — dense linear algebra through the custom targets CHOLESKY, LU, LU_SOLVE and
  * TRI_SOLVE (drivers/host/linalg.c): linalg_cholesky_ex / cholesky, linalg_lu_factor_ex,
  * linalg_lu_solve, _linalg_solve_ex, linalg_inv_ex, _linalg_det, _linalg_slogdet,
- * linalg_solve_triangular, triangular_solve, cholesky_solve, cholesky_inverse.
+ * linalg_solve_triangular, triangular_solve, cholesky_solve, cholesky_inverse; and through
+ * the flat-packed targets QR, EIGH, SVD (drivers/host/linalg2.c): linalg_qr, _linalg_eigh,
+ * _linalg_svd (their backward formulas are PyTorch's composites over ops we lower).
  *
  * PyTorch's meta functions have already checked shapes and dtypes and allocated the
  * outputs (LAPACK's column-major strides included); these lowerings see square (or, for
@@ -356,7 +358,85 @@ static tpu_status_t lower_triangular_solve(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 1, bcast_batch(cx, a, m->ndim - 2, m->sizes, 2));
 }
 
+/* ---------------------------------------------------------------- QR, eigh, SVD (flat-packed targets) */
+
+/* flat [B..., L] -> its part [pos, pos + r*c) as [B..., r, c] */
+static int unflat(tpu_lower_ctx_t* cx, int f, int64_t pos, int64_t r, int64_t c) {
+  tpu_ir_type_t t = ty(cx, f);
+  if (f < 0) return -1;
+  int64_t lo[TPU_MAX_DIMS] = {0}, hi[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
+  for (int d = 0; d < t.rank; ++d) { hi[d] = t.dims[d]; st[d] = 1; }
+  lo[t.rank - 1] = pos; hi[t.rank - 1] = pos + (c < 0 ? r : r * c);
+  int s = tpu_ir_slice(G, f, lo, hi, st);
+  t.dims[t.rank - 1] = r;
+  t.dims[t.rank] = c;
+  return c < 0 ? tpu_ir_reshape(G, s, t.rank, t.dims) : tpu_ir_reshape(G, s, t.rank + 1, t.dims);
+}
+/* a flat-packed decomposition of a [B..., m, n] into [B..., len] */
+static int flat_custom(tpu_lower_ctx_t* cx, int target, int64_t attr, int a, int64_t len) {
+  tpu_ir_type_t t = ty(cx, a);
+  t.rank -= 1;
+  t.dims[t.rank - 1] = len;
+  return custom(cx, target, attr, t, 1, &a);
+}
+/* an output PyTorch leaves empty (Q of mode='r', eigenvectors / U, Vh when not computed) */
+static tpu_status_t empty_out(tpu_lower_ctx_t* cx, int k) {
+  const tpu_tensor_t* o = out_meta(cx, k);
+  return o ? lw_output(cx, k, lw_const(cx, 0, o->dtype, o->ndim, o->sizes)) : TPU_OK;
+}
+/* linalg_qr.out(A, mode, *, Q, R) */
+static tpu_status_t lower_qr(tpu_lower_ctx_t* cx) {
+  const char* mode = lw_str(cx, 1, "reduced");
+  int a = la_in(cx, 0, NULL);
+  if (a < 0) return TPU_OK;
+  int md = !strcmp(mode, "complete") ? 1 : !strcmp(mode, "r") ? 2 : 0;
+  tpu_ir_type_t t = ty(cx, a);
+  int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1], k = m < n ? m : n;
+  int64_t mq = md == 0 ? k : md == 1 ? m : 0, kr = md == 1 ? m : k;
+  int f = flat_custom(cx, TPU_IR_CUSTOM_QR, md, a, m * mq + kr * n);
+  if (md == 2) empty_out(cx, 0);
+  else lw_output(cx, 0, unflat(cx, f, 0, m, mq));
+  return lw_output(cx, 1, unflat(cx, f, m * mq, kr, n));
+}
+/* _linalg_eigh.eigenvalues(A, UPLO, compute_v, *, eigenvalues, eigenvectors) */
+static tpu_status_t lower_eigh(tpu_lower_ctx_t* cx) {
+  const char* uplo = lw_str(cx, 1, "L");
+  int vec = (int)lw_int(cx, 2, 1);
+  int a = la_in(cx, 0, NULL);
+  if (a < 0) return TPU_OK;
+  tpu_ir_type_t t = ty(cx, a);
+  int64_t n = t.dims[t.rank - 1];
+  int upper = uplo[0] == 'U' || uplo[0] == 'u';
+  int f = flat_custom(cx, TPU_IR_CUSTOM_EIGH, upper | (vec ? 2 : 0), a, vec ? n + n * n : n);
+  lw_output(cx, 0, unflat(cx, f, 0, n, -1));
+  return vec ? lw_output(cx, 1, unflat(cx, f, n, n, n)) : empty_out(cx, 1);
+}
+/* _linalg_svd.U(A, full_matrices, compute_uv, *, driver, U, S, Vh) */
+static tpu_status_t lower_svd(tpu_lower_ctx_t* cx) {
+  if (!lw_is_none(cx, 3))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.linalg.svd: keyword argument `driver=` is only supported on "
+                   "CUDA inputs with cuSOLVER backend.");
+  int full = (int)lw_int(cx, 1, 0), uv = (int)lw_int(cx, 2, 1);
+  int a = la_in(cx, 0, NULL);
+  if (a < 0) return TPU_OK;
+  tpu_ir_type_t t = ty(cx, a);
+  int64_t m = t.dims[t.rank - 2], n = t.dims[t.rank - 1], k = m < n ? m : n;
+  int64_t ku = full ? m : k, kv = full ? n : k;
+  int f = flat_custom(cx, TPU_IR_CUSTOM_SVD, (full ? 1 : 0) | (uv ? 2 : 0), a, uv ? m * ku + k + kv * n : k);
+  if (!uv) {
+    empty_out(cx, 0);
+    lw_output(cx, 1, unflat(cx, f, 0, k, -1));
+    return empty_out(cx, 2);
+  }
+  lw_output(cx, 0, unflat(cx, f, 0, m, ku));
+  lw_output(cx, 1, unflat(cx, f, m * ku, k, -1));
+  return lw_output(cx, 2, unflat(cx, f, m * ku + k, kv, n));
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_linalg) = {
+  {"aten::linalg_qr.out", lower_qr},
+  {"aten::_linalg_eigh.eigenvalues", lower_eigh},
+  {"aten::_linalg_svd.U", lower_svd},
   {"aten::linalg_cholesky_ex.L", lower_cholesky_ex},
   {"aten::cholesky", lower_cholesky}, {"aten::cholesky.out", lower_cholesky},
   {"aten::_cholesky_solve_helper", lower_cholesky_solve_helper},

@@ -158,5 +158,6 @@ extern const tpu_lowering_t tpu_lowerings_attention[];
 extern const tpu_lowering_t tpu_lowerings_misc[];
 extern const tpu_lowering_t tpu_lowerings_linalg[];
 extern const tpu_lowering_t tpu_lowerings_special[];
+extern const tpu_lowering_t tpu_lowerings_grid_ctc[];
 
 #endif /* TPURT_LOWER_H_ */

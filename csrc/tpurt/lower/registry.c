@@ -18,7 +18,7 @@ static const tpu_lowering_t* const kTables[] = {
   tpu_lowerings_eltwise, tpu_lowerings_reduce, tpu_lowerings_matmul, tpu_lowerings_nn,
   tpu_lowerings_index, tpu_lowerings_factory, tpu_lowerings_shape, tpu_lowerings_optim,
   tpu_lowerings_conv, tpu_lowerings_norm_pool, tpu_lowerings_attention, tpu_lowerings_misc,
-  tpu_lowerings_linalg, tpu_lowerings_special,
+  tpu_lowerings_linalg, tpu_lowerings_special, tpu_lowerings_grid_ctc,
 };
 #define NSLOTS 4096
 static const tpu_lowering_t* g_slots[NSLOTS];

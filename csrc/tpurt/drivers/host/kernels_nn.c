@@ -4,6 +4,9 @@
 #include "drivers/host/attention.h"
 #include "drivers/host/scan.h"
 #include "drivers/host/linalg.h"
+#include "drivers/host/linalg2.h"
+#include "drivers/host/grid_sample.h"
+#include "drivers/host/ctc.h"
 #include "drivers/host/special.h"
 
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
@@ -16,6 +19,11 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (op->i0 == TPU_IR_CUSTOM_CHOLESKY || op->i0 == TPU_IR_CUSTOM_LU || op->i0 == TPU_IR_CUSTOM_LU_SOLVE ||
       op->i0 == TPU_IR_CUSTOM_TRI_SOLVE)
     return tpu_host_k_linalg(op, n, xs, out); /* linalg.c */
+  if (op->i0 == TPU_IR_CUSTOM_QR || op->i0 == TPU_IR_CUSTOM_EIGH || op->i0 == TPU_IR_CUSTOM_SVD)
+    return tpu_host_k_linalg2(op, n, xs, out); /* linalg2.c */
+  if (op->i0 == TPU_IR_CUSTOM_GRID_SAMPLE || op->i0 == TPU_IR_CUSTOM_GRID_SAMPLE_BWD)
+    return tpu_host_k_grid_sample(op, n, xs, out); /* grid_sample.c */
+  if (op->i0 == TPU_IR_CUSTOM_CTC || op->i0 == TPU_IR_CUSTOM_CTC_BWD) return tpu_host_k_ctc(op, n, xs, out); /* ctc.c */
   if (op->i0 == TPU_IR_CUSTOM_SPECIAL && n == 1) return tpu_host_k_special(op, &xs[0], out); /* special.c */
   return TPU_ERR(UNSUPPORTED, "host: custom_call target %lld not implemented", (long long)op->i0);
 }
