@@ -113,6 +113,24 @@ def test_second_process_compiles_nothing(tmp_path: Path) -> None:
     assert _same(r1, r2), "results differ between the compiling and the loading process"
 
 
+def test_fused_eager_second_process_compiles_nothing(tmp_path: Path) -> None:
+    """Fused-eager graphs (TORCH_TPU_FUSED_EAGER=1) are stored too: the second process running the same loop
+    loads every fused graph and every single-op executable instead of compiling them."""
+    cache = tmp_path / "cache"
+    cold, r1, _ = _run(tmp_path, "cold", _env(cache, TORCH_TPU_FUSED_EAGER="1"))
+    m = cold["metrics"]
+    assert m["trace_flushes"] > 0 and m["trace_cache_misses"] > 0 and m["trace_fallbacks"] == 0, m
+    assert m["compiles"] > 0 and m["cache_disk_writes"] == m["compiles"]
+    warm, r2, _ = _run(tmp_path, "warm", _env(cache, TORCH_TPU_FUSED_EAGER="1"))
+    w = warm["metrics"]
+    assert w["compiles"] == 0, "the second process compiled"
+    assert w["trace_flushes"] == m["trace_flushes"] and w["trace_cache_misses"] == m["trace_cache_misses"]
+    assert w["cache_hits_disk"] == m["compiles"] and w["cache_disk_rejected"] == 0 and w["cache_disk_writes"] == 0
+    assert _same(r1, r2), "results differ between the compiling and the loading process"
+    strict, r3, _ = _run(tmp_path, "strict", _env(tmp_path / "strict-cache"))
+    assert _same(r1, r3), "fused eager differs from strict eager"
+
+
 def test_two_processes_write_concurrently(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     procs = [(_start(tmp_path / f"p{i}.pt", _env(cache)), tmp_path / f"p{i}.pt") for i in range(2)]

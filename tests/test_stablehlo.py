@@ -273,6 +273,21 @@ def test_example_step_graphs(name, amp):
     assert stats["checked"] >= 10, stats
 
 
+@pytest.mark.parametrize("name", ["mingpt", "llama"])
+def test_fused_eager_step_graphs(name):
+    """Fused eager: the whole graphs a training step flushes (forward, backward and optimizer ops fused,
+    after the compiler passes) print as StableHLO that XLA runs to the host driver's results."""
+    import common  # examples/common.py
+    import torch_tpu
+    example = common.import_example(name)
+    with torch_tpu.fused_eager(), recorded() as recs:
+        example.train(DEV, steps=1, tiny=True, seed=0, log=None, **EXAMPLE_KW[name])
+    fused = [r for r in recs if r["op"].startswith("fused graph")]
+    assert len(fused) >= 1 and sum(r["text"].count("stablehlo.") for r in fused if r["text"]) > 200, \
+        [r["op"] for r in recs]
+    check_records(recs)
+
+
 @pytest.mark.parametrize("precision", ["high", "medium"])
 def test_matmul_precision_graphs(precision):
     """float32 matmul precision "high" (3-pass bf16) / "medium" (1-pass bf16) is printed as the

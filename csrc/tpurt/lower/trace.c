@@ -12,13 +12,18 @@
  * Flush: the trace key (each op's signature, the wiring, the live flags) finds a cached fused
  * executable, or every recorded lowering is re-run in embedded mode (cx->embed: the lw_*
  * helpers call the tpu_trace_embed_* functions below) into ONE graph, which goes through
- * the compiler passes (when linked) and tpu_host_compile. One task runs it. If the fused
- * graph cannot be built, the ops are enqueued one by one exactly as strict eager would.
+ * tpu_compiler_compile (the pass pipeline, then the host plan) like every compile; the disk
+ * level of the compilation cache (namespace "graph", payload: cache/graph_codec.h) stores it
+ * under the trace key. One task runs it. If the fused graph cannot be built, the ops are
+ * enqueued one by one exactly as strict eager would.
  *
  * Bit-identity with strict eager: each op's outputs keep their dtype conversion in the graph,
  * and an op output that became internal is never fused into a later op's reduction (the host
  * driver evaluates such producers blockwise with a different summation order): a dangling
- * view of it keeps it materialized, as strict eager materializes it.
+ * view of it keeps it materialized, as strict eager materializes it (the compiler's guard keeps
+ * that status through the passes). A non-contiguous value read by a layout-sensitive op
+ * (reduce, GEMM, custom kernels) stays an output, or the trace flushes before it is
+ * overwritten, so that reader sees strict eager's strides.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,7 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/disk_cache.h"
+#include "cache/graph_codec.h"
 #include "cache/hash.h"
+#include "compiler/compiler.h"
+#include "lower/record.h"
 #include "lower/trace.h"
 #include "runtime/runtime.h"
 
@@ -79,7 +88,7 @@ typedef struct {
 typedef struct {
   const tpu_tensor_t* t; /* the recorded view (inside the op's record) */
   uintptr_t lo, hi;      /* bytes touched; lo == hi: empty or absent (never live) */
-  int op, live;
+  int op, live, read; /* read: wired into a later op */
 } tval_t;
 
 typedef struct {
@@ -116,7 +125,7 @@ static tpu_status_t g_init_error;
 static _Thread_local int tl_flushing = -1; /* device whose trace this thread is flushing */
 
 /* ------------------------------------------------------------------ fused executable cache */
-typedef struct { int32_t op; int16_t src, arg; int32_t index; } fbind_t; /* src: tpu_bind_src_t / sbind kind */
+typedef tpu_graph_bind_t fbind_t; /* op, src (tpu_bind_src_t / tpu_sbind_kind_t), arg, index */
 typedef struct fentry_s {
   uint64_t hash;
   size_t key_len;
@@ -194,6 +203,14 @@ static void tensor_range(const tpu_tensor_t* t, uintptr_t* lo, uintptr_t* hi) {
   }
   *lo = (uintptr_t)((char*)t->data + mn * es);
   *hi = (uintptr_t)((char*)t->data + (mx + 1) * es);
+}
+static int is_contiguous(const tpu_tensor_t* t) {
+  int64_t s = 1;
+  for (int d = t->ndim - 1; d >= 0; --d) {
+    if (t->sizes[d] != 1 && t->strides[d] != s) return 0;
+    s *= t->sizes[d];
+  }
+  return 1;
 }
 static int same_view(const tpu_tensor_t* a, const tpu_tensor_t* b) {
   if (a->data != b->data || a->dtype != b->dtype || a->ndim != b->ndim) return 0;
@@ -341,15 +358,24 @@ typedef struct {
   tpu_host_exe_t* exe;
   int np, ns, nout;
   double sink;           /* the placeholder output of a graph with nothing observable */
+  tpu_debug_graph_t* rec; /* debug recording (lower/record.h), usually NULL */
   tpu_host_scalar_t* scalars;
   tpu_host_view_t views[]; /* np params, then nout outputs; scalars follow */
 } ftask_t;
 static tpu_status_t ftask_run(void* ctx) {
   ftask_t* t = ctx;
-  return tpu_host_exe_run(t->exe, t->views, t->scalars, t->views + t->np);
+  if (t->rec) tpu_record_inputs(t->rec, t->views, t->np);
+  tpu_status_t st = tpu_host_exe_run(t->exe, t->views, t->scalars, t->views + t->np);
+  if (t->rec) { tpu_record_finish(t->rec, t->views + t->np, t->nout, st); t->rec = NULL; }
+  return st;
+}
+/* Starts the debug recording of a bound task (tests/stablehlo_oracle.py; off: one atomic load). */
+static void ftask_record(ftask_t* t, const char* name) {
+  if (tpu_record_enabled()) t->rec = tpu_record_begin(name, tpu_host_exe_graph(t->exe), t->scalars);
 }
 static void ftask_free(void* ctx) {
   ftask_t* t = ctx;
+  tpu_debug_graph_free(t->rec);
   fentry_release(t->f);
   tpu_exec_entry_release(t->e);
   free(t);
@@ -401,6 +427,7 @@ static tpu_status_t enqueue_single(trace_t* tr, const rec_t* r) {
     v->data = (char*)&sink; v->dtype = TPU_DTYPE_F64; v->rank = 0; /* never read back */
   }
   for (int j = 0; j < e->n_arg_outs; ++j) to_view(&t->views[t->np + r->nouts + j], r->args[e->arg_outs[j]].tensor);
+  ftask_record(t, r->name);
   return tpu_rt_queue_enqueue(tr->device, r->name, ftask_run, t, ftask_free);
 }
 
@@ -544,7 +571,11 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     free(users); free(user); free(is_val);
     if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
   }
-  if (st == TPU_OK) st = tpu_host_compile(&cx->g, &f->exe);
+  if (st == TPU_OK) {
+    char name[256];
+    fused_name(tr, name, sizeof name);
+    st = tpu_compiler_compile(&cx->g, name, &f->exe); /* passes + host plan, as every compile */
+  }
   if (st == TPU_OK) {
     memcpy(f->key, key, key_len);
     f->key_len = key_len; f->hash = h; f->refcount = 1;
@@ -559,6 +590,101 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
   tpu_ir_graph_free(&cx->g);
   free(cx);
   return st;
+}
+
+/* ------------------------------------------------------------------ disk level ("graph" namespace) */
+#define DISK_NS "graph"
+static int same_shape(const tpu_ir_type_t* t, const tpu_tensor_t* x) {
+  if (!x || x->ndim != t->rank || x->dtype != t->dtype) return 0;
+  for (int d = 0; d < t->rank; ++d) if (x->sizes[d] != t->dims[d]) return 0;
+  return 1;
+}
+/* The tables of a payload must fit this trace: every binding names an argument of the right
+ * kind whose tensor has the parameter's type, outputs are exactly the live values. */
+static tpu_status_t payload_check(const trace_t* tr, const tpu_graph_payload_t* p) {
+  const tpu_ir_graph_t* g = &p->g;
+  for (int v = 0; v < g->n_ops; ++v) {
+    const tpu_ir_op_t* op = &g->ops[v];
+    if (op->opcode != TPU_IR_PARAM) continue;
+    const fbind_t* b = &p->tb[op->i0];
+    const tpu_tensor_t* t = NULL;
+    if (b->op < 0 || b->op >= tr->n_ops) return TPU_ERR(INVALID_ARGUMENT, "parameter %d: op", (int)op->i0);
+    const rec_t* r = &tr->ops[b->op];
+    if (b->src == TPU_BIND_ARG) {
+      if (b->arg >= 0 && b->arg < r->nargs && r->args[b->arg].kind == TPU_ARG_TENSOR) t = r->args[b->arg].tensor;
+    } else if (b->src == TPU_BIND_LIST) {
+      if (b->arg >= 0 && b->arg < r->nargs && r->args[b->arg].kind == TPU_ARG_TENSOR_LIST && b->index >= 0 &&
+          b->index < r->args[b->arg].len)
+        t = &r->args[b->arg].tensors[b->index];
+    } else if (b->src == TPU_BIND_OUT) {
+      if (b->arg >= 0 && b->arg < r->nouts) t = &r->outs[b->arg];
+    }
+    if (!same_shape(&op->type, t)) return TPU_ERR(INVALID_ARGUMENT, "parameter %d does not match its tensor", (int)op->i0);
+  }
+  for (int s = 0; s < p->n_sb; ++s) {
+    const fbind_t* b = &p->sb[s];
+    if (b->op < 0 || b->op >= tr->n_ops) return TPU_ERR(INVALID_ARGUMENT, "scalar %d: op", s);
+    const rec_t* r = &tr->ops[b->op];
+    int ok = b->src == TPU_SBIND_GEN_SEED || b->src == TPU_SBIND_GEN_OFFSET ||
+             (b->src == TPU_SBIND_VALUE && b->arg >= 0 && b->arg < r->nargs) ||
+             (b->src == TPU_SBIND_LIST_DOUBLE && b->arg >= 0 && b->arg < r->nargs &&
+              r->args[b->arg].kind == TPU_ARG_DOUBLE_LIST && b->index >= 0 && b->index < r->args[b->arg].len);
+    if (!ok) return TPU_ERR(INVALID_ARGUMENT, "scalar %d binding", s);
+  }
+  int k = 0;
+  for (int v = 0; v < tr->n_vals; ++v) {
+    if (!tr->vals[v].live) continue;
+    if (k >= p->n_out || p->outv[k] != v || !same_shape(tpu_ir_type(g, g->outputs[k]), tr->vals[v].t))
+      return TPU_ERR(INVALID_ARGUMENT, "output %d does not match the live values", k);
+    k++;
+  }
+  if (k != p->n_out) return TPU_ERR(INVALID_ARGUMENT, "output count");
+  if (k == 0) { /* the placeholder: written into a double */
+    const tpu_ir_type_t* t = tpu_ir_type(g, g->outputs[0]);
+    if (t->rank != 0 || t->dtype != TPU_DTYPE_F32) return TPU_ERR(INVALID_ARGUMENT, "placeholder output");
+  }
+  return TPU_OK;
+}
+/* A fused executable from the disk level, or NULL (miss; a payload that does not fit is
+ * rejected: counted, its file removed). Not a compile: no lowering, no passes. */
+static fentry_t* disk_load(const trace_t* tr, const uint8_t* key, size_t key_len, uint64_t h) {
+  uint8_t* buf = NULL;
+  size_t len = 0;
+  if (!tpu_disk_cache_enabled() || !tpu_disk_cache_get(DISK_NS, key, key_len, &buf, &len)) return NULL;
+  uint64_t t0 = tpu_rt_now_ns();
+  tpu_graph_payload_t p;
+  tpu_status_t st = tpu_graph_payload_decode(buf, len, &p);
+  free(buf);
+  if (!st) st = payload_check(tr, &p);
+  fentry_t* f = st ? NULL : calloc(1, sizeof(*f));
+  if (!st && (!f || !(f->key = malloc(key_len)))) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  if (!st) st = tpu_host_compile(&p.g, &f->exe);
+  if (!st) {
+    memcpy(f->key, key, key_len);
+    f->key_len = key_len; f->hash = h; f->refcount = 1;
+    f->tb = p.tb; f->n_tb = p.n_tb; p.tb = NULL;
+    f->sb = p.sb; f->n_sb = p.n_sb; p.sb = NULL;
+    f->outv = p.outv; f->n_out = p.n_out; p.outv = NULL;
+  }
+  tpu_graph_payload_free(&p);
+  tpu_disk_cache_add_load_seconds((double)(tpu_rt_now_ns() - t0) * 1e-9);
+  if (st) {
+    tpu_status_free(st);
+    if (f) { free(f->key); free(f); }
+    tpu_disk_cache_reject(DISK_NS, key, key_len);
+    return NULL;
+  }
+  return f;
+}
+static void disk_store(const fentry_t* f) {
+  if (!tpu_disk_cache_enabled()) return;
+  uint8_t* buf = NULL;
+  size_t len = 0;
+  tpu_status_t st = tpu_graph_payload_encode(tpu_host_exe_graph(f->exe), f->tb, f->n_tb, f->sb, f->n_sb, f->outv,
+                                             f->n_out, &buf, &len);
+  if (st) { tpu_status_free(st); return; }
+  tpu_disk_cache_put(DISK_NS, f->key, f->key_len, buf, len);
+  free(buf);
 }
 
 static tpu_status_t fail_task(void* ctx) { return tpu_status_make(TPU_STATUS_INTERNAL, "%s", (const char*)ctx); }
@@ -584,6 +710,7 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
     uint64_t h = hash_bytes(tr->key, tr->key_len);
     f = cache_lookup(h, tr->key, tr->key_len);
     atomic_fetch_add(f ? &g_st_hits : &g_st_misses, 1);
+    if (!f && (f = disk_load(tr, tr->key, tr->key_len, h))) cache_insert(f);
     if (!f) {
       tpu_status_t bst = build_fused(tr, tr->key, tr->key_len, h, &f);
       if (bst) { /* strict fallback below; remembered so the same trace does not try again */
@@ -594,7 +721,10 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
           f->key_len = tr->key_len; f->hash = h; f->refcount = 1;
           cache_insert(f);
         } else { free(f); f = NULL; }
-      } else cache_insert(f);
+      } else {
+        disk_store(f);
+        cache_insert(f);
+      }
     }
     if (f && !f->exe) { fentry_release(f); f = NULL; }
   }
@@ -622,6 +752,7 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
       }
       char name[256];
       fused_name(tr, name, sizeof name);
+      ftask_record(t, name);
       tpu_status_t est = tpu_rt_queue_enqueue(tr->device, name, ftask_run, t, ftask_free);
       if (est) { if (!st) st = est; else tpu_status_free(est); }
     }
@@ -665,13 +796,60 @@ static void hook_flush(int device) {
   pthread_mutex_unlock(&tr->mu);
 }
 
-static int is_contiguous(const tpu_tensor_t* t) {
-  int64_t s = 1;
-  for (int d = t->ndim - 1; d >= 0; --d) {
-    if (t->sizes[d] != 1 && t->strides[d] != s) return 0;
-    s *= t->sizes[d];
+/* Layout sensitivity. A fused graph hands an internal value to its readers as a contiguous
+ * temporary, strict eager as the tensor it wrote. Elementwise and data-movement readers give the
+ * same bits either way; a reduction (or GEMM, conv, custom kernel...) may sum in an order that
+ * follows its operand's strides. So a non-contiguous value that such an op read stays an output
+ * (written in the tensor's own layout) or, when that is impossible, the trace flushes. */
+static int exact_for_any_layout(int opcode) {
+  return tpu_ir_is_elementwise(opcode) || tpu_ir_is_view(opcode) || opcode == TPU_IR_CONCAT || opcode == TPU_IR_PAD ||
+         opcode == TPU_IR_GATHER || opcode == TPU_IR_INDEX_SELECT;
+}
+/* Whether the single-op graph of e reads its tensor (src, arg, index) through a layout-sensitive op. */
+static int param_sensitive(const tpu_exec_entry_t* e, int src, int arg, int index) {
+  const tpu_ir_graph_t* g = e->exe ? tpu_host_exe_graph(e->exe) : NULL;
+  if (!g) return 1;
+  uint8_t* reach = calloc((size_t)(g->n_ops ? g->n_ops : 1), 1);
+  if (!reach) return 1;
+  int any = 0, sens = 0;
+  for (int p = 0; p < e->n_tbind; ++p) {
+    const tpu_tensor_bind_t* b = &e->tbind[p];
+    if (b->src != src || b->arg != arg || (src == TPU_BIND_LIST && b->index != index)) continue;
+    for (int v = 0; v < g->n_ops; ++v)
+      if (g->ops[v].opcode == TPU_IR_PARAM && g->ops[v].i0 == p) { reach[v] = 1; any = 1; }
   }
-  return 1;
+  for (int v = 0; any && v < g->n_ops && !sens; ++v) { /* topological order: one forward sweep */
+    const tpu_ir_op_t* op = &g->ops[v];
+    int from = 0;
+    for (int k = 0; k < op->n_in && !from; ++k) from = reach[tpu_ir_operand(g, v, k)];
+    if (!from) continue;
+    if (!exact_for_any_layout(op->opcode)) sens = 1;
+    reach[v] = 1;
+  }
+  free(reach);
+  return sens;
+}
+/* Whether a recorded op read value `id` through a layout-sensitive op. */
+static int read_sensitively(const trace_t* tr, int id) {
+  if (!tr->vals[id].read) return 0;
+  for (int j = tr->vals[id].op + 1; j < tr->n_ops; ++j) {
+    const rec_t* r = &tr->ops[j];
+    for (int i = 0; i < r->nargs; ++i) {
+      const tpu_arg_t* a = &r->args[i];
+      int n = a->kind == TPU_ARG_TENSOR ? 1 : a->kind == TPU_ARG_TENSOR_LIST ? (int)a->len : 0;
+      for (int k = 0; k < n && r->arg_slot[i] >= 0; ++k) {
+        int w = tr->wire[r->arg_slot[i] + k];
+        if (w >= 0 && (w & ~VIEW_BIT) == id &&
+            param_sensitive(r->e, a->kind == TPU_ARG_TENSOR ? TPU_BIND_ARG : TPU_BIND_LIST, i, k))
+          return 1;
+      }
+    }
+    for (int k = 0; k < r->nouts; ++k) {
+      int w = tr->wire[r->out_slot + k];
+      if (w >= 0 && (w & ~VIEW_BIT) == id && param_sensitive(r->e, TPU_BIND_OUT, k, 0)) return 1;
+    }
+  }
+  return 0;
 }
 static bool hook_free(int device, uintptr_t lo, uintptr_t hi) {
   if (device < 0 || device >= g_ntraces) return false;
@@ -682,10 +860,12 @@ static bool hook_free(int device, uintptr_t lo, uintptr_t hi) {
   bool pending = tr->n_ops > 0;
   for (int i = 0; i < tr->n_live;) {
     tval_t* v = &tr->vals[tr->live[i]];
-    /* A freed non-contiguous value stays an output (written as strict eager writes it): later
-     * reductions of it in this trace then see strict eager's layout, hence summation order. */
-    if (v->lo >= lo && v->lo < hi && is_contiguous(v->t)) { v->live = 0; tr->live[i] = tr->live[--tr->n_live]; }
-    else ++i;
+    /* A freed non-contiguous value that an op read through a layout-sensitive op stays an
+     * output (written as strict eager writes it), so that reader sees strict eager's layout. */
+    if (v->lo >= lo && v->lo < hi) {
+      if (is_contiguous(v->t) || !read_sensitively(tr, tr->live[i])) { v->live = 0; tr->live[i] = tr->live[--tr->n_live]; continue; }
+    }
+    ++i;
   }
   pthread_mutex_unlock(&tr->mu);
   return pending;
@@ -826,6 +1006,14 @@ static int needs_flush(const trace_t* tr, const tpu_arg_t* args, int nargs, cons
   }
   for (int k = 0; k < nouts; ++k)
     if (outs[k].ndim >= 0 && find_live(tr, &outs[k]) == -2) { *why = "partial overlap"; return 1; }
+  /* Overwriting a non-contiguous value that an op read would make it internal: the fused graph
+   * would hand its readers a contiguous temporary, and a reduction sums in an order that follows
+   * its operand's strides. Flushed instead, so readers see strict eager's layout. */
+  for (int k = 0; k < nouts + e->n_arg_outs; ++k) {
+    const tpu_tensor_t* t = k < nouts ? &outs[k] : args[e->arg_outs[k - nouts]].tensor;
+    int id = t && t->ndim >= 0 ? find_live(tr, t) : -1;
+    if (id >= 0 && !is_contiguous(tr->vals[id].t) && read_sensitively(tr, id)) { *why = "overwriting a non-contiguous value"; return 1; }
+  }
   return 0;
 }
 
@@ -834,7 +1022,7 @@ static tpu_status_t add_value(trace_t* tr, int op, const tpu_tensor_t* t) {
   GROW(tr->live, tr->n_live, tr->cap_live, 1, return TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
   int id = tr->n_vals++;
   tval_t* v = &tr->vals[id];
-  v->t = t; v->op = op; v->live = 0;
+  v->t = t; v->op = op; v->live = 0; v->read = 0;
   tensor_range(t, &v->lo, &v->hi);
   if (v->lo == v->hi) return TPU_OK; /* empty or absent: nothing to write */
   int old = find_live(tr, t);
@@ -916,7 +1104,10 @@ tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* o
       }
       r->out_slot = s;
       for (int k = 0; k < nouts; ++k) tr->wire[s++] = wire_of(tr, &r->outs[k]); /* read back by lw_out_input */
-      for (int i = s0; i < s; ++i) if (tr->wire[i] < -1) tr->wire[i] = -1; /* (a flush cleared conflicts) */
+      for (int i = s0; i < s; ++i) {
+        if (tr->wire[i] < -1) tr->wire[i] = -1; /* (a flush cleared conflicts) */
+        if (tr->wire[i] >= 0) tr->vals[tr->wire[i] & ~VIEW_BIT].read = 1;
+      }
       tr->n_wire = s;
       uint32_t hdr[3] = {(uint32_t)e->key_len, (uint32_t)(s - s0), (uint32_t)tr->n_vals};
       key_put(tr, hdr, sizeof hdr);
@@ -1255,5 +1446,6 @@ tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n
   }
   char name[64];
   snprintf(name, sizeof name, "captured graph (%d ops)", c->n_ops);
+  ftask_record(t, name);
   return tpu_rt_queue_enqueue(c->device, name, ftask_run, t, ftask_free);
 }

@@ -1,0 +1,284 @@
+/* test_trace.c — fused eager and graph capture (lower/trace.c) without torch: recorded ops are
+ * flushed as one graph that gives bitwise the results strict eager gives; views of pending
+ * values, writes into slices of them and layout-sensitive readers stay exact; the trace cache,
+ * the compiler passes and the disk level see fused graphs (a second process loads them instead
+ * of compiling); captures replay on new inputs, refuse what they cannot replay with a reason;
+ * the debug recorder sees fused graphs. Run under ASan/UBSan by `make test-sanitize`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpurt.h"
+
+static int g_pass, g_fail;
+#define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define OK(expr) do { tpu_status_t s_ = (expr); CHECK(s_ == TPU_OK, "%s -> %s", #expr, tpu_status_message(s_)); tpu_status_free(s_); } while (0)
+
+typedef struct { void* p; tpu_tensor_t t; } buf_t;
+
+static uint32_t g_seed = 12345;
+static float frand(void) { g_seed = g_seed * 1664525u + 1013904223u; return (float)(g_seed >> 8) / 16777216.0f * 2.0f - 1.0f; }
+
+static buf_t fbuf(int ndim, const int64_t* sizes, const float* host) {
+  buf_t b = {0};
+  int64_t n = 1;
+  for (int d = 0; d < ndim; ++d) n *= sizes[d];
+  OK(tpu_rt_malloc(0, (size_t)n * 4, &b.p));
+  if (host) OK(tpu_rt_memcpy_h2d(0, b.p, host, (size_t)n * 4));
+  b.t = tpu_tensor_contiguous(b.p, 0, TPU_DTYPE_F32, ndim, sizes);
+  return b;
+}
+static void fget(const buf_t* b, float* host) {
+  int64_t n = 1;
+  for (int d = 0; d < b->t.ndim; ++d) n *= b->t.sizes[d];
+  OK(tpu_rt_memcpy_d2h(0, host, b->p, (size_t)n * 4)); /* flushes the device's trace first */
+}
+static void drop(buf_t* b) { tpu_rt_free(0, b->p); b->p = NULL; }
+
+static void add(const tpu_tensor_t* a, const tpu_tensor_t* b, double alpha, const tpu_tensor_t* out) {
+  tpu_arg_t args[] = {tpu_arg_tensor(a), tpu_arg_tensor(b), tpu_arg_f64(alpha), tpu_arg_tensor(out)};
+  OK(tpu_op_run(0, "aten::add.out", args, 4, out, 1));
+}
+static void mul(const tpu_tensor_t* a, const tpu_tensor_t* b, const tpu_tensor_t* out) {
+  tpu_arg_t args[] = {tpu_arg_tensor(a), tpu_arg_tensor(b), tpu_arg_tensor(out)};
+  OK(tpu_op_run(0, "aten::mul.out", args, 3, out, 1));
+}
+static void sum_dim(const tpu_tensor_t* x, int64_t dim, const tpu_tensor_t* out) {
+  int64_t d[1] = {dim};
+  tpu_arg_t args[] = {tpu_arg_tensor(x), tpu_arg_int_list(d, 1), tpu_arg_bool(false), tpu_arg_none(), tpu_arg_tensor(out)};
+  OK(tpu_op_run(0, "aten::sum.IntList_out", args, 5, out, 1));
+}
+static tpu_tensor_t transposed(const tpu_tensor_t* t) { /* 2-d view with swapped dims */
+  tpu_tensor_t v = *t;
+  v.sizes[0] = t->sizes[1]; v.sizes[1] = t->sizes[0];
+  v.strides[0] = t->strides[1]; v.strides[1] = t->strides[0];
+  return v;
+}
+static tpu_trace_stats_t stats(void) { tpu_trace_stats_t s; tpu_trace_stats_get(&s); return s; }
+
+/* ---- A workload run strict and fused: an elementwise chain, an in-place update of a pending
+ * value, a transposed view of a pending value, a reduction of a non-contiguous intermediate
+ * that is then overwritten (its reader must see strict eager's layout), a write into a row
+ * slice of a pending value followed by a read of the whole. Results: d, s, e, c. */
+#define R 37
+#define C 53
+typedef struct { float d[R * C], s[C], e[C * R], c[R * C], u[C]; } results_t;
+static void workload(const buf_t* a, const buf_t* b, const buf_t* bt, results_t* out) {
+  int64_t rc[2] = {R, C}, cr[2] = {C, R}, c1[1] = {C};
+  buf_t c = fbuf(2, rc, NULL), d = fbuf(2, rc, NULL), s = fbuf(1, c1, NULL), e = fbuf(2, cr, NULL), u = fbuf(1, c1, NULL);
+  buf_t nt = fbuf(2, cr, NULL);
+  add(&a->t, &b->t, 2.5, &c.t);            /* c = a + 2.5 b */
+  mul(&c.t, &a->t, &d.t);                  /* d = c * a */
+  add(&d.t, &c.t, 1.0, &d.t);              /* d += c (in place on a pending value) */
+  sum_dim(&d.t, 0, &s.t);                  /* s = d.sum(0) */
+  tpu_tensor_t ct = transposed(&c.t);
+  mul(&ct, &bt->t, &e.t);                  /* e = c^T * bt: a view of a pending value */
+  tpu_tensor_t n = transposed(&nt.t);      /* n: (R, C) with transposed strides */
+  mul(&a->t, &b->t, &n);
+  sum_dim(&n, 0, &u.t);                    /* reduce of a non-contiguous value ... */
+  add(&n, &a->t, 1.0, &n);                 /* ... which is then overwritten */
+  tpu_tensor_t row = c.t;                  /* rows 3..9 of c += b's rows */
+  row.sizes[0] = 7; row.data = (float*)c.p + 3 * C;
+  tpu_tensor_t brow = b->t; brow.sizes[0] = 7;
+  add(&row, &brow, -1.0, &row);
+  mul(&c.t, &d.t, &c.t);                   /* reads the whole of c */
+  fget(&d, out->d); fget(&s, out->s); fget(&e, out->e); fget(&c, out->c); fget(&u, out->u);
+  drop(&c); drop(&d); drop(&s); drop(&e); drop(&u); drop(&nt);
+}
+
+static void test_fused_matches_strict(void) {
+  static float ha[R * C], hb[R * C], hbt[C * R];
+  for (int i = 0; i < R * C; ++i) { ha[i] = frand(); hb[i] = frand(); hbt[i] = frand(); }
+  int64_t rc[2] = {R, C}, cr[2] = {C, R};
+  buf_t a = fbuf(2, rc, ha), b = fbuf(2, rc, hb), bt = fbuf(2, cr, hbt);
+  static results_t strict, fused, again;
+  OK(tpu_trace_set_enabled(false));
+  workload(&a, &b, &bt, &strict);
+  /* strict results against loops (elementwise exactly as the kernels round: no contraction) */
+  int ok = 1;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      float c = ha[i * C + j] + (float)(2.5 * hb[i * C + j]), d = c * ha[i * C + j];
+      d = d + c;
+      ok &= fabsf(strict.d[i * C + j] - d) <= 1e-6f * (1 + fabsf(d));
+      ok &= fabsf(strict.e[j * R + i] - c * hbt[j * R + i]) <= 1e-6f * (1 + fabsf(c));
+    }
+  CHECK(ok, "strict eager results against loops");
+  tpu_metrics_t m0, m1;
+  tpu_metrics_get(&m0);
+  tpu_trace_stats_reset();
+  OK(tpu_trace_set_enabled(true));
+  CHECK(tpu_trace_enabled(), "fused eager on");
+  workload(&a, &b, &bt, &fused);
+  tpu_trace_stats_t s1 = stats();
+  tpu_metrics_get(&m1);
+  CHECK(s1.traced_ops >= 10 && s1.flushes >= 1 && s1.flushes <= 3 && s1.fallbacks == 0,
+        "recorded and flushed as few graphs: %llu ops, %llu flushes, %llu fallbacks", (unsigned long long)s1.traced_ops,
+        (unsigned long long)s1.flushes, (unsigned long long)s1.fallbacks);
+  CHECK(m1.graph_ops_before > m0.graph_ops_before && m1.compiles > m0.compiles, "the fused graphs went through the compiler");
+  CHECK(!memcmp(&strict, &fused, sizeof strict), "fused eager is bitwise strict eager");
+  workload(&a, &b, &bt, &again);
+  tpu_trace_stats_t s2 = stats();
+  CHECK(s2.cache_hits >= s1.cache_misses && s2.cache_misses == s1.cache_misses, "the same trace hits the trace cache");
+  CHECK(!memcmp(&strict, &again, sizeof strict), "cached fused executable is bitwise strict eager");
+  OK(tpu_trace_set_enabled(false));
+  drop(&a); drop(&b); drop(&bt);
+}
+
+/* ---- the debug recorder (tests/stablehlo_oracle.py's source) sees fused graphs */
+static void test_recorder_sees_fused_graphs(void) {
+  float hx[24];
+  for (int i = 0; i < 24; ++i) hx[i] = frand();
+  int64_t sz[2] = {4, 6};
+  buf_t x = fbuf(2, sz, hx), y = fbuf(2, sz, NULL);
+  OK(tpu_rt_synchronize(0));
+  while (1) { tpu_debug_graph_t* g = tpu_debug_take_graph(); if (!g) break; tpu_debug_graph_free(g); }
+  OK(tpu_trace_set_enabled(true));
+  tpu_debug_record_graphs(true);
+  mul(&x.t, &x.t, &y.t);
+  add(&y.t, &x.t, 0.5, &y.t);
+  OK(tpu_trace_flush(0));
+  OK(tpu_rt_synchronize(0));
+  tpu_debug_record_graphs(false);
+  OK(tpu_trace_set_enabled(false));
+  float hy[24];
+  fget(&y, hy);
+  int n = 0, fused = 0, ok = 0;
+  for (tpu_debug_graph_t* g; (g = tpu_debug_take_graph()); tpu_debug_graph_free(g)) {
+    n++;
+    if (strncmp(g->op_name, "fused graph (aten::mul.out, aten::add.out", 40) != 0) continue;
+    fused++;
+    const tpu_debug_array_t* o = &g->arrays[g->n_arrays - 1];
+    ok = g->text && strstr(g->text, "stablehlo.multiply") && !g->error && o->role == TPU_DEBUG_OUTPUT &&
+         o->nbytes == sizeof hy && o->data && !memcmp(o->data, hy, sizeof hy);
+  }
+  CHECK(n == 1 && fused == 1 && ok, "one fused graph recorded with its StableHLO and output (%d records)", n);
+  drop(&x); drop(&y);
+}
+
+/* ---- capture and replay */
+static void test_capture_replay(void) {
+  enum { N = 8, K = 16 };
+  float hx[N * K], hw[N * K], hx2[N * K];
+  for (int i = 0; i < N * K; ++i) { hx[i] = frand(); hw[i] = frand(); hx2[i] = frand(); }
+  int64_t sz[2] = {N, K}, n1[1] = {N};
+  buf_t x = fbuf(2, sz, hx), w = fbuf(2, sz, hw), y = fbuf(2, sz, NULL), s = fbuf(1, n1, NULL);
+  OK(tpu_capture_begin(0));
+  tpu_status_t st = tpu_capture_begin(0);
+  CHECK(tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT, "a second begin is refused");
+  tpu_status_free(st);
+  mul(&x.t, &w.t, &y.t);          /* y = x * w  (w: a constant) */
+  add(&y.t, &x.t, 1.0, &y.t);     /* y += x */
+  sum_dim(&y.t, 1, &s.t);         /* s = y.sum(1) */
+  tpu_tensor_t outs[2] = {y.t, s.t};
+  tpu_capture_t* cap = NULL;
+  char reason[256];
+  OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, 2, &cap, reason, sizeof reason));
+  CHECK(cap && tpu_capture_num_ops(cap) == 3 && tpu_capture_num_outputs(cap) == 2 && tpu_capture_num_buffers(cap) == 2,
+        "capture made: %s", reason);
+  st = tpu_capture_end(0, &x.t, 1, NULL, 0, outs, 2, &cap, reason, sizeof reason);
+  CHECK(tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT, "end without begin is refused");
+  tpu_status_free(st);
+  float hy[N * K], hs[N];
+  fget(&y, hy); fget(&s, hs);
+  int ok = 1;
+  for (int i = 0; i < N * K; ++i) ok &= hy[i] == hx[i] * hw[i] + hx[i];
+  CHECK(ok, "the captured ops ran once at capture_end");
+  if (cap) {
+    buf_t x2 = fbuf(2, sz, hx2), bufs[2];
+    tpu_tensor_t bt[2];
+    for (int b = 0; b < 2; ++b) {
+      tpu_tensor_t meta;
+      OK(tpu_capture_buffer_info(cap, b, &meta));
+      bufs[b] = fbuf(meta.ndim, meta.sizes, NULL);
+      bt[b] = bufs[b].t;
+    }
+    st = tpu_capture_run(cap, &x2.t, 0, bt, 2);
+    CHECK(tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT, "wrong input count refused");
+    tpu_status_free(st);
+    OK(tpu_capture_run(cap, &x2.t, 1, bt, 2));
+    float ry[N * K], rs[N];
+    int yb = -1, sb = -1;
+    for (int k = 0; k < 2; ++k) {
+      tpu_tensor_t meta;
+      int in = -1, b = -1;
+      int64_t off = -1;
+      OK(tpu_capture_output_info(cap, k, &meta, &in, &b, &off));
+      if (k == 0) yb = b; else sb = b;
+      CHECK(in == -1 && off == 0, "output %d is a fresh buffer", k);
+    }
+    CHECK(yb >= 0 && sb >= 0 && yb != sb, "outputs map to buffers");
+    if (yb >= 0 && sb >= 0) {
+      fget(&bufs[yb], ry); fget(&bufs[sb], rs);
+      /* strict eager on x2 */
+      mul(&x2.t, &w.t, &y.t); add(&y.t, &x2.t, 1.0, &y.t); sum_dim(&y.t, 1, &s.t);
+      fget(&y, hy); fget(&s, hs);
+      CHECK(!memcmp(ry, hy, sizeof ry) && !memcmp(rs, hs, sizeof rs), "replay on new inputs is bitwise strict eager");
+    }
+    tpu_capture_free(cap);
+    drop(&x2); drop(&bufs[0]); drop(&bufs[1]);
+  }
+  /* a tensor that is neither an input nor a constant: not replayable, still executed */
+  OK(tpu_capture_begin(0));
+  mul(&x.t, &w.t, &y.t);
+  outs[0] = y.t;
+  OK(tpu_capture_end(0, &x.t, 1, NULL, 0, outs, 1, &cap, reason, sizeof reason));
+  CHECK(!cap && strstr(reason, "neither an input nor a constant"), "undeclared tensor: %s", reason);
+  fget(&y, hy);
+  ok = 1;
+  for (int i = 0; i < N * K; ++i) ok &= hy[i] == hx[i] * hw[i];
+  CHECK(ok, "the refused capture's ops still ran");
+  /* an explicit flush while capturing makes it non-replayable */
+  OK(tpu_capture_begin(0));
+  mul(&x.t, &w.t, &y.t);
+  OK(tpu_trace_flush(0));
+  OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, 1, &cap, reason, sizeof reason));
+  CHECK(!cap && strstr(reason, "flushed while capturing"), "flush while capturing: %s", reason);
+  st = tpu_trace_flush(99);
+  CHECK(st != TPU_OK, "bad device refused");
+  tpu_status_free(st);
+  drop(&x); drop(&w); drop(&y); drop(&s);
+}
+
+/* ---- the disk level: a second process running the same fused trace compiles nothing */
+static int child_main(void) {
+  tpu_cache_stats_t c0, c1;
+  tpu_cache_stats_get(&c0);
+  static float ha[R * C], hb[R * C], hbt[C * R];
+  for (int i = 0; i < R * C; ++i) { ha[i] = frand(); hb[i] = frand(); hbt[i] = frand(); }
+  int64_t rc[2] = {R, C}, cr[2] = {C, R};
+  buf_t a = fbuf(2, rc, ha), b = fbuf(2, rc, hb), bt = fbuf(2, cr, hbt);
+  static results_t r;
+  OK(tpu_trace_set_enabled(true));
+  workload(&a, &b, &bt, &r);
+  OK(tpu_trace_set_enabled(false));
+  tpu_metrics_t m;
+  tpu_metrics_get(&m);
+  tpu_cache_stats_get(&c1);
+  CHECK(m.compiles == 0 && c1.disk_hits > c0.disk_hits && c1.disk_rejected == 0,
+        "child: %llu compiles, %llu disk hits", (unsigned long long)m.compiles, (unsigned long long)c1.disk_hits);
+  drop(&a); drop(&b); drop(&bt);
+  return g_fail ? 1 : 0;
+}
+static void test_second_process_loads_fused_graphs(const char* self) {
+  tpu_cache_stats_t cs;
+  tpu_cache_stats_get(&cs);
+  if (!cs.disk_enabled) { printf("skip: disk cache off\n"); return; }
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "'%s' child", self);
+  CHECK(system(cmd) == 0, "a second process loads every graph of the fused workload from disk");
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "child")) { g_seed = 777; return child_main(); }
+  tpu_status_t st = tpu_rt_init();
+  if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
+  test_fused_matches_strict();
+  test_recorder_sees_fused_graphs();
+  test_capture_replay();
+  test_second_process_loads_fused_graphs(argv[0]);
+  OK(tpu_rt_synchronize(0));
+  printf("test_trace: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
