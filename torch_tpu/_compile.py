@@ -4,6 +4,7 @@
     step = torch.compile(opt.step, backend="tpu")                  # optimizer steps compile too
     torch.compile(fn, backend="tpu", options={"strict": True})     # unsupported op -> error at compile time
     torch.compile(fn, backend="tpu", dynamic=True)                 # new batch / sequence length: no recompile
+    options={"capture": False} / {"reinplace": False}              # no graph capture / no re-inplacing
 
 How a graph runs. AOTAutograd traces the forward and the backward into ATen FX graphs (functionalized: input
 mutations such as BatchNorm running statistics or optimizer state updates become explicit `copy_` nodes at the
