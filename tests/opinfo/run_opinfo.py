@@ -6,6 +6,10 @@ and on `tpu` (inputs copied with .to("tpu"), kwargs kept, device= kwargs of fact
 with the CPU fallback OFF, and compares the outputs with torch.testing.assert_close (the dtype's
 default tolerances, widened by the entry's own toleranceOverride/precisionOverride decorators).
 
+Entries whose outputs are defined only up to the signs of eigen/singular vectors (_SIGN_AMBIGUOUS: eigh, svd,
+svd_lowrank, pca_lowrank) are compared through each sample's own output_process_fn_grad, OpInfo's
+sign-invariant projection of the outputs (|U|, |Vh|, U @ Vh, the eigen/singular values), on both devices.
+
 Each entry gets one status, from its first sample that does not match:
   pass         every sample matched (ops with random or uninitialized output: shape and dtype matched)
   fail         an output differs (reason: the first bad sample and the mismatch)
@@ -54,6 +58,16 @@ CLAIMED_PATH = os.path.join(HERE, "claimed_ops.txt")
 _RANDOM_NAME = re.compile(
     r"(rand|normal|bernoulli|dropout|multinomial|uniform|exponential|geometric|cauchy|log_normal|rrelu)"
 )
+
+# Outputs unique only up to the signs of eigen/singular vectors: compared through output_process_fn_grad.
+_SIGN_AMBIGUOUS = {"linalg.eigh", "linalg.svd", "svd", "svd_lowrank", "pca_lowrank"}
+
+
+def project(op: Any, sample: Any, out: Any) -> Any:
+    if op.name not in _SIGN_AMBIGUOUS:
+        return out
+    return to_cpu(sample.output_process_fn_grad(tuple(out) if isinstance(out, list) else out))
+
 
 _NOT_IMPL = re.compile(r"operator '([^']+)'|Could not run '([^']+)'|^(\w+) not implemented")
 
@@ -263,12 +277,12 @@ def run_entry(op: Any, dtype: torch.dtype, limit: int | None, timeout: float) ->
             cpu_again = to_device((sample.input, sample.args, sample.kwargs), "cpu")
             try:
                 torch.manual_seed(1)
-                expected = to_cpu(op(sample.input, *sample.args, **sample.kwargs))
+                expected = project(op, sample, to_cpu(op(sample.input, *sample.args, **sample.kwargs)))
                 random_sample = shape_only
                 if not shape_only:  # a sample whose CPU output depends on the seed (dropout_p > 0, ...)
                     torch.manual_seed(2)
                     with other_fixed_seed():
-                        again = to_cpu(op(cpu_again[0], *cpu_again[1], **cpu_again[2]))
+                        again = project(op, sample, to_cpu(op(cpu_again[0], *cpu_again[1], **cpu_again[2])))
                     try:
                         compare(again, expected, None, False)
                     except AssertionError:
@@ -280,7 +294,7 @@ def run_entry(op: Any, dtype: torch.dtype, limit: int | None, timeout: float) ->
                 torch.manual_seed(1)
                 actual = op(inp, *args, **kwargs)
                 torch.tpu.synchronize()
-                actual = to_cpu(actual)
+                actual = project(op, sample, to_cpu(actual))
             except _Timeout:
                 raise
             except NotImplementedError as e:
