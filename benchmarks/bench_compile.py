@@ -13,7 +13,7 @@ than wall time), that CPU time split into host threads (Python + autograd) and t
 tpu peak memory of one steady-state step, eager vs compiled (issue 4: compiled <= eager).
 
 Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N] [--whole-step]
-       [--no-reinplace]
+       [--no-reinplace] [--with-loss]
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ CONFIGS = {
 }
 
 
-def make_step(name: str, device: str, backend: str | None, whole_step: bool = False, reinplace: bool = True):
+def make_step(name: str, device: str, backend: str | None, whole_step: bool = False, reinplace: bool = True,
+              with_loss: bool = False):
     model, inputs, loss_fn = compile_models.build(name, **CONFIGS[name])
     model = model.to(device)
     x = compile_models.to(inputs, device)
@@ -73,12 +74,24 @@ def make_step(name: str, device: str, backend: str | None, whole_step: bool = Fa
             opt.step()
 
         return torch.compile(train_step, backend=backend)
-    fwd = torch.compile(model, backend=backend) if backend else model
     opt_step = torch.compile(opt.step, backend=backend) if backend else opt.step
+    if with_loss:  # the loss inside the compiled forward: its forward and backward join the captured graphs
+        with torch.no_grad():  # moves the loss's targets to the device now, not inside the compiled function
+            loss_fn(model(*x))
+
+        def forward_loss(*inputs):
+            return loss_fn(model(*inputs))
+
+        fwd_loss = torch.compile(forward_loss, backend=backend) if backend else forward_loss
+    else:
+        fwd = torch.compile(model, backend=backend) if backend else model
+
+        def fwd_loss(*inputs):
+            return loss_fn(fwd(*inputs))
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss_fn(fwd(*x)).backward()
+        fwd_loss(*x).backward()
         opt_step()
 
     return step
@@ -157,13 +170,15 @@ def main() -> None:
     ap.add_argument("--whole-step", action="store_true", help="compile one train-step function instead of the "
                     "model and opt.step separately (both backends)")
     ap.add_argument("--no-reinplace", action="store_true", help="compiled tpu without re-inplacing input updates")
+    ap.add_argument("--with-loss", action="store_true", help="compile the model and the loss as one function (both "
+                    "backends; default: the model alone, the loss runs eagerly)")
     args = ap.parse_args()
     names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
     print("machine:", _bench_common.machine())
     inductor = not args.no_inductor and shutil.which(os.environ.get("CXX", "g++")) is not None
     if not args.no_inductor and not inductor:
         print("inductor skipped: no C++ compiler (g++) on PATH")
-    kw = dict(whole_step=args.whole_step)
+    kw = dict(whole_step=args.whole_step, with_loss=args.with_loss)
     print(f"{'model':8} {'eager tpu':>10} {'compiled tpu':>13} {'speedup':>8} {'cpu-time speedup':>17} "
           f"{'inductor cpu':>13} {'tpu/inductor':>13} {'peak MiB eager/compiled':>24}  first-step s "
           "(eager / compiled / inductor)  capture")
