@@ -112,6 +112,9 @@ typedef enum tpu_ir_custom_e {
                                    triangle; i1 bit 0 = upper, bit 1 = unit diagonal, bit 2 = solve A^T */
   TPU_IR_CUSTOM_SPECIAL,        /* elementwise special function in double (x f32/f64) -> same type
                                    (drivers/host/special.c): i1 = tpu_ir_special_t, a[0][0] = its order */
+  TPU_IR_CUSTOM_CHANNEL_STATS,  /* (x [A, B, I]) -> [2, B] mean, biased var over (A, I); (g, x, m [B]) -> [2, B]
+                                   sum g, sum g (x - m): batch/group norm (drivers/host/norm.h) */
+  TPU_IR_CUSTOM_CHANNEL_AFFINE, /* (x [A, B, I], a [B], c [B]) -> x a + c; (u, v, a, b, c) -> u a + v b + c */
   /* decompositions, flat-packed per batch element (f32/f64 in, same dtype out, math in double;
    * drivers/host/linalg2.c; layouts in notes/custom_targets.md) */
   TPU_IR_CUSTOM_QR,             /* (A [B..., m, n]) -> [B..., m*mq + kr*n]: Householder QR (LAPACK signs);

@@ -4,6 +4,7 @@
  *   ATTENTION_BWD  dq | dk | dv from recomputed probabilities (flat result)
  *   CONV_BWD_INPUT / CONV_BWD_WEIGHT  as convolutions (dilated input / swapped roles)
  *   POOL_ARGMAX    (stablehlo_ops.c)   LOGCUMSUMEXP  a scan with a logaddexp region in f64
+ *   CHANNEL_STATS / CHANNEL_AFFINE  reduces (f64) and broadcast multiply-adds
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
@@ -198,6 +199,49 @@ static int logcumsumexp(shlo_t* P, const tpu_ir_op_t* op, int x) {
   return shlo_convert(P, shlo_end(P, w, 2, in, &t), dt);
 }
 
+/* CHANNEL_STATS / CHANNEL_AFFINE (drivers/host/norm.h) over [A, B, I] views; [B] vectors
+ * broadcast along dim 1; sums in f64 as the host kernel accumulates them */
+static int chan_bcast(shlo_t* P, int vec, const tpu_ir_type_t* like) {
+  int64_t bd[1] = {1};
+  return shlo_bcast_to(P, vec, like, bd);
+}
+static int chan_sum(shlo_t* P, int x) { /* [A, B, I] f64 -> [1, B] */
+  static const int64_t fl[3] = {1, 0, 1};
+  int r = shlo_reduce(P, TPU_IR_MONOID_SUM, x, fl);
+  if (r < 0) return -1;
+  int64_t d2[2] = {1, shlo_type(P, r)->dims[0]};
+  return shlo_reshape(P, r, 2, d2);
+}
+static int channel_stats(shlo_t* P, int n, const int* in) {
+  const tpu_ir_type_t tx = *shlo_type(P, in[0]);
+  int dt = tx.dtype, F64 = TPU_DTYPE_F64;
+  int r0, r1;
+  if (n == 1) {
+    int x = shlo_convert(P, in[0], F64);
+    tpu_ir_type_t t64 = tx; t64.dtype = F64;
+    int s0 = chan_sum(P, x);
+    int cnt = shlo_const_like(P, s0, F64, (double)(tx.dims[0] * tx.dims[2]));
+    r0 = shlo_bin(P, "stablehlo.divide", s0, cnt);
+    int64_t d1[1] = {tx.dims[1]};
+    int xc = shlo_bin(P, "stablehlo.subtract", x, chan_bcast(P, shlo_reshape(P, r0, 1, d1), &t64));
+    r1 = shlo_bin(P, "stablehlo.divide", chan_sum(P, shlo_bin(P, "stablehlo.multiply", xc, xc)), cnt);
+  } else {
+    int g = shlo_convert(P, in[0], F64), x = shlo_convert(P, in[1], F64), m = shlo_convert(P, in[2], F64);
+    tpu_ir_type_t t64 = tx; t64.dtype = F64;
+    r0 = chan_sum(P, g);
+    r1 = chan_sum(P, shlo_bin(P, "stablehlo.multiply", g, shlo_bin(P, "stablehlo.subtract", x, chan_bcast(P, m, &t64))));
+  }
+  int both[2] = {r0, r1};
+  return shlo_convert(P, shlo_concat(P, 2, both, 0), dt);
+}
+static int channel_affine(shlo_t* P, int n, const int* in) {
+  const tpu_ir_type_t tx = *shlo_type(P, in[0]);
+  int two = n == 5;
+  int r = shlo_bin(P, "stablehlo.multiply", in[0], chan_bcast(P, in[two ? 2 : 1], &tx));
+  if (two) r = shlo_bin(P, "stablehlo.add", r, shlo_bin(P, "stablehlo.multiply", in[1], chan_bcast(P, in[3], &tx)));
+  return shlo_bin(P, "stablehlo.add", r, chan_bcast(P, in[two ? 4 : 2], &tx));
+}
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -208,6 +252,8 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_LOGCUMSUMEXP: return logcumsumexp(P, op, in[0]);
     case TPU_IR_CUSTOM_TRI_SOLVE: return shlo_tri_solve(P, op, in[0], in[1]);   /* stablehlo_linalg.c */
     case TPU_IR_CUSTOM_CHOLESKY: return shlo_cholesky(P, op, in[0]);
+    case TPU_IR_CUSTOM_CHANNEL_STATS: return channel_stats(P, op->n_in, in);
+    case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op->n_in, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no expansion (no lowering emits it yet)",
                                   (long long)op->i0));

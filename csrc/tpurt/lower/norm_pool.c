@@ -60,6 +60,40 @@ static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
   return tpu_ir_broadcast(G, v, t.rank, t.dims, bd);
 }
 
+/* ---------------------------------------------------------------- channel kernels */
+
+/* custom CHANNEL_STATS / CHANNEL_AFFINE (drivers/host/norm.h): result [rank, dims] of dtype dt */
+static int chan_custom(tpu_lower_ctx_t* cx, int target, int n, const int* in, int rank, const int64_t* dims, int dt) {
+  for (int k = 0; k < n; ++k) if (in[k] < 0) return -1;
+  tpu_ir_op_t p = {0};
+  p.opcode = TPU_IR_CUSTOM;
+  p.i0 = target;
+  p.type.dtype = dt;
+  p.type.rank = rank;
+  for (int d = 0; d < rank; ++d) p.type.dims[d] = dims[d];
+  return tpu_ir_add_op(G, &p, n, in);
+}
+/* [2, B] statistics of x3 [A, B, I] (n == 1) or of (g3, x3, m [B]) (n == 3) */
+static int chan_stats(tpu_lower_ctx_t* cx, int n, const int* in, int64_t B, int dt) {
+  int64_t d2[2] = {2, B};
+  return chan_custom(cx, TPU_IR_CUSTOM_CHANNEL_STATS, n, in, 2, d2, dt);
+}
+/* row k of a [2, B] statistics result, as [B] */
+static int chan_row(tpu_lower_ctx_t* cx, int st, int k, int64_t B) {
+  if (st < 0) return -1;
+  int64_t lo[2] = {k, 0}, hi[2] = {k + 1, B}, one[2] = {1, 1};
+  return tpu_ir_reshape(G, tpu_ir_slice(G, st, lo, hi, one), 1, &B);
+}
+/* u3 a + c, or u3 a + v3 b + c (v3 < 0: the first) over [A, B, I], reshaped to `like`'s shape */
+static int chan_affine(tpu_lower_ctx_t* cx, int u3, int v3, int a, int b, int c, int like) {
+  if (u3 < 0 || like < 0) return -1;
+  tpu_ir_type_t t3 = type_of(cx, u3), tl = type_of(cx, like);
+  int in5[5] = {u3, v3, a, b, c}, in3[3] = {u3, a, c};
+  int r = v3 >= 0 ? chan_custom(cx, TPU_IR_CUSTOM_CHANNEL_AFFINE, 5, in5, 3, t3.dims, t3.dtype)
+                  : chan_custom(cx, TPU_IR_CUSTOM_CHANNEL_AFFINE, 3, in3, 3, t3.dims, t3.dtype);
+  return r < 0 ? -1 : tpu_ir_reshape(G, r, tl.rank, tl.dims);
+}
+
 /* ---------------------------------------------------------------- batch norm */
 
 /* Argument / output layout of one batch-norm forward overload: input, weight, bias,
@@ -92,7 +126,17 @@ static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
   int x = lw_input(cx, sp->ix, dt);
   int mean, invstd, var = -1;
   int eps = lw_scalar(cx, sp->ieps, dt);
-  if (training) {
+  /* non-empty: the host's channel kernels over x as [N, C, rest] (one pass for each statistic, one
+   * for y = x * scale + shift, as PyTorch's CPU kernel writes it) */
+  int64_t d3[3] = {xs[0], C, C > 0 && xs[0] > 0 ? n / xs[0] : 0};
+  int chan = n > 0 && C > 0;
+  int x3 = chan ? tpu_ir_reshape(G, x, 3, d3) : -1;
+  if (training && chan) {
+    int st = chan_stats(cx, 1, &x3, C, dt);
+    mean = chan_row(cx, st, 0, C);
+    var = chan_row(cx, st, 1, C);
+    invstd = BIN(DIV, lw_const_like(cx, 1.0, var), UN(SQRT, BIN(ADD, var, lw_bcast_like(cx, eps, var))));
+  } else if (training) {
     int cn = lw_const(cx, (double)n, dt, 1, &C);
     mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), cn);
     int xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
@@ -107,8 +151,15 @@ static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
   /* y = (x - mean) * (invstd * w) + b */
   int scale = invstd;
   if (!lw_is_none(cx, sp->iw)) scale = BIN(MUL, scale, lw_input(cx, sp->iw, dt));
-  int y = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, scale, x, 1));
-  if (!lw_is_none(cx, sp->ib)) y = BIN(ADD, y, along(cx, lw_input(cx, sp->ib, dt), x, 1));
+  int y;
+  if (chan) {
+    int shift = BIN(MUL, mean, scale);
+    shift = lw_is_none(cx, sp->ib) ? UN(NEG, shift) : BIN(SUB, lw_input(cx, sp->ib, dt), shift);
+    y = chan_affine(cx, x3, -1, scale, -1, shift, x);
+  } else {
+    y = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, scale, x, 1));
+    if (!lw_is_none(cx, sp->ib)) y = BIN(ADD, y, along(cx, lw_input(cx, sp->ib, dt), x, 1));
+  }
   /* running stats: (1 - m) * r + m * stat (var unbiased); unchanged in eval mode */
   /* -2: the running stats are arguments the schema does not mark written (native_batch_norm) */
   int rs_args = sp->out_rs == -2 && training && has_rs;
@@ -195,13 +246,36 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
     int rv = lw_input(cx, 4, dt);
     invstd = BIN(DIV, lw_const_like(cx, 1.0, rv), UN(SQRT, BIN(ADD, rv, lw_bcast_like(cx, lw_scalar(cx, 8, dt), rv))));
   }
+  int64_t C = xs[1];
+  if (n > 0 && C > 0) { /* the host's channel kernels: one pass for the sums, one for d_input */
+    int64_t d3[3] = {xs[0], C, n / xs[0]};
+    int x3 = tpu_ir_reshape(G, x, 3, d3), g3 = tpu_ir_reshape(G, g, 3, d3);
+    int in[3] = {g3, x3, mean};
+    int st = chan_stats(cx, 3, in, C, dt);
+    int sg = chan_row(cx, st, 0, C), sgx = chan_row(cx, st, 1, C); /* sum g, sum g (x - mean) */
+    int r = -1;
+    if (out_present(cx, 0)) {
+      int scale = invstd;
+      if (!lw_is_none(cx, 2)) scale = BIN(MUL, scale, lw_input(cx, 2, dt));
+      if (train) { /* (g - sg/n - (x - mean) k) scale, k = sgx invstd^2 / n */
+        int inv_n = lw_const(cx, 1.0 / (double)n, dt, 1, &C);
+        int m1 = BIN(MUL, sg, inv_n), k = BIN(MUL, BIN(MUL, sgx, BIN(MUL, invstd, invstd)), inv_n);
+        int cb = UN(NEG, BIN(MUL, k, scale)), cc = BIN(MUL, BIN(SUB, BIN(MUL, mean, k), m1), scale);
+        r = chan_affine(cx, g3, x3, scale, cb, cc, x);
+      } else {
+        r = chan_affine(cx, g3, -1, scale, -1, lw_const(cx, 0.0, dt, 1, &C), x);
+      }
+    }
+    lw_output(cx, 0, r);
+    lw_output(cx, 1, out_present(cx, 1) ? BIN(MUL, sgx, invstd) : -1);
+    return lw_output(cx, 2, out_present(cx, 2) ? sg : -1);
+  }
   int xh = BIN(MUL, BIN(SUB, x, along(cx, mean, x, 1)), along(cx, invstd, x, 1));
   if (out_present(cx, 0)) {
     int scale = invstd;
     if (!lw_is_none(cx, 2)) scale = BIN(MUL, scale, lw_input(cx, 2, dt));
     int r;
     if (train) {
-      int64_t C = xs[1];
       int inv_n = lw_const(cx, 1.0 / (double)n, dt, 1, &C);
       int m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, g, fl), inv_n);
       int m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, xh), fl), inv_n);
@@ -229,6 +303,23 @@ static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected number of channels in input to be divisible by num_groups, but got input of shape [%lld, %lld] and num_groups=%lld",
                    (long long)N, (long long)C, (long long)Gp);
   int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, n = (C / Gp) * HW;
+  if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: stats per (n, group), one affine pass */
+    int64_t dg[3] = {1, N * Gp, n}, dc[3] = {1, N * C, HW}, d2[2] = {N, Gp}, d3[3] = {N, Gp, C / Gp}, nc = N * C;
+    int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2}, sb[2] = {0, 1};
+    int x0 = lw_input(cx, 0, dt);
+    int st = chan_stats(cx, 1, (int[]){tpu_ir_reshape(G, x0, 3, dg)}, N * Gp, dt);
+    int mean = chan_row(cx, st, 0, N * Gp), var = chan_row(cx, st, 1, N * Gp);
+    int rstd = UN(RSQRT, BIN(ADD, var, lw_bcast_like(cx, lw_scalar(cx, 7, dt), var)));
+    /* per (n, c): a = rstd w, c = b - mean a */
+    int a = tpu_ir_broadcast(G, tpu_ir_reshape(G, rstd, 2, d2), 3, d3, sb);
+    if (!lw_is_none(cx, 1)) a = BIN(MUL, a, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, dt), 2, wd), 3, d3, wb));
+    int c = UN(NEG, BIN(MUL, tpu_ir_broadcast(G, tpu_ir_reshape(G, mean, 2, d2), 3, d3, sb), a));
+    if (!lw_is_none(cx, 2)) c = BIN(ADD, c, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, wd), 3, d3, wb));
+    lw_output(cx, 0, chan_affine(cx, tpu_ir_reshape(G, x0, 3, dc), -1, tpu_ir_reshape(G, a, 1, &nc), -1,
+                                 tpu_ir_reshape(G, c, 1, &nc), x0));
+    lw_output(cx, 1, tpu_ir_reshape(G, mean, 2, d2));
+    return lw_output(cx, 2, tpu_ir_reshape(G, rstd, 2, d2));
+  }
   int x = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);
   int cn = lw_const(cx, (double)n, dt, 2, d4);
   int mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), cn);
@@ -254,6 +345,36 @@ static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
   if (Gp <= 0 || C % Gp) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "native_group_norm_backward: bad group count");
   int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, bfl[4] = {1, 0, 0, 1}, n = (C / Gp) * HW, d2[2] = {N, Gp};
   int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2};
+  if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: sums per (n, c), one affine pass */
+    int64_t dc[3] = {1, N * C, HW}, d3[3] = {N, Gp, C / Gp}, sb[2] = {0, 1}, nc = N * C, c1 = C;
+    int64_t dnc[2] = {N, C}, f0[2] = {1, 0}, f2[3] = {0, 0, 1};
+    int x0 = lw_input(cx, 1, dt);
+    int x3 = tpu_ir_reshape(G, x0, 3, dc), g3 = tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, dc);
+    int mean = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), 3, d3, sb); /* [N, G, Cg] */
+    int rstd = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2), 3, d3, sb);
+    int st = chan_stats(cx, 3, (int[]){g3, x3, tpu_ir_reshape(G, mean, 1, &nc)}, nc, dt);
+    int s1 = tpu_ir_reshape(G, chan_row(cx, st, 0, nc), 3, d3);  /* sum g per (n, c) */
+    int s2 = tpu_ir_reshape(G, chan_row(cx, st, 1, nc), 3, d3);  /* sum g (x - mean) */
+    if (out_present(cx, 0)) {
+      int w = lw_is_none(cx, 4) ? -1 : tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 4, dt), 2, wd), 3, d3, wb);
+      int inv_n = lw_const(cx, 1.0 / (double)n, dt, 2, d2);
+      /* per (n, group): m1 = sum(g w) / n, m2 = rstd sum(g w (x - mean)) / n */
+      int m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, w < 0 ? s1 : BIN(MUL, s1, w), f2), inv_n);
+      int m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, w < 0 ? s2 : BIN(MUL, s2, w), f2), inv_n);
+      int m1b = tpu_ir_broadcast(G, m1, 3, d3, sb), m2b = BIN(MUL, rstd, tpu_ir_broadcast(G, m2, 3, d3, sb));
+      /* d_input = rstd (g w - m1 - (x - mean) rstd m2) = g a + x b + c */
+      int a = w < 0 ? rstd : BIN(MUL, rstd, w);
+      int b = UN(NEG, BIN(MUL, BIN(MUL, rstd, rstd), m2b));
+      int c = BIN(MUL, rstd, BIN(SUB, BIN(MUL, BIN(MUL, mean, rstd), m2b), m1b));
+      lw_output(cx, 0, chan_affine(cx, g3, x3, tpu_ir_reshape(G, a, 1, &nc), tpu_ir_reshape(G, b, 1, &nc),
+                                   tpu_ir_reshape(G, c, 1, &nc), x0));
+    } else {
+      lw_output(cx, 0, -1);
+    }
+    int dw = BIN(MUL, s2, rstd);
+    lw_output(cx, 1, out_present(cx, 1) ? tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, dw, 2, dnc), f0), 1, &c1) : -1);
+    return lw_output(cx, 2, out_present(cx, 2) ? tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, s1, 2, dnc), f0), 1, &c1) : -1);
+  }
   int x = tpu_ir_reshape(G, lw_input(cx, 1, dt), 4, d4);
   int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);
   int mean = unreduce(cx, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), x, fl);

@@ -1,0 +1,21 @@
+/* norm.h — per-channel statistics and affine maps of the host driver (internal), the two
+ * custom-call targets batch norm and group norm lower to (lower/norm_pool.c):
+ *
+ *   CHANNEL_STATS  (x [A, B, I])              -> [2, B]: mean and biased variance over (A, I)
+ *                  (g, x [A, B, I], m [B])    -> [2, B]: sum g and sum g * (x - m[b]) over (A, I)
+ *   CHANNEL_AFFINE (x [A, B, I], a [B], c [B])            -> x * a[b] + c[b]
+ *                  (u, v [A, B, I], a [B], b [B], c [B])  -> u * a[b] + v * b[b] + c[b]
+ *
+ * Legend: A outer (batch), B channels (or batch x groups), I inner (spatial). Every view may
+ * have any strides (channels_last included); all operands and the result share one dtype, f32 or
+ * f64. Sums accumulate in double (two passes for the variance). `_ref` twins are plain loops. */
+#ifndef TPURT_DRIVERS_HOST_NORM_H_
+#define TPURT_DRIVERS_HOST_NORM_H_
+
+#include "drivers/host/host.h"
+
+tpu_status_t tpu_host_k_channel(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
+tpu_status_t tpu_host_k_channel_ref(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
+                                    const tpu_host_view_t* out);
+
+#endif /* TPURT_DRIVERS_HOST_NORM_H_ */
