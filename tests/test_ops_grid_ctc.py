@@ -141,3 +141,23 @@ def test_ctc_loss_errors():
         F.ctc_loss(lpd, bad.to(DEV), [5, 5], [2, 2]).cpu()
     torch.testing.assert_close(F.ctc_loss(lpd, tgd, [5, 5], [2, 2]).cpu(),
                                F.ctc_loss(lp.double(), tg, [5, 5], [2, 2]).float())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d(dtype, mode, padding, align):
+    x = torch.randn(2, 3, 4, 5, 3, generator=_gen(40), dtype=torch.float64).to(dtype).requires_grad_()
+    grid = (torch.rand(2, 3, 4, 2, 3, generator=_gen(41), dtype=torch.float64) * 2.6 - 1.3).to(dtype)
+    grid.requires_grad_(mode != "nearest")
+    _compare(lambda a, g: F.grid_sample(a, g, mode=mode, padding_mode=padding, align_corners=align), [x, grid], dtype)
+
+
+def test_grid_sample_3d_noncontiguous_and_errors():
+    x = torch.randn(1, 2, 3, 4, 5, generator=_gen(42), dtype=torch.float64).permute(0, 1, 4, 3, 2).requires_grad_()
+    grid = (torch.rand(1, 2, 3, 3, 3, generator=_gen(43), dtype=torch.float64) * 2 - 1).transpose(1, 3)
+    _compare(lambda a, g: F.grid_sample(a, g, padding_mode="reflection", align_corners=True),
+             [x, grid.requires_grad_()], torch.float64)
+    with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+        F.grid_sample(torch.randn(1, 1, 2, 2, 2, device=DEV), torch.zeros(1, 1, 1, 1, 3, device=DEV), mode="bicubic")

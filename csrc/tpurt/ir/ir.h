@@ -123,7 +123,8 @@ typedef enum tpu_ir_custom_e {
                                    (eigenvectors in columns) if i1 bit 1; i1 bit 0: read the upper triangle */
   TPU_IR_CUSTOM_SVD,            /* (A [B..., m, n]) -> [B..., k] (S descending) or, i1 bit 1, [B..., m*ku + k + kv*n]
                                    (U, S, Vh); i1 bit 0 full_matrices (ku = m, kv = n; else k = min(m,n)) */
-  TPU_IR_CUSTOM_GRID_SAMPLE,    /* (x [N, C, H, W], grid [N, Ho, Wo, 2]) -> [N, C, Ho, Wo] (drivers/host/grid_sample.c);
+  TPU_IR_CUSTOM_GRID_SAMPLE,    /* (x [N, C, H, W], grid [N, Ho, Wo, 2]) -> [N, C, Ho, Wo], or 3-D: (x [N, C, D, H, W],
+                                   grid [N, Do, Ho, Wo, 3]) -> [N, C, Do, Ho, Wo] (drivers/host/grid_sample.c);
                                    i1 = mode (0 bilinear, 1 nearest, 2 bicubic) | padding << 2 (0 zeros, 1 border,
                                    2 reflection) | align_corners << 4 */
   TPU_IR_CUSTOM_GRID_SAMPLE_BWD,/* (grad [N, C, Ho, Wo], x, grid) -> d x (i1 bit 5 = 0) or d grid (bit 5 = 1); i1 as above */

@@ -1,5 +1,5 @@
 /* grid_ctc.c — two sampling/sequence ops through host custom targets:
- *   grid_sampler_2d (+ _backward): GRID_SAMPLE / GRID_SAMPLE_BWD (drivers/host/grid_sample.c);
+ *   grid_sampler_2d / _3d (+ _backward): GRID_SAMPLE / GRID_SAMPLE_BWD (drivers/host/grid_sample.c);
  *     f32/f64 (f16/bf16 computed in f32 and rounded once).
  *   _ctc_loss (+ _backward): CTC / CTC_BWD (drivers/host/ctc.c). The length lists are schema
  *     int[]s, so they are structural: checked here with PyTorch's messages and baked into the
@@ -45,29 +45,28 @@ static int gs_dtype(tpu_lower_ctx_t* cx, int i) {
   lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: not implemented for '%s' on tpu", cx->op_name, tpu_dtype_name(dt));
   return -1;
 }
-/* input (arg ix) and grid (arg ig) as the compute dtype, after PyTorch's 2-D checks */
-static tpu_status_t gs_inputs(tpu_lower_ctx_t* cx, int ix, int ig, int* out_x, int* out_g, int* out_dt) {
+/* input (arg ix) and grid (arg ig) as the compute dtype, after PyTorch's checks (rank: 4 or 5) */
+static tpu_status_t gs_inputs(tpu_lower_ctx_t* cx, int ix, int ig, int rank, int* out_x, int* out_g, int* out_dt) {
   *out_x = *out_g = -1;
   int rx = lw_rank_of(cx, ix), rg = lw_rank_of(cx, ig);
   const int64_t *sx = lw_sizes_of(cx, ix), *sg = lw_sizes_of(cx, ig);
-  if (rx != 4 || rg != 4)
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected 4D input and grid with same number of "
-                   "dimensions, but got input with %d dimensions and grid with %d dimensions", rx, rg);
+  if (rx != rank || rg != rank)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected %dD input and grid with same number of "
+                   "dimensions, but got input with %d dimensions and grid with %d dimensions", rank, rx, rg);
   if (sx[0] != sg[0])
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected grid and input to have same batch size, "
                    "but got input with batch size %lld and grid with batch size %lld", (long long)sx[0], (long long)sg[0]);
-  if (sg[3] != 2)
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected grid to have size 2 in last dimension, "
-                   "but got grid with size %lld", (long long)sg[3]);
+  if (sg[rank - 1] != rank - 2)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected grid to have size %d in last dimension, "
+                   "but got grid with size %lld", rank - 2, (long long)sg[rank - 1]);
   if (lw_dtype_of(cx, ix) != lw_dtype_of(cx, ig))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected input and grid to have same dtype, but "
                    "input has %s and grid has %s", tpu_dtype_c10_name(lw_dtype_of(cx, ix)),
                    tpu_dtype_c10_name(lw_dtype_of(cx, ig)));
-  for (int d = 2; d < 4; ++d)
+  for (int d = 2; d < rank; ++d)
     if (sx[d] <= 0)
       return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): expected input to have non-empty spatial "
-                     "dimensions, but input has sizes [%lld, %lld, %lld, %lld] with dimension %d being empty",
-                     (long long)sx[0], (long long)sx[1], (long long)sx[2], (long long)sx[3], d);
+                     "dimensions, but input has sizes with dimension %d being empty", d);
   int dt = gs_dtype(cx, ix);
   if (dt < 0) return TPU_OK;
   *out_dt = dt;
@@ -75,36 +74,40 @@ static tpu_status_t gs_inputs(tpu_lower_ctx_t* cx, int ix, int ig, int* out_x, i
   *out_g = lw_input(cx, ig, dt);
   return TPU_OK;
 }
-static int64_t gs_attr(tpu_lower_ctx_t* cx, int im, int ip, int ia, tpu_status_t* st) {
+static int64_t gs_attr(tpu_lower_ctx_t* cx, int im, int ip, int ia, int rank, tpu_status_t* st) {
   int64_t mode = lw_int(cx, im, 0), pad = lw_int(cx, ip, 0), align = lw_int(cx, ia, 0);
   *st = TPU_OK;
-  if (mode < 0 || mode > 2 || pad < 0 || pad > 2)
+  if (rank == 5 && mode == 2)
+    *st = lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): bicubic interpolation only supports 4D input");
+  else if (mode < 0 || mode > 2 || pad < 0 || pad > 2)
     *st = lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "grid_sampler(): invalid interpolation mode %lld or padding mode "
                   "%lld", (long long)mode, (long long)pad);
   return mode | pad << 2 | (align ? 1 : 0) << 4;
 }
-/* grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners) */
-static tpu_status_t lower_grid_sampler_2d(tpu_lower_ctx_t* cx) {
+/* grid_sampler_{2,3}d(input, grid, interpolation_mode, padding_mode, align_corners) */
+static tpu_status_t lw_grid_sampler(tpu_lower_ctx_t* cx, int rank) {
   int x, g, dt;
   tpu_status_t st;
-  TPU_RETURN_IF_ERROR(gs_inputs(cx, 0, 1, &x, &g, &dt));
+  TPU_RETURN_IF_ERROR(gs_inputs(cx, 0, 1, rank, &x, &g, &dt));
   if (x < 0) return TPU_OK;
-  int64_t attr = gs_attr(cx, 2, 3, 4, &st);
+  int64_t attr = gs_attr(cx, 2, 3, 4, rank, &st);
   TPU_RETURN_IF_ERROR(st);
   tpu_ir_type_t tx = *tpu_ir_type(G, x), tg = *tpu_ir_type(G, g), t = tx;
-  t.dims[2] = tg.dims[1]; t.dims[3] = tg.dims[2];
-  if (tpu_ir_numel(&t) == 0) return lw_output(cx, 0, lw_const(cx, 0, dt, 4, t.dims));
+  for (int d = 2; d < rank; ++d) t.dims[d] = tg.dims[d - 1];
+  if (tpu_ir_numel(&t) == 0) return lw_output(cx, 0, lw_const(cx, 0, dt, rank, t.dims));
   int in[2] = {x, g};
   return lw_output(cx, 0, custom(cx, TPU_IR_CUSTOM_GRID_SAMPLE, attr, &t, 2, in));
 }
-/* grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
+static tpu_status_t lower_grid_sampler_2d(tpu_lower_ctx_t* cx) { return lw_grid_sampler(cx, 4); }
+static tpu_status_t lower_grid_sampler_3d(tpu_lower_ctx_t* cx) { return lw_grid_sampler(cx, 5); }
+/* grid_sampler_{2,3}d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
  * output_mask) -> (grad_input, grad_grid) */
-static tpu_status_t lower_grid_sampler_2d_backward(tpu_lower_ctx_t* cx) {
+static tpu_status_t lw_grid_sampler_backward(tpu_lower_ctx_t* cx, int rank) {
   int x, g, dt;
   tpu_status_t st;
-  TPU_RETURN_IF_ERROR(gs_inputs(cx, 1, 2, &x, &g, &dt));
+  TPU_RETURN_IF_ERROR(gs_inputs(cx, 1, 2, rank, &x, &g, &dt));
   if (x < 0) return TPU_OK;
-  int64_t attr = gs_attr(cx, 3, 4, 5, &st);
+  int64_t attr = gs_attr(cx, 3, 4, 5, rank, &st);
   TPU_RETURN_IF_ERROR(st);
   int go = lw_input(cx, 0, dt);
   const int64_t* mask = NULL;
@@ -122,6 +125,8 @@ static tpu_status_t lower_grid_sampler_2d_backward(tpu_lower_ctx_t* cx) {
   }
   return TPU_OK;
 }
+static tpu_status_t lower_grid_sampler_2d_backward(tpu_lower_ctx_t* cx) { return lw_grid_sampler_backward(cx, 4); }
+static tpu_status_t lower_grid_sampler_3d_backward(tpu_lower_ctx_t* cx) { return lw_grid_sampler_backward(cx, 5); }
 
 /* ---------------------------------------------------------------- CTC loss */
 
@@ -246,6 +251,8 @@ static tpu_status_t lower_ctc_loss_backward(tpu_lower_ctx_t* cx) {
 TPU_LOWERING_TABLE(tpu_lowerings_grid_ctc) = {
   {"aten::grid_sampler_2d", lower_grid_sampler_2d},
   {"aten::grid_sampler_2d_backward", lower_grid_sampler_2d_backward},
+  {"aten::grid_sampler_3d", lower_grid_sampler_3d},
+  {"aten::grid_sampler_3d_backward", lower_grid_sampler_3d_backward},
   {"aten::_ctc_loss", lower_ctc_loss},
   {"aten::_ctc_loss_backward", lower_ctc_loss_backward},
   TPU_LOWERING_END
