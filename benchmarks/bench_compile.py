@@ -64,6 +64,9 @@ def make_step(name: str, device: str, backend: str | None, whole_step: bool = Fa
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=backend == "tpu")
     if backend == "tpu" and not reinplace:
         backend = functools.partial(_compile.tpu_backend, options={"reinplace": False})
+    if (whole_step or with_loss) and backend:
+        with torch.no_grad():  # moves the loss's targets to the device now, not inside the compiled function
+            loss_fn(model(*x))
     if whole_step and backend:
         # one function for zero_grad + forward + loss + backward + optimizer step: Dynamo breaks the graph at
         # backward() (forward+loss, then the optimizer step as the resumed frame; AOTAutograd's backward graph runs
@@ -76,8 +79,6 @@ def make_step(name: str, device: str, backend: str | None, whole_step: bool = Fa
         return torch.compile(train_step, backend=backend)
     opt_step = torch.compile(opt.step, backend=backend) if backend else opt.step
     if with_loss:  # the loss inside the compiled forward: its forward and backward join the captured graphs
-        with torch.no_grad():  # moves the loss's targets to the device now, not inside the compiled function
-            loss_fn(model(*x))
 
         def forward_loss(*inputs):
             return loss_fn(model(*inputs))
