@@ -404,8 +404,9 @@ static void run_formats(uint64_t seed) {
 /* ---- bf16 operands with explicit strides (both non-unit, zero, negative), odd k across k blocks,
  * edge tiles, batched with broadcast; run under every ISA level, so the vdpbf16ps kernel and the
  * widening path both meet them. Against the double reference over the bf16 values. */
+/* f32: the operands are f32 (not bf16-exact) at DEFAULT precision (rounded to bf16 while packing). */
 static void run_bf16_strided(uint64_t seed, int64_t batch, int64_t m, int64_t n, int64_t k, int64_t a_rs, int64_t a_cs,
-                             int64_t b_rs, int64_t b_cs, int a_bcast, int b_bcast, float beta) {
+                             int64_t b_rs, int64_t b_cs, int a_bcast, int b_bcast, float beta, int f32) {
   uint64_t s = seed;
   /* extent of one matrix: offsets keep every index non-negative */
   int64_t a_off = (a_rs < 0 ? -(m - 1) * a_rs : 0) + (a_cs < 0 ? -(k - 1) * a_cs : 0);
@@ -416,18 +417,22 @@ static void run_bf16_strided(uint64_t seed, int64_t batch, int64_t m, int64_t n,
   int64_t na = a_bcast ? a_ext : batch * a_ext, nb = b_bcast ? b_ext : batch * b_ext;
   uint16_t* a = malloc((size_t)na * 2);
   uint16_t* b = malloc((size_t)nb * 2);
+  float* af = malloc((size_t)na * 4);
+  float* bf = malloc((size_t)nb * 4);
   float* c = malloc((size_t)(batch * m * n) * 4);
   float* c0 = malloc((size_t)(batch * m * n) * 4);
-  if (!a || !b || !c || !c0) { fprintf(stderr, "out of memory\n"); exit(2); }
-  for (int64_t i = 0; i < na; ++i) a[i] = tpu_f32_to_bf16((float)rng_unit(&s) * 4.0f);
-  for (int64_t i = 0; i < nb; ++i) b[i] = tpu_f32_to_bf16((float)rng_unit(&s));
+  if (!a || !b || !af || !bf || !c || !c0) { fprintf(stderr, "out of memory\n"); exit(2); }
+  for (int64_t i = 0; i < na; ++i) af[i] = (float)rng_unit(&s) * 4.0f, a[i] = tpu_f32_to_bf16(af[i]);
+  for (int64_t i = 0; i < nb; ++i) bf[i] = (float)rng_unit(&s), b[i] = tpu_f32_to_bf16(bf[i]);
+  const int dt = f32 ? TPU_DTYPE_F32 : TPU_DTYPE_BF16, prec = f32 ? 2 : 0;
+  const char* ap = f32 ? (const char*)(af + a_off) : (const char*)(a + a_off);
+  const char* bp = f32 ? (const char*)(bf + b_off) : (const char*)(b + b_off);
   for (int64_t i = 0; i < batch * m * n; ++i) c[i] = c0[i] = beta == 0.0f ? NAN : (float)rng_unit(&s);
   if (batch == 1)
-    tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, m, n, k, 1.5f, a + a_off, a_rs, a_cs, b + b_off, b_rs, b_cs,
-                      beta, c, n, 1);
+    tpu_host_sgemm_ex(dt, dt, prec, m, n, k, 1.5f, ap, a_rs, a_cs, bp, b_rs, b_cs, beta, c, n, 1);
   else
-    tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.5f, a + a_off, a_bs, a_rs, a_cs,
-                              b + b_off, b_bs, b_rs, b_cs, beta, c, m * n, n, 1);
+    tpu_host_sgemm_batched_ex(dt, dt, prec, batch, m, n, k, 1.5f, ap, a_bs, a_rs, a_cs, bp, b_bs, b_rs, b_cs, beta, c,
+                              m * n, n, 1);
   double worst = 0, worst_tol = 0;
   int ok = 1;
   for (int64_t t = 0; t < batch; ++t)
@@ -449,10 +454,10 @@ static void run_bf16_strided(uint64_t seed, int64_t batch, int64_t m, int64_t n,
   case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1.5, .beta = beta, .a_bs0 = a_bcast,
                  .b_bs0 = b_bcast, .za = a_rs == 0, .zb = b_rs == 0, .fa = a_rs < 0, .fb = b_rs < 0};
   char what[96];
-  snprintf(what, sizeof what, "bf16 strides a=(%lld,%lld) b=(%lld,%lld)", (long long)a_rs, (long long)a_cs,
+  snprintf(what, sizeof what, "%s strides a=(%lld,%lld) b=(%lld,%lld)", f32 ? "f32 DEFAULT" : "bf16", (long long)a_rs, (long long)a_cs,
            (long long)b_rs, (long long)b_cs);
   report(ok, &info, what, worst, worst_tol);
-  free(a); free(b); free(c); free(c0);
+  free(a); free(b); free(af); free(bf); free(c); free(c0);
 }
 
 static void run_bf16_layouts(uint64_t seed) {
@@ -476,15 +481,16 @@ static void run_bf16_layouts(uint64_t seed) {
       default: break;
     }
     run_bf16_strided(rng_next(&s), batch, m, n, k, a_rs, a_cs, b_rs, b_cs, batch > 1 && rng_int(&s, 0, 1),
-                     batch > 1 && rng_int(&s, 0, 1), rng_int(&s, 0, 2) ? 0.0f : 0.5f);
+                     batch > 1 && rng_int(&s, 0, 1), rng_int(&s, 0, 2) ? 0.0f : 0.5f, r % 3 == 2);
   }
   /* odd k across several k blocks, edge tiles in m and n, split over threads */
   const int64_t big[][3] = {{29, 65, 1537}, {130, 97, 2049}, {15, 33, 3}, {200, 300, 777}};
   for (int i = 0; i < TPU_ARRAY_LEN(big); ++i) {
-    run_bf16_strided(seed + (uint64_t)i, 1, big[i][0], big[i][1], big[i][2], big[i][2], 1, 1, big[i][2], 0, 0, 0.0f);
-    run_bf16_strided(seed + 7 + (uint64_t)i, 1, big[i][0], big[i][1], big[i][2], 1, big[i][0], big[i][1], 1, 0, 0, 1.0f);
+    run_bf16_strided(seed + (uint64_t)i, 1, big[i][0], big[i][1], big[i][2], big[i][2], 1, 1, big[i][2], 0, 0, 0.0f, i & 1);
+    run_bf16_strided(seed + 7 + (uint64_t)i, 1, big[i][0], big[i][1], big[i][2], 1, big[i][0], big[i][1], 1, 0, 0, 1.0f,
+                     !(i & 1));
   }
-  run_bf16_strided(seed + 99, 6, 40, 50, 301, 301, 1, 1, 301, 0, 1, 0.0f); /* batched x @ W^T, shared W */
+  run_bf16_strided(seed + 99, 6, 40, 50, 301, 301, 1, 1, 301, 0, 1, 0.0f, 0); /* batched x @ W^T, shared W */
 }
 
 /* vdpbf16ps flushes denormal bf16 inputs to zero (documented in gemm.h); the widening path keeps

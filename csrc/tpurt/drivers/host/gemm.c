@@ -320,13 +320,18 @@ static int64_t cvt_rows(int h) { return (int64_t)h * TPU_MAX(1, 64 / h); }
 /* gemm_pack from a source in format fmt (element size ses): rows are converted to f32 in
  * chunks of whole strips into tmp (in the source's orientation, so the kernel's vectorized
  * copies and transposes still apply), then packed from there. The bf16 kernel (pack_size 2)
- * packs bf16 sources directly and the f32 splits (HI/LO/HIF) after narrowing tmp to bf16. */
-static void gemm_pack_fmt(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn, int h, int64_t rows,
+ * packs bf16 sources directly, HI with fn_hi (rounding while packing) and LO/HIF after narrowing
+ * tmp to bf16. */
+static void gemm_pack_fmt(const tpu_host_gemm_kernel_t* kr, tpu_host_gemm_pack_fn fn, tpu_host_gemm_pack_fn fn_hi, int h, int64_t rows,
                           int64_t kc, const char* src, int64_t rs, int64_t cs, int fmt, int64_t ses,
                           char* dst, float* tmp) {
   const int bf16_kernel = kr->pack_size == 2;
   if (fmt == FMT_PLAIN || (bf16_kernel && fmt == FMT_BF16)) {
     gemm_pack(kr, fn, h, rows, kc, src, rs, cs, dst);
+    return;
+  }
+  if (bf16_kernel && fmt == FMT_HI && fn_hi) {
+    fn_hi(rows, kc, src, rs, cs, dst);
     return;
   }
   const int64_t ch = cvt_rows(h);
@@ -387,11 +392,11 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
       for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
         const int64_t kc = TPU_MIN(pl->kc, g->k - pc), kcp = pack_kc(kr, kc);
         const void* beta = (pc == 0 && t == 0) ? g->beta : g->one;
-        gemm_pack_fmt(kr, kr->pack_b, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * g->b_es, g->b_cs,
+        gemm_pack_fmt(kr, kr->pack_b, kr->pack_b_hi, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * g->b_es, g->b_cs,
                       g->b_rs, g->fb[t], g->b_es, bbuf, tmp);
         for (int64_t ic = i0; ic < i1; ic += pl->mc) {
           const int64_t mc = TPU_MIN(pl->mc, i1 - ic);
-          gemm_pack_fmt(kr, kr->pack_a, kr->mr, mc, kc, g->a + (ic * g->a_rs + pc * g->a_cs) * g->a_es,
+          gemm_pack_fmt(kr, kr->pack_a, kr->pack_a_hi, kr->mr, mc, kc, g->a + (ic * g->a_rs + pc * g->a_cs) * g->a_es,
                         g->a_rs, g->a_cs, g->fa[t], g->a_es, abuf, tmp);
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = (int)TPU_MIN(NR, nc - jr);

@@ -135,6 +135,9 @@ typedef struct tpu_host_gemm_kernel_s {
   tpu_host_gemm_ukr_fn ukr;
   tpu_host_gemm_pack_fn pack_a; /* rows = mc: MR-high strips of A */
   tpu_host_gemm_pack_fn pack_b; /* rows = nc: NR-high strips of B^T */
+  /* (optional, bf16 kernel) pack from f32 rounding each value to bf16 (the HI format) in one pass;
+   * may flush f32 denormals to zero */
+  tpu_host_gemm_pack_fn pack_a_hi, pack_b_hi;
   tpu_host_gemv_rows_fn gemv_rows;
   tpu_host_sdot_fn sdot;
 } tpu_host_gemm_kernel_t;

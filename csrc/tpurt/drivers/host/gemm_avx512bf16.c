@@ -122,6 +122,78 @@ static void pack_pairs(int h, int64_t rows, int64_t kc, const uint16_t* src, int
   }
 }
 
+/* The same layout from an f32 source, each value rounded to bf16 (round to nearest even; NaN stays
+ * NaN) by vcvtneps2bf16, which also flushes f32 denormals to zero: what vdpbf16ps would do with
+ * them anyway. Serves the HI format (f32 operands at DEFAULT precision, the convolution's exact
+ * bf16 copies) without a converted copy. */
+static inline uint32_t bf16_bits_rne(float x) {
+  return (uint32_t)(uint16_t)_mm_cvtsi128_si32((__m128i)_mm_cvtneps_pbh(_mm_set_ss(x)));
+}
+static void pack_pairs_f32(int h, int64_t rows, int64_t kc, const float* src, int64_t rs, int64_t cs,
+                           uint32_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  if (rs == 1) {
+    for (int64_t P = 0; P < kp; ++P) {
+      const float* s0 = src + 2 * P * cs;
+      const float* s1 = s0 + cs;
+      const int has1 = 2 * P + 1 < kc;
+      uint32_t* d = dst + P * h;
+      for (int64_t i = 0; i < rows; i += h, d += (int64_t)h * kp)
+        for (int g = 0; g < h; g += 16) {
+          const __mmask16 lm = tpu_avx512_mask16(rows - i - g);
+          __m512i v = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lm, s0 + i + g)));
+          if (has1)
+            v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(
+                                                          _mm512_maskz_loadu_ps(lm, s1 + i + g))), 16));
+          _mm512_mask_storeu_epi32(d + g, tpu_avx512_mask16(h - g), v);
+        }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; i += h, dst += (int64_t)h * kp) {
+    const int r = (int)TPU_MIN((int64_t)h, rows - i);
+    const float* s = src + i * rs;
+    if (cs == 1) {
+      for (int g = 0; g < h; g += 16) {
+        const int gr = r - g;
+        const __mmask16 sm = tpu_avx512_mask16(h - g);
+        for (int64_t P = 0; P < kp; P += 16) {
+          const __mmask16 m0 = tpu_avx512_mask16(kc - 2 * P), m1 = tpu_avx512_mask16(kc - 2 * P - 16);
+          __m512 v[16];
+          for (int q = 0; q < 16; ++q) {
+            if (q < gr) { /* 32 values along k -> 16 pair words, in order */
+              const float* sq = s + (g + q) * rs + 2 * P;
+              v[q] = _mm512_castsi512_ps((__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, sq + 16),
+                                                                      _mm512_maskz_loadu_ps(m0, sq)));
+            } else {
+              v[q] = _mm512_setzero_ps();
+            }
+          }
+          tpu_avx512_transpose16(v);
+          const int np = (int)TPU_MIN((int64_t)16, kp - P);
+          for (int j = 0; j < np; ++j) _mm512_mask_storeu_ps((float*)(dst + (P + j) * h + g), sm, v[j]);
+        }
+      }
+    } else {
+      for (int64_t P = 0; P < kp; ++P) {
+        uint32_t* d = dst + P * h;
+        for (int q = 0; q < r; ++q) {
+          const float* sq = s + q * rs + 2 * P * cs;
+          d[q] = bf16_bits_rne(sq[0]) | (2 * P + 1 < kc ? bf16_bits_rne(sq[cs]) << 16 : 0u);
+        }
+        for (int q = r; q < h; ++q) d[q] = 0;
+      }
+    }
+  }
+}
+
+static void pack_a_f32hi(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_pairs_f32(B_MR, rows, kc, (const float*)src, rs, cs, (uint32_t*)dst);
+}
+static void pack_b_f32hi(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_pairs_f32(B_NR, rows, kc, (const float*)src, rs, cs, (uint32_t*)dst);
+}
+
 static void pack_a_bf16(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
   pack_pairs(B_MR, rows, kc, (const uint16_t*)src, rs, cs, (uint32_t*)dst);
 }
@@ -131,6 +203,7 @@ static void pack_b_bf16(int64_t rows, int64_t kc, const void* src, int64_t rs, i
 
 const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16 = {
     .name = "avx512 14x32 + avx512bf16 " STR(B_MR) "x32", /* with the f32 kernel */ .elem_size = 4, .pack_size = 2, .kunit = 2, .mr = B_MR, .nr = B_NR,
-    .kc = B_KC, .mc = B_MC, .nc = B_NC, .ukr = sbgemm_ukr, .pack_a = pack_a_bf16, .pack_b = pack_b_bf16};
+    .kc = B_KC, .mc = B_MC, .nc = B_NC, .ukr = sbgemm_ukr, .pack_a = pack_a_bf16, .pack_b = pack_b_bf16,
+    .pack_a_hi = pack_a_f32hi, .pack_b_hi = pack_b_f32hi};
 
 #endif /* x86 */
