@@ -188,7 +188,7 @@ typedef struct tpu_ir_op_s {
 } tpu_ir_op_t;
 
 #define TPU_IR_MAX_OUTPUTS 16        /* per op lowering (foreach ops are split to stay within it) */
-#define TPU_IR_MAX_GRAPH_OUTPUTS 256 /* any graph (fused-eager traces bind many outputs) */
+#define TPU_IR_MAX_GRAPH_OUTPUTS 1024 /* any graph (fused-eager traces and captures bind many outputs) */
 
 typedef struct tpu_ir_graph_s {
   tpu_ir_op_t* ops;

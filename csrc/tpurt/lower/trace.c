@@ -79,6 +79,8 @@ typedef struct {
   tpu_arg_t* args;
   tpu_tensor_t* outs;
   int nargs, nouts, n_vals, val0;
+  int merge_out, merge_from; /* output written into a box of live value merge_from (-1: none): value
+                              val0 + n_vals - 1 is that value with the box replaced */
   int32_t* arg_slot; /* per argument: its first wiring slot (-1: none) */
   int out_slot;      /* first slot of the outputs read back as inputs */
   uint64_t seed, offset;
@@ -343,6 +345,43 @@ static int view_build(tpu_ir_graph_t* G, int v, const vplan_t* P, const tpu_tens
   }
   return v;
 }
+/* V with the box P (of view t) replaced by W (t's shape): the inverse of view_build, then
+ * select(mask, pad(W), parent) — data movement only, exact for every value. */
+static int merge_build(tpu_ir_graph_t* G, int V, int W, const vplan_t* P, const tpu_tensor_t* vt, const tpu_tensor_t* t) {
+  int64_t perm[TPU_MAX_DIMS], dims[TPU_MAX_DIMS + 1], lo[TPU_MAX_DIMS + 1], hi[TPU_MAX_DIMS + 1];
+  int parent = V;
+  if (P->vrank > 1) {
+    for (int d = 0; d < P->vrank; ++d) perm[d] = P->vperm[d];
+    parent = tpu_ir_transpose(G, parent, perm);
+  }
+  parent = tpu_ir_reshape(G, parent, P->pk, P->D);
+  int nk = P->nk, w = W;
+  if (nk > 0) {
+    int order[TPU_MAX_DIMS];                 /* box dims (stride order) sorted by t's dim index */
+    for (int i = 0; i < nk; ++i) order[i] = i;
+    for (int i = 1; i < nk; ++i)
+      for (int j = i; j > 0 && P->kd[order[j - 1]] > P->kd[order[j]]; --j) { int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x; }
+    for (int i = 0; i < nk; ++i) dims[i] = P->n[order[i]];
+    w = tpu_ir_reshape(G, w, nk, dims);      /* t's non-unit dims, in dim order */
+    for (int i = 0; i < nk; ++i) perm[order[i]] = i;
+    w = tpu_ir_transpose(G, w, perm);        /* to stride order */
+  }
+  w = tpu_ir_reshape(G, w, P->pk, P->n);
+  for (int i = 0; i < P->pk; ++i) { lo[i] = P->c[i]; hi[i] = P->D[i] - P->c[i] - P->n[i]; }
+  int dt = vt->dtype;
+  int wp = tpu_ir_pad(G, w, tpu_ir_constant(G, dt, 0), lo, hi);
+  int ones = tpu_ir_broadcast(G, tpu_ir_constant(G, TPU_DTYPE_BOOL, 1), P->pk, P->n, NULL);
+  int mask = tpu_ir_pad(G, ones, tpu_ir_constant(G, TPU_DTYPE_BOOL, 0), lo, hi);
+  int out = tpu_ir_select(G, mask, wp, parent);
+  for (int d = 0; d < P->vrank; ++d) dims[d] = vt->sizes[P->vperm[d]];
+  out = tpu_ir_reshape(G, out, P->vrank, dims);
+  if (P->vrank > 1) {
+    for (int d = 0; d < P->vrank; ++d) perm[P->vperm[d]] = d;
+    out = tpu_ir_transpose(G, out, perm);
+  }
+  (void)t;
+  return out;
+}
 static void live_remove(trace_t* tr, int id) {
   for (int i = 0; i < tr->n_live; ++i)
     if (tr->live[i] == id) { tr->live[i] = tr->live[--tr->n_live]; break; }
@@ -480,7 +519,7 @@ tpu_status_t tpu_trace_embed_output(tpu_lower_ctx_t* cx, int k, int arg, int v) 
   struct tpu_trace_embed_s* em = cx->embed;
   const rec_t* r = &em->tr->ops[em->op];
   int id = r->val0 + (arg >= 0 ? r->nouts + k : k);
-  if (id < r->val0 || id >= r->val0 + r->n_vals)
+  if (id < r->val0 || id >= r->val0 + r->n_vals - (r->merge_out >= 0))
     return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: output %d outside the recorded outputs", cx->op_name, k);
   em->val_ir[id] = v;
   em->bound++;
@@ -522,8 +561,19 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     em.op = j; em.bound = 0;
     st = r->l->fn(cx);
     if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
-    if (st == TPU_OK && (em.bound != r->n_vals || cx->n_arg_outs != r->e->n_arg_outs))
-      st = TPU_ERR(INTERNAL, "%s: embedded lowering bound %d of %d outputs", r->name, em.bound, r->n_vals);
+    int own = r->n_vals - (r->merge_out >= 0);
+    if (st == TPU_OK && (em.bound != own || cx->n_arg_outs != r->e->n_arg_outs))
+      st = TPU_ERR(INTERNAL, "%s: embedded lowering bound %d of %d outputs", r->name, em.bound, own);
+    if (st == TPU_OK && r->merge_out >= 0) {
+      const tval_t* V = &tr->vals[r->merge_from];
+      const tpu_tensor_t* t = &r->outs[r->merge_out];
+      vplan_t P;
+      int v = em.val_ir[r->merge_from], w = em.val_ir[r->val0 + r->merge_out];
+      if (v < 0 || w < 0 || !view_plan(V->t, t, &P) || P.bcast)
+        st = TPU_ERR(INTERNAL, "%s: fused trace write into a pending value no longer plans", r->name);
+      else em.val_ir[r->val0 + r->n_vals - 1] = merge_build(&cx->g, v, w, &P, V->t, t);
+      if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
+    }
   }
   if (st == TPU_OK && em.oom) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   fentry_t* f = NULL;
@@ -1004,8 +1054,23 @@ static int needs_flush(const trace_t* tr, const tpu_arg_t* args, int nargs, cons
       for (int64_t j = 0; j < args[i].len; ++j)
         if (wire_of(tr, &args[i].tensors[j]) == -2) { *why = "partial overlap"; return 1; }
   }
-  for (int k = 0; k < nouts; ++k)
-    if (outs[k].ndim >= 0 && find_live(tr, &outs[k]) == -2) { *why = "partial overlap"; return 1; }
+  /* A write into a box of one live value (cat into a slice, out= views, slice assignment) is
+   * recorded as that value with the box replaced; at most one per op. */
+  int merges = 0;
+  for (int k = 0; k < nouts; ++k) {
+    if (outs[k].ndim < 0 || find_live(tr, &outs[k]) != -2) continue;
+    int w = wire_of(tr, &outs[k]);
+    vplan_t P;
+    if (w < 0 || !(w & VIEW_BIT) || merges++ || !view_plan(tr->vals[w & ~VIEW_BIT].t, &outs[k], &P) || P.bcast) {
+      *why = "partial overlap"; return 1;
+    }
+    const tval_t* V = &tr->vals[w & ~VIEW_BIT];
+    if (!is_contiguous(V->t) && read_sensitively(tr, w & ~VIEW_BIT)) { *why = "overwriting a non-contiguous value"; return 1; }
+  }
+  for (int k = 0; k < e->n_arg_outs; ++k) {
+    const tpu_tensor_t* t = args[e->arg_outs[k]].tensor;
+    if (t && t->ndim >= 0 && find_live(tr, t) == -2) { *why = "partial overlap"; return 1; }
+  }
   /* Overwriting a non-contiguous value that an op read would make it internal: the fused graph
    * would hand its readers a contiguous temporary, and a reduction sums in an order that follows
    * its operand's strides. Flushed instead, so readers see strict eager's layout. */
@@ -1017,14 +1082,15 @@ static int needs_flush(const trace_t* tr, const tpu_arg_t* args, int nargs, cons
   return 0;
 }
 
-static tpu_status_t add_value(trace_t* tr, int op, const tpu_tensor_t* t) {
+/* internal: the value never becomes live (a box written into a live value: see merge_out) */
+static tpu_status_t add_value(trace_t* tr, int op, const tpu_tensor_t* t, int internal) {
   GROW(tr->vals, tr->n_vals, tr->cap_vals, 1, return TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
   GROW(tr->live, tr->n_live, tr->cap_live, 1, return TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
   int id = tr->n_vals++;
   tval_t* v = &tr->vals[id];
   v->t = t; v->op = op; v->live = 0; v->read = 0;
   tensor_range(t, &v->lo, &v->hi);
-  if (v->lo == v->hi) return TPU_OK; /* empty or absent: nothing to write */
+  if (v->lo == v->hi || internal) return TPU_OK; /* empty or absent: nothing to write */
   int old = find_live(tr, t);
   if (old >= 0) live_remove(tr, old);
   v->live = 1;
@@ -1121,9 +1187,18 @@ tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* o
       }
       for (int k = 0; k < nouts; ++k) { int q = r->out_slot + k; if (tr->wire[q] >= 0 && (tr->wire[q] & VIEW_BIT)) key_view(tr, tr->wire[q], &r->outs[k]); }
       r->val0 = tr->n_vals;
+      r->merge_out = r->merge_from = -1;
+      for (int k = 0; k < nouts; ++k) {
+        int w = tr->wire[r->out_slot + k];
+        if (w >= 0 && (w & VIEW_BIT)) { r->merge_out = k; r->merge_from = w & ~VIEW_BIT; }
+      }
       int op = tr->n_ops;
-      for (int k = 0; k < nouts && !st; ++k) st = add_value(tr, op, &r->outs[k]);
-      for (int k = 0; k < e->n_arg_outs && !st; ++k) st = add_value(tr, op, r->args[e->arg_outs[k]].tensor);
+      for (int k = 0; k < nouts && !st; ++k) st = add_value(tr, op, &r->outs[k], k == r->merge_out);
+      for (int k = 0; k < e->n_arg_outs && !st; ++k) st = add_value(tr, op, r->args[e->arg_outs[k]].tensor, 0);
+      if (!st && r->merge_out >= 0) { /* the written live value, box replaced */
+        st = add_value(tr, op, tr->vals[r->merge_from].t, 0);
+        r->n_vals++;
+      }
       if (!st) {
         __atomic_add_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL);
         tr->n_ops++;
