@@ -49,7 +49,7 @@ def test_binary_chain_layouts(dtype, shape):
     _close(fn(a.to("tpu")[..., 1:], b.to("tpu")[..., 1:], c.to("tpu")[..., :-1]), fn(a[..., 1:], b[..., 1:], c[..., :-1]))
 
 
-@pytest.mark.parametrize("shape", [(37, 129), (3, 1500), (4, 6, 700)])
+@pytest.mark.parametrize("shape", [(37, 129), (3, 1500), (4, 6, 700), (5, 33, 64), (300, 3), (2, 3, 7, 40)])
 def test_row_and_column_broadcasts(shape):
     """Leaves with stride 0 along the tile (row statistics) change value from row to row."""
     gen = torch.Generator().manual_seed(2)
@@ -136,3 +136,49 @@ def test_fused_chain_matches_strict_and_cpu(n):
     for s, f, c in zip(strict, fused, fn(*xs)):
         assert torch.equal(s, f)
         _close(s, c)
+
+
+@pytest.mark.parametrize("shape", [(5, 33, 64), (300, 3), (7, 2, 129), (4, 37, 200)])
+def test_short_rows(shape):
+    """Rows shorter than a tile run several per tile: abutting or not, in place, into strided outputs."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(shape, generator=gen)
+    y = torch.randn(shape[:-2] + (shape[-1], shape[-2]), generator=gen).transpose(-1, -2)  # rows do not abut
+    st = x.amax(-1, keepdim=True)
+    fn = lambda x, y, st: ((x - st).exp() * y + st).to(torch.bfloat16)  # noqa: E731  bf16: buffered store
+    _close(fn(x.to("tpu"), y.to("tpu"), st.to("tpu")), fn(x, y, st))
+    fn2 = lambda x, y, st: (x - st) * y  # noqa: E731
+    _close(fn2(x.to("tpu"), y.to("tpu"), st.to("tpu")), fn2(x, y, st))
+    # every other row of a bigger tensor: output rows do not abut
+    big_c = torch.zeros(shape[:-2] + (shape[-2] * 2, shape[-1]))
+    big_d = big_c.to("tpu")
+    torch.mul(x, y, out=big_c[..., ::2, :])
+    torch.mul(x.to("tpu"), y.to("tpu"), out=big_d[..., ::2, :])
+    _close(big_d, big_c)
+    # in place on a transposed (rows do not abut) view
+    xc, xd = x.clone(), x.to("tpu")
+    xc.transpose(-1, -2).mul_(2).sub_(1)
+    xd.transpose(-1, -2).mul_(2).sub_(1)
+    _close(xd, xc)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int8,
+                                   torch.bool, torch.int64, torch.int16])
+def test_same_dtype_copies(dtype):
+    """clone/contiguous/copy_ of permuted and sliced views move the bytes as they are."""
+    gen = torch.Generator().manual_seed(7)
+    x = _rand((6, 37, 3, 32), dtype, gen)
+    xd = x.to("tpu")
+    for f in (lambda t: t.transpose(1, 2).contiguous(), lambda t: t.permute(3, 0, 2, 1).clone(),
+              lambda t: t[:, 1::3, :, ::2].contiguous(), lambda t: t.flip(1).contiguous()):
+        got, want = f(xd), f(x)
+        assert got.stride() == want.stride()
+        assert torch.equal(got.cpu(), want)
+    dst_c = torch.zeros(37, 6, 32, 3, dtype=dtype)
+    dst_d = dst_c.to("tpu")
+    dst_c.permute(1, 0, 3, 2).copy_(x)
+    dst_d.permute(1, 0, 3, 2).copy_(xd)
+    assert torch.equal(dst_d.cpu(), dst_c)
+    if dtype.is_floating_point:  # a converting copy still rounds as before
+        _close(xd.transpose(0, 1).to(torch.float32 if dtype != torch.float32 else torch.bfloat16),
+               x.transpose(0, 1).to(torch.float32 if dtype != torch.float32 else torch.bfloat16))

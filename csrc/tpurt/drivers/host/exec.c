@@ -356,12 +356,16 @@ static void scratch_free(scratch_t* s) {
 /* ---- fused elementwise cluster */
 #define TILE 512
 
-/* How a tile reads a leaf: LEAF_DIRECT in place (contiguous along the tile and already in its
+/* How a tile reads a leaf: LEAF_DIRECT in place (contiguous over the whole tile and already in its
  * register dtype: f32, f64 or i64), LEAF_BCAST filled once and reused while the tile's source
- * element stays the same (stride 0 along the tile: scalars, row statistics), LEAF_LOAD converted
- * or gathered into the leaf's tile buffer. */
-enum { LEAF_LOAD, LEAF_DIRECT, LEAF_BCAST };
+ * element stays the same (stride 0 over the tile: scalars, row statistics of one-row tiles),
+ * LEAF_ROWB one fill per row (stride 0 along rows that differ: row statistics), LEAF_LOAD
+ * converted or gathered into the leaf's tile buffer (row by row when the rows do not abut). */
+enum { LEAF_LOAD, LEAF_DIRECT, LEAF_BCAST, LEAF_ROWB };
 
+/* A tile is `len` consecutive elements of one row (rows of TILE or more elements), or, for short
+ * rows, `krows` whole rows along the second innermost dim (never crossing an outer index), so a
+ * row of 64 or 128 elements (softmax, layer norm) does not pay the per-tile work alone. */
 typedef struct {
   const tpu_host_exe_t* e;
   int root;
@@ -373,23 +377,32 @@ typedef struct {
   int64_t sizes[TPU_MAX_DIMS];
   int64_t ostrides[TPU_MAX_DIMS];
   int64_t tiles_per_row, rows;
+  int64_t krows, rows2, blocks2; /* rows per tile; size of dim rank-2 (1 if none); its blocks */
   uint8_t lmode[64];
   tpu_status_t err;
 } cluster_job_t;
 
 static int dtype_is_register(int dt) { return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_F64 || dt == TPU_DTYPE_I64; }
 
-/* Leaf modes and direct output for views already coalesced to J->rank dims. `alias[j]`: leaf j is
- * the output's own view (an in-place op), so it is copied into its tile buffer before the root
- * overwrites it in place. */
+/* Tile shape, leaf modes and direct output for views already coalesced to J->rank dims.
+ * `alias[j]`: leaf j is the output's own view (an in-place op), so it is copied into its tile
+ * buffer before the root overwrites it in place. */
 static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_direct) {
   int r = J->rank;
-  J->direct = may_direct && dtype_is_register(J->out->dtype) && (r == 0 || J->ostrides[r - 1] == 1);
+  int64_t inner = r ? J->sizes[r - 1] : 1;
+  J->rows2 = r >= 2 ? J->sizes[r - 2] : 1;
+  J->krows = inner > 0 && inner * 2 <= TILE ? TPU_MAX(1, TPU_MIN(TILE / inner, J->rows2)) : 1;
+  J->blocks2 = (J->rows2 + J->krows - 1) / J->krows;
+  int multi = J->krows > 1;
+  int64_t ors = r >= 2 ? J->ostrides[r - 2] : 0;
+  J->direct = may_direct && dtype_is_register(J->out->dtype) && (r == 0 || J->ostrides[r - 1] == 1) &&
+              (!multi || ors == inner);
   for (int j = 0; j < J->nleaf; ++j) {
     const tpu_host_view_t* L = &J->leaf[j];
-    int64_t ls = r ? L->strides[r - 1] : 0;
-    J->lmode[j] = ls == 0 ? LEAF_BCAST
-                : (ls == 1 && dtype_is_register(L->dtype) && !(J->direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
+    int64_t ls = r ? L->strides[r - 1] : 0, rs = r >= 2 ? L->strides[r - 2] : 0;
+    if (ls == 0) J->lmode[j] = (!multi || rs == 0) ? LEAF_BCAST : LEAF_ROWB;
+    else J->lmode[j] = (ls == 1 && (!multi || rs == inner) && dtype_is_register(L->dtype) &&
+                        !(J->direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
   }
 }
 
@@ -433,7 +446,7 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   const void** ptr = (const void**)(bufs + (size_t)nslots * TILE);
   const int32_t* mem = e->members + e->mem_off[J->root];
   int r = J->rank;
-  int64_t in_st = r ? J->ostrides[r - 1] : 1;
+  int64_t in_st = r ? J->ostrides[r - 1] : 1, o_rs = r >= 2 ? J->ostrides[r - 2] : 0;
   int64_t inner = r ? J->sizes[r - 1] : 1;
   int ocls = tpu_host_cls(G->ops[J->root].type.dtype);
   int64_t oes = (int64_t)tpu_dtype_size(J->out->dtype);
@@ -442,34 +455,41 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   for (int i = 0; i < nr; ++i) ptr[i] = bufs + (size_t)i * TILE;
   for (int j = 0; j < J->nleaf; ++j) { bsrc[j] = NULL; blen[j] = 0; }
   for (int64_t u = begin; u < end; ++u) {
-    int64_t row = u / J->tiles_per_row, t0 = (u % J->tiles_per_row) * TILE;
-    int64_t len = TPU_MIN(TILE, inner - t0);
-    /* offsets of this row for the output and each leaf */
-    int64_t rem = row, ooff = 0;
+    int64_t q = u / J->tiles_per_row, t0 = (u % J->tiles_per_row) * TILE;
+    int64_t b2 = q % J->blocks2, outer = q / J->blocks2, i2 = b2 * J->krows;
+    int64_t kr = TPU_MIN(J->krows, J->rows2 - i2);           /* rows in this tile */
+    int64_t rlen = TPU_MIN(TILE, inner - t0), len = kr * rlen; /* per row, in all */
+    /* offsets of this tile's first element for the output and each leaf */
+    int64_t rem = outer, ooff = r >= 2 ? i2 * o_rs : 0;
     int64_t loff[64];
-    for (int j = 0; j < J->nleaf && j < 64; ++j) loff[j] = 0;
-    for (int d = r - 2; d >= 0; --d) {
+    for (int j = 0; j < J->nleaf; ++j) loff[j] = r >= 2 ? i2 * J->leaf[j].strides[r - 2] : 0;
+    for (int d = r - 3; d >= 0; --d) {
       int64_t i = rem % J->sizes[d]; rem /= J->sizes[d];
       ooff += i * J->ostrides[d];
       for (int j = 0; j < J->nleaf; ++j) loff[j] += i * J->leaf[j].strides[d];
     }
     for (int j = 0; j < J->nleaf; ++j) {
       const tpu_host_view_t* L = &J->leaf[j];
-      int64_t ls = r ? L->strides[r - 1] : 0;
-      const char* src = L->data + (loff[j] + t0 * ls) * (int64_t)tpu_dtype_size(L->dtype);
+      int64_t ls = r ? L->strides[r - 1] : 0, rs = r >= 2 ? L->strides[r - 2] : 0;
+      int64_t es = (int64_t)tpu_dtype_size(L->dtype);
+      const char* src = L->data + (loff[j] + t0 * ls) * es;
       int64_t* buf = bufs + (size_t)(nr + j) * TILE;
+      int cls = tpu_host_cls(L->dtype);
+      ptr[nr + j] = buf;
       switch (J->lmode[j]) {
         case LEAF_DIRECT: ptr[nr + j] = src; break;
         case LEAF_BCAST:
           if (src != bsrc[j] || len > blen[j]) {
-            T->load(buf, tpu_host_cls(L->dtype), src, L->dtype, 0, len);
+            T->load(buf, cls, src, L->dtype, 0, len);
             bsrc[j] = src; blen[j] = len;
           }
-          ptr[nr + j] = buf;
           break;
-        default:
-          T->load(buf, tpu_host_cls(L->dtype), src, L->dtype, ls, len);
-          ptr[nr + j] = buf;
+        default: /* LEAF_ROWB, LEAF_LOAD: one load per row unless the rows abut */
+          if (kr == 1 || rs == ls * rlen) T->load(buf, cls, src, L->dtype, ls, len);
+          else
+            for (int64_t k = 0; k < kr; ++k)
+              T->load((char*)buf + k * rlen * (cls == TPU_HOST_CLS_F32 ? 4 : 8), cls, src + k * rs * es, L->dtype, ls,
+                      rlen);
       }
     }
     char* odst = J->out->data + (ooff + t0 * in_st) * oes;
@@ -490,8 +510,14 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
         return;
       }
     }
-    if (!J->direct)
-      T->store(odst, J->out->dtype, in_st, bufs + (size_t)e->reg[J->root] * TILE, ocls, len);
+    if (!J->direct) {
+      const char* rb = (const char*)(bufs + (size_t)e->reg[J->root] * TILE);
+      if (kr == 1 || o_rs == in_st * rlen) T->store(odst, J->out->dtype, in_st, rb, ocls, len);
+      else
+        for (int64_t k = 0; k < kr; ++k)
+          T->store(odst + k * o_rs * oes, J->out->dtype, in_st, rb + k * rlen * (ocls == TPU_HOST_CLS_F32 ? 4 : 8),
+                   ocls, rlen);
+    }
   }
 }
 
@@ -525,7 +551,7 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* 
   int may_direct = cluster_alias(out, nleaf, leaf, alias);
   for (int j = 0; j < nleaf; ++j) { leaf[j].rank = 1; leaf[j].sizes[0] = n; leaf[j].strides[0] = ls[j]; }
   cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf, .rank = 1,
-                     .tiles_per_row = 1, .rows = 1};
+                     .tiles_per_row = 1, .rows = 1};  /* cluster_plan_io: krows 1 (n rows of 1 dim) */
   J.sizes[0] = n; J.ostrides[0] = 1;
   cluster_plan_io(&J, alias, may_direct);
   cluster_worker(&J, 0, 1);
@@ -577,9 +603,9 @@ static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_ho
   if (total == 0 || view_numel(out) == 0) return TPU_OK;
   J.tiles_per_row = (inner + TILE - 1) / TILE;
   J.rows = total / inner;
-  int64_t units = J.rows * J.tiles_per_row;
+  int64_t units = J.rows / J.rows2 * J.blocks2 * J.tiles_per_row;
   /* ~32K elements per task so tiny ops stay on the calling thread */
-  int64_t per_unit = TPU_MIN(inner, TILE);
+  int64_t per_unit = TPU_MIN(inner, TILE) * J.krows;
   tpu_pool_parallel_for(units, TPU_MAX(1, 32768 / per_unit), cluster_worker, &J);
   return J.err;
 }

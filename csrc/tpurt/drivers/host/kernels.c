@@ -79,6 +79,19 @@ static int next_index(int64_t* idx, const int64_t* sizes, int rank) {
 
 /* ---- copy: rows along the innermost dim through the tile load/store kernels */
 typedef struct { const tpu_host_view_t *src, *dst; int64_t rows, inner; } copy_job_t;
+/* Same-dtype row: the bytes move as they are (every dtype's copy is exact), no register buffer. */
+static void copy_row_raw(char* d, int64_t ds, const char* s, int64_t ss, size_t es, int64_t n) {
+  if (ds == 1 && ss == 1) { memcpy(d, s, (size_t)n * es); return; }
+#define RAW_LOOP(T) { T* o = (T*)(void*)d; const T* x = (const T*)(const void*)s; \
+    for (int64_t i = 0; i < n; ++i) o[i * ds] = x[i * ss]; return; }
+  switch (es) {
+    case 4: RAW_LOOP(uint32_t)
+    case 2: RAW_LOOP(uint16_t)
+    case 8: RAW_LOOP(uint64_t)
+    default: for (int64_t i = 0; i < n; ++i) memcpy(d + i * ds * (int64_t)es, s + i * ss * (int64_t)es, es);
+  }
+#undef RAW_LOOP
+}
 static void copy_worker(void* ctx, int64_t b, int64_t e) {
   copy_job_t* J = ctx;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
@@ -87,12 +100,14 @@ static void copy_worker(void* ctx, int64_t b, int64_t e) {
   int64_t buf[512];
   int64_t ss = r ? s->strides[r - 1] : 0, ds = r ? d->strides[r - 1] : 0;
   size_t se = tpu_dtype_size(s->dtype), de = tpu_dtype_size(d->dtype);
+  int raw = s->dtype == d->dtype;
   for (int64_t row = b; row < e; ++row) {
     int64_t rem = row, so = 0, dof = 0;
     for (int k = r - 2; k >= 0; --k) {
       int64_t i = rem % d->sizes[k]; rem /= d->sizes[k];
       so += i * s->strides[k]; dof += i * d->strides[k];
     }
+    if (raw) { copy_row_raw(d->data + dof * (int64_t)de, ds, s->data + so * (int64_t)se, ss, se, J->inner); continue; }
     for (int64_t t = 0; t < J->inner; t += 512) {
       int64_t n = TPU_MIN(512, J->inner - t);
       T->load(buf, cls, s->data + (so + t * ss) * (int64_t)se, s->dtype, ss, n);
