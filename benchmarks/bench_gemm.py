@@ -9,6 +9,8 @@
    (i, j) is |c_ij - exact_ij| / sum_k |a_ik b_kj| (the scale a dot product's rounding error lives on);
    max and mean over the matrix. Higher GFLOP/s is better; lower error is better.
 Usage: python benchmarks/bench_gemm.py [--only f32,bf16,precision]
+On a CPU with AVX512-BF16 the bf16 rows (and "medium"/"high") use the vdpbf16ps kernel; run with
+TORCH_TPU_GEMM_BF16=0 to time the f32-widening kernels instead (the before/after in RESULTS.md).
 """
 from __future__ import annotations
 
