@@ -193,3 +193,54 @@ def test_special_values_survive_high():
     for mode in MODES:
         torch.set_float32_matmul_precision(mode)
         torch.testing.assert_close((a.to(DEV) @ b.to(DEV)).cpu(), want, equal_nan=True)
+
+
+_FIRST_CALL_SCRIPT = r"""
+import sys, torch
+import torch.nn.functional as F
+mode, out = sys.argv[1], sys.argv[2]
+g = torch.Generator().manual_seed(23)
+T = {k: torch.randn(*s, generator=g) for k, s in dict(a=(9, 70), b=(70, 11), c=(9, 11), p=(4, 9, 70),
+                                                      q=(4, 70, 11), bias=(4, 9, 11), x=(1, 3, 7, 6), w=(5, 3, 3, 3)).items()}
+OPS = {
+    "mm": lambda t: t["a"] @ t["b"], "addmm": lambda t: torch.addmm(t["c"], t["a"], t["b"]),
+    "linear": lambda t: F.linear(t["a"], t["b"].t(), t["c"][0]), "bmm": lambda t: torch.bmm(t["p"], t["q"]),
+    "baddbmm": lambda t: torch.baddbmm(t["bias"], t["p"], t["q"]), "matmul": lambda t: torch.matmul(t["p"], t["b"]),
+    "einsum": lambda t: torch.einsum("bik,bkj->bij", t["p"], t["q"]),
+    "conv2d": lambda t: F.conv2d(t["x"], t["w"], padding=1),
+}
+def run():
+    d = {k: v.to("tpu") for k, v in T.items()}
+    return {name: fn(d).cpu() for name, fn in OPS.items()}
+torch.set_float32_matmul_precision(mode)
+first = run()                           # each lowering's first call in this process
+torch.set_float32_matmul_precision("highest")
+highest = run()
+torch.set_float32_matmul_precision(mode)
+again = run()                           # now known to read the precision
+torch.save({"first": first, "highest": highest, "again": again}, out)
+"""
+
+
+@pytest.mark.parametrize("mode", ["medium", "high"])
+def test_first_call_of_each_op_honors_the_mode(tmp_path, mode):
+    """libtpurt reads the precision only for ops whose graphs have a DOT or a convolution, which it
+    learns from an op's first compile (or disk-cache load): a first call under a non-default mode
+    must use that mode — also when the disk cache holds the same op compiled under "highest" by
+    an earlier process — and later switches must keep working."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
+    outs = {}
+    for run_mode in ("highest", mode):  # the first process fills the disk cache under "highest"
+        out = tmp_path / f"{run_mode}.pt"
+        subprocess.run([sys.executable, "-c", _FIRST_CALL_SCRIPT, run_mode, str(out)], env=env, check=True,
+                       timeout=600)
+        outs[run_mode] = torch.load(out)
+    res = outs[mode]
+    for name in res["first"]:
+        assert torch.equal(res["first"][name], res["again"][name]), name
+        assert not torch.equal(res["first"][name], res["highest"][name]), name
+        assert torch.equal(res["highest"][name], outs["highest"]["first"][name]), name

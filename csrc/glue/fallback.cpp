@@ -116,20 +116,22 @@ std::unordered_set<std::string> g_fallback_warned;
 
 }  // namespace
 
-// torch.set_float32_matmul_precision reaches the C core before every op (the runtime makes it
-// part of the executable-cache key). Not free: at::Context resolves it through its fp32-precision
-// table (~570 instructions per op by callgrind, the largest single glue cost); reading it only for
-// ops whose lowering emits DOT/CONV needs a per-lowering flag in C. Same numbering:
-// HIGHEST 0, HIGH 1, MEDIUM 2 (tpu_matmul_precision_t).
-static void set_matmul_precision() {
-  int p = 0;
+// torch.set_float32_matmul_precision reaches the C core as its precision source: libtpurt asks
+// only for ops whose graphs have a DOT or a convolution (a sticky per-lowering flag), since
+// at::Context resolves the setting through its fp32-precision table (~570 instructions by
+// callgrind, more than the rest of a tiny op's glue). Registered when the extension loads. Same
+// numbering: HIGHEST 0, HIGH 1, MEDIUM 2 (tpu_matmul_precision_t).
+static int matmul_precision_source() noexcept {
   try {
-    p = static_cast<int>(at::globalContext().float32MatmulPrecision());
-  } catch (const std::exception&) {
-    p = 0;  // a conflicting TF32 configuration: keep f32 products
+    return static_cast<int>(at::globalContext().float32MatmulPrecision());
+  } catch (...) {
+    return 0;  // a conflicting TF32 configuration: keep f32 products
   }
-  tpu_rt_set_matmul_precision(p);
 }
+static const bool g_matmul_precision_source_set = [] {
+  tpu_rt_set_matmul_precision_source(&matmul_precision_source);
+  return true;
+}();
 
 void set_cpu_fallback(bool enabled) { g_fallback_flag.store(enabled ? 1 : 0); }
 
@@ -216,6 +218,7 @@ struct OpInfo {
   std::string name;  // "aten::add.out"
   size_t nargs = 0, nrets = 0;
   bool supported = false;
+  const tpu_op_t* op = nullptr;   // libtpurt's handle (tpu_op_find): no by-name lookup per call
   bool has_out = false;           // any out= argument (may need resizing)
   bool needs_meta = false;        // a fresh Tensor / Tensor[] return
   bool has_view = false;          // an R_VIEW return
@@ -283,7 +286,8 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   auto info = std::make_unique<OpInfo>();
   info->name = schema.name();
   if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
-  info->supported = tpu_op_supported(info->name.c_str());
+  info->op = tpu_op_find(info->name.c_str());
+  info->supported = info->op != nullptr;
   const auto& args = schema.arguments();
   const auto& rets = schema.returns();
   info->nargs = args.size();
@@ -1236,8 +1240,8 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     }
   }
 
-  set_matmul_precision();
-  tpu_status_t st = tpu_op_run(device, name, m.args, static_cast<int>(info.nargs), outs, static_cast<int>(nouts));
+  tpu_status_t st =
+      tpu_op_run_found(info.op, device, m.args, static_cast<int>(info.nargs), outs, static_cast<int>(nouts));
   if (C10_UNLIKELY(st != TPU_OK)) {
     if (tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT && info.has_out && !meta_for_outs &&
         outs_mismatch(op, info, args)) {

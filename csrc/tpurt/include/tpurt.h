@@ -96,8 +96,9 @@ int tpu_rt_device_count(void);             /* 0 before a successful init */
 bool tpu_rt_launch_blocking(void);
 int tpu_rt_num_threads(void);
 
-/* Precision of f32 matrix products and convolutions (torch.set_float32_matmul_precision; the
- * glue copies PyTorch's setting here before each op). Values match the IR's precision_config:
+/* Precision of f32 matrix products and convolutions (torch.set_float32_matmul_precision).
+ * Read only when an op's graph has a DOT or a convolution (see tpu_op_find). Values match the
+ * IR's precision_config:
  *   HIGHEST (0, default): f32 products;  HIGH (1): 3-pass bf16 (x = hi + lo, hi*hi + hi*lo + lo*hi);
  *   MEDIUM (2): 1-pass bf16 (hi*hi), as StableHLO DEFAULT on a TPU. Accumulation is f32 in all
  * three; bf16/f16/f64 operands are not affected. Part of the executable-cache key. Process-wide;
@@ -106,7 +107,14 @@ typedef enum tpu_matmul_precision_e {
   TPU_MATMUL_PRECISION_HIGHEST = 0, TPU_MATMUL_PRECISION_HIGH = 1, TPU_MATMUL_PRECISION_MEDIUM = 2
 } tpu_matmul_precision_t;
 void tpu_rt_set_matmul_precision(int precision);
+/* The current precision: the source's answer if one is set, else the last value set. */
 int tpu_rt_matmul_precision(void);
+/* A function that returns the current precision (the glue reads PyTorch's setting): called
+ * instead of the stored value, only by ops whose graphs use it (so most ops never pay for the
+ * query). Must be thread-safe and must not fail (out-of-range answers mean HIGHEST). NULL
+ * removes it. */
+typedef int (*tpu_matmul_precision_source_t)(void);
+void tpu_rt_set_matmul_precision_source(tpu_matmul_precision_source_t source);
 
 /* Caching allocator, one per device. Blocks are rounded to size classes and kept
  * for reuse; a freed block may be reused by work enqueued after the free (all
@@ -234,6 +242,16 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
 
 /* True if libtpurt has a lowering for op_name. */
 bool tpu_op_supported(const char* op_name);
+
+/* An op's lowering, looked up by name once: tpu_op_find returns NULL for unsupported ops,
+ * else a handle valid for the life of the process (borrowed; never freed). Thread-safe.
+ * tpu_op_run_found(op, ...) is tpu_op_run(..., tpu_op_name(op), ...) without the by-name
+ * lookup; the glue caches the handle per operator. */
+typedef struct tpu_op_s tpu_op_t;
+const tpu_op_t* tpu_op_find(const char* op_name);
+const char* tpu_op_name(const tpu_op_t* op);
+tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* args, int nargs,
+                              const tpu_tensor_t* outs, int nouts);
 
 /* For ops whose output shapes depend on data (nonzero, masked_select, unique...):
  * computes output dtypes/sizes (contiguous strides) into out_meta (data == NULL),

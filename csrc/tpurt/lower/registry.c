@@ -21,7 +21,11 @@ static const tpu_lowering_t* const kTables[] = {
   tpu_lowerings_linalg, tpu_lowerings_special, tpu_lowerings_grid_ctc,
 };
 #define NSLOTS 4096
-static const tpu_lowering_t* g_slots[NSLOTS];
+/* uses_precision (atomic, sticky): set once a graph of this lowering had a DOT or a
+ * convolution; only then does an op read the matmul precision (a query into PyTorch that
+ * costs more than the rest of a tiny op's key) and put it in the cache key. */
+struct tpu_op_s { const tpu_lowering_t* l; int uses_precision; };
+static struct tpu_op_s g_slots[NSLOTS];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static uint64_t hash_str(const char* s) {
@@ -34,23 +38,36 @@ static void build_table(void) {
     for (const tpu_lowering_t* l = kTables[t]; l->name; ++l) {
       uint64_t h = hash_str(l->name);
       for (uint64_t k = 0; k < NSLOTS; ++k) {
-        const tpu_lowering_t** s = &g_slots[(h + k) % NSLOTS];
+        const tpu_lowering_t** s = &g_slots[(h + k) % NSLOTS].l;
         if (!*s) { *s = l; break; }
         if (!strcmp((*s)->name, l->name)) break; /* first registration wins */
       }
     }
 }
-static const tpu_lowering_t* find_lowering(const char* name) {
+const tpu_op_t* tpu_op_find(const char* name) {
+  if (!name) return NULL;
   pthread_once(&g_once, build_table);
   uint64_t h = hash_str(name);
   for (uint64_t k = 0; k < NSLOTS; ++k) {
-    const tpu_lowering_t* s = g_slots[(h + k) % NSLOTS];
-    if (!s) return NULL;
-    if (!strcmp(s->name, name)) return s;
+    const struct tpu_op_s* s = &g_slots[(h + k) % NSLOTS];
+    if (!s->l) return NULL;
+    if (!strcmp(s->l->name, name)) return s;
   }
   return NULL;
 }
-bool tpu_op_supported(const char* op_name) { return op_name && find_lowering(op_name) != NULL; }
+const char* tpu_op_name(const tpu_op_t* op) { return op ? op->l->name : NULL; }
+bool tpu_op_supported(const char* op_name) { return tpu_op_find(op_name) != NULL; }
+
+/* DOTs, convolutions and their backward custom ops carry the precision (tpu_ir_op_t.prec) */
+static int graph_reads_precision(const tpu_ir_graph_t* g) {
+  for (int i = 0; i < g->n_ops; ++i) {
+    const tpu_ir_op_t* o = &g->ops[i];
+    if (o->opcode == TPU_IR_DOT || o->opcode == TPU_IR_CONV ||
+        (o->opcode == TPU_IR_CUSTOM && (o->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT || o->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT)))
+      return 1;
+  }
+  return 0;
+}
 
 /* ---- signature: everything a lowering may depend on (not data, strides, or
  * runtime scalar values). */
@@ -360,19 +377,31 @@ static tpu_status_t list_split_run(int device, const char* name, const tpu_arg_t
 
 tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, int nargs,
                         const tpu_tensor_t* outs, int nouts) {
-  if (!op_name || (nargs && !args) || (nouts && !outs) || nargs < 0 || nouts < 0)
+  if (!op_name) return TPU_ERR(INVALID_ARGUMENT, "tpu_op_run: bad arguments");
+  const tpu_op_t* op = tpu_op_find(op_name);
+  if (!op) {
+    TPU_RETURN_IF_ERROR(tpu_rt_init());
+    return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
+  }
+  return tpu_op_run_found(op, device, args, nargs, outs, nouts);
+}
+
+tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* args, int nargs,
+                              const tpu_tensor_t* outs, int nouts) {
+  if (!op || (nargs && !args) || (nouts && !outs) || nargs < 0 || nouts < 0)
     return TPU_ERR(INVALID_ARGUMENT, "tpu_op_run: bad arguments");
   TPU_RETURN_IF_ERROR(tpu_rt_init());
   TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
-  const tpu_lowering_t* l = find_lowering(op_name);
-  if (!l) return TPU_ERR(UNSUPPORTED, "%s: not implemented for the tpu device", op_name);
+  const tpu_lowering_t* l = op->l;
+  const char* op_name = l->name;
   int64_t split_n = 0, split_chunk = 0;
   int split_tail = 0;
   if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk, &split_tail))
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk, split_tail);
   key_t_ k; /* fields set one by one: an initializer would zero the 1 KiB inline buffer every op */
   k.p = k.inline_buf; k.len = 0; k.cap = sizeof(k.inline_buf); k.oom = 0;
-  const int precision = tpu_rt_matmul_precision();
+  const int uses_precision = __atomic_load_n(&op->uses_precision, __ATOMIC_ACQUIRE);
+  int precision = uses_precision ? tpu_rt_matmul_precision() : 0;
   tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, precision);
   if (st) { if (k.p != k.inline_buf) free(k.p); return st; }
   uint64_t h = hash_bytes(k.p, k.len);
@@ -384,8 +413,23 @@ tpu_status_t tpu_op_run(int device, const char* op_name, const tpu_arg_t* args, 
   tpu_metrics_add_cache(e != NULL);
   if (!e) {
     /* the disk level (cache/exec_codec.h): a hit skips lowering and the compiler passes */
+    /* not known to use the precision yet: compile with the current one; if the graph turns
+     * out to use it, mark the lowering and key this entry with it */
+    if (!uses_precision) precision = tpu_rt_matmul_precision();
     int from_disk = tpu_exec_disk_load(k.p, k.len, args, nargs, outs, nouts, &e);
+    if (from_disk && !uses_precision && precision && graph_reads_precision(tpu_host_exe_graph(e->exe))) {
+      tpu_host_exe_free(e->exe); free(e); e = NULL; from_disk = 0; /* built for HIGHEST */
+    }
     if (!from_disk) st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, &e);
+    if (st == TPU_OK && !uses_precision && graph_reads_precision(tpu_host_exe_graph(e->exe))) {
+      __atomic_store_n(&((struct tpu_op_s*)op)->uses_precision, 1, __ATOMIC_RELEASE);
+      if (precision) {
+        k.len = 0;
+        st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, precision);
+        h = hash_bytes(k.p, k.len);
+        if (st) { tpu_host_exe_free(e->exe); free(e); e = NULL; }
+      }
+    }
     if (st == TPU_OK) {
       e->hash = h; e->key_len = k.len;
       e->key = malloc(k.len);

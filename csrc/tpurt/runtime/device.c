@@ -67,7 +67,18 @@ void tpu_rt_set_matmul_precision(int precision) {
   if (precision >= TPU_MATMUL_PRECISION_HIGHEST && precision <= TPU_MATMUL_PRECISION_MEDIUM)
     atomic_store_explicit(&g_matmul_precision, precision, memory_order_relaxed);
 }
-int tpu_rt_matmul_precision(void) { return atomic_load_explicit(&g_matmul_precision, memory_order_relaxed); }
+static _Atomic(tpu_matmul_precision_source_t) g_matmul_precision_source;
+void tpu_rt_set_matmul_precision_source(tpu_matmul_precision_source_t source) {
+  atomic_store_explicit(&g_matmul_precision_source, source, memory_order_release);
+}
+int tpu_rt_matmul_precision(void) {
+  tpu_matmul_precision_source_t src = atomic_load_explicit(&g_matmul_precision_source, memory_order_acquire);
+  if (src) {
+    int p = src();
+    return p >= TPU_MATMUL_PRECISION_HIGHEST && p <= TPU_MATMUL_PRECISION_MEDIUM ? p : TPU_MATMUL_PRECISION_HIGHEST;
+  }
+  return atomic_load_explicit(&g_matmul_precision, memory_order_relaxed);
+}
 
 tpu_status_t tpu_rt_device_check(int device) {
   if (!atomic_load_explicit(&g_ready, memory_order_acquire)) TPU_RETURN_IF_ERROR(tpu_rt_init());
