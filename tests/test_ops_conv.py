@@ -166,13 +166,13 @@ def test_conv_bf16_channels_last():
          dtype=torch.bfloat16, memory_format=torch.channels_last)
 
 
-# Stride-1 shapes as in the ResNet/UNet examples: the host's direct padded-grid forward kernel
-# (several 8-channel output blocks, a partial last block, samples sharing a 48-position strip),
+# Stride-1 shapes as in the ResNet/UNet examples (maps of 16x16 and up): the host's direct padded-grid
+# forward kernel (several 8-channel output blocks, a partial last block, samples sharing a 48-position strip),
 # and backward-input run as a forward conv with the flipped weight.
 DIRECT = [
-    ((5, 16, 9, 10), (19, 16, 3, 3), dict(padding=1)),
-    ((3, 20, 12, 11), (8, 10, 3, 3), dict(padding=1, groups=2)),
-    ((4, 9, 6, 7), (17, 9, 3, 2), dict(padding=(2, 1), dilation=(2, 1))),
+    ((2, 16, 17, 18), (19, 16, 3, 3), dict(padding=1)),
+    ((3, 20, 20, 19), (8, 10, 3, 3), dict(padding=1, groups=2)),
+    ((1, 9, 20, 21), (17, 9, 3, 2), dict(padding=(2, 1), dilation=(2, 1))),
     ((2, 18, 8, 8), (6, 18, 1, 1), dict(padding=1)),
 ]
 
@@ -186,13 +186,13 @@ def test_conv2d_stride1_direct(xs, ws, kw, memory_format):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_conv2d_stride1_direct_dtypes(dtype):
-    _run(lambda x, w, b: F.conv2d(x, w, b, padding=1), [torch.randn(3, 16, 9, 8), torch.randn(12, 16, 3, 3), None],
+    _run(lambda x, w, b: F.conv2d(x, w, b, padding=1), [torch.randn(3, 16, 17, 16), torch.randn(12, 16, 3, 3), None],
          dtype=dtype)
 
 
 def test_conv2d_stride1_direct_views():
     torch.manual_seed(2)
-    x = torch.randn(4, 24, 13, 12)
+    x = torch.randn(4, 24, 26, 40)
     w = torch.randn(10, 12, 3, 3)
     for xx in (x[:, ::2], x[:, :12, 1:, ::2], x[:, :12].transpose(2, 3)):  # sliced channels, strided rows, transposed
         xc = xx.clone().requires_grad_()
