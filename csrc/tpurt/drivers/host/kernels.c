@@ -80,17 +80,21 @@ static int next_index(int64_t* idx, const int64_t* sizes, int rank) {
 /* ---- copy: rows along the innermost dim through the tile load/store kernels */
 typedef struct { const tpu_host_view_t *src, *dst; int64_t rows, inner; } copy_job_t;
 /* Same-dtype row: the bytes move as they are (every dtype's copy is exact), no register buffer. */
-static void copy_row_raw(char* d, int64_t ds, const char* s, int64_t ss, size_t es, int64_t n) {
-  if (ds == 1 && ss == 1) { memcpy(d, s, (size_t)n * es); return; }
-#define RAW_LOOP(T) { T* o = (T*)(void*)d; const T* x = (const T*)(const void*)s; \
-    for (int64_t i = 0; i < n; ++i) o[i * ds] = x[i * ss]; return; }
-  switch (es) {
-    case 4: RAW_LOOP(uint32_t)
-    case 2: RAW_LOOP(uint16_t)
-    case 8: RAW_LOOP(uint64_t)
-    default: for (int64_t i = 0; i < n; ++i) memcpy(d + i * ds * (int64_t)es, s + i * ss * (int64_t)es, es);
+#define RAW_ROW(T)                                                                          \
+  static void raw_row_##T(char* d, int64_t ds, const char* s, int64_t ss, int64_t n) {     \
+    T* o = (T*)(void*)d; const T* x = (const T*)(const void*)s;                             \
+    for (int64_t i = 0; i < n; ++i) o[i * ds] = x[i * ss];                                  \
   }
-#undef RAW_LOOP
+RAW_ROW(uint16_t)
+RAW_ROW(uint32_t)
+RAW_ROW(uint64_t)
+#undef RAW_ROW
+static void copy_row_raw(char* d, int64_t ds, const char* s, int64_t ss, size_t es, int64_t n) {
+  if (ds == 1 && ss == 1) memcpy(d, s, (size_t)n * es);
+  else if (es == 4) raw_row_uint32_t(d, ds, s, ss, n);
+  else if (es == 2) raw_row_uint16_t(d, ds, s, ss, n);
+  else if (es == 8) raw_row_uint64_t(d, ds, s, ss, n);
+  else for (int64_t i = 0; i < n; ++i) memcpy(d + i * ds * (int64_t)es, s + i * ss * (int64_t)es, es);
 }
 static void copy_worker(void* ctx, int64_t b, int64_t e) {
   copy_job_t* J = ctx;
@@ -766,6 +770,9 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
                    sn == dn;
   for (int64_t j = 0; j < n; ++j) {
     int64_t k = tpu_host_load_i64(idx->data + j * idx->strides[0] * ies, idx->dtype);
+    if (op->i1 == 1 && (k < 0 || k >= x->sizes[dim])) /* embedding_bag's ids: no negative wrap */
+      return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
+                     (long long)j, (long long)k, (long long)x->sizes[dim]);
     TPU_RETURN_IF_ERROR(check_index(&k, x->sizes[dim], dim));
     if (runs) {
       run_move(out->data + j * out->strides[dim] * oes, dst_, x->data + k * x->strides[dim] * es, sst, x->dtype, sn, 0);
