@@ -286,3 +286,25 @@ def test_writes_into_slices_of_pending_values_stay_in_one_trace():
     for s, e in zip(fused, fn(x0)):
         torch.testing.assert_close(s, e, rtol=1e-5, atol=1e-5)
     assert trace_counters()["trace_flushes"] == 1  # the writes into slices did not flush
+
+
+def test_freed_non_contiguous_results_read_by_reductions():
+    # y has transposed strides (elementwise outputs follow their input's layout) and a reduction reads it:
+    # it is written in its own layout even after it is freed, and the next iteration's y reusing its
+    # block neither flushes nor changes a bit
+    x0 = torch.randn(300, 200, generator=torch.Generator().manual_seed(6))
+
+    def fn(x):
+        sums = []
+        for i in range(4):
+            y = x.t() * (1.0 + i / 7)
+            sums.append(y.sum(1))
+            del y
+        return sums
+
+    torch_tpu.reset_metrics()
+    strict, fused = strict_and_fused(fn, x0)
+    assert_identical(strict, fused)
+    for s, e in zip(fused, fn(x0)):
+        torch.testing.assert_close(s, e, rtol=1e-5, atol=1e-4)
+    assert trace_counters()["trace_flushes"] == 1

@@ -91,6 +91,7 @@ typedef struct {
   const tpu_tensor_t* t; /* the recorded view (inside the op's record) */
   uintptr_t lo, hi;      /* bytes touched; lo == hi: empty or absent (never live) */
   int op, live, read; /* read: wired into a later op */
+  int detached;       /* freed but still an output: written to scratch memory (lo == hi) */
 } tval_t;
 
 typedef struct {
@@ -398,6 +399,7 @@ typedef struct {
   int np, ns, nout;
   double sink;           /* the placeholder output of a graph with nothing observable */
   tpu_debug_graph_t* rec; /* debug recording (lower/record.h), usually NULL */
+  void* scratch;          /* outputs of detached values (freed, kept for their readers' layout) */
   tpu_host_scalar_t* scalars;
   tpu_host_view_t views[]; /* np params, then nout outputs; scalars follow */
 } ftask_t;
@@ -415,6 +417,7 @@ static void ftask_record(ftask_t* t, const char* name) {
 static void ftask_free(void* ctx) {
   ftask_t* t = ctx;
   tpu_debug_graph_free(t->rec);
+  free(t->scratch);
   fentry_release(t->f);
   tpu_exec_entry_release(t->e);
   free(t);
@@ -795,16 +798,40 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
         const fbind_t* b = &f->sb[s];
         scalar_of(&t->scalars[s], &tr->ops[b->op], b->src, b->arg, b->index);
       }
-      for (int k = 0; k < f->n_out; ++k) to_view(&t->views[f->n_tb + k], value_tensor(tr, f->outv[k]));
-      if (capture_out) {
+      size_t scratch = 0;
+      for (int k = 0; k < f->n_out; ++k) {
+        const tpu_tensor_t* vt = value_tensor(tr, f->outv[k]);
+        to_view(&t->views[f->n_tb + k], vt);
+        if (tr->vals[f->outv[k]].detached) {
+          uintptr_t lo, hi;
+          tensor_range(vt, &lo, &hi);
+          scratch += (hi - lo + 63) & ~(size_t)63;
+        }
+      }
+      if (scratch && !(t->scratch = malloc(scratch))) { /* never run into reused memory */
+        ftask_free(t); t = NULL; f = NULL;
+        st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      }
+      size_t off = 0;
+      for (int k = 0; t && t->scratch && k < f->n_out; ++k) {
+        if (!tr->vals[f->outv[k]].detached) continue;
+        const tpu_tensor_t* vt = value_tensor(tr, f->outv[k]);
+        uintptr_t lo, hi;
+        tensor_range(vt, &lo, &hi);
+        t->views[f->n_tb + k].data = (char*)t->scratch + off + ((uintptr_t)vt->data - lo);
+        off += (hi - lo + 63) & ~(size_t)63;
+      }
+      if (t && capture_out) {
         __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
         st = capture_make(tr, f, capture_out);
       }
-      char name[256];
-      fused_name(tr, name, sizeof name);
-      ftask_record(t, name);
-      tpu_status_t est = tpu_rt_queue_enqueue(tr->device, name, ftask_run, t, ftask_free);
-      if (est) { if (!st) st = est; else tpu_status_free(est); }
+      if (t) {
+        char name[256];
+        fused_name(tr, name, sizeof name);
+        ftask_record(t, name);
+        tpu_status_t est = tpu_rt_queue_enqueue(tr->device, name, ftask_run, t, ftask_free);
+        if (est) { if (!st) st = est; else tpu_status_free(est); }
+      }
     }
   } else {
     if (capture_out) { *capture_out = NULL; }
@@ -914,6 +941,8 @@ static bool hook_free(int device, uintptr_t lo, uintptr_t hi) {
      * output (written as strict eager writes it), so that reader sees strict eager's layout. */
     if (v->lo >= lo && v->lo < hi) {
       if (is_contiguous(v->t) || !read_sensitively(tr, tr->live[i])) { v->live = 0; tr->live[i] = tr->live[--tr->n_live]; continue; }
+      /* its memory may be reused by a later op: the flush writes it to scratch memory instead */
+      v->detached = 1; v->lo = v->hi = 0;
     }
     ++i;
   }
@@ -1088,7 +1117,7 @@ static tpu_status_t add_value(trace_t* tr, int op, const tpu_tensor_t* t, int in
   GROW(tr->live, tr->n_live, tr->cap_live, 1, return TPU_ERR(OUT_OF_MEMORY, "out of host memory"));
   int id = tr->n_vals++;
   tval_t* v = &tr->vals[id];
-  v->t = t; v->op = op; v->live = 0; v->read = 0;
+  v->t = t; v->op = op; v->live = 0; v->read = 0; v->detached = 0;
   tensor_range(t, &v->lo, &v->hi);
   if (v->lo == v->hi || internal) return TPU_OK; /* empty or absent: nothing to write */
   int old = find_live(tr, t);
@@ -1356,7 +1385,7 @@ static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out) 
   for (int k = 0; k < f->n_out && !fail; ++k) {
     const tpu_tensor_t* t = value_tensor(tr, f->outv[k]);
     cbind_t* b = &c->outs[k];
-    if (locate(q, t, b)) continue; /* written into an input or a constant */
+    if (!tr->vals[f->outv[k]].detached && locate(q, t, b)) continue; /* written into an input or a constant */
     b->kind = CB_FRESH; b->index = c->n_bufs; b->t = *t;
     c->buf_meta[c->n_bufs] = *t; c->buf_meta[c->n_bufs].data = NULL;
     c->n_bufs++;
@@ -1374,7 +1403,7 @@ static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out) 
       }
     for (int k = 0; k < f->n_out && c->user_alias[u] < 0 && c->user_buf[u] < 0; ++k) {
       const cbind_t* b = &c->outs[k];
-      if (b->kind == CB_FRESH && b->t.dtype == o->dtype && inside(&b->t, o)) {
+      if (b->kind == CB_FRESH && !tr->vals[f->outv[k]].detached && b->t.dtype == o->dtype && inside(&b->t, o)) {
         c->user_buf[u] = b->index;
         c->user_off[u] = ((char*)o->data - (char*)b->t.data) / es;
       }
