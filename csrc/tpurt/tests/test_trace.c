@@ -177,14 +177,16 @@ static void test_capture_replay(void) {
   OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, 2, &cap, reason, sizeof reason));
   CHECK(cap && tpu_capture_num_ops(cap) == 3 && tpu_capture_num_outputs(cap) == 2 && tpu_capture_num_buffers(cap) == 2,
         "capture made: %s", reason);
-  st = tpu_capture_end(0, &x.t, 1, NULL, 0, outs, 2, &cap, reason, sizeof reason);
-  CHECK(tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT, "end without begin is refused");
+  tpu_capture_t* none = NULL;
+  st = tpu_capture_end(0, &x.t, 1, NULL, 0, outs, 2, &none, reason, sizeof reason);
+  CHECK(tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT && !none, "end without begin is refused");
   tpu_status_free(st);
   float hy[N * K], hs[N];
   fget(&y, hy); fget(&s, hs);
   int ok = 1;
   for (int i = 0; i < N * K; ++i) ok &= hy[i] == hx[i] * hw[i] + hx[i];
   CHECK(ok, "the captured ops ran once at capture_end");
+  CHECK(cap != NULL, "capture kept");
   if (cap) {
     buf_t x2 = fbuf(2, sz, hx2), bufs[2];
     tpu_tensor_t bt[2];
