@@ -38,41 +38,59 @@ static int all_finite(const double* a, int64_t n) {
 }
 
 /* ---- QR: Householder as LAPACK geqr2 + org2r (H_j = I - tau v v^T, v[0] = 1,
- * beta = -sign(alpha) ||x||, tau = 0 when the column below the diagonal is already zero) */
-static void qr1(double* a, int64_t m, int64_t n, double* tau, double* q, int64_t mq, double* r, int64_t kr) {
-  int64_t k = m < n ? m : n; /* a (m, n) -> v below the diagonal, R on and above; q (m, mq); r (kr, n) */
+ * beta = -sign(alpha) ||x||, tau = 0 when the column below the diagonal is already zero).
+ * Column-major workspaces (LAPACK's layout) so the column sweeps are contiguous:
+ * a (m, n) -> v below the diagonal, R on and above; q (m, mq). */
+static void qr1(double* a, int64_t m, int64_t n, double* tau, double* q, int64_t mq) {
+  int64_t k = m < n ? m : n;
+#define A_(i, j) a[(j) * m + (i)]
   for (int64_t j = 0; j < k; ++j) {
-    double alpha = a[j * n + j], xn = 0;
-    for (int64_t i = j + 1; i < m; ++i) xn = hypot(xn, a[i * n + j]);
+    double* v = &A_(0, j);
+    double alpha = v[j], xn = 0;
+    for (int64_t i = j + 1; i < m; ++i) xn = hypot(xn, v[i]);
     if (xn == 0) { tau[j] = 0; continue; }
     double beta = -copysign(hypot(alpha, xn), alpha);
     tau[j] = (beta - alpha) / beta;
     double sc = 1 / (alpha - beta);
-    for (int64_t i = j + 1; i < m; ++i) a[i * n + j] *= sc;
-    a[j * n + j] = beta;
+    for (int64_t i = j + 1; i < m; ++i) v[i] *= sc;
+    v[j] = beta;
     for (int64_t c = j + 1; c < n; ++c) { /* A[j:, c] -= tau v (v^T A[j:, c]) */
-      double s = a[j * n + c];
-      for (int64_t i = j + 1; i < m; ++i) s += a[i * n + j] * a[i * n + c];
+      double* y = &A_(0, c);
+      double s = y[j];
+      for (int64_t i = j + 1; i < m; ++i) s += v[i] * y[i];
       s *= tau[j];
-      a[j * n + c] -= s;
-      for (int64_t i = j + 1; i < m; ++i) a[i * n + c] -= s * a[i * n + j];
+      y[j] -= s;
+      for (int64_t i = j + 1; i < m; ++i) y[i] -= s * v[i];
     }
   }
-  for (int64_t i = 0; i < kr; ++i)
-    for (int64_t c = 0; c < n; ++c) r[i * n + c] = i < k && c >= i ? a[i * n + c] : 0.0;
   if (!mq) return;
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t c = 0; c < mq; ++c) q[i * mq + c] = i == c;
+  for (int64_t c = 0; c < mq; ++c)
+    for (int64_t i = 0; i < m; ++i) q[c * m + i] = i == c;
   for (int64_t j = k - 1; j >= 0; --j) { /* Q = H_0 ... H_{k-1} I */
     if (tau[j] == 0) continue;
+    const double* v = &A_(0, j);
     for (int64_t c = 0; c < mq; ++c) {
-      double s = q[j * mq + c];
-      for (int64_t i = j + 1; i < m; ++i) s += a[i * n + j] * q[i * mq + c];
+      double* y = q + c * m;
+      double s = y[j];
+      for (int64_t i = j + 1; i < m; ++i) s += v[i] * y[i];
       s *= tau[j];
-      q[j * mq + c] -= s;
-      for (int64_t i = j + 1; i < m; ++i) q[i * mq + c] -= s * a[i * n + j];
+      y[j] -= s;
+      for (int64_t i = j + 1; i < m; ++i) y[i] -= s * v[i];
     }
   }
+#undef A_
+}
+/* stores the column-major (rows, cols) matrix w row-major at flat position pos; upper: only the upper
+ * triangle of the first `keep` rows (zeros elsewhere: R) */
+static void store_cm(const tpu_host_view_t* o, int64_t off, int64_t pos, const double* w, int64_t ld, int64_t rows,
+                     int64_t cols, int upper, int64_t keep) {
+  size_t es = tpu_dtype_size(o->dtype);
+  int64_t s = o->strides[o->rank - 1];
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c = 0; c < cols; ++c) {
+      double x = upper && (i >= keep || c < i) ? 0.0 : w[c * ld + i];
+      tpu_host_store_f64(o->data + (off + (pos + i * cols + c) * s) * es, o->dtype, x);
+    }
 }
 
 /* ---- symmetric eigenproblem: cyclic Jacobi. a (n, n) full symmetric; v (n, n) or NULL;
@@ -247,13 +265,18 @@ static void l2_worker(void* ctx, int64_t b0, int64_t b1) {
   double *a = w, *q = a + m * n, *r = q + mx * mx, *s = r + mx * mx, *x = s + mx;
   for (int64_t b = b0; b < b1; ++b) {
     int64_t oo = boff(J->out, J->nb, b);
-    load_mat(a, J->a, boff(J->a, J->nb, b), m, n);
     if (t == TPU_IR_CUSTOM_QR) {
       int64_t mq = f == 0 ? k : f == 1 ? m : 0, kr = f == 1 ? m : k;
-      qr1(a, m, n, s, q, mq, r, kr);
-      store_flat(J->out, oo, 0, q, m * mq);
-      store_flat(J->out, oo, m * mq, r, kr * n);
-    } else if (t == TPU_IR_CUSTOM_EIGH) {
+      load_mat(r, J->a, boff(J->a, J->nb, b), m, n); /* row-major (m, n) = column-major A^T ... */
+      for (int64_t i = 0; i < m; ++i)                  /* ... transposed into column-major A */
+        for (int64_t j = 0; j < n; ++j) a[j * m + i] = r[i * n + j];
+      qr1(a, m, n, s, q, mq);
+      store_cm(J->out, oo, 0, q, m, m, mq, 0, 0);
+      store_cm(J->out, oo, m * mq, a, m, kr, n, 1, k);
+      continue;
+    }
+    load_mat(a, J->a, boff(J->a, J->nb, b), m, n);
+    if (t == TPU_IR_CUSTOM_EIGH) {
       int upper = (int)(f & 1), vec = (int)((f >> 1) & 1);
       for (int64_t i = 0; i < n; ++i) /* symmetrize from the chosen triangle */
         for (int64_t j = 0; j < n; ++j)
