@@ -215,7 +215,10 @@ int tpu_host_conv_set_direct(int on) {
 }
 
 static int conv_direct_ok(int kind, const conv_geo_t* g) {
-  if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->prec != 0 || g->ydt != TPU_DTYPE_F32) return 0;
+  /* f32 operands only: bf16 ones go to the GEMM path, whose AVX512-BF16 kernel multiplies them at 2x */
+  if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->prec != 0 || g->ydt != TPU_DTYPE_F32 ||
+      g->xdt != TPU_DTYPE_F32 || g->wdt != TPU_DTYPE_F32)
+    return 0;
   if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
   int64_t grid = 1;
   for (int s = 0; s < 3; ++s) {
