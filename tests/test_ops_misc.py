@@ -200,6 +200,40 @@ def test_embedding_bag_module_dtypes_empty():
           torch.zeros(2, 3, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_embedding_bag_dlrm_sizes(mode, dtype):
+    """DLRM-like tables (odd sizes, variable bags with empty ones, repeated ids) through the host's
+    row-run index kernels: forward, weight grad and per-sample-weight grad vs CPU."""
+    g = torch.Generator().manual_seed(5)
+    nw, d, b = 1237, 13, 97
+    lengths = torch.randint(0, 5, (b,), generator=g)
+    offsets = torch.cumsum(lengths, 0) - lengths
+    ids = torch.randint(0, nw, (int(lengths.sum()),), generator=g)
+    ids[::7] = ids[0]  # duplicates accumulate
+    w = torch.randn(nw, d, generator=g).to(dtype)
+    psw = (torch.rand(ids.shape, generator=g) + 0.5).to(dtype) if mode == "sum" else None
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    bag_compare(w, ids, offsets, psw, tol=tol, mode=mode)
+    # a transposed (non-contiguous) table
+    wt = torch.randn(d, nw, generator=g).to(dtype).t()
+    out = F.embedding_bag(ids.to(DEV), wt.to(DEV), offsets.to(DEV), mode=mode)
+    close(out, F.embedding_bag(ids, wt, offsets, mode=mode), **tol)
+
+
+@pytest.mark.parametrize("bad", [-1, 10, 1 << 40])
+def test_embedding_bag_out_of_range_id(bad):
+    """An id outside [0, num_weights) is PyTorch's RuntimeError (negative ids do not wrap)."""
+    w = torch.randn(10, 3)
+    ids = torch.tensor([1, bad, 3])
+    with pytest.raises(RuntimeError, match="not in the valid range"):
+        F.embedding_bag(ids.to(DEV), w.to(DEV), torch.tensor([0, 2]).to(DEV)).cpu()
+    with pytest.raises(RuntimeError):
+        F.embedding_bag(ids, w, torch.tensor([0, 2]))
+    # the device stays usable
+    close(F.embedding_bag(IDX.to(DEV), w.to(DEV), OFF.to(DEV)), F.embedding_bag(IDX, w, OFF))
+
+
 def test_embedding_bag_scale_grad_by_freq():
     # documented semantics (and CUDA's): each weight row's gradient is divided by the
     # frequency of its index. PyTorch's CPU kernel indexes its count table with the

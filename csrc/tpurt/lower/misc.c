@@ -209,6 +209,7 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
   int bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
   int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D};
   int rows = tpu_ir_index_select(G, lw_input(cx, 0, dt), idx, 0); /* [N, D] */
+  if (rows >= 0) G->ops[rows].i1 = 1; /* ids outside [0, num_weights) raise PyTorch's RuntimeError (no wrap) */
   int size = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, 0, B);
   int out, maxi;
   if (mode == BAG_MAX) {
