@@ -3,8 +3,10 @@
 Fused eager (TORCH_TPU_FUSED_EAGER=1, `set_fused_eager(True)` or `with fused_eager():`) records
 ops instead of running them one by one and runs each device's recorded ops as one fused,
 cached executable when something needs the results: `.cpu()`, `.item()`, printing,
-`torch.tpu.synchronize()`, events, data-dependent ops, a partially overlapping write, or every
-256 ops. Results are bit-identical to strict eager; errors in the arguments of an op are still
+`torch.tpu.synchronize()`, events, data-dependent ops, a partially overlapping write the graph
+cannot express (writes into a slice/box of a pending result, e.g. `cat(..., out=buf[:, 4:9])`, are
+expressed), or every 256 ops. Fused graphs go through the compiler passes and the persistent
+compilation cache like single-op executables. Results are bit-identical to strict eager; errors in the arguments of an op are still
 raised by the op itself, errors found while running (an index out of range) at the next
 synchronization, naming the fused ops.
 
