@@ -548,12 +548,23 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* 
     if (!contig && !scalar) return 0;
     ls[j] = scalar ? 0 : 1;
   }
-  int may_direct = cluster_alias(out, nleaf, leaf, alias);
+  /* cluster_alias and cluster_plan_io for this one contiguous tile, from byte ranges (cheaper: tiny
+   * eager ops pay this per op) */
+  uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)(n * (int64_t)tpu_dtype_size(out->dtype));
+  int may_direct = 1;
+  for (int j = 0; j < nleaf; ++j) {
+    uintptr_t l0 = (uintptr_t)leaf[j].data, l1 = l0 + (uintptr_t)((ls[j] ? n : 1) * (int64_t)tpu_dtype_size(leaf[j].dtype));
+    alias[j] = l0 < o1 && o0 < l1;
+    if (alias[j] && !(l0 == o0 && leaf[j].dtype == out->dtype && (ls[j] == 1 || n == 1))) may_direct = 0;
+  }
   for (int j = 0; j < nleaf; ++j) { leaf[j].rank = 1; leaf[j].sizes[0] = n; leaf[j].strides[0] = ls[j]; }
   cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf, .rank = 1,
-                     .tiles_per_row = 1, .rows = 1};  /* cluster_plan_io: krows 1 (n rows of 1 dim) */
+                     .tiles_per_row = 1, .rows = 1, .krows = 1, .rows2 = 1, .blocks2 = 1};
   J.sizes[0] = n; J.ostrides[0] = 1;
-  cluster_plan_io(&J, alias, may_direct);
+  J.direct = may_direct && dtype_is_register(out->dtype);
+  for (int j = 0; j < nleaf; ++j)
+    J.lmode[j] = ls[j] == 0 ? LEAF_BCAST
+               : (dtype_is_register(leaf[j].dtype) && !(J.direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
   cluster_worker(&J, 0, 1);
   *out_st = J.err;
   return 1;
