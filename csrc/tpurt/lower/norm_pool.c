@@ -5,6 +5,10 @@
  * bilinear / bicubic / trilinear upsampling (+ backward).
  *
  * No value-dependent branching; Scalars (momentum, eps, scale factors) stay runtime values:
+ *   - Batch norm and group norm (non-empty inputs): the host's channel kernels (custom targets
+ *     CHANNEL_STATS / CHANNEL_AFFINE, drivers/host/norm.h) on x viewed [N, C, rest] (group norm:
+ *     [1, N*G, rest] for the statistics, [1, N*C, HxW] for the affine pass); small [C] / [N, G]
+ *     vectors in between are plain IR. Empty inputs keep the composite reduce formulas.
  *   - Max pooling with fixed windows: the host's window-argmax kernel (custom target
  *     POOL_ARGMAX, drivers/host/pool.c, PyTorch's CPU NaN/tie rules) gives the flat
  *     spatial indices; the values are a gather at them.
