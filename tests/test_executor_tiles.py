@@ -182,3 +182,16 @@ def test_same_dtype_copies(dtype):
     if dtype.is_floating_point:  # a converting copy still rounds as before
         _close(xd.transpose(0, 1).to(torch.float32 if dtype != torch.float32 else torch.bfloat16),
                x.transpose(0, 1).to(torch.float32 if dtype != torch.float32 else torch.bfloat16))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_pow_two_is_square(dtype):
+    """x ** 2 runs as x * x (as PyTorch's CPU kernel does), exactly; other exponents still use pow."""
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(16, 32, 129, generator=gen).to(dtype) * 30
+    x[0, 0, :4] = torch.tensor([float("nan"), float("inf"), -0.0, 1e-30]).to(dtype)
+    assert torch.equal(x.to("tpu").pow(2).cpu().nan_to_num(), x.pow(2).nan_to_num())
+    e = torch.full(x.shape, 2.0, dtype=dtype)
+    e[::3] = 3.0  # tiles mixing exponent 2 and others
+    _close(x.to("tpu").pow(e.to("tpu")).nan_to_num(), x.pow(e).nan_to_num())
+    _close(x.abs().to("tpu").pow(0.5).nan_to_num(), x.abs().pow(0.5).nan_to_num())

@@ -256,7 +256,12 @@ static inline float tile_sigmoidf(float x) { return 1.0f / (1.0f + tile_expf(-x)
     case TPU_IR_RECIPROCAL: U((T)1 / a);                                                        \
     case TPU_IR_ADD: B(a + b); case TPU_IR_SUB: B(a - b); case TPU_IR_MUL: B(a * b);            \
     case TPU_IR_DIV: B(a / b); case TPU_IR_REM: B(REM(a, b)); case TPU_IR_FMOD: B(fmod##SFX(a, b)); \
-    case TPU_IR_POW: B(pow##SFX(a, b)); case TPU_IR_ATAN2: B(atan2##SFX(a, b));                 \
+    case TPU_IR_POW: { /* x ** 2 (RMSNorm's x.pow(2)) as x * x, as PyTorch's CPU kernel: vectorized, exact */ \
+      const T* restrict x0 = in[0]; const T* restrict x1 = in[1]; int sq = 1;                   \
+      for (int64_t i = 0; i < n; ++i) sq &= x1[i] == (T)2;                                      \
+      if (sq) { for (int64_t i = 0; i < n; ++i) o[i] = x0[i] * x0[i]; return 0; }               \
+      B(pow##SFX(a, b)); }                                                                       \
+    case TPU_IR_ATAN2: B(atan2##SFX(a, b));                                                     \
     case TPU_IR_MAX: B((a != a) ? a : ((b != b) ? b : (a > b ? a : b)));                        \
     case TPU_IR_MIN: B((a != a) ? a : ((b != b) ? b : (a < b ? a : b)));                        \
     case TPU_IR_FLOOR_DIV: B(floor##SFX(a / b));                                                \
