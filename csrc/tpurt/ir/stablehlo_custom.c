@@ -255,7 +255,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_CHANNEL_STATS: return channel_stats(P, op->n_in, in);
     case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op->n_in, in);
     default:
-      return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no expansion (no lowering emits it yet)",
+      return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));
   }
 }
