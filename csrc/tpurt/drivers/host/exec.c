@@ -277,7 +277,7 @@ static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* 
  * (training steps) reuse warm memory instead of page-faulting fresh allocations. */
 typedef struct { void* p; size_t n; int32_t free_at; } blk_t; /* free_at: step after which it is dead */
 typedef struct { blk_t* blks; int n, cap; } scratch_t;
-#define SCRATCH_CACHE_BLOCKS 16
+#define SCRATCH_CACHE_BLOCKS 128 /* a fused graph keeps dozens of temporaries live at once */
 #define SCRATCH_CACHE_BYTES ((size_t)512 << 20)
 typedef struct { blk_t b[SCRATCH_CACHE_BLOCKS]; int n; size_t total; } scratch_cache_t;
 static pthread_key_t g_scratch_key;
@@ -326,12 +326,17 @@ static char* scratch_alloc_until(scratch_t* s, size_t bytes, int32_t free_at) {
 }
 static void scratch_put(scratch_cache_t* c, blk_t b) {
   if (c && b.n <= SCRATCH_CACHE_BYTES) {
-    /* evict the largest cached blocks until this one fits */
+    /* over the byte cap: evict the largest blocks; only out of slots: evict the smallest (large
+     * blocks are the ones whose fresh pages fault on every use, small ones come back from malloc) */
     while (c->n > 0 && (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES)) {
-      int big = 0;
-      for (int j = 1; j < c->n; ++j) if (c->b[j].n > c->b[big].n) big = j;
-      free(c->b[big].p); c->total -= c->b[big].n; c->b[big] = c->b[--c->n];
+      const int largest = c->total + b.n > SCRATCH_CACHE_BYTES;
+      int v = 0;
+      for (int j = 1; j < c->n; ++j)
+        if (largest ? c->b[j].n > c->b[v].n : c->b[j].n < c->b[v].n) v = j;
+      if (!largest && c->b[v].n >= b.n) break; /* every cached block is at least as big: drop b */
+      free(c->b[v].p); c->total -= c->b[v].n; c->b[v] = c->b[--c->n];
     }
+    if (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES) { free(b.p); return; }
     c->b[c->n++] = b; c->total += b.n;
   } else {
     free(b.p);
