@@ -289,8 +289,9 @@ void tpu_debug_graph_free(tpu_debug_graph_t* r);   /* NULL is fine */
  * Fused eager (TORCH_TPU_FUSED_EAGER=1, or tpu_trace_set_enabled): tpu_op_run validates each
  * op as usual (errors stay synchronous, RNG counters are reserved in call order) but records it
  * instead of enqueueing it. A device's recorded ops run as ONE fused executable (cached by the
- * trace's signature) when anything else needs the device: a copy, synchronize, an event, a
- * data-dependent op, a partially overlapping write, 256 ops, or tpu_trace_flush. Results are
+ * trace's signature) when anything else needs the device: a host copy, synchronize, an event, a
+ * data-dependent op, a write the trace cannot record (lower/README.md), 256 ops (8192 while
+ * capturing), TPU_IR_MAX_GRAPH_OUTPUTS live results, or tpu_trace_flush. Results are
  * bit-identical to strict eager. Not used with TORCH_TPU_LAUNCH_BLOCKING=1.
  *
  *     tpu_trace_set_enabled(true);
