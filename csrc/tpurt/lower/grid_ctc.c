@@ -12,16 +12,6 @@
 
 #define G (&cx->g)
 
-static int custom(tpu_lower_ctx_t* cx, int target, int64_t attr, const tpu_ir_type_t* t, int n, const int* in) {
-  for (int k = 0; k < n; ++k)
-    if (in[k] < 0) return -1;
-  tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM;
-  p.type = *t;
-  p.i0 = target;
-  p.i1 = attr;
-  return tpu_ir_add_op(G, &p, n, in);
-}
 static int custom_a(tpu_lower_ctx_t* cx, int target, int64_t attr, int64_t a0, int64_t a1, const tpu_ir_type_t* t,
                     int n, const int* in) {
   for (int k = 0; k < n; ++k)
@@ -34,6 +24,9 @@ static int custom_a(tpu_lower_ctx_t* cx, int target, int64_t attr, int64_t a0, i
   p.a[0][0] = a0;
   p.a[0][1] = a1;
   return tpu_ir_add_op(G, &p, n, in);
+}
+static int custom(tpu_lower_ctx_t* cx, int target, int64_t attr, const tpu_ir_type_t* t, int n, const int* in) {
+  return custom_a(cx, target, attr, 0, 0, t, n, in);
 }
 
 /* ---------------------------------------------------------------- grid_sampler_2d */

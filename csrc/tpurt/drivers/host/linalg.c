@@ -14,7 +14,7 @@ static inline int64_t at2(const tpu_host_view_t* v, int64_t off, int64_t i, int6
   return off + i * v->strides[v->rank - 2] + j * v->strides[v->rank - 1];
 }
 /* offset of batch element b over the leading nb dims of v */
-static int64_t batch_off(const tpu_host_view_t* v, int nb, int64_t b) {
+int64_t tpu_host_linalg_batch_off(const tpu_host_view_t* v, int nb, int64_t b) {
   int64_t off = 0;
   for (int d = nb - 1; d >= 0; --d) {
     int64_t i = b % v->sizes[d];
@@ -29,7 +29,7 @@ static inline double ldv(const tpu_host_view_t* v, int64_t off) {
 static inline void stv(const tpu_host_view_t* v, int64_t off, double x) {
   tpu_host_store_f64(v->data + off * tpu_dtype_size(v->dtype), v->dtype, x);
 }
-static void load_mat(double* w, const tpu_host_view_t* v, int64_t off, int64_t m, int64_t n) { /* w (m, n) */
+void tpu_host_linalg_load_mat(double* w, const tpu_host_view_t* v, int64_t off, int64_t m, int64_t n) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) w[i * n + j] = ldv(v, at2(v, off, i, j));
 }
@@ -132,13 +132,13 @@ static void la_worker(void* ctx, int64_t b0, int64_t b1) {
   /* LU i1 = 1: factor A^T if A is contiguous (square A only: lowerings use it for det) */
   int at = target == TPU_IR_CUSTOM_LU && J->op->i1 == 1 && m == n && J->a_contig;
   for (int64_t b = b0; b < b1; ++b) {
-    int64_t ao = batch_off(A, J->nb, b), oo = batch_off(out, J->nb, b);
+    int64_t ao = tpu_host_linalg_batch_off(A, J->nb, b), oo = tpu_host_linalg_batch_off(out, J->nb, b);
     if (at) {
       tpu_host_view_t T = *A;
       T.strides[T.rank - 2] = A->strides[T.rank - 1]; T.strides[T.rank - 1] = A->strides[T.rank - 2];
-      load_mat(w, &T, ao, m, n);
+      tpu_host_linalg_load_mat(w, &T, ao, m, n);
     } else {
-      load_mat(w, A, ao, m, n);
+      tpu_host_linalg_load_mat(w, A, ao, m, n);
     }
     if (target == TPU_IR_CUSTOM_CHOLESKY) {
       int64_t info = chol(w, n);
@@ -158,10 +158,10 @@ static void la_worker(void* ctx, int64_t b0, int64_t b1) {
       int lus = target == TPU_IR_CUSTOM_LU_SOLVE;
       const tpu_host_view_t* R = &J->xs[lus ? 2 : 1];
       double* r = w + n * n;
-      load_mat(r, R, batch_off(R, J->nb, b), n, k);
+      tpu_host_linalg_load_mat(r, R, tpu_host_linalg_batch_off(R, J->nb, b), n, k);
       if (lus) {
         const tpu_host_view_t* P = &J->xs[1];
-        int64_t po = batch_off(P, J->nb, b), ps = P->strides[P->rank - 1];
+        int64_t po = tpu_host_linalg_batch_off(P, J->nb, b), ps = P->strides[P->rank - 1];
         int bad = 0;
         for (int64_t i = 0; i < n; ++i) {
           const char* p = P->data + (po + i * ps) * tpu_dtype_size(P->dtype);

@@ -23,4 +23,10 @@ tpu_status_t tpu_host_k_linalg(const tpu_ir_op_t* op, int n, const tpu_host_view
  * that the parallel run equals it bit for bit; the math itself is checked by residuals). */
 tpu_status_t tpu_host_k_linalg_ref(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
 
+/* Shared by linalg.c and linalg2.c: the element offset of batch element b over the leading nb
+ * dims of v, and a copy of the (m, n) matrix at element offset off of v into the row-major double
+ * workspace w. */
+int64_t tpu_host_linalg_batch_off(const tpu_host_view_t* v, int nb, int64_t b);
+void tpu_host_linalg_load_mat(double* w, const tpu_host_view_t* v, int64_t off, int64_t m, int64_t n);
+
 #endif /* TPURT_DRIVERS_HOST_LINALG_H_ */

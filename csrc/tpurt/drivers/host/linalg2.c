@@ -7,24 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drivers/host/linalg.h"
 #include "drivers/host/linalg2.h"
 
-/* offset of batch element b over the leading nb dims of v */
-static int64_t boff(const tpu_host_view_t* v, int nb, int64_t b) {
-  int64_t off = 0;
-  for (int d = nb - 1; d >= 0; --d) {
-    int64_t i = b % v->sizes[d];
-    b /= v->sizes[d];
-    off += i * v->strides[d];
-  }
-  return off;
-}
-static void load_mat(double* w, const tpu_host_view_t* v, int64_t off, int64_t m, int64_t n) { /* w (m, n) */
-  size_t es = tpu_dtype_size(v->dtype);
-  int64_t rs = v->strides[v->rank - 2], cs = v->strides[v->rank - 1];
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) w[i * n + j] = tpu_host_load_f64(v->data + (off + i * rs + j * cs) * es, v->dtype);
-}
 /* flat output of one batch element: values w[0..len) at positions pos.. of the last dim */
 static void store_flat(const tpu_host_view_t* o, int64_t off, int64_t pos, const double* w, int64_t len) {
   size_t es = tpu_dtype_size(o->dtype);
@@ -264,10 +249,10 @@ static void l2_worker(void* ctx, int64_t b0, int64_t b1) {
   if (!w || !flags) { free(w); free(flags); set_err(J, 1, 0); return; }
   double *a = w, *q = a + m * n, *r = q + mx * mx, *s = r + mx * mx, *x = s + mx;
   for (int64_t b = b0; b < b1; ++b) {
-    int64_t oo = boff(J->out, J->nb, b);
+    int64_t oo = tpu_host_linalg_batch_off(J->out, J->nb, b);
     if (t == TPU_IR_CUSTOM_QR) {
       int64_t mq = f == 0 ? k : f == 1 ? m : 0, kr = f == 1 ? m : k;
-      load_mat(r, J->a, boff(J->a, J->nb, b), m, n); /* row-major (m, n) = column-major A^T ... */
+      tpu_host_linalg_load_mat(r, J->a, tpu_host_linalg_batch_off(J->a, J->nb, b), m, n); /* row-major (m, n) = column-major A^T ... */
       for (int64_t i = 0; i < m; ++i)                  /* ... transposed into column-major A */
         for (int64_t j = 0; j < n; ++j) a[j * m + i] = r[i * n + j];
       qr1(a, m, n, s, q, mq);
@@ -275,7 +260,7 @@ static void l2_worker(void* ctx, int64_t b0, int64_t b1) {
       store_cm(J->out, oo, m * mq, a, m, kr, n, 1, k);
       continue;
     }
-    load_mat(a, J->a, boff(J->a, J->nb, b), m, n);
+    tpu_host_linalg_load_mat(a, J->a, tpu_host_linalg_batch_off(J->a, J->nb, b), m, n);
     if (t == TPU_IR_CUSTOM_EIGH) {
       int upper = (int)(f & 1), vec = (int)((f >> 1) & 1);
       for (int64_t i = 0; i < n; ++i) /* symmetrize from the chosen triangle */
