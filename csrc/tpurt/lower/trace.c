@@ -69,7 +69,6 @@ static void arena_reset(arena_t* a) { /* keeps the newest block */
   while (b) { blk_t* n = b->next; free(b); b = n; }
   a->head->next = NULL; a->head->used = 0;
 }
-static void arena_free(arena_t* a) { arena_reset(a); free(a->head); a->head = NULL; }
 
 /* ------------------------------------------------------------------ state */
 typedef struct {

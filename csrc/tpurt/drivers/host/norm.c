@@ -154,7 +154,7 @@ static tpu_status_t ch_check(const tpu_ir_op_t* op, int n, const tpu_host_view_t
 }
 
 tpu_status_t tpu_host_k_channel(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
-  ch_job_t J;
+  ch_job_t J = {0}; /* set by ch_check on success; zeroed for the compiler's flow analysis */
   TPU_RETURN_IF_ERROR(ch_check(op, n, xs, out, &J));
   int64_t per = TPU_MAX((int64_t)1, J.I * (J.affine ? 1 : J.A));
   if (J.affine) tpu_pool_parallel_for(J.A * J.B, TPU_MAX((int64_t)1, 32768 / per), affine_worker, &J);
@@ -165,7 +165,7 @@ tpu_status_t tpu_host_k_channel(const tpu_ir_op_t* op, int n, const tpu_host_vie
 /* ---- reference: element by element through tpu_host_load_f64, straightforward sums */
 tpu_status_t tpu_host_k_channel_ref(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out) {
-  ch_job_t J;
+  ch_job_t J = {0}; /* set by ch_check on success; zeroed for the compiler's flow analysis */
   TPU_RETURN_IF_ERROR(ch_check(op, n, xs, out, &J));
   const int dt = out->dtype;
   const int64_t es = (int64_t)tpu_dtype_size(dt);
