@@ -24,7 +24,9 @@ static const tpu_lowering_t* const kTables[] = {
 /* uses_precision (atomic, sticky): set once a graph of this lowering had a DOT or a
  * convolution; only then does an op read the matmul precision (a query into PyTorch that
  * costs more than the rest of a tiny op's key) and put it in the cache key. */
-struct tpu_op_s { const tpu_lowering_t* l; int uses_precision; };
+/* list_op (set with the table): 0 = not a per-tensor list op, 1 = aten::_foreach_ and aten::_fused_ ops, 2 = GradScaler's
+ * unscale (a list plus one trailing found_inf output); see list_split_plan. */
+struct tpu_op_s { const tpu_lowering_t* l; int uses_precision; int list_op; };
 static struct tpu_op_s g_slots[NSLOTS];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -39,7 +41,12 @@ static void build_table(void) {
       uint64_t h = hash_str(l->name);
       for (uint64_t k = 0; k < NSLOTS; ++k) {
         const tpu_lowering_t** s = &g_slots[(h + k) % NSLOTS].l;
-        if (!*s) { *s = l; break; }
+        if (!*s) {
+          *s = l;
+          g_slots[(h + k) % NSLOTS].list_op = !strcmp(l->name, "aten::_amp_foreach_non_finite_check_and_unscale_") ? 2
+              : !strncmp(l->name, "aten::_foreach_", 15) || !strncmp(l->name, "aten::_fused_", 13);
+          break;
+        }
         if (!strcmp((*s)->name, l->name)) break; /* first registration wins */
       }
     }
@@ -327,12 +334,12 @@ static void to_view(tpu_host_view_t* v, const tpu_tensor_t* t) {
  * and TPU_LOWER_MAX_PARAMS inputs. Applies when every tensor list (and every
  * Scalar[] list) has length N or 0 and the outputs are blocks of N (written lists,
  * Tensor[] returns) — the per-tensor independence these op families guarantee. */
-static int list_split_plan(const char* name, const tpu_arg_t* args, int nargs, int nouts, int64_t* out_n,
+static int list_split_plan(int list_op, const tpu_arg_t* args, int nargs, int nouts, int64_t* out_n,
                            int64_t* out_chunk, int* out_tail) {
   /* GradScaler's unscale writes one found_inf flag after its list, which each call only
    * ever sets: every slice gets that trailing output too. */
-  int tail = !strcmp(name, "aten::_amp_foreach_non_finite_check_and_unscale_");
-  if (strncmp(name, "aten::_foreach_", 15) && strncmp(name, "aten::_fused_", 13) && !tail) return 0;
+  if (!list_op) return 0;
+  int tail = list_op == 2;
   nouts -= tail;
   int64_t n = 0;
   int nlists = 0;
@@ -396,7 +403,7 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
   const char* op_name = l->name;
   int64_t split_n = 0, split_chunk = 0;
   int split_tail = 0;
-  if (list_split_plan(op_name, args, nargs, nouts, &split_n, &split_chunk, &split_tail))
+  if (list_split_plan(op->list_op, args, nargs, nouts, &split_n, &split_chunk, &split_tail))
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk, split_tail);
   key_t_ k; /* fields set one by one: an initializer would zero the 1 KiB inline buffer every op */
   k.p = k.inline_buf; k.len = 0; k.cap = sizeof(k.inline_buf); k.oom = 0;
