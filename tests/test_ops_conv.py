@@ -205,6 +205,44 @@ def test_conv2d_stride1_direct_views():
         torch.testing.assert_close(xd.grad.cpu(), xc.grad, **_tol(torch.float32))
 
 
+# Shapes the host driver's gathered-operand kernels take (backward-weight at any stride; forward at
+# stride > 1 or on small maps): channel counts that fill and overrun 16-lane groups, odd maps.
+GATHERED = [
+    ((5, 19, 9, 7), (37, 19, 3, 3), dict(stride=2, padding=1)),
+    ((3, 16, 4, 5), (20, 16, 3, 3), dict(padding=1)),
+    ((2, 33, 2, 3), (50, 33, 3, 3), dict(padding=1)),
+    ((2, 12, 11, 10), (17, 12, 3, 2), dict(stride=3, padding=(1, 2), dilation=(2, 1))),
+    ((4, 3, 13, 12), (16, 3, 3, 3), dict(stride=(1, 2), padding=1)),
+    ((2, 20, 9, 9), (24, 10, 3, 3), dict(stride=2, padding=1, groups=2)),
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", GATHERED)
+@pytest.mark.parametrize("memory_format", [None, torch.channels_last])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_conv2d_gathered(xs, ws, kw, memory_format, dtype):
+    _run(lambda x, w, b: F.conv2d(x, w, b, **kw), [torch.randn(xs), torch.randn(ws), torch.randn(ws[0])],
+         dtype=dtype, memory_format=memory_format, same_strides=dtype == torch.float32)
+
+
+def test_conv2d_gathered_views():
+    torch.manual_seed(3)
+    x = torch.randn(3, 40, 11, 18)
+    w = torch.randn(21, 20, 3, 3)
+    for xx in (x[:, ::2], x[:, 5:25, 1:, ::2], x[:, :20].transpose(2, 3)):
+        xc = xx.clone().requires_grad_()
+        wc = w.clone().requires_grad_()
+        xd = xx.to(DEV).requires_grad_()
+        wd = w.to(DEV).requires_grad_()
+        yc, yd = F.conv2d(xc, wc, stride=2, padding=1), F.conv2d(xd, wd, stride=2, padding=1)
+        torch.testing.assert_close(yd.cpu(), yc, **_tol(torch.float32))
+        g = torch.randn(yc.shape)
+        yc.backward(g)
+        yd.backward(g.to(DEV))
+        torch.testing.assert_close(xd.grad.cpu(), xc.grad, **_tol(torch.float32))
+        torch.testing.assert_close(wd.grad.cpu(), wc.grad, **_tol(torch.float32))
+
+
 def test_unbatched_and_empty_batch():
     _run(lambda x, w, b: F.conv2d(x, w, b, padding=1), [torch.randn(3, 6, 5), torch.randn(4, 3, 3, 3), torch.randn(4)])
     _run(lambda x, w, b: F.conv1d(x, w, b), [torch.randn(3, 6), torch.randn(4, 3, 3), torch.randn(4)])

@@ -324,15 +324,323 @@ done:
   return st;
 }
 
+static int conv_f32_operand(int dt) {
+  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16;
+}
+
+/* ---- gathered-operand ("gk") paths: f32 result on AVX-512F, any stride, dilation, padding, groups.
+ * The operands are first copied (widened) into channels-last, zero-padded planes:
+ *   xT (N * Lg rows, Cx): sample n, padded position t (Lg = prod(S + 2 pd)) at row n * Lg + t;
+ *   yT (N * P rows, Oy):  gy at (n, q) (backward-weight only);
+ * so the input element of output position q and tap k is row xrow(n, q) + shift(k) of xT, with
+ * xrow = n Lg + sum_d q_d st_d pitch_d and shift = sum_d k_d dl_d pitch_d (pitch: the padded grid's).
+ * One microkernel (conv_avx512.c: 8 rows of scalars x 1-3 groups of 16 lanes, both read through
+ * offset tables) serves both kinds, so no im2col matrix is materialized and no position of the
+ * padding is computed:
+ *   backward-weight: gw[o, c, k] = sum over (n, q) of gy[n, o, q] xT[xrow(n, q) + shift(k), c], the
+ *     positions being the kernel's reduction; rows o (from yT) and lane groups (k, 16 channels) of
+ *     xT ("lanes over c"), or rows (k, c) of xT and lane groups of 16 output channels of yT ("lanes
+ *     over o"), whichever pads less. Every gw element belongs to one tile, so threads split tiles
+ *     and nothing is reduced across threads; positions are summed in blocks of GK_PB in order.
+ *   forward: y[n, o, q] = sum over (k, c) of xT[xrow(n, q) + shift(k), c] w[o, c, k]: rows are 8
+ *     output positions, lane groups 16 output channels of the weight packed (G, KK*Cg, Op).
+ * Used for forward convolutions the padded-grid kernel does not take (stride > 1, small maps) and
+ * for backward-weight, where enough of the tiles is real work (conv_gk_plan). */
+enum { GK_MR = 8, GK_PB = 512 };
+static int g_gk = 1; /* 0 off, 1 where it pays, 2 wherever it applies (tests) */
+int tpu_host_conv_set_gk(int mode) {
+  int old = g_gk;
+  g_gk = mode < 0 ? 0 : mode > 2 ? 2 : mode;
+  return old;
+}
+
+typedef struct {
+  const conv_geo_t* g;
+  int64_t Sp[3], Lg, Cx, Oy;
+  float *xT, *yT, *wp;
+  int ng, fwd;
+  int64_t nrow, ncol, ntiles, ncb, kc, lstep, Opg, NCHp;
+  int64_t *ash, *rw;         /* per row entry: A offset, output offset part (-1: padding) */
+  int64_t *bsh, *cw, *clim;  /* per lane group: B offset, output offset part, valid lanes */
+  int64_t* tiles;            /* (ntiles, 2): first row entry, first lane group (backward-weight) */
+  int64_t *aoff, *boff;      /* per reduction index p */
+  float* acc;                /* backward-weight: (ntiles, 8 * 48) */
+  const float *A, *B;
+} conv_gk_job_t;
+
+static int64_t gk_shift(const conv_geo_t* g, const conv_gk_job_t* J, int64_t kk) {
+  int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
+  return (k0 * g->dl[0] * J->Sp[1] + k1 * g->dl[1]) * J->Sp[2] + k2 * g->dl[2];
+}
+static int64_t gk_woff(const conv_geo_t* g, int64_t kk) {
+  int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
+  return k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
+}
+/* xrow of position p = n * P + q */
+static int64_t gk_xrow(const conv_geo_t* g, const conv_gk_job_t* J, int64_t p) {
+  int64_t n = p / g->P, q = p % g->P;
+  int64_t q0 = q / (g->Q[1] * g->Q[2]), q1 = (q / g->Q[2]) % g->Q[1], q2 = q % g->Q[2];
+  return n * J->Lg + (q0 * g->st[0] * J->Sp[1] + q1 * g->st[1]) * J->Sp[2] + q2 * g->st[2];
+}
+static int64_t gk_yoff(const conv_geo_t* g, int64_t p) {
+  int64_t n = p / g->P, q = p % g->P;
+  int64_t q0 = q / (g->Q[1] * g->Q[2]), q1 = (q / g->Q[2]) % g->Q[1], q2 = q % g->Q[2];
+  return n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
+}
+static int gk_pick_ng(int64_t nch) { return nch % 3 == 0 ? 3 : nch % 2 == 0 ? 2 : nch == 1 ? 1 : 3; }
+
+static void gk_xt_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t Cx = J->Cx;
+  for (int64_t n = begin; n < end; ++n) {
+    float* d = J->xT + n * J->Lg * Cx;
+    memset(d, 0, (size_t)(J->Lg * Cx) * sizeof(float));
+    for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
+      for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
+        float* dr = d + (((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2]) * Cx;
+        const int64_t so = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3];
+        if (g->xs[1] == 1) {
+          for (int64_t i2 = 0; i2 < g->S[2]; ++i2) ldrun_f32(dr + i2 * Cx, g->xd, so + i2 * g->xs[4], 1, g->C, g->xdt);
+        } else if (g->xdt == TPU_DTYPE_F32) {
+          const float* xf = (const float*)(const void*)g->xd + so;
+          for (int64_t c = 0; c < g->C; ++c)
+            for (int64_t i2 = 0; i2 < g->S[2]; ++i2) dr[i2 * Cx + c] = xf[c * g->xs[1] + i2 * g->xs[4]];
+        } else {
+          for (int64_t c = 0; c < g->C; ++c)
+            for (int64_t i2 = 0; i2 < g->S[2]; ++i2) dr[i2 * Cx + c] = ld1_f32(g->xd, so + c * g->xs[1] + i2 * g->xs[4], g->xdt);
+        }
+      }
+  }
+}
+static void gk_yt_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t Oy = J->Oy;
+  for (int64_t n = begin; n < end; ++n) {
+    float* d = J->yT + n * g->P * Oy;
+    if (Oy != g->O) memset(d, 0, (size_t)(g->P * Oy) * sizeof(float));
+    int64_t q = 0;
+    for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+      for (int64_t q1 = 0; q1 < g->Q[1]; ++q1, q += g->Q[2]) {
+        const int64_t so = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
+        float* dr = d + q * Oy;
+        if (g->ys[1] == 1) {
+          for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) ldrun_f32(dr + q2 * Oy, g->yd, so + q2 * g->ys[4], 1, g->O, g->ydt);
+        } else if (g->ydt == TPU_DTYPE_F32) {
+          const float* yf = (const float*)(const void*)g->yd + so;
+          for (int64_t o = 0; o < g->O; ++o)
+            for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) dr[q2 * Oy + o] = yf[o * g->ys[1] + q2 * g->ys[4]];
+        } else {
+          for (int64_t o = 0; o < g->O; ++o)
+            for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) dr[q2 * Oy + o] = ld1_f32(g->yd, so + o * g->ys[1] + q2 * g->ys[4], g->ydt);
+        }
+      }
+  }
+}
+
+static void gk_bw_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  for (int64_t p0 = 0; p0 < J->kc; p0 += GK_PB) {
+    const int64_t kc = TPU_MIN((int64_t)GK_PB, J->kc - p0);
+    for (int64_t t = begin; t < end; ++t)
+      tpu_host_conv_gk_avx512(J->ng, kc, J->A, J->aoff + p0, J->ash + J->tiles[2 * t], J->B, J->boff + p0,
+                              J->bsh + J->tiles[2 * t + 1], J->acc + t * (GK_MR * 48), p0 > 0);
+  }
+}
+
+static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  float tile[GK_MR * 48];
+  const int64_t ncb = J->ncb;
+  float* yd = (float*)(void*)g->yd;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t cb = t % ncb, grp = (t / ncb) % g->G, rb = t / (ncb * g->G);
+    tpu_host_conv_gk_avx512(J->ng, J->kc, J->xT + grp * g->Cg, J->aoff, J->ash + rb * GK_MR,
+                            J->wp + grp * J->kc * J->Opg, J->boff, J->bsh + cb * J->ng, tile, 0);
+    for (int64_t i = 0; i < GK_MR; ++i) {
+      const int64_t yo = J->rw[rb * GK_MR + i];
+      if (yo < 0) continue;
+      for (int64_t j = 0; j < J->ng; ++j) {
+        const int64_t o0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Og - o0);
+        float* yr = yd + yo + (grp * g->Og + o0) * g->ys[1];
+        const float* tr = tile + i * 48 + j * 16;
+        for (int64_t l = 0; l < nl; ++l) yr[l * g->ys[1]] = tr[l];
+      }
+    }
+  }
+}
+
+/* 1 if the gk path takes this convolution (J gets its sizes); conv_gk_run does the rest */
+static int conv_gk_plan(int kind, const conv_geo_t* g, conv_gk_job_t* J) {
+  if (!g_gk || !g_direct || kind == TPU_HOST_CONV_BWD_INPUT) return 0;
+  if (!conv_f32_operand(g->xdt) || !conv_f32_operand(g->wdt) || !conv_f32_operand(g->ydt)) return 0;
+  /* exact f32 products: HIGHEST, or DEFAULT where both operands are bf16 (exact in f32); f32 operands
+   * at DEFAULT / HIGH keep the GEMM's bf16 passes */
+  if (g->prec != TPU_IR_PRECISION_HIGHEST && !(g->prec == TPU_IR_PRECISION_DEFAULT && g->xdt == TPU_DTYPE_BF16 &&
+                                               (kind == TPU_HOST_CONV_FWD ? g->wdt : g->ydt) == TPU_DTYPE_BF16))
+    return 0;
+  if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
+  if (g->N * g->P == 0 || g->KcG == 0) return 0;
+  memset(J, 0, sizeof(*J));
+  J->g = g;
+  J->fwd = kind == TPU_HOST_CONV_FWD;
+  for (int s = 0; s < 3; ++s) J->Sp[s] = g->S[s] + 2 * g->pd[s];
+  J->Lg = J->Sp[0] * J->Sp[1] * J->Sp[2];
+  const int64_t c16 = (g->Cg + 15) / 16, o16 = (g->Og + 15) / 16;
+  double useful = (double)g->Og * (double)g->KcG, work;
+  if (J->fwd) {
+    if (g->x_direct) return 0;
+    J->ng = gk_pick_ng(o16);
+    J->NCHp = (o16 + J->ng - 1) / J->ng * J->ng;
+    J->Opg = J->NCHp * 16;
+    J->Cx = g->C;
+    work = (double)J->Opg * (double)g->KcG;
+  } else {
+    /* lanes over c: rows O (pad 8), lane groups KK * c16 (pad ng); lanes over o: rows KK * Cg, groups o16 */
+    int ngc = (int)TPU_MIN((int64_t)3, g->KK * c16), ngo = gk_pick_ng(o16);
+    double wc = (double)((g->Og + 7) / 8 * 8) * (double)((g->KK * c16 + ngc - 1) / ngc * ngc * 16);
+    double wo = (double)((g->KcG + 7) / 8 * 8) * (double)((o16 + ngo - 1) / ngo * ngo * 16);
+    J->lstep = wo < wc ? -1 : 0; /* marks the orientation until conv_gk_run */
+    J->ng = wo < wc ? ngo : ngc;
+    work = TPU_MIN(wc, wo);
+    J->Cx = wo < wc ? g->C : (g->G - 1) * g->Cg + c16 * 16;
+    J->Oy = wo < wc ? (g->G - 1) * g->Og + o16 * 16 : g->O;
+  }
+  double mem = (double)g->N * (double)J->Lg * (double)J->Cx + (double)g->N * (double)g->P * (double)J->Oy;
+  if (mem * 4 > (double)(256u << 20)) return 0;
+  if (g_gk == 2) return 1;
+  if (g->KK == 1) return 0; /* 1x1: the im2col is a cheap gather (a strided one reads 1/st of x) */
+  if (useful < 0.45 * work) return 0; /* mostly padding lanes: im2col + GEMM */
+  if (J->fwd) return g->Og >= 8;
+  return 1;
+}
+
+static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
+  const conv_geo_t* g = J->g;
+  tpu_status_t st = TPU_OK;
+  const int64_t T = g->N * g->P;
+  const int lanes_o = J->lstep == -1;
+  J->xT = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(float));
+  if (!J->xT) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+  tpu_pool_parallel_for(g->N, 1, gk_xt_worker, J);
+  if (J->fwd) {
+    const int64_t KcG = g->KcG, nrb = (T + GK_MR - 1) / GK_MR;
+    J->kc = KcG;
+    J->ncb = J->NCHp / J->ng;
+    J->wp = conv_alloc((size_t)(g->G * KcG * J->Opg) * sizeof(float));
+    J->aoff = conv_alloc((size_t)(2 * KcG + 2 * nrb * GK_MR + J->NCHp) * sizeof(int64_t));
+    if (!J->wp || !J->aoff) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    J->boff = J->aoff + KcG; J->ash = J->boff + KcG; J->rw = J->ash + nrb * GK_MR; J->bsh = J->rw + nrb * GK_MR;
+    for (int64_t kk = 0; kk < g->KK; ++kk) {
+      const int64_t sh = gk_shift(g, J, kk) * J->Cx;
+      for (int64_t c = 0; c < g->Cg; ++c) J->aoff[kk * g->Cg + c] = sh + c;
+    }
+    for (int64_t p = 0; p < KcG; ++p) J->boff[p] = p * J->Opg;
+    for (int64_t t = 0; t < nrb * GK_MR; ++t) {
+      J->ash[t] = t < T ? gk_xrow(g, J, t) * J->Cx : 0;
+      J->rw[t] = t < T ? gk_yoff(g, t) : -1;
+    }
+    for (int64_t j = 0; j < J->NCHp; ++j) J->bsh[j] = j * 16;
+    for (int64_t grp = 0; grp < g->G; ++grp)
+      for (int64_t kk = 0; kk < g->KK; ++kk) {
+        const int64_t wo = gk_woff(g, kk);
+        for (int64_t c = 0; c < g->Cg; ++c) {
+          float* d = J->wp + (grp * KcG + kk * g->Cg + c) * J->Opg;
+          for (int64_t o = 0; o < J->Opg; ++o)
+            d[o] = o < g->Og ? ld1_f32(g->wd, (grp * g->Og + o) * g->ws[0] + c * g->ws[1] + wo, g->wdt) : 0.0f;
+        }
+      }
+    tpu_pool_parallel_for(nrb * g->G * J->ncb, 1, gk_fwd_worker, J);
+    goto done;
+  }
+  /* backward-weight */
+  J->yT = conv_alloc((size_t)(T * J->Oy) * sizeof(float));
+  if (!J->yT) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+  tpu_pool_parallel_for(g->N, 1, gk_yt_worker, J);
+  {
+    const int64_t c16 = (g->Cg + 15) / 16, o16 = (g->Og + 15) / 16, ng = J->ng;
+    const int64_t rows_g = lanes_o ? g->KcG : g->Og, cols_g = lanes_o ? o16 : g->KK * c16;
+    const int64_t rp = (rows_g + GK_MR - 1) / GK_MR * GK_MR, cp = (cols_g + ng - 1) / ng * ng;
+    J->nrow = g->G * rp; J->ncol = g->G * cp;
+    J->ntiles = g->G * (rp / GK_MR) * (cp / ng);
+    J->kc = T;
+    J->aoff = conv_alloc((size_t)(2 * T + 2 * J->nrow + 3 * J->ncol + 2 * J->ntiles) * sizeof(int64_t));
+    J->acc = conv_alloc((size_t)(J->ntiles * GK_MR * 48) * sizeof(float));
+    if (!J->aoff || !J->acc) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    J->boff = J->aoff + T; J->ash = J->boff + T; J->rw = J->ash + J->nrow; J->bsh = J->rw + J->nrow;
+    J->cw = J->bsh + J->ncol; J->clim = J->cw + J->ncol; J->tiles = J->clim + J->ncol;
+    for (int64_t p = 0; p < T; ++p) {
+      const int64_t xr = gk_xrow(g, J, p) * J->Cx, yr = p * J->Oy;
+      J->aoff[p] = lanes_o ? xr : yr;
+      J->boff[p] = lanes_o ? yr : xr;
+    }
+    J->A = lanes_o ? J->xT : J->yT;
+    J->B = lanes_o ? J->yT : J->xT;
+    J->lstep = lanes_o ? g->ws[0] : g->ws[1];
+    int64_t nt = 0;
+    for (int64_t grp = 0; grp < g->G; ++grp) {
+      const int64_t r0 = grp * rp, c0 = grp * cp;
+      for (int64_t r = 0; r < rp; ++r) {
+        int64_t* a = J->ash + r0 + r; int64_t* w = J->rw + r0 + r;
+        if (r >= rows_g) { *a = 0; *w = -1; continue; }
+        if (lanes_o) {
+          const int64_t kk = r / g->Cg, c = r % g->Cg;
+          *a = gk_shift(g, J, kk) * J->Cx + grp * g->Cg + c;
+          *w = c * g->ws[1] + gk_woff(g, kk);
+        } else {
+          const int64_t o = grp * g->Og + r;
+          *a = o;
+          *w = o * g->ws[0];
+        }
+      }
+      for (int64_t j = 0; j < cp; ++j) {
+        const int64_t e = c0 + j;
+        if (j >= cols_g) { J->bsh[e] = 0; J->cw[e] = 0; J->clim[e] = 0; continue; }
+        if (lanes_o) {
+          J->bsh[e] = grp * g->Og + j * 16;
+          J->cw[e] = (grp * g->Og + j * 16) * g->ws[0];
+          J->clim[e] = TPU_MIN((int64_t)16, g->Og - j * 16);
+        } else {
+          const int64_t kk = j / c16, ch = j % c16;
+          J->bsh[e] = gk_shift(g, J, kk) * J->Cx + grp * g->Cg + ch * 16;
+          J->cw[e] = gk_woff(g, kk) + ch * 16 * g->ws[1];
+          J->clim[e] = TPU_MIN((int64_t)16, g->Cg - ch * 16);
+        }
+      }
+      for (int64_t rb = 0; rb < rp; rb += GK_MR)
+        for (int64_t cb = 0; cb < cp; cb += ng) {
+          J->tiles[2 * nt] = r0 + rb;
+          J->tiles[2 * nt + 1] = c0 + cb;
+          ++nt;
+        }
+    }
+    tpu_pool_parallel_for(J->ntiles, 1, gk_bw_worker, J);
+    float* wd = (float*)(void*)g->wd;
+    for (int64_t t = 0; t < J->ntiles; ++t) {
+      const float* tl = J->acc + t * (GK_MR * 48);
+      for (int64_t i = 0; i < GK_MR; ++i) {
+        const int64_t w0 = J->rw[J->tiles[2 * t] + i];
+        if (w0 < 0) continue;
+        for (int64_t j = 0; j < ng; ++j) {
+          const int64_t e = J->tiles[2 * t + 1] + j;
+          for (int64_t l = 0; l < J->clim[e]; ++l) wd[w0 + J->cw[e] + l * J->lstep] = tl[i * 48 + j * 16 + l];
+        }
+      }
+    }
+  }
+done:
+  conv_free(J->xT); conv_free(J->yT); conv_free(J->wp); conv_free(J->aoff); conv_free(J->acc);
+  return st;
+}
+
 static int64_t view_numel(const tpu_host_view_t* v) {
   int64_t n = 1;
   for (int d = 0; d < v->rank; ++d) n *= v->sizes[d];
   return n;
 }
 
-static int conv_f32_operand(int dt) {
-  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16;
-}
 
 tpu_status_t tpu_host_conv_run(int kind, int nsp, const int64_t* stride, const int64_t* padding,
                                const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
@@ -376,6 +684,8 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
     }
   }
   if (dt == TPU_DTYPE_F32 && conv_direct_ok(kind, &g)) return conv_direct_run(&g);
+  conv_gk_job_t gk;
+  if (dt == TPU_DTYPE_F32 && conv_gk_plan(kind, &g, &gk)) return conv_gk_run(kind, &gk);
   conv_plan(kind, &g, tpu_dtype_size(dt));
   return dt == TPU_DTYPE_F32 ? conv_run_f32(kind, &g) : conv_run_f64(kind, &g);
 }

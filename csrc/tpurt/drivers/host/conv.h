@@ -54,8 +54,16 @@ int tpu_host_conv_set_flip(int on);
  * (conv.c; 1, the default: used where the CPU has AVX-512F and most of the grid is output);
  * returns the previous value. Not thread-safe against running kernels. */
 int tpu_host_conv_set_direct(int on);
+/* Testing hook: the gathered-operand paths (conv.c "gk": backward-weight, and forward convolutions
+ * the padded-grid kernel does not take) 0 off, 1 where they pay (default), 2 wherever they apply;
+ * also off while tpu_host_conv_set_direct(0). Returns the previous value. Not thread-safe. */
+int tpu_host_conv_set_gk(int mode);
 /* conv_avx512.c: tile (8, 48) = sum_p ap[p*8 + i] * xb[boff[p] + j] (call only with AVX-512F) */
 void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff, float* tile);
+/* conv_avx512.c: tile (8, 16*ng) (+= when acc) = sum_p A[aoff[p] + ash[i]] * B[boff[p] + bsh[j] + l],
+ * ng in 1..3, tile rows 48 floats apart (call only with AVX-512F) */
+void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash,
+                             const float* B, const int64_t* boff, const int64_t* bsh, float* tile, int acc);
 /* TPU_IR_CUSTOM entry for the two backward targets (called by tpu_host_k_custom). */
 tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out);

@@ -32,3 +32,49 @@ void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, c
     _mm512_storeu_ps(tile + i * 48 + 32, c2[i]);
   }
 }
+
+/* The gathered-operand microkernel of conv.c's "gk" paths (backward-weight, forward at any stride):
+ * tile (8, 16*NG) (+)= sum_p A[aoff[p] + ash[i]] * B[boff[p] + bsh[j] + l] for i < 8, lane l < 16 of
+ * column group j < NG. Rows are scalars broadcast from anywhere in A, column groups 16-float runs
+ * from anywhere in B: the callers describe gathers (channels-last padded planes read at per-position
+ * and per-tap offsets) with the tables instead of copying an im2col matrix. Fixed summation order
+ * (p ascending), so results do not depend on the thread count. */
+#define GK_BODY(NG)                                                                          \
+  __m512 c[8][NG];                                                                           \
+  for (int i = 0; i < 8; ++i)                                                                \
+    for (int j = 0; j < NG; ++j) c[i][j] = acc ? _mm512_loadu_ps(tile + i * 48 + j * 16) : _mm512_setzero_ps(); \
+  const float* r0 = A + ash[0]; const float* r1 = A + ash[1]; const float* r2 = A + ash[2];  \
+  const float* r3 = A + ash[3]; const float* r4 = A + ash[4]; const float* r5 = A + ash[5];  \
+  const float* r6 = A + ash[6]; const float* r7 = A + ash[7];                                \
+  for (int64_t p = 0; p < kc; ++p) {                                                         \
+    const float* b = B + boff[p];                                                            \
+    const int64_t ao = aoff[p];                                                              \
+    __m512 bv[NG];                                                                           \
+    for (int j = 0; j < NG; ++j) bv[j] = _mm512_loadu_ps(b + bsh[j]);                        \
+    __m512 a;                                                                                \
+    a = _mm512_set1_ps(r0[ao]); for (int j = 0; j < NG; ++j) c[0][j] = _mm512_fmadd_ps(a, bv[j], c[0][j]); \
+    a = _mm512_set1_ps(r1[ao]); for (int j = 0; j < NG; ++j) c[1][j] = _mm512_fmadd_ps(a, bv[j], c[1][j]); \
+    a = _mm512_set1_ps(r2[ao]); for (int j = 0; j < NG; ++j) c[2][j] = _mm512_fmadd_ps(a, bv[j], c[2][j]); \
+    a = _mm512_set1_ps(r3[ao]); for (int j = 0; j < NG; ++j) c[3][j] = _mm512_fmadd_ps(a, bv[j], c[3][j]); \
+    a = _mm512_set1_ps(r4[ao]); for (int j = 0; j < NG; ++j) c[4][j] = _mm512_fmadd_ps(a, bv[j], c[4][j]); \
+    a = _mm512_set1_ps(r5[ao]); for (int j = 0; j < NG; ++j) c[5][j] = _mm512_fmadd_ps(a, bv[j], c[5][j]); \
+    a = _mm512_set1_ps(r6[ao]); for (int j = 0; j < NG; ++j) c[6][j] = _mm512_fmadd_ps(a, bv[j], c[6][j]); \
+    a = _mm512_set1_ps(r7[ao]); for (int j = 0; j < NG; ++j) c[7][j] = _mm512_fmadd_ps(a, bv[j], c[7][j]); \
+  }                                                                                          \
+  for (int i = 0; i < 8; ++i)                                                                \
+    for (int j = 0; j < NG; ++j) _mm512_storeu_ps(tile + i * 48 + j * 16, c[i][j]);
+
+static void gk_1(int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash, const float* B,
+                 const int64_t* boff, const int64_t* bsh, float* tile, int acc) { GK_BODY(1) }
+static void gk_2(int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash, const float* B,
+                 const int64_t* boff, const int64_t* bsh, float* tile, int acc) { GK_BODY(2) }
+static void gk_3(int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash, const float* B,
+                 const int64_t* boff, const int64_t* bsh, float* tile, int acc) { GK_BODY(3) }
+#undef GK_BODY
+
+void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash,
+                             const float* B, const int64_t* boff, const int64_t* bsh, float* tile, int acc) {
+  if (ng == 1) gk_1(kc, A, aoff, ash, B, boff, bsh, tile, acc);
+  else if (ng == 2) gk_2(kc, A, aoff, ash, B, boff, bsh, tile, acc);
+  else gk_3(kc, A, aoff, ash, B, boff, bsh, tile, acc);
+}
