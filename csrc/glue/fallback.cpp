@@ -223,6 +223,7 @@ struct OpInfo {
   bool needs_meta = false;        // a fresh Tensor / Tensor[] return
   bool has_view = false;          // an R_VIEW return
   bool has_tensor_list = false;   // a Tensor[] / Tensor?[] argument (may hold CPU indices)
+  bool foreach = false;           // aten::_foreach_*: a CPU 1-D `Tensor scalars` is a Scalar[]
   bool scalar_rets = false;       // a bool / int / float return (a 0-dim result tensor)
   bool bad_ret = false;           // an R_OTHER return
   std::vector<ArgInfo> args;
@@ -288,6 +289,7 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
   info->op = tpu_op_find(info->name.c_str());
   info->supported = info->op != nullptr;
+  info->foreach = info->name.rfind("aten::_foreach_", 0) == 0;
   const auto& args = schema.arguments();
   const auto& rets = schema.returns();
   info->nargs = args.size();
@@ -446,7 +448,10 @@ c10::DeviceIndex pick_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args
     const c10::IValue& v = args[i];
     switch (info.args[i].tag) {
       case A_TENSOR:
-        if (v.isTensor()) dc.see(v.toTensor(), !info.args[i].write);
+        // a _foreach_ op's `Tensor scalars` (addcmul/addcdiv .Tensor): n values in a CPU 1-D tensor
+        if (v.isTensor() && !(info.foreach && v.toTensor().device().is_cpu() && v.toTensor().dim() == 1)) {
+          dc.see(v.toTensor(), !info.args[i].write);
+        }
         break;
       case A_TENSOR_LIST:
         if (v.isList()) {
@@ -557,8 +562,15 @@ void marshal(const OpInfo& info, c10::ArrayRef<c10::IValue> stack_args, Arena& a
           a->kind = TPU_ARG_TENSOR;
           a->tensor = r;
           if (ai.write) m.written.push_back(r);
+        } else if (info.foreach && t.dim() == 1) {  // per-tensor scalars, as PyTorch's Scalar[]
+          const at::Tensor d = t.to(c10::ScalarType::Double).contiguous();
+          double* xs = arena.alloc<double>(static_cast<size_t>(d.numel()));
+          std::memcpy(xs, d.const_data_ptr<double>(), static_cast<size_t>(d.numel()) * sizeof(double));
+          a->kind = TPU_ARG_DOUBLE_LIST;
+          a->doubles = xs;
+          a->len = d.numel();
         } else {
-          cpu_scalar_to(t, a, info);  // pick_device admitted only CPU 0-dim tensors
+          cpu_scalar_to(t, a, info);  // pick_device admitted only CPU 0-dim tensors (and the above)
         }
         break;
       }
@@ -1302,6 +1314,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
                            "_scaled_dot_product_fused_attention_overrideable",
                            "_scaled_dot_product_fused_attention_overrideable_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  }
+  // _foreach_* list ops that libtpurt lowers whole (lower/foreach.c: one graph per call
+  // instead of PyTorch's per-tensor decomposition); the others keep that decomposition.
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (op.name.rfind("aten::_foreach_", 0) != 0) continue;
+    std::string full = op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+    if (tpu_op_supported(full.c_str())) {
+      m.impl(full.c_str() + 6, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+    }
   }
 }
 

@@ -39,8 +39,10 @@ tpu_status_t lw_binary(tpu_lower_ctx_t* cx, int opcode, int ia, int ib, int ialp
   int a = lw_bcast(cx, lw_input(cx, ia, dt), o->ndim, o->sizes);
   int b = lw_bcast(cx, lw_input(cx, ib, dt), o->ndim, o->sizes);
   if (ialpha >= 0 && lw_is_scalar_arg(cx, ialpha)) {
-    if (dt == TPU_DTYPE_BOOL) b = tpu_ir_binary(G, TPU_IR_AND, b, lw_bcast_like(cx, lw_scalar(cx, ialpha, dt), b));
-    else b = tpu_ir_binary(G, TPU_IR_MUL, b, lw_bcast_like(cx, lw_scalar(cx, ialpha, dt), b));
+    /* alpha rounds to an f16/bf16 common dtype first, as on the CPU */
+    int al = tpu_ir_convert(G, lw_scalar(cx, ialpha, common), dt);
+    if (dt == TPU_DTYPE_BOOL) b = tpu_ir_binary(G, TPU_IR_AND, b, lw_bcast_like(cx, al, b));
+    else b = tpu_ir_binary(G, TPU_IR_MUL, b, lw_bcast_like(cx, al, b));
   }
   return lw_output(cx, out_k, tpu_ir_binary(G, opcode, a, b));
 }

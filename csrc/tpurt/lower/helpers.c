@@ -69,27 +69,39 @@ const tpu_tensor_t* lw_list_meta(const tpu_lower_ctx_t* cx, int i, int j) {
 }
 
 static int add_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tensor_t* t, int dtype) {
-  if (cx->embed) return tpu_trace_embed_tparam(cx, src, i, j, t, dtype);
-  if (cx->n_tbind >= TPU_LOWER_MAX_PARAMS)
-    return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many tensor inputs", cx->op_name));
-  int v = tpu_ir_param(&cx->g, t->dtype, t->ndim, t->sizes);
-  if (v < 0) return v;
-  cx->tbind[cx->n_tbind].src = (int16_t)src;
-  cx->tbind[cx->n_tbind].arg = (int16_t)i;
-  cx->tbind[cx->n_tbind].index = j;
-  cx->n_tbind++;
-  return dtype < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
+  int v;
+  if (cx->sub && tpu_lower_sub_input(cx, 0, &src, &i, &j, &v)) return dtype < 0 || v < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
+  if (cx->embed) {
+    v = tpu_trace_embed_tparam(cx, src, i, j, t, -1);
+  } else {
+    if (cx->n_tbind >= TPU_LOWER_MAX_PARAMS)
+      return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many tensor inputs", cx->op_name));
+    v = tpu_ir_param(&cx->g, t->dtype, t->ndim, t->sizes);
+    if (v < 0) return v;
+    cx->tbind[cx->n_tbind].src = (int16_t)src;
+    cx->tbind[cx->n_tbind].arg = (int16_t)i;
+    cx->tbind[cx->n_tbind].index = j;
+    cx->n_tbind++;
+  }
+  if (cx->sub && v >= 0) tpu_lower_sub_note(cx, 0, src, i, j, v);
+  return dtype < 0 || v < 0 ? v : tpu_ir_convert(&cx->g, v, dtype);
 }
 static int add_sparam(tpu_lower_ctx_t* cx, int kind, int i, int j, int dtype) {
-  if (cx->embed) return tpu_trace_embed_sparam(cx, kind, i, j, dtype);
-  if (cx->n_sbind >= TPU_LOWER_MAX_SCALARS)
-    return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many scalar inputs", cx->op_name));
-  int v = tpu_ir_scalar(&cx->g, dtype);
-  if (v < 0) return v;
-  cx->sbind[cx->n_sbind].kind = (int16_t)kind;
-  cx->sbind[cx->n_sbind].arg = (int16_t)i;
-  cx->sbind[cx->n_sbind].index = j;
-  cx->n_sbind++;
+  int v;
+  if (cx->sub && tpu_lower_sub_input(cx, 1, &kind, &i, &j, &v)) return v;
+  if (cx->embed) {
+    v = tpu_trace_embed_sparam(cx, kind, i, j, dtype);
+  } else {
+    if (cx->n_sbind >= TPU_LOWER_MAX_SCALARS)
+      return tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: too many scalar inputs", cx->op_name));
+    v = tpu_ir_scalar(&cx->g, dtype);
+    if (v < 0) return v;
+    cx->sbind[cx->n_sbind].kind = (int16_t)kind;
+    cx->sbind[cx->n_sbind].arg = (int16_t)i;
+    cx->sbind[cx->n_sbind].index = j;
+    cx->n_sbind++;
+  }
+  if (cx->sub && v >= 0) tpu_lower_sub_note(cx, 1, kind, i, j, v);
   return v;
 }
 int lw_scalar(tpu_lower_ctx_t* cx, int i, int dtype) {
@@ -119,6 +131,14 @@ int lw_out_input(tpu_lower_ctx_t* cx, int k, int dtype) {
   return add_tparam(cx, TPU_BIND_OUT, k, 0, &cx->outs[k], dtype);
 }
 void lw_check_scalar(tpu_lower_ctx_t* cx, int arg, int cmp, double bound, int arg2, const char* msg) {
+  if (cx->sub) { /* a list op: the check applies to its own (shared) argument */
+    int a = tpu_lower_sub_arg(cx, arg), b = arg2 >= 0 ? tpu_lower_sub_arg(cx, arg2) : -1;
+    if (a < 0 || (arg2 >= 0 && b < 0)) {
+      tpu_ir_fail(&cx->g, TPU_ERR(UNSUPPORTED, "%s: a per-tensor scalar that needs a runtime check", cx->op_name));
+      return;
+    }
+    arg = a; arg2 = b;
+  }
   if (cx->n_checks >= TPU_LOWER_MAX_CHECKS) {
     tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: too many scalar checks", cx->op_name));
     return;
@@ -196,7 +216,7 @@ tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
   if (k < 0 || k >= cx->nouts) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: no output %d", cx->op_name, k);
   const tpu_tensor_t* o = &cx->outs[k];
   if (o->ndim < 0) { /* absent output (undefined tensor): v is ignored and may be -1 */
-    if (cx->embed) return tpu_trace_embed_output(cx, k, -1, -1);
+    if (cx->embed) return tpu_trace_embed_output(cx, cx->sub ? tpu_lower_sub_out(cx, k) : k, -1, -1);
     tpu_ir_output(&cx->g, tpu_ir_constant(&cx->g, TPU_DTYPE_F64, 0));
     return TPU_OK;
   }
@@ -206,13 +226,13 @@ tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
     const tpu_ir_type_t* t = tpu_ir_type(&cx->g, v);
     if (t->rank != o->ndim) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: output rank mismatch", cx->op_name);
   }
-  if (cx->embed) return tpu_trace_embed_output(cx, k, -1, v);
+  if (cx->embed) return tpu_trace_embed_output(cx, cx->sub ? tpu_lower_sub_out(cx, k) : k, -1, v);
   tpu_ir_output(&cx->g, v);
   return TPU_OK;
 }
 tpu_status_t lw_output_arg(tpu_lower_ctx_t* cx, int arg, int v) {
   if (cx->g.status) return TPU_OK;
-  if (arg < 0 || arg >= cx->nargs || cx->args[arg].kind != TPU_ARG_TENSOR || cx->n_arg_outs >= TPU_LOWER_MAX_ARG_OUTS)
+  if (cx->sub || arg < 0 || arg >= cx->nargs || cx->args[arg].kind != TPU_ARG_TENSOR || cx->n_arg_outs >= TPU_LOWER_MAX_ARG_OUTS)
     return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: argument %d cannot be written", cx->op_name, arg);
   if (!cx->embed && cx->g.n_outputs != cx->nouts + cx->n_arg_outs)
     return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: bind every output before argument outputs", cx->op_name);

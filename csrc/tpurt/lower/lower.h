@@ -22,7 +22,7 @@
 #include "ir/ir.h"
 
 #define TPU_LOWER_MAX_PARAMS 256 /* cat/stack of long lists binds one parameter per tensor */
-#define TPU_LOWER_MAX_SCALARS 32
+#define TPU_LOWER_MAX_SCALARS 128 /* a _foreach_ op's Scalar[] binds one runtime scalar per tensor */
 
 typedef enum { TPU_BIND_ARG = 0, TPU_BIND_LIST, TPU_BIND_OUT } tpu_bind_src_t;
 typedef struct { int16_t src; int16_t arg; int32_t index; } tpu_tensor_bind_t;
@@ -57,6 +57,9 @@ typedef struct tpu_lower_ctx_s {
   /* Non-NULL while trace.c lowers one recorded op into a fused graph: the helpers then take
    * inputs from earlier ops' values or trace-wide params and record outputs there instead. */
   struct tpu_trace_embed_s* embed;
+  /* Non-NULL while foreach.c runs a single-tensor lowering for one element of a _foreach_
+   * list op: the helpers map argument and output numbers back to the list op's. */
+  struct tpu_lower_sub_s* sub;
 } tpu_lower_ctx_t;
 
 typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
@@ -141,6 +144,18 @@ int tpu_trace_embed_sparam(tpu_lower_ctx_t* cx, int kind, int i, int j, int dtyp
 /* v already converted/broadcast like lw_output does; arg >= 0: an lw_output_arg output. */
 tpu_status_t tpu_trace_embed_output(tpu_lower_ctx_t* cx, int k, int arg, int v);
 
+/* ---- per-element lowering of _foreach_ ops (foreach.c), called by the helpers when cx->sub is set.
+ * sub_input maps an input reference (scalar = 0: tensor src/arg/index; 1: scalar kind/arg/index)
+ * to the list op's and returns 1 with *out_v when the value already exists (an input shared by
+ * the elements, or a constant); sub_note remembers a newly made one; sub_out maps output k;
+ * sub_arg maps a plain argument (-1: a list element). */
+int tpu_lower_sub_input(tpu_lower_ctx_t* cx, int scalar, int* src, int* i, int* j, int* out_v);
+void tpu_lower_sub_note(tpu_lower_ctx_t* cx, int scalar, int src, int i, int j, int v);
+int tpu_lower_sub_out(const tpu_lower_ctx_t* cx, int k);
+int tpu_lower_sub_arg(const tpu_lower_ctx_t* cx, int i);
+/* The lowering registered under an op name (registry.c); NULL if none. */
+const tpu_lowering_t* tpu_lower_find(const char* op_name);
+
 /* Registration tables (each lowering file defines one; registry.c lists them). */
 #define TPU_LOWERING_TABLE(name) const tpu_lowering_t name[]
 #define TPU_LOWERING_END {NULL, NULL}
@@ -159,5 +174,6 @@ extern const tpu_lowering_t tpu_lowerings_misc[];
 extern const tpu_lowering_t tpu_lowerings_linalg[];
 extern const tpu_lowering_t tpu_lowerings_special[];
 extern const tpu_lowering_t tpu_lowerings_grid_ctc[];
+extern const tpu_lowering_t tpu_lowerings_foreach[];
 
 #endif /* TPURT_LOWER_H_ */

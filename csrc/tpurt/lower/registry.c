@@ -18,14 +18,14 @@ static const tpu_lowering_t* const kTables[] = {
   tpu_lowerings_eltwise, tpu_lowerings_reduce, tpu_lowerings_matmul, tpu_lowerings_nn,
   tpu_lowerings_index, tpu_lowerings_factory, tpu_lowerings_shape, tpu_lowerings_optim,
   tpu_lowerings_conv, tpu_lowerings_norm_pool, tpu_lowerings_attention, tpu_lowerings_misc,
-  tpu_lowerings_linalg, tpu_lowerings_special, tpu_lowerings_grid_ctc,
+  tpu_lowerings_linalg, tpu_lowerings_special, tpu_lowerings_grid_ctc, tpu_lowerings_foreach,
 };
 #define NSLOTS 4096
 /* uses_precision (atomic, sticky): set once a graph of this lowering had a DOT or a
  * convolution; only then does an op read the matmul precision (a query into PyTorch that
  * costs more than the rest of a tiny op's key) and put it in the cache key. */
-/* list_op (set with the table): 0 = not a per-tensor list op, 1 = aten::_foreach_ and aten::_fused_ ops, 2 = GradScaler's
- * unscale (a list plus one trailing found_inf output); see list_split_plan. */
+/* list_op (set with the table): 0 = not a per-tensor list op, 1 = aten::_fused_ ops, 2 = GradScaler's
+ * unscale (a list plus one trailing found_inf output), 3 = aten::_foreach_ ops; see list_split_plan. */
 struct tpu_op_s { const tpu_lowering_t* l; int uses_precision; int list_op; };
 static struct tpu_op_s g_slots[NSLOTS];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -44,7 +44,7 @@ static void build_table(void) {
         if (!*s) {
           *s = l;
           g_slots[(h + k) % NSLOTS].list_op = !strcmp(l->name, "aten::_amp_foreach_non_finite_check_and_unscale_") ? 2
-              : !strncmp(l->name, "aten::_foreach_", 15) || !strncmp(l->name, "aten::_fused_", 13);
+              : !strncmp(l->name, "aten::_foreach_", 15) ? 3 : !strncmp(l->name, "aten::_fused_", 13);
           break;
         }
         if (!strcmp((*s)->name, l->name)) break; /* first registration wins */
@@ -63,6 +63,10 @@ const tpu_op_t* tpu_op_find(const char* name) {
   return NULL;
 }
 const char* tpu_op_name(const tpu_op_t* op) { return op ? op->l->name : NULL; }
+const tpu_lowering_t* tpu_lower_find(const char* op_name) {
+  const tpu_op_t* op = tpu_op_find(op_name);
+  return op ? op->l : NULL;
+}
 bool tpu_op_supported(const char* op_name) { return tpu_op_find(op_name) != NULL; }
 
 /* DOTs, convolutions and their backward custom ops carry the precision (tpu_ir_op_t.prec) */
@@ -342,17 +346,22 @@ static int list_split_plan(int list_op, const tpu_arg_t* args, int nargs, int no
   int tail = list_op == 2;
   nouts -= tail;
   int64_t n = 0;
-  int nlists = 0;
+  int nlists = 0, nscalar_lists = 0;
   for (int i = 0; i < nargs; ++i) {
     if (args[i].kind != TPU_ARG_TENSOR_LIST || args[i].len == 0) continue;
     if (n && args[i].len != n) return 0;
     n = args[i].len; nlists++;
   }
+  for (int i = 0; i < nargs; ++i) nscalar_lists += args[i].kind == TPU_ARG_DOUBLE_LIST && args[i].len == n;
   if (n <= 1 || nouts % n) return 0;
   int64_t per_out = nouts / n;
-  int64_t chunk = per_out ? (TPU_IR_MAX_OUTPUTS - tail) / per_out : n;
-  int64_t by_in = (TPU_LOWER_MAX_PARAMS - 8) / (nlists + 1);
+  /* _foreach_ lowerings (foreach.c) bind any number of outputs and read each list once;
+   * the fused optimizers keep per-call arrays of TPU_IR_MAX_OUTPUTS */
+  int64_t max_out = list_op == 3 ? TPU_LOWER_MAX_PARAMS : TPU_IR_MAX_OUTPUTS;
+  int64_t chunk = per_out ? (max_out - tail) / per_out : n;
+  int64_t by_in = (TPU_LOWER_MAX_PARAMS - 8) / (nlists + (list_op != 3));
   if (by_in < chunk) chunk = by_in;
+  if (nscalar_lists && (TPU_LOWER_MAX_SCALARS - 8) / nscalar_lists < chunk) chunk = (TPU_LOWER_MAX_SCALARS - 8) / nscalar_lists;
   if (chunk < 1) chunk = 1;
   if (n <= chunk) return 0;
   *out_n = n; *out_chunk = chunk; *out_tail = tail;
