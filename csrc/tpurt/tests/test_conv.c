@@ -179,8 +179,8 @@ static void test_kernels_gk(void) {
     int64_t xs[4] = {N, G * Cg}, ws[4] = {G * Og, Cg}, ys[4] = {N, G * Og};
     for (int d = 0; d < nsp; ++d) { xs[2 + d] = S[d]; ws[2 + d] = K[d]; ys[2 + d] = Q[d]; }
     int rank = nsp + 2, idt = it % 3 == 2 ? TPU_DTYPE_BF16 : TPU_DTYPE_F32;
-    for (int kind = 0; kind < 3; kind += 2) {
-      const int64_t *as = xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : ws;
+    for (int kind = 0; kind < 3; ++kind) {
+      const int64_t *as = kind == 1 ? ys : xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : kind == 1 ? xs : ws;
       int la = irand(0, 2), lb = irand(0, 2), lo = irand(0, 2);
       hview_t a = hview(idt, rank, as, la), b = hview(idt, rank, bs, lb);
       hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);

@@ -635,6 +635,192 @@ done:
   return st;
 }
 
+/* ---- backward-input at stride > 1 on the gk kernel, in gather form by phases. Per dim, input
+ * position i receives tap k from output q = (i + pd - k dl) / st where that divides: with the phase
+ * r = (i + pd) mod st, exactly the taps with k dl = r (mod st) contribute, at q = base(i) - m(k),
+ * base = (i + pd - r) / st, m = (k dl - r) / st >= 0. So the positions of one phase class (r per
+ * dim) form a dense sub-problem: gx[n, c, i] = sum over (k in class, o) of
+ * gyT[row(n, base(i)) - shift(k), o] w[o, c, k], with gy copied channels-last into a grid padded by
+ * max m below and up to the largest base above (zero rows where q leaves [0, Q)). Rows are 8
+ * positions of a class, lane groups 16 input channels of the class's packed weight (kk, o, Cp);
+ * a class without taps writes zeros (kc = 0). No col2im scatter, no positions that receive nothing. */
+typedef struct {
+  const conv_geo_t* g;
+  int64_t Pl[3], Qp[3], Lq, Cpg, ng, ncb;
+  float *yT, *wp;
+  int64_t ncls;
+  int64_t *ckc, *coff, *cwp; /* per class: reduction length, first aoff/boff entry, weight pack offset */
+  int64_t *aoff, *boff, *ash, *rw, *tiles; /* tiles: (class, first row entry) per row block */
+  int64_t nrb;
+} conv_bi_job_t;
+
+static void bi_yt_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_bi_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t O = g->O;
+  for (int64_t n = begin; n < end; ++n) {
+    float* d = J->yT + n * J->Lq * O;
+    memset(d, 0, (size_t)(J->Lq * O) * sizeof(float));
+    for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+      for (int64_t q1 = 0; q1 < g->Q[1]; ++q1) {
+        float* dr = d + (((q0 + J->Pl[0]) * J->Qp[1] + q1 + J->Pl[1]) * J->Qp[2] + J->Pl[2]) * O;
+        const int64_t so = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
+        if (g->ys[1] == 1) {
+          for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) ldrun_f32(dr + q2 * O, g->yd, so + q2 * g->ys[4], 1, O, g->ydt);
+        } else if (g->ydt == TPU_DTYPE_F32) {
+          const float* yf = (const float*)(const void*)g->yd + so;
+          for (int64_t o = 0; o < O; ++o)
+            for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) dr[q2 * O + o] = yf[o * g->ys[1] + q2 * g->ys[4]];
+        } else {
+          for (int64_t o = 0; o < O; ++o)
+            for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) dr[q2 * O + o] = ld1_f32(g->yd, so + o * g->ys[1] + q2 * g->ys[4], g->ydt);
+        }
+      }
+  }
+}
+
+static void bi_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_bi_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  float tile[GK_MR * 48];
+  float* xd = (float*)(void*)g->xd;
+  const int64_t ncb = J->ncb;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t cb = t % ncb, grp = (t / ncb) % g->G, b = t / (ncb * g->G);
+    const int64_t cls = J->tiles[2 * b], r0 = J->tiles[2 * b + 1], kc = J->ckc[cls];
+    tpu_host_conv_gk_avx512((int)J->ng, kc, J->yT + grp * g->Og, J->aoff + J->coff[cls], J->ash + r0,
+                            J->wp + J->cwp[cls] + grp * kc * J->Cpg, J->boff + J->coff[cls], (const int64_t[]){
+                                cb * J->ng * 16, (cb * J->ng + 1) * 16, (cb * J->ng + 2) * 16}, tile, 0);
+    for (int64_t i = 0; i < GK_MR; ++i) {
+      const int64_t xo = J->rw[r0 + i];
+      if (xo < 0) continue;
+      for (int64_t j = 0; j < J->ng; ++j) {
+        const int64_t c0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Cg - c0);
+        float* xr = xd + xo + (grp * g->Cg + c0) * g->xs[1];
+        const float* tr = tile + i * 48 + j * 16;
+        for (int64_t l = 0; l < nl; ++l) xr[l * g->xs[1]] = tr[l];
+      }
+    }
+  }
+}
+
+static int conv_bi_ok(const conv_geo_t* g, int force) {
+  if (!g_gk || !g_direct || g->xdt != TPU_DTYPE_F32) return 0; /* gx (the result) f32 */
+  if (!conv_f32_operand(g->wdt) || !conv_f32_operand(g->ydt)) return 0;
+  if (g->prec != TPU_IR_PRECISION_HIGHEST &&
+      !(g->prec == TPU_IR_PRECISION_DEFAULT && g->ydt == TPU_DTYPE_BF16 && g->wdt == TPU_DTYPE_BF16))
+    return 0;
+  if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
+  if (g->N * g->P == 0 || g->KcG == 0) return 0;
+  if (g_gk == 2 || force) return 1;
+  const int64_t c16 = (g->Cg + 15) / 16;
+  const int ng = gk_pick_ng(c16);
+  if ((double)g->Cg < 0.45 * (double)((c16 + ng - 1) / ng * ng * 16)) return 0;
+  return g->Og >= 4;
+}
+
+static tpu_status_t conv_bi_run(const conv_geo_t* g) {
+  conv_bi_job_t J = {.g = g};
+  tpu_status_t st = TPU_OK;
+  int64_t nph[3], ncls = 1;
+  for (int d = 0; d < 3; ++d) {
+    nph[d] = g->st[d];
+    ncls *= nph[d];
+    J.Pl[d] = (g->K[d] - 1) * g->dl[d] / g->st[d];
+    J.Qp[d] = J.Pl[d] + TPU_MAX(g->Q[d], (g->S[d] - 1 + g->pd[d]) / g->st[d] + 1);
+  }
+  J.Lq = J.Qp[0] * J.Qp[1] * J.Qp[2];
+  const int64_t c16 = (g->Cg + 15) / 16;
+  J.ng = gk_pick_ng(c16);
+  J.ncb = (c16 + J.ng - 1) / J.ng;
+  J.Cpg = J.ncb * J.ng * 16;
+  J.ncls = ncls;
+  /* positions per class: product over dims of the count of i in [0, S) with (i + pd) % st == r */
+  int64_t rows_total = 0;
+  J.ckc = conv_alloc((size_t)(3 * ncls + 1) * sizeof(int64_t));
+  if (!J.ckc) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+  J.coff = J.ckc + ncls; J.cwp = J.coff + ncls;
+  int64_t* crow = conv_alloc((size_t)(ncls + 1) * sizeof(int64_t)); /* first row entry of each class */
+  J.yT = conv_alloc((size_t)(g->N * J.Lq * g->O) * sizeof(float));
+  J.wp = conv_alloc((size_t)(g->G * g->KK * g->Og * J.Cpg) * sizeof(float));
+  if (!crow || !J.yT || !J.wp) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+  int64_t ktot = 0, wtot = 0;
+  for (int64_t cls = 0; cls < ncls; ++cls) {
+    int64_t r[3] = {cls / (nph[1] * nph[2]), (cls / nph[2]) % nph[1], cls % nph[2]}, npos = g->N, ntap = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t cnt = 0, kt = 0;
+      for (int64_t i = 0; i < g->S[d]; ++i) cnt += (i + g->pd[d]) % g->st[d] == r[d];
+      for (int64_t k = 0; k < g->K[d]; ++k) kt += (k * g->dl[d]) % g->st[d] == r[d];
+      npos *= cnt; ntap *= kt;
+    }
+    crow[cls] = rows_total;
+    rows_total += (npos + GK_MR - 1) / GK_MR * GK_MR;
+    J.ckc[cls] = ntap * g->Og;
+    J.coff[cls] = ktot;
+    J.cwp[cls] = wtot;
+    ktot += ntap * g->Og;
+    wtot += g->G * ntap * g->Og * J.Cpg;
+  }
+  crow[ncls] = rows_total;
+  J.nrb = rows_total / GK_MR;
+  J.aoff = conv_alloc((size_t)(2 * ktot + 2 * rows_total + 2 * J.nrb + 1) * sizeof(int64_t));
+  if (!J.aoff) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+  J.boff = J.aoff + ktot; J.ash = J.boff + ktot; J.rw = J.ash + rows_total; J.tiles = J.rw + rows_total;
+  tpu_pool_parallel_for(g->N, 1, bi_yt_worker, &J);
+  for (int64_t cls = 0; cls < ncls; ++cls) {
+    int64_t r[3] = {cls / (nph[1] * nph[2]), (cls / nph[2]) % nph[1], cls % nph[2]};
+    /* taps of the class (in kk order), their shift and packed weights */
+    int64_t p = J.coff[cls], kidx = 0;
+    for (int64_t kk = 0; kk < g->KK; ++kk) {
+      int64_t k[3] = {kk / (g->K[1] * g->K[2]), (kk / g->K[2]) % g->K[1], kk % g->K[2]}, m[3];
+      int ok = 1;
+      for (int d = 0; d < 3; ++d) {
+        ok &= (k[d] * g->dl[d]) % g->st[d] == r[d];
+        m[d] = (k[d] * g->dl[d] - r[d]) / g->st[d];
+      }
+      if (!ok) continue;
+      const int64_t sh = ((m[0] * J.Qp[1] + m[1]) * J.Qp[2] + m[2]) * g->O, wo = gk_woff(g, kk);
+      for (int64_t o = 0; o < g->Og; ++o, ++p) {
+        J.aoff[p] = o - sh;
+        J.boff[p] = (p - J.coff[cls]) * J.Cpg;
+      }
+      for (int64_t grp = 0; grp < g->G; ++grp)
+        for (int64_t o = 0; o < g->Og; ++o) {
+          float* d = J.wp + J.cwp[cls] + (grp * J.ckc[cls] + kidx * g->Og + o) * J.Cpg;
+          const int64_t wb = (grp * g->Og + o) * g->ws[0] + wo;
+          for (int64_t c = 0; c < J.Cpg; ++c) d[c] = c < g->Cg ? ld1_f32(g->wd, wb + c * g->ws[1], g->wdt) : 0.0f;
+        }
+      ++kidx;
+    }
+    /* rows: positions of the class, sample-major */
+    int64_t e = crow[cls];
+    for (int64_t n = 0; n < g->N; ++n)
+      for (int64_t i0 = 0; i0 < g->S[0]; ++i0) {
+        if ((i0 + g->pd[0]) % g->st[0] != r[0]) continue;
+        for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
+          if ((i1 + g->pd[1]) % g->st[1] != r[1]) continue;
+          for (int64_t i2 = 0; i2 < g->S[2]; ++i2) {
+            if ((i2 + g->pd[2]) % g->st[2] != r[2]) continue;
+            const int64_t b0 = (i0 + g->pd[0] - r[0]) / g->st[0] + J.Pl[0], b1 = (i1 + g->pd[1] - r[1]) / g->st[1] + J.Pl[1],
+                          b2 = (i2 + g->pd[2] - r[2]) / g->st[2] + J.Pl[2];
+            J.ash[e] = (n * J.Lq + (b0 * J.Qp[1] + b1) * J.Qp[2] + b2) * g->O;
+            J.rw[e] = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4];
+            ++e;
+          }
+        }
+      }
+    for (; e < crow[cls + 1]; ++e) { J.ash[e] = 0; J.rw[e] = -1; }
+    for (int64_t r0 = crow[cls]; r0 < crow[cls + 1]; r0 += GK_MR) {
+      J.tiles[2 * (r0 / GK_MR)] = cls;
+      J.tiles[2 * (r0 / GK_MR) + 1] = r0;
+    }
+  }
+  tpu_pool_parallel_for(J.nrb * g->G * J.ncb, 1, bi_worker, &J);
+done:
+  conv_free(J.ckc); conv_free(crow); conv_free(J.yT); conv_free(J.wp); conv_free(J.aoff);
+  return st;
+}
+
 static int64_t view_numel(const tpu_host_view_t* v) {
   int64_t n = 1;
   for (int d = 0; d < v->rank; ++d) n *= v->sizes[d];
@@ -683,6 +869,7 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
       return tpu_host_conv_run_prec(TPU_HOST_CONV_FWD, nsp, stride, pd2, dilation, 1, precision, a, &wv, out);
     }
   }
+  if (dt == TPU_DTYPE_F32 && kind == TPU_HOST_CONV_BWD_INPUT && conv_bi_ok(&g, 0)) return conv_bi_run(&g);
   if (dt == TPU_DTYPE_F32 && conv_direct_ok(kind, &g)) return conv_direct_run(&g);
   conv_gk_job_t gk;
   if (dt == TPU_DTYPE_F32 && conv_gk_plan(kind, &g, &gk)) return conv_gk_run(kind, &gk);
