@@ -420,3 +420,18 @@ def test_optimizer_foreach_in_fused_eager(name):
     assert torch_tpu.metrics()["traced_ops"] > 0
     for a, b in zip(got, exp):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_integer_lists_and_integer_scalar_lists():
+    """All-integral Scalar[] (passed as int values, part of the cache key) on int and float lists."""
+    gen = torch.Generator().manual_seed(22)
+    a = [torch.randint(-9, 9, s, generator=gen) for s in [(5,), (2, 3), ()]]
+    da = [t.to(DEV) for t in a]
+    for scalars in ([2, -3, 4], [5, 1, 0]):
+        check(torch._foreach_mul(da, scalars), torch._foreach_mul(a, scalars))
+        check(torch._foreach_add(da, scalars), torch._foreach_add(a, scalars))
+    check(torch._foreach_sub(da, 7), torch._foreach_sub(a, 7))
+    check(torch._foreach_abs(da), torch._foreach_abs(a))
+    f, df = make_list(23, n=3)
+    check(torch._foreach_mul(df, [2, -3, 4]), torch._foreach_mul(f, [2, -3, 4]))
+    check(torch._foreach_div(df, [2, -3, 4]), torch._foreach_div(f, [2, -3, 4]))

@@ -1,6 +1,6 @@
 """torch.optim on tpu parameters vs the same optimizer on CPU: SGD (momentum, nesterov,
 weight_decay), Adam (amsgrad, maximize), AdamW in the three implementations — foreach (the
-default on tpu: _foreach_* ops decompose into per-tensor ops), fused=True (_fused_sgd_,
+default on tpu: each _foreach_* op is one graph, lower/foreach.c), fused=True (_fused_sgd_,
 _fused_adam_, _fused_adamw_ lowered in lower/optim.c) and foreach=False — for 5 steps from
 identical parameters and gradients; plus grad_scale / found_inf, Tensor lr, bf16, and
 clip_grad_norm_."""
