@@ -1025,8 +1025,24 @@ c10::ScalarType from_tpu_dtype(int32_t dt) {
 
 // tpu_op_infer's shapes (contiguous) for Tensor returns, fresh or out=. False if
 // the runtime has no rule (or a Tensor[] return needs one).
+// True when the meta re-dispatch failed for want of a meta kernel (NotImplementedError), not
+// because the arguments are bad (whose error is PyTorch's own message, to be raised as is).
+bool meta_is_missing(const std::exception_ptr& e) {
+  if (!e) return true;
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::NotImplementedError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// False when tpu_op_infer does not handle the op or these arguments; its reason, if any, goes
+// to *unsupported (e.g. "aten::unique_consecutive: dim"), which names the argument better than
+// a meta function that does not exist.
 bool apply_infer(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const Marshalled& m, c10::DeviceIndex device,
-                 Results& fresh) {
+                 Results& fresh, std::string* unsupported) {
   for (const RetInfo& r : info.rets) {
     if (r.tag == R_TENSOR_LIST) return false;
   }
@@ -1037,6 +1053,7 @@ bool apply_infer(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const Mars
                                  &nouts);
   if (st != TPU_OK) {
     if (tpu_status_code(st) == TPU_STATUS_UNSUPPORTED) {
+      *unsupported = tpu_status_message(st);
       tpu_status_free(st);
       return false;
     }
@@ -1194,13 +1211,18 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
   Marshalled m;
   marshal(info, args, arena, m);
   if (C10_UNLIKELY(need_infer)) {
-    if (apply_infer(info, args, m, device, fresh)) {
+    std::string unsupported;
+    if (apply_infer(info, args, m, device, fresh, &unsupported)) {
       arena.reset();
       marshal(info, args, arena, m);  // out= tensors may have been resized
     } else if (!info.needs_meta && meta_error && !is_data_dependent_error(meta_error)) {
       std::rethrow_exception(meta_error);  // e.g. arange(0, 5, 0, out=...): the meta function's error
     } else if (info.needs_meta) {
       if (!cpu_fallback_enabled()) {
+        if (!unsupported.empty() && meta_is_missing(meta_error)) {  // no meta kernel: say what infer lacks
+          C10_THROW_ERROR(NotImplementedError, unsupported + " is not supported on tpu. As a temporary, slow fix, set "
+                                                     "TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU.");
+        }
         if (meta_error) std::rethrow_exception(meta_error);
         run_meta(op, info, args);  // a cached failure: raise the meta function's error again
         C10_THROW_ERROR(Error, "torch_tpu: cannot compute the output shapes of " + info.name);
@@ -1307,10 +1329,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // native_batch_norm over a [1, M, N] view; convolution_overrideable's default kernel
 // throws; silu_backward / mish_backward's CompositeImplicitAutograd math kernels run as
 // 5-6 separate ops, each with a full-size temporary — a UNet step's peak memory was 1.3x
-// CPU's): the same boxed kernel, registered by name.
+// CPU's; native_group_norm's math_group_norm views a channels_last input as [1, N*G, -1],
+// which throws, and runs batch_norm + mul + add with full-size temporaries): the same boxed
+// kernel, registered by name.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {"native_layer_norm", "convolution_overrideable", "convolution_backward_overrideable",
-                           "silu_backward", "mish_backward",
+                           "silu_backward", "mish_backward", "native_group_norm",
                            "_scaled_dot_product_fused_attention_overrideable",
                            "_scaled_dot_product_fused_attention_overrideable_backward"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

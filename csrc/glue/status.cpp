@@ -25,6 +25,8 @@ void throw_status(tpu_status_t status, const char* context) {
       C10_THROW_ERROR(OutOfMemoryError, msg);
     case TPU_STATUS_UNSUPPORTED:
       C10_THROW_ERROR(NotImplementedError, msg);
+    case TPU_STATUS_LINALG_ERROR:  // a subclass of RuntimeError, as CPU raises it
+      C10_THROW_ERROR(LinAlgError, msg);
     case TPU_STATUS_INTERNAL:
       C10_THROW_ERROR(Error, "internal error in libtpurt (please report): " + msg);
     case TPU_STATUS_INVALID_ARGUMENT:

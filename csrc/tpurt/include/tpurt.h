@@ -47,6 +47,8 @@ typedef enum tpu_status_code_e {
   TPU_STATUS_OUT_OF_MEMORY,     /* device memory exhausted: torch.OutOfMemoryError */
   TPU_STATUS_UNSUPPORTED,       /* op/dtype/argument not implemented: NotImplementedError */
   TPU_STATUS_INTERNAL,          /* a bug in libtpurt */
+  TPU_STATUS_LINALG_ERROR,      /* a matrix the algorithm cannot factor (not positive-definite,
+                                   non-finite input): torch.linalg.LinAlgError */
   TPU_STATUS_CODE_COUNT
 } tpu_status_code_t;
 

@@ -59,7 +59,9 @@ typedef enum tpu_ir_opcode_e {
   TPU_IR_REDUCE,      /* i0 = tpu_ir_monoid_t; a[0][d] = 1 to reduce dim d (result drops them) */
   TPU_IR_ARGREDUCE,   /* i0 = 0 argmax / 1 argmin, i1 = dim; result i64, dim dropped */
   TPU_IR_CUMULATIVE,  /* i0 = monoid (sum/prod/max/min), i1 = dim */
-  TPU_IR_GATHER,      /* torch.gather: (x, index i64); i0 = dim; result shape = index shape */
+  TPU_IR_GATHER,      /* torch.gather: (x, index i64); i0 = dim; result shape = index shape;
+                         i1 = 1: negative indices are an error (torch.gather, scatter, index_add) instead
+                         of wrapping (advanced indexing, take) */
   TPU_IR_INDEX_SELECT,/* (x, index i64 rank-1); i0 = dim; i1 = 1: ids outside [0, size) are an error (no wrap) */
   TPU_IR_SCATTER,     /* (x, index, src): torch scatter along i0 = dim; i1 = 0 replace / 1 add /
                          2 multiply / 3 max / 4 min (max/min propagate NaN) */

@@ -164,7 +164,12 @@ static int rebuild(tpu_ir_graph_t* g, const tpu_ir_op_t* want, const int32_t* in
     case TPU_IR_CUMULATIVE:
       NEED(n == 1 && i0 >= 0 && i0 < TPU_IR_MONOID_COUNT && small1);
       return tpu_ir_cumulative(g, (int)i0, in[0], (int)i1);
-    case TPU_IR_GATHER: NEED(n == 2 && small0); return tpu_ir_gather(g, in[0], in[1], (int)i0);
+    case TPU_IR_GATHER: { /* i1 = 1: negative indices are an error (no wrap) */
+      NEED(n == 2 && small0 && (i1 == 0 || i1 == 1));
+      int v = tpu_ir_gather(g, in[0], in[1], (int)i0);
+      if (v >= 0) g->ops[v].i1 = i1;
+      return v;
+    }
     case TPU_IR_INDEX_SELECT: { /* i1 = 1: embedding_bag's range check (no negative wrap) */
       NEED(n == 2 && small0 && (i1 == 0 || i1 == 1));
       int v = tpu_ir_index_select(g, in[0], in[1], (int)i0);

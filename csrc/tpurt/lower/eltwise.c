@@ -624,6 +624,20 @@ static tpu_status_t lower_hypot(tpu_lower_ctx_t* cx) {
   int inf = tpu_ir_binary(G, TPU_IR_OR, tpu_ir_unary(G, TPU_IR_IS_INF, a), tpu_ir_unary(G, TPU_IR_IS_INF, b));
   return lw_output(cx, 0, tpu_ir_select(G, inf, lw_const_like(cx, INFINITY, r), r));
 }
+/* fmax / fmin: maximum / minimum that ignore a NaN operand (NaN only where both are NaN). */
+static tpu_status_t fminmax(tpu_lower_ctx_t* cx, int opcode) {
+  int idx[2] = {0, 1};
+  int dt = tpu_opmath_dtype(lw_result_type(cx, 2, idx));
+  const tpu_tensor_t* o = &cx->outs[0];
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
+  int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int r = tpu_ir_binary(G, opcode, a, b);
+  if (tpu_dtype_is_floating(dt))
+    r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_NE, a, a), b, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_NE, b, b), a, r));
+  return lw_output(cx, 0, r);
+}
+static tpu_status_t lower_fmax(tpu_lower_ctx_t* cx) { return fminmax(cx, TPU_IR_MAX); }
+static tpu_status_t lower_fmin(tpu_lower_ctx_t* cx) { return fminmax(cx, TPU_IR_MIN); }
 static tpu_status_t lower_heaviside(tpu_lower_ctx_t* cx) { /* (self, values) */
   if (lw_dtype_of(cx, 0) != lw_dtype_of(cx, 1))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "heaviside is not yet implemented for tensors with different dtypes");
@@ -767,6 +781,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::logaddexp.out", lower_logaddexp}, {"aten::logaddexp", lower_logaddexp},
   {"aten::logaddexp2.out", lower_logaddexp2}, {"aten::logaddexp2", lower_logaddexp2},
   {"aten::equal", lower_equal},
+  {"aten::fmax.out", lower_fmax}, {"aten::fmin.out", lower_fmin},
   {"aten::copysign.out", lower_copysign}, {"aten::copysign.Scalar_out", lower_copysign},
   {"aten::hypot.out", lower_hypot}, {"aten::heaviside.out", lower_heaviside}, {"aten::sinc.out", lower_sinc},
   {"aten::softshrink.out", lower_softshrink}, {"aten::softshrink_backward.grad_input", lower_softshrink_backward},

@@ -51,7 +51,7 @@ static int reshape1(tpu_lower_ctx_t* cx, int v, int64_t n) { return tpu_ir_resha
 /* idx (i64, any shape) checked against [-size, size) and wrapped to [0, size); an
  * out-of-range index fails at run time with "index i is out of bounds for
  * dimension j with size s". */
-static int norm_index(tpu_lower_ctx_t* cx, int idx, int64_t size, int j) {
+static int norm_index_ex(tpu_lower_ctx_t* cx, int idx, int64_t size, int j, int strict) {
   if (idx < 0) return -1;
   tpu_ir_type_t ti = ty(cx, idx);
   int64_t dims[TPU_MAX_DIMS];
@@ -61,8 +61,11 @@ static int norm_index(tpu_lower_ctx_t* cx, int idx, int64_t size, int j) {
   int r = tpu_ir_reshape(G, idx, j + 1, dims);
   dims[j] = size;
   int io = tpu_ir_iota(G, I64, j + 1, dims, j);
-  return tpu_ir_reshape(G, tpu_ir_gather(G, io, r, j), ti.rank, ti.dims);
+  int gt = tpu_ir_gather(G, io, r, j);
+  if (strict && gt >= 0) G->ops[gt].i1 = 1; /* negative indices are an error, as PyTorch's gather/scatter */
+  return tpu_ir_reshape(G, gt, ti.rank, ti.dims);
 }
+static int norm_index(tpu_lower_ctx_t* cx, int idx, int64_t size, int j) { return norm_index_ex(cx, idx, size, j, 0); }
 
 /* Positions of the true elements of a flat bool mask [m]: p = cumsum - 1 where
  * true, `dump` where false (i64 [m]). *out_count (optional) = number of trues ([1]). */
@@ -533,7 +536,9 @@ static tpu_status_t lower_gather(tpu_lower_ctx_t* cx) {
   if (tpu_numel(o->ndim, o->sizes) == 0) return lw_output(cx, 0, lw_const(cx, 0, o->dtype, 0, NULL));
   int r = xr > lw_rank_of(cx, 2) ? xr : lw_rank_of(cx, 2);
   int x = as_rank(cx, lw_input(cx, 0, -1), r), idx = as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r);
-  return lw_output(cx, 0, tpu_ir_gather(G, x, idx, dim));
+  int v = tpu_ir_gather(G, x, idx, dim);
+  if (v >= 0) G->ops[v].i1 = 1; /* torch.gather rejects negative indices */
+  return lw_output(cx, 0, v);
 }
 
 /* ---- scatter family: out = self with src (or value) written/reduced at index */
@@ -550,7 +555,8 @@ static tpu_status_t scatter_common(tpu_lower_ctx_t* cx, int src_i, int mode, con
   memcpy(ti.dims, lw_sizes_of(cx, 2), sizeof(ti.dims));
   if (tnumel(&ti) == 0) return lw_output(cx, 0, x);
   int r = xr > ti.rank ? xr : ti.rank;
-  int idx = as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r);
+  /* PyTorch's scatter rejects negative indices: range-checked through a no-wrap gather */
+  int idx = norm_index_ex(cx, as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r), xr ? lw_sizes_of(cx, 0)[dim] : 1, dim, 1);
   ti = ty(cx, idx);
   int src;
   if (lw_is_scalar_arg(cx, src_i)) src = splat(cx, lw_scalar(cx, src_i, xdt), &ti);
@@ -633,7 +639,7 @@ static tpu_status_t lower_scatter_reduce_two(tpu_lower_ctx_t* cx) {
   if (tnumel(&ti) == 0) return lw_output(cx, 0, x);
   int r = xr > ti.rank ? xr : ti.rank;
   x = as_rank(cx, x, r);
-  int idx = as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r);
+  int idx = norm_index_ex(cx, as_rank(cx, lw_input(cx, 2, TPU_DTYPE_I64), r), xr ? lw_sizes_of(cx, 0)[dim] : 1, dim, 1);
   ti = ty(cx, idx);
   int src = as_rank(cx, lw_input(cx, 3, -1), r);
   tpu_ir_type_t ts = ty(cx, src);
@@ -674,7 +680,7 @@ static tpu_status_t lower_index_reduce(tpu_lower_ctx_t* cx) {
   x = as_rank(cx, x, r);
   int64_t id[TPU_MAX_DIMS];
   for (int d = 0; d < r; ++d) id[d] = d == dim ? n : 1;
-  int idx = norm_index(cx, reshape1(cx, lw_input(cx, 2, I64), n), xd[dim], dim);
+  int idx = norm_index_ex(cx, reshape1(cx, lw_input(cx, 2, I64), n), xd[dim], dim, 1);
   idx = tpu_ir_broadcast(G, tpu_ir_reshape(G, idx, r, id), r, sd, NULL);
   int src = tpu_ir_reshape(G, lw_input(cx, 3, -1), r, sd);
   int res = scatter_reduce_core(cx, x, idx, src, dim, mode, mean, (int)lw_int(cx, 5, 1));
@@ -745,7 +751,7 @@ static tpu_status_t index_along(tpu_lower_ctx_t* cx, int dim_i, int idx_i, int s
       return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).", lw_rank_of(cx, src_i));
     v = tpu_ir_broadcast(G, lw_input(cx, src_i, xdt), r, vd, NULL);
   }
-  int idx = norm_index(cx, reshape1(cx, lw_input(cx, idx_i, I64), n), xd[dim], dim);
+  int idx = norm_index_ex(cx, reshape1(cx, lw_input(cx, idx_i, I64), n), xd[dim], dim, !fill); /* index_fill wraps */
   int64_t zero = 0;
   int res = tpu_ir_index_put(G, tpu_ir_transpose(G, x, perm), v, 1, &idx, &zero, acc);
   res = tpu_ir_transpose(G, res, inv);

@@ -165,7 +165,7 @@ tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args
     if (max_outs < 3) return TPU_ERR(INVALID_ARGUMENT, "%s: needs 3 output records", op_name);
     const tpu_tensor_t* x = tensor_arg(args, nargs, 0);
     if (!x) return TPU_ERR(INVALID_ARGUMENT, "%s: expected a tensor", op_name);
-    if (consec && nargs > 3 && args[3].kind != TPU_ARG_NONE) return TPU_ERR(UNSUPPORTED, "%s: dim", op_name);
+    if (consec && nargs > 3 && args[3].kind != TPU_ARG_NONE) return TPU_ERR(UNSUPPORTED, "%s: the dim argument", op_name);
     int a0 = consec ? 1 : 2;
     int inv = nargs > a0 && args[a0].i, cnt = nargs > a0 + 1 && args[a0 + 1].i;
     int64_t m = tpu_numel(x->ndim, x->sizes), n = 0, zero = 0;

@@ -45,7 +45,7 @@ void tpu_status_free(tpu_status_t status) {
 }
 
 static const char* const k_code_names[] = {
-    "OK", "INVALID_ARGUMENT", "TYPE_ERROR", "INDEX_ERROR", "OUT_OF_MEMORY", "UNSUPPORTED", "INTERNAL",
+    "OK", "INVALID_ARGUMENT", "TYPE_ERROR", "INDEX_ERROR", "OUT_OF_MEMORY", "UNSUPPORTED", "INTERNAL", "LINALG_ERROR",
 };
 _Static_assert(sizeof(k_code_names) / sizeof(k_code_names[0]) == TPU_STATUS_CODE_COUNT,
                "k_code_names out of sync with tpu_status_code_t");

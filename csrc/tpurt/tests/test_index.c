@@ -293,8 +293,61 @@ static void test_cat_arange_random(void) {
   drop(&da); drop(&db); drop(&out); drop(&ar); drop(&rd);
 }
 
+/* Negative and too-large indices where PyTorch rejects them (gather, scatter, scatter_add,
+ * index_add, index_copy): INDEX_ERROR naming the index as given, at sync, nothing written out of
+ * bounds (ASan), the queue usable after; index_fill and take wrap negatives as PyTorch. */
+static void test_index_bounds(void) {
+  float x[12]; for (int i = 0; i < 12; ++i) x[i] = (float)i;             /* (3, 4) */
+  float ones[12]; for (int i = 0; i < 12; ++i) ones[i] = 1.0f;
+  dev_t_ dx = upload(TPU_DTYPE_F32, 2, (int64_t[]){3, 4}, x), dsrc = upload(TPU_DTYPE_F32, 2, (int64_t[]){3, 4}, ones);
+  dev_t_ out = upload(TPU_DTYPE_F32, 2, (int64_t[]){3, 4}, NULL);
+  const int64_t bad[4] = {-1, -4, 4, 1000000};
+  for (int b = 0; b < 4; ++b) {
+    int64_t gi[6] = {0, 1, 2, 3, 1, 0};
+    gi[b + 1] = bad[b];
+    dev_t_ dg = upload(TPU_DTYPE_I64, 2, (int64_t[]){3, 2}, gi), go = upload(TPU_DTYPE_F32, 2, (int64_t[]){3, 2}, NULL);
+    char want[96];
+    snprintf(want, sizeof want, "index %lld is out of bounds for dimension 1 with size 4", (long long)bad[b]);
+    const char* ops[3] = {"aten::gather.out", "aten::scatter.src_out", "aten::scatter_add.out"};
+    for (int k = 0; k < 3; ++k) {
+      tpu_arg_t ga[] = {T(&dx), tpu_arg_int(1), T(&dg), tpu_arg_bool(false), T(&go)};
+      tpu_arg_t sa[] = {T(&dx), tpu_arg_int(1), T(&dg), T(&dsrc), T(&out)};
+      tpu_status_t s = k == 0 ? tpu_op_run(0, ops[k], ga, 5, &go.t, 1) : tpu_op_run(0, ops[k], sa, 5, &out.t, 1);
+      if (s == TPU_OK) s = tpu_rt_synchronize(0);
+      CHECK(tpu_status_code(s) == TPU_STATUS_INDEX_ERROR && strstr(tpu_status_message(s), want), "%s index %lld: %s",
+            ops[k], (long long)bad[b], tpu_status_message(s));
+      tpu_status_free(s);
+    }
+    drop(&dg); drop(&go);
+  }
+  /* index_add / index_copy along dim 0 with index -1: error; index_fill with -1: wraps to row 2 */
+  int64_t ii[1] = {-1};
+  dev_t_ di = upload(TPU_DTYPE_I64, 1, (int64_t[]){1}, ii), drow = upload(TPU_DTYPE_F32, 2, (int64_t[]){1, 4}, ones);
+  tpu_arg_t aa[] = {T(&dx), tpu_arg_int(0), T(&di), T(&drow), tpu_arg_f64(1.0), T(&out)};
+  tpu_status_t s = tpu_op_run(0, "aten::index_add.out", aa, 6, &out.t, 1);
+  if (s == TPU_OK) s = tpu_rt_synchronize(0);
+  CHECK(tpu_status_code(s) == TPU_STATUS_INDEX_ERROR && strstr(tpu_status_message(s), "index -1 is out of bounds for dimension 0 with size 3"),
+        "index_add -1: %s", tpu_status_message(s));
+  tpu_status_free(s);
+  tpu_arg_t ca[] = {T(&dx), tpu_arg_int(0), T(&di), T(&drow), T(&out)};
+  s = tpu_op_run(0, "aten::index_copy.out", ca, 5, &out.t, 1);
+  if (s == TPU_OK) s = tpu_rt_synchronize(0);
+  CHECK(tpu_status_code(s) == TPU_STATUS_INDEX_ERROR, "index_copy -1: %s", tpu_status_message(s));
+  tpu_status_free(s);
+  OK(tpu_rt_memcpy_h2d(0, out.p, x, sizeof x));
+  tpu_arg_t fa[] = {T(&out), tpu_arg_int(0), T(&di), tpu_arg_f64(-7.0)};
+  OK(tpu_op_run(0, "aten::index_fill_.int_Scalar", fa, 4, &out.t, 1));
+  float o[12];
+  download(&out, o);
+  int ok = 1;
+  for (int i = 0; i < 12; ++i) ok &= o[i] == (i >= 8 ? -7.0f : x[i]);
+  CHECK(ok, "index_fill -1 wraps to the last row");
+  drop(&dx); drop(&dsrc); drop(&out); drop(&di); drop(&drow);
+}
+
 int main(void) {
   OK(tpu_rt_init());
+  test_index_bounds();
   test_index_select_gather();
   test_scatter_reduce();
   test_advanced_index();

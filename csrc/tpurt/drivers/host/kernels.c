@@ -720,11 +720,16 @@ tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
     memcpy(at(out, i), at(x, src), es);
   } while (next_index(i, out->sizes, out->rank));
   return TPU_OK;
+  /* i1 = 1: no negative wrap; such an index is reported as PyTorch does (checked first, so a
+   * negative index never reaches check_index's wrap) */
+#define GATHER_NO_WRAP(k) if (op->i1 == 1 && (k) < 0) \
+    return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)(k), dim, (long long)dsize)
 }
 /* The elements of a view (all dims, or all but `skip`) as ONE run: *out_n elements
  * `*out_st` apart. 0 when the dims do not nest (e.g. a transposed block). */
 static int flat_run(const tpu_host_view_t* v, int first, int skip, int64_t* out_n, int64_t* out_st) {
   int64_t n = 1, st = 0, next = 0;
+      GATHER_NO_WRAP(k);
   for (int d = v->rank - 1; d >= first; --d) {
     if (d == skip || v->sizes[d] == 1) continue;
     if (n > 1 && v->strides[d] != next) return 0;
@@ -732,12 +737,14 @@ static int flat_run(const tpu_host_view_t* v, int first, int skip, int64_t* out_
     n *= v->sizes[d];
     next = st * n;
   }
+    GATHER_NO_WRAP(k);
   *out_n = n; *out_st = n > 1 ? st : 1;
   return 1;
 }
 /* dst[r * ds] (+)= src[r * ss], r < n, one dtype; strides in elements. Returns 0 (nothing
  * done) for dtypes without a typed loop. Float adds round once, as PyTorch's kernels. */
 static int run_move(char* dst, int64_t ds, const char* src, int64_t ss, int dt, int64_t n, int acc) {
+#undef GATHER_NO_WRAP
   const int64_t es = (int64_t)tpu_dtype_size(dt);
   if (!acc) {
     if (ds == 1 && ss == 1) memcpy(dst, src, (size_t)(n * es));

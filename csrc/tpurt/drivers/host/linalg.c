@@ -239,7 +239,7 @@ static tpu_status_t la_run(const tpu_ir_op_t* op, int nin, const tpu_host_view_t
   if (e == 3) {
     char where[48] = "";
     if (nb > 0) snprintf(where, sizeof where, ": (Batch element %lld)", (long long)J.err_batch);
-    return TPU_ERR(INVALID_ARGUMENT,
+    return TPU_ERR(LINALG_ERROR,
                    "%s%s: The factorization could not be completed because the input is not positive-definite "
                    "(the leading minor of order %lld is not positive-definite).",
                    op->i1 == 2 ? "cholesky" : "linalg.cholesky_ex", where, (long long)J.err_info);

@@ -342,11 +342,11 @@ static tpu_status_t l2_run(const tpu_ir_op_t* op, int nin, const tpu_host_view_t
   if (nb > 0) snprintf(where, sizeof where, ": (Batch element %lld)", (long long)J.err_batch);
   if (J.err == 1) return TPU_ERR(OUT_OF_MEMORY, "linalg: out of host memory for a workspace");
   if (J.err == 2)
-    return TPU_ERR(INVALID_ARGUMENT, "linalg.svd%s: The algorithm failed to converge because the input matrix "
+    return TPU_ERR(LINALG_ERROR, "linalg.svd%s: The algorithm failed to converge because the input matrix "
                    "contained non-finite values.", where);
   if (J.err == 3)
-    return TPU_ERR(INVALID_ARGUMENT, "linalg.eigh%s: The algorithm failed to converge because the input matrix "
-                   "contained non-finite values.", where);
+    return TPU_ERR(LINALG_ERROR, "linalg.eigh%s: The algorithm failed to converge because the input matrix is "
+                   "ill-conditioned or has too many repeated eigenvalues (it contains non-finite values).", where);
   return TPU_OK;
 }
 
