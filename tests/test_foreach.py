@@ -435,3 +435,22 @@ def test_integer_lists_and_integer_scalar_lists():
     f, df = make_list(23, n=3)
     check(torch._foreach_mul(df, [2, -3, 4]), torch._foreach_mul(f, [2, -3, 4]))
     check(torch._foreach_div(df, [2, -3, 4]), torch._foreach_div(f, [2, -3, 4]))
+
+
+def test_list_of_cpu_scalar_tensors():
+    """A compiled optimizer passes per-tensor scalars as a list of CPU 0-dim tensors (PyTorch's
+    per-tensor ops accept CPU scalars next to device tensors): they act as a Scalar[]."""
+    a, da = make_list(24)
+    s = [torch.tensor(0.25 * (i + 1)) for i in range(len(a))]
+    check(torch._foreach_div(da, s), torch._foreach_div(a, s))
+    torch._foreach_mul_(a, s)
+    before = ops_run()
+    torch._foreach_mul_(da, s)
+    assert ops_run() - before == 1
+    check(da, a)
+    ints = [torch.arange(4), torch.arange(3)]
+    dints = [t.to(DEV) for t in ints]
+    k = [torch.tensor(2), torch.tensor(-3)]
+    check(torch._foreach_mul(dints, k), torch._foreach_mul(ints, k))
+    with pytest.raises(RuntimeError, match="same device"):
+        torch._foreach_mul_(da[:2], [torch.tensor(1.0), torch.ones((), device=DEV)])

@@ -456,7 +456,7 @@ c10::DeviceIndex pick_device(const OpInfo& info, c10::ArrayRef<c10::IValue> args
       case A_TENSOR_LIST:
         if (v.isList()) {
           for (const c10::IValue& e : v.toListRef()) {
-            if (e.isTensor()) dc.see(e.toTensor(), /*allow_cpu_scalar=*/false);
+            if (e.isTensor()) dc.see(e.toTensor(), /*allow_cpu_scalar=*/info.foreach);
           }
         }
         break;
@@ -523,6 +523,38 @@ void cpu_scalar_to(const at::Tensor& t, tpu_arg_t* a, const OpInfo& info) {
   }
 }
 
+// A _foreach_ op's list of CPU 0-dim tensors (a compiled optimizer's per-tensor scalars): its
+// values as a Scalar[] (INT_LIST if all integral). False for any other list; pick_device admitted
+// CPU 0-dim members only for _foreach_ ops, and a list mixing them with tpu tensors stops here.
+bool cpu_scalar_list_to(c10::ArrayRef<c10::IValue> list, tpu_arg_t* a, Arena& arena) {
+  if (list.empty()) return false;
+  bool integral = true;
+  for (const c10::IValue& e : list) {
+    if (!e.isTensor() || !is_cpu_scalar(e.toTensor())) {
+      for (const c10::IValue& f : list) {
+        if (f.isTensor() && f.toTensor().defined() && !is_tpu(f.toTensor())) {
+          throw_device_mismatch(c10::Device(kTpu, 0), f.toTensor().device());
+        }
+      }
+      return false;
+    }
+    integral &= !c10::isFloatingType(e.toTensor().scalar_type());
+  }
+  if (integral) {
+    int64_t* xs = arena.alloc<int64_t>(list.size());
+    for (size_t j = 0; j < list.size(); ++j) xs[j] = list[j].toTensor().item<int64_t>();
+    a->kind = TPU_ARG_INT_LIST;
+    a->ints = xs;
+  } else {
+    double* xs = arena.alloc<double>(list.size());
+    for (size_t j = 0; j < list.size(); ++j) xs[j] = list[j].toTensor().item<double>();
+    a->kind = TPU_ARG_DOUBLE_LIST;
+    a->doubles = xs;
+  }
+  a->len = static_cast<int64_t>(list.size());
+  return true;
+}
+
 int64_t int_of(const c10::IValue& v) {
   if (v.isInt()) return v.toInt();
   return v.toSymInt().guard_int(__FILE__, __LINE__);
@@ -576,6 +608,7 @@ void marshal(const OpInfo& info, c10::ArrayRef<c10::IValue> stack_args, Arena& a
       }
       case A_TENSOR_LIST: {
         c10::ArrayRef<c10::IValue> list = v.toListRef();
+        if (info.foreach && cpu_scalar_list_to(list, a, arena)) break;
         tpu_tensor_t* rs = arena.alloc<tpu_tensor_t>(list.size());
         for (size_t j = 0; j < list.size(); ++j) {
           const c10::IValue& e = list[j];
