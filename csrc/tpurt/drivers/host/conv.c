@@ -357,7 +357,7 @@ int tpu_host_conv_set_gk(int mode) {
 typedef struct {
   const conv_geo_t* g;
   int64_t Sp[3], Lg, Cx, Oy;
-  float *xT, *yT, *wp;
+  float *xT, *yT, *wp, *z; /* z: channels-last result (gk_unpack), NULL when written in place */
   int ng, fwd;
   int64_t nrow, ncol, ntiles, ncb, kc, lstep, Opg, NCHp;
   int64_t *ash, *rw;         /* per row entry: A offset, output offset part (-1: padding) */
@@ -449,6 +449,43 @@ static void gk_bw_worker(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* The gk paths produce tiles of (8 positions, 16-channel groups). Where the output's channel stride is
+ * not 1 (NCHW) they are stored into a channels-last buffer z (row n * SS + s, pitch G * Cpg, channel
+ * grp * Cpg + c) and a blocked transpose writes the view one channel plane at a time: scattering a
+ * tile straight into NCHW touches every plane per position, and planes 4 KiB apart alias in L1. */
+typedef struct {
+  const float* z;
+  float* out;
+  int64_t zpitch, SS, Sz[3], os[5], G, Cg, Cpg;
+} gk_unpack_t;
+static void gk_unpack_worker(void* ctx, int64_t begin, int64_t end) {
+  const gk_unpack_t* U = ctx;
+  int64_t soff[64];
+  for (int64_t n = begin; n < end; ++n)
+    for (int64_t s0 = 0; s0 < U->SS; s0 += 64) {
+      const int64_t ns = TPU_MIN((int64_t)64, U->SS - s0);
+      for (int64_t j = 0; j < ns; ++j) {
+        const int64_t q = s0 + j, a = q / (U->Sz[1] * U->Sz[2]), b = (q / U->Sz[2]) % U->Sz[1], c = q % U->Sz[2];
+        soff[j] = n * U->os[0] + a * U->os[2] + b * U->os[3] + c * U->os[4];
+      }
+      const float* zr = U->z + (n * U->SS + s0) * U->zpitch;
+      for (int64_t grp = 0; grp < U->G; ++grp)
+        for (int64_t c = 0; c < U->Cg; ++c) {
+          float* o = U->out + (grp * U->Cg + c) * U->os[1];
+          const float* zc = zr + grp * U->Cpg + c;
+          for (int64_t j = 0; j < ns; ++j) o[soff[j]] = zc[j * U->zpitch];
+        }
+    }
+}
+static tpu_status_t gk_unpack(const float* z, int64_t N, int64_t SS, const int64_t* Sz, const int64_t* os, int64_t G,
+                              int64_t Cg, int64_t Cpg, float* out) {
+  gk_unpack_t U = {.z = z, .out = out, .zpitch = G * Cpg, .SS = SS, .G = G, .Cg = Cg, .Cpg = Cpg};
+  for (int d = 0; d < 3; ++d) U.Sz[d] = Sz[d];
+  for (int d = 0; d < 5; ++d) U.os[d] = os[d];
+  tpu_pool_parallel_for(N, 1, gk_unpack_worker, &U);
+  return TPU_OK;
+}
+
 static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
@@ -462,6 +499,11 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
     for (int64_t i = 0; i < GK_MR; ++i) {
       const int64_t yo = J->rw[rb * GK_MR + i];
       if (yo < 0) continue;
+      if (J->z) { /* row t = rb * 8 + i of z */
+        memcpy(J->z + ((rb * GK_MR + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * 48,
+               (size_t)J->ng * 16 * sizeof(float));
+        continue;
+      }
       for (int64_t j = 0; j < J->ng; ++j) {
         const int64_t o0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Og - o0);
         float* yr = yd + yo + (grp * g->Og + o0) * g->ys[1];
@@ -552,7 +594,12 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
             d[o] = o < g->Og ? ld1_f32(g->wd, (grp * g->Og + o) * g->ws[0] + c * g->ws[1] + wo, g->wdt) : 0.0f;
         }
       }
+    if (g->ys[1] != 1) {
+      J->z = conv_alloc((size_t)(T * g->G * J->Opg) * sizeof(float));
+      if (!J->z) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    }
     tpu_pool_parallel_for(nrb * g->G * J->ncb, 1, gk_fwd_worker, J);
+    if (J->z) st = gk_unpack(J->z, g->N, g->P, g->Q, g->ys, g->G, g->Og, J->Opg, (float*)(void*)g->yd);
     goto done;
   }
   /* backward-weight */
@@ -631,7 +678,7 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
     }
   }
 done:
-  conv_free(J->xT); conv_free(J->yT); conv_free(J->wp); conv_free(J->aoff); conv_free(J->acc);
+  conv_free(J->xT); conv_free(J->yT); conv_free(J->wp); conv_free(J->aoff); conv_free(J->acc); conv_free(J->z);
   return st;
 }
 
@@ -650,8 +697,9 @@ typedef struct {
   float *yT, *wp;
   int64_t ncls;
   int64_t *ckc, *coff, *cwp; /* per class: reduction length, first aoff/boff entry, weight pack offset */
-  int64_t *aoff, *boff, *ash, *rw, *tiles; /* tiles: (class, first row entry) per row block */
+  int64_t *aoff, *boff, *ash, *rw, *rz, *tiles; /* tiles: (class, first row entry) per row block */
   int64_t nrb;
+  float* z; /* channels-last result (gk_unpack), NULL when written in place */
 } conv_bi_job_t;
 
 static void bi_yt_worker(void* ctx, int64_t begin, int64_t end) {
@@ -694,6 +742,11 @@ static void bi_worker(void* ctx, int64_t begin, int64_t end) {
     for (int64_t i = 0; i < GK_MR; ++i) {
       const int64_t xo = J->rw[r0 + i];
       if (xo < 0) continue;
+      if (J->z) {
+        memcpy(J->z + (J->rz[r0 + i] * g->G + grp) * J->Cpg + cb * J->ng * 16, tile + i * 48,
+               (size_t)J->ng * 16 * sizeof(float));
+        continue;
+      }
       for (int64_t j = 0; j < J->ng; ++j) {
         const int64_t c0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Cg - c0);
         float* xr = xd + xo + (grp * g->Cg + c0) * g->xs[1];
@@ -730,6 +783,7 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
     J.Qp[d] = J.Pl[d] + TPU_MAX(g->Q[d], (g->S[d] - 1 + g->pd[d]) / g->st[d] + 1);
   }
   J.Lq = J.Qp[0] * J.Qp[1] * J.Qp[2];
+  const int64_t SS = g->S[0] * g->S[1] * g->S[2];
   const int64_t c16 = (g->Cg + 15) / 16;
   J.ng = gk_pick_ng(c16);
   J.ncb = (c16 + J.ng - 1) / J.ng;
@@ -763,9 +817,14 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
   }
   crow[ncls] = rows_total;
   J.nrb = rows_total / GK_MR;
-  J.aoff = conv_alloc((size_t)(2 * ktot + 2 * rows_total + 2 * J.nrb + 1) * sizeof(int64_t));
-  if (!J.aoff) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
-  J.boff = J.aoff + ktot; J.ash = J.boff + ktot; J.rw = J.ash + rows_total; J.tiles = J.rw + rows_total;
+  J.aoff = conv_alloc((size_t)(2 * ktot + 3 * rows_total + 2 * J.nrb + 1) * sizeof(int64_t));
+  if (g->xs[1] != 1) J.z = conv_alloc((size_t)(g->N * SS * g->G * J.Cpg) * sizeof(float));
+  if (!J.aoff || (g->xs[1] != 1 && !J.z)) {
+    st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    goto done;
+  }
+  J.boff = J.aoff + ktot; J.ash = J.boff + ktot; J.rw = J.ash + rows_total; J.rz = J.rw + rows_total;
+  J.tiles = J.rz + rows_total;
   tpu_pool_parallel_for(g->N, 1, bi_yt_worker, &J);
   for (int64_t cls = 0; cls < ncls; ++cls) {
     int64_t r[3] = {cls / (nph[1] * nph[2]), (cls / nph[2]) % nph[1], cls % nph[2]};
@@ -805,19 +864,21 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
                           b2 = (i2 + g->pd[2] - r[2]) / g->st[2] + J.Pl[2];
             J.ash[e] = (n * J.Lq + (b0 * J.Qp[1] + b1) * J.Qp[2] + b2) * g->O;
             J.rw[e] = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4];
+            J.rz[e] = n * SS + (i0 * g->S[1] + i1) * g->S[2] + i2;
             ++e;
           }
         }
       }
-    for (; e < crow[cls + 1]; ++e) { J.ash[e] = 0; J.rw[e] = -1; }
+    for (; e < crow[cls + 1]; ++e) { J.ash[e] = 0; J.rw[e] = -1; J.rz[e] = 0; }
     for (int64_t r0 = crow[cls]; r0 < crow[cls + 1]; r0 += GK_MR) {
       J.tiles[2 * (r0 / GK_MR)] = cls;
       J.tiles[2 * (r0 / GK_MR) + 1] = r0;
     }
   }
   tpu_pool_parallel_for(J.nrb * g->G * J.ncb, 1, bi_worker, &J);
+  if (J.z) st = gk_unpack(J.z, g->N, SS, g->S, g->xs, g->G, g->Cg, J.Cpg, (float*)(void*)g->xd);
 done:
-  conv_free(J.ckc); conv_free(crow); conv_free(J.yT); conv_free(J.wp); conv_free(J.aoff);
+  conv_free(J.ckc); conv_free(crow); conv_free(J.yT); conv_free(J.wp); conv_free(J.aoff); conv_free(J.z);
   return st;
 }
 
