@@ -25,6 +25,12 @@ gradient clipping, optimizer step.
   (including activations saved for backward whose Python tensors are gone).
 - The same tracker also runs on the tpu step ("tpu tensors"): live tensor bytes without the
   allocator's rounding, which separates rounding from genuinely extra live tensors.
+- Executor scratch (`torch.tpu.memory_stats()["scratch_bytes.all.peak"]`): device memory the host
+  executor takes outside the allocator for values inside one executable's run (a fused graph's or a
+  lowering's intermediates). It is not in max_memory_allocated, as CPU kernels' internal buffers are
+  not in the CPU count; it is printed beside it, with the ratio of (allocator peak + scratch peak) /
+  CPU peak, an upper bound of the two together. "cached" is what the executor's block cache keeps
+  between runs at the step's end (reused by the next run, not in use).
 
 Usage: python benchmarks/bench_memory.py [--tiny] [--only mingpt,llama] [--amp] [--validate]
 """
@@ -56,9 +62,13 @@ MiB = 1024.0 * 1024.0
 class StorageTracker(TorchDispatchMode):
     """Counts live tensor-storage bytes on one device type (see the module docstring)."""
 
-    def __init__(self, device_type: str = "cpu") -> None:
+    def __init__(self, device_type: str = "cpu", diag: bool = False) -> None:
         super().__init__()
         self.device_type = device_type
+        self.diag = diag  # keep what produced each live storage and the live set at the peak
+        self.what: dict[int, tuple] = {}  # storage data_ptr -> (op, dtype, shape) (diag only)
+        self.at_peak: list[tuple] = []
+        self.func = None
         self.live: dict[int, list[int]] = {}  # storage data_ptr -> [nbytes, tracked tensors]
         self.base = 0
         self.cur = 0
@@ -112,12 +122,17 @@ class StorageTracker(TorchDispatchMode):
         if e is None:
             e = self.live[key] = [s.nbytes(), 0]
             self.cur += e[0]
+            if self.diag:
+                self.what[key] = (str(self.func), str(t.dtype).replace("torch.", ""), tuple(t.shape))
+                if self.cur > self.peak:
+                    self.at_peak = [(v[0],) + self.what[k] for k, v in self.live.items()]
             self.peak = max(self.peak, self.cur)
         e[1] += 1
         weakref.finalize(t, self._release, key)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        self.func = func
         for t in pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 self._track(t)
@@ -131,7 +146,7 @@ def _import_examples_common():
 
 
 def measure_step(ex, name: str, device: str, amp: bool, tiny: bool, track: bool,
-                 exclude: list[tuple] | None = None) -> dict:
+                 exclude: list[tuple] | None = None, diag: bool = False) -> dict:
     """Peak bytes of step 2 of example `name` on `device` (see the module docstring). On tpu,
     res["host"] lists the CPU tensors alive at the step start (excluded from CPU's baseline)."""
     train = ex.import_example(name).train
@@ -151,8 +166,9 @@ def measure_step(ex, name: str, device: str, amp: bool, tiny: bool, track: bool,
                 host.set_baseline()
                 res["host"] = host.host_sigs
                 torch.tpu.reset_peak_memory_stats()
+                res["scratch_cached_start"] = torch.tpu.memory_stats()["scratch_bytes.cached"]
             if track:
-                tr = StorageTracker(torch.device(device).type)
+                tr = StorageTracker(torch.device(device).type, diag)
                 tr.set_baseline(exclude)
                 tr.__enter__()
                 state["tracker"] = tr
@@ -161,9 +177,13 @@ def measure_step(ex, name: str, device: str, amp: bool, tiny: bool, track: bool,
             if tr is not None:
                 tr.__exit__(None, None, None)
                 res["base_tensors"], res["peak_tensors"] = tr.base, tr.peak
+                res["at_peak"] = tr.at_peak
             if device.startswith("tpu"):
                 torch.tpu.synchronize()
                 res["peak_alloc"] = torch.tpu.max_memory_allocated()
+                st = torch.tpu.memory_stats()
+                res["peak_scratch"] = st["scratch_bytes.all.peak"]
+                res["scratch_cached"] = st["scratch_bytes.cached"]
 
     ex.LossLog.__call__ = hook
     try:
@@ -215,12 +235,25 @@ def validate() -> None:
     print("validate: ok")
 
 
+def print_diag(tpu: list[tuple], cpu: list[tuple]) -> None:
+    """MiB live at each device's peak (storages created during the step), by (op, dtype)."""
+    groups: dict[tuple, list[float]] = {}
+    for k, rows in enumerate((tpu, cpu)):
+        for nbytes, func, dt, _shape in rows:
+            groups.setdefault((func.split(".default")[0], dt), [0.0, 0.0])[k] += nbytes / MiB
+    print(f"    {'op':40s} {'dtype':9s} {'tpu MiB':>8s} {'cpu MiB':>8s}")
+    for (func, dt), (a, b) in sorted(groups.items(), key=lambda kv: -abs(kv[1][0] - kv[1][1]))[:25]:
+        print(f"    {func:40s} {dt:9s} {a:8.2f} {b:8.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--amp", action="store_true", help="also measure bf16 autocast")
     ap.add_argument("--only", default="")
     ap.add_argument("--validate", action="store_true")
+    ap.add_argument("--diag", action="store_true",
+                    help="print the step's live tensors at the peak, grouped by (op, dtype), tpu vs CPU")
     args = ap.parse_args()
     validate()
     if args.validate:
@@ -232,16 +265,21 @@ def main() -> None:
         for amp in ((False, True) if args.amp else (False,)):
             tag = "bf16" if amp else "f32 "
             try:
-                tpu = measure_step(ex, name, "tpu", amp, args.tiny, track=True)
-                cpu = measure_step(ex, name, "cpu", amp, args.tiny, track=True, exclude=tpu["host"])
+                tpu = measure_step(ex, name, "tpu", amp, args.tiny, track=True, diag=args.diag)
+                cpu = measure_step(ex, name, "cpu", amp, args.tiny, track=True, exclude=tpu["host"], diag=args.diag)
             except Exception as e:  # an op not lowered yet: say which
                 print(f"{name:7s} {tag}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
                 continue
             ratio = tpu["peak_alloc"] / cpu["peak_tensors"]
+            ratio_s = (tpu["peak_alloc"] + tpu["peak_scratch"]) / cpu["peak_tensors"]
             print(f"{name:7s} {tag}: cpu peak {cpu['peak_tensors'] / MiB:8.2f} MiB (state {cpu['base_tensors'] / MiB:7.2f})"
                   f" | tpu max_memory_allocated {tpu['peak_alloc'] / MiB:8.2f} MiB (state {tpu['base_alloc'] / MiB:7.2f})"
                   f" | tpu tensors {tpu['peak_tensors'] / MiB:8.2f} MiB | ratio {ratio:5.2f}x"
-                  f" {'ok' if ratio <= 1.2 else 'ABOVE 1.2x'}")
+                  f" {'ok' if ratio <= 1.2 else 'ABOVE 1.2x'}"
+                  f" | scratch peak {tpu['peak_scratch'] / MiB:6.2f} MiB (cached {tpu['scratch_cached'] / MiB:6.2f})"
+                  f" | (alloc + scratch) / cpu {ratio_s:5.2f}x")
+            if args.diag:
+                print_diag(tpu["at_peak"], cpu["at_peak"])
 
 
 if __name__ == "__main__":

@@ -47,3 +47,25 @@ def test_allocator_rounding(nbytes, block):
     t = torch.empty(nbytes, dtype=torch.uint8, device=DEV)
     assert torch.tpu.memory_allocated() - base == block
     del t
+
+
+def test_executor_scratch_is_reported():
+    """The host executor's temporaries (device memory outside the allocator) are counted in
+    memory_stats()["scratch_bytes.*"]: in use only while an executable runs, peak since reset."""
+    x = torch.randn(256, 512, device=DEV)
+    torch.tpu.synchronize()
+    torch.tpu.reset_peak_memory_stats()
+    s = torch.tpu.memory_stats()
+    assert s["scratch_bytes.all.current"] == 0 and s["scratch_bytes.all.peak"] == 0
+    # var_mean reads exp(x) twice (sum and sum of squares): exp(x) is materialized in scratch
+    got = torch.var_mean(x.exp(), 0)
+    torch.tpu.synchronize()
+    s = torch.tpu.memory_stats()
+    assert s["scratch_bytes.all.current"] == 0  # nothing runs: every block went back
+    assert s["scratch_bytes.all.peak"] >= x.numel() * 4
+    assert s["scratch_bytes.cached"] >= 0
+    exp = torch.var_mean(x.cpu().exp(), 0)
+    torch.testing.assert_close(got[0].cpu(), exp[0])
+    torch.testing.assert_close(got[1].cpu(), exp[1])
+    torch.tpu.reset_peak_memory_stats()
+    assert torch.tpu.memory_stats()["scratch_bytes.all.peak"] == 0

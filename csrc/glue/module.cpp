@@ -49,6 +49,9 @@ py::dict memory_stats(int device) {
   d["num_frees"] = s.num_frees;
   d["num_cache_hits"] = s.num_cache_hits;
   d["num_ooms"] = s.num_ooms;
+  d["scratch_bytes"] = s.scratch_bytes;
+  d["max_scratch_bytes"] = s.max_scratch_bytes;
+  d["scratch_cached_bytes"] = s.scratch_cached_bytes;
   return d;
 }
 

@@ -22,7 +22,11 @@ def memory_stats(device: Device = None) -> collections.OrderedDict[str, Any]:
     "allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
     "reserved_bytes.all.peak", "requested_bytes.all.current", "allocation.all.allocated",
     "allocation.all.freed", "allocation.all.current", "num_ooms"; plus "capacity_bytes" and
-    "num_cache_hits" (allocations served from cached blocks)."""
+    "num_cache_hits" (allocations served from cached blocks); plus the executor's scratch, which is
+    device memory outside the allocator (the host executor's temporaries inside one executable's
+    run, e.g. a fused graph's intermediates; process-wide, not in allocated_bytes):
+    "scratch_bytes.all.current" / ".peak" (peak reset by reset_peak_memory_stats) and
+    "scratch_bytes.cached" (blocks its cache keeps for the next run)."""
     raw = _raw_stats(device)
     stats = {
         "allocated_bytes.all.current": raw["allocated_bytes"],
@@ -36,6 +40,9 @@ def memory_stats(device: Device = None) -> collections.OrderedDict[str, Any]:
         "num_cache_hits": raw["num_cache_hits"],
         "num_ooms": raw["num_ooms"],
         "capacity_bytes": raw["capacity_bytes"],
+        "scratch_bytes.all.current": raw["scratch_bytes"],
+        "scratch_bytes.all.peak": raw["max_scratch_bytes"],
+        "scratch_bytes.cached": raw["scratch_cached_bytes"],
     }
     return collections.OrderedDict(sorted(stats.items()))
 

@@ -100,6 +100,12 @@ typedef void (*tpu_rt_task_free_fn)(void* ctx);
 tpu_status_t tpu_rt_queue_enqueue(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
                                   tpu_rt_task_free_fn free_fn);
 
+/* ---- executor scratch (runtime/allocator.c), process-wide atomics: a driver's temporaries outside
+ * the caching allocator (host executor: values inside one executable's run, and its block cache).
+ * live_delta: bytes taken (+) / given back (-) by running executables; cached_delta: bytes kept
+ * (+) / released (-) by the drivers' block caches. Reported by tpu_rt_memory_stats. */
+void tpu_rt_scratch_add(int64_t live_delta, int64_t cached_delta);
+
 /* ---- metrics counters (runtime/metrics.c), atomics. */
 void tpu_metrics_add_ops(uint64_t n);
 void tpu_metrics_add_cache(int hit);

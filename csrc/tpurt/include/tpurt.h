@@ -136,6 +136,11 @@ typedef struct tpu_rt_memory_stats_s {
   uint64_t requested_bytes;      /* bytes asked for by live allocations */
   uint64_t capacity_bytes;       /* TORCH_TPU_HBM_BYTES */
   uint64_t num_allocs, num_frees, num_cache_hits, num_ooms;
+  /* Executor scratch: temporaries the driver allocates outside this allocator (the host executor's
+   * values inside one executable's run, e.g. a fused graph's intermediates), process-wide (all
+   * devices). Not in allocated_bytes; peak since reset (reset with the allocator's). */
+  uint64_t scratch_bytes, max_scratch_bytes;
+  uint64_t scratch_cached_bytes; /* blocks kept by the executors' caches for reuse, not in use */
 } tpu_rt_memory_stats_t;
 tpu_status_t tpu_rt_memory_stats(int device, tpu_rt_memory_stats_t* out_stats);
 tpu_status_t tpu_rt_reset_peak_memory_stats(int device);

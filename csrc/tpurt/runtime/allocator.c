@@ -12,6 +12,7 @@
  * tracked in a ptr -> (size, requested) map so unknown pointers are ignored.
  * No metadata is ever written into device blocks (queued work may still read them). */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "runtime/runtime.h"
@@ -40,6 +41,18 @@ typedef struct {
 
 static dev_alloc_t* g_alloc;
 static int g_nalloc;
+
+/* executor scratch (common.h): process-wide, lock-free */
+static _Atomic int64_t g_scratch_live, g_scratch_peak, g_scratch_cached;
+void tpu_rt_scratch_add(int64_t live_delta, int64_t cached_delta) {
+  if (cached_delta) atomic_fetch_add_explicit(&g_scratch_cached, cached_delta, memory_order_relaxed);
+  if (!live_delta) return;
+  int64_t now = atomic_fetch_add_explicit(&g_scratch_live, live_delta, memory_order_relaxed) + live_delta;
+  int64_t p = atomic_load_explicit(&g_scratch_peak, memory_order_relaxed);
+  while (now > p && !atomic_compare_exchange_weak_explicit(&g_scratch_peak, &p, now, memory_order_relaxed,
+                                                           memory_order_relaxed)) {
+  }
+}
 
 /* n >= SMALL_LIMIT rounded up to a multiple of (largest power of two <= n) / 8 */
 static inline uint64_t large_class(uint64_t n) {
@@ -331,6 +344,9 @@ tpu_status_t tpu_rt_memory_stats(int device, tpu_rt_memory_stats_t* out_stats) {
       .requested_bytes = a->requested, .capacity_bytes = a->capacity,
       .num_allocs = a->num_allocs, .num_frees = a->num_frees,
       .num_cache_hits = a->num_cache_hits, .num_ooms = a->num_ooms,
+      .scratch_bytes = (uint64_t)TPU_MAX(0, atomic_load(&g_scratch_live)),
+      .max_scratch_bytes = (uint64_t)TPU_MAX(0, atomic_load(&g_scratch_peak)),
+      .scratch_cached_bytes = (uint64_t)TPU_MAX(0, atomic_load(&g_scratch_cached)),
   };
   pthread_mutex_unlock(&a->mu);
   return TPU_OK;
@@ -343,5 +359,6 @@ tpu_status_t tpu_rt_reset_peak_memory_stats(int device) {
   a->max_allocated = a->allocated;
   a->max_reserved = a->allocated + a->cached;
   pthread_mutex_unlock(&a->mu);
+  atomic_store(&g_scratch_peak, atomic_load(&g_scratch_live));
   return TPU_OK;
 }

@@ -308,7 +308,10 @@ static char* scratch_alloc(scratch_t* s, size_t bytes) {
     int best = -1;
     for (int i = 0; i < c->n; ++i)
       if (c->b[i].n >= bytes && c->b[i].n <= 2 * bytes + 65536 && (best < 0 || c->b[i].n < c->b[best].n)) best = i;
-    if (best >= 0) { got = c->b[best]; c->b[best] = c->b[--c->n]; c->total -= got.n; got.free_at = INT32_MAX; }
+    if (best >= 0) {
+      got = c->b[best]; c->b[best] = c->b[--c->n]; c->total -= got.n; got.free_at = INT32_MAX;
+      tpu_rt_scratch_add(0, -(int64_t)got.n);
+    }
   }
   if (!got.p) {
     void* m = NULL;
@@ -334,7 +337,7 @@ static void scratch_put(scratch_cache_t* c, blk_t b) {
       for (int j = 1; j < c->n; ++j)
         if (largest ? c->b[j].n > c->b[v].n : c->b[j].n < c->b[v].n) v = j;
       if (!largest && c->b[v].n >= b.n) break; /* every cached block is at least as big: drop b */
-      free(c->b[v].p); c->total -= c->b[v].n; c->b[v] = c->b[--c->n];
+      free(c->b[v].p); c->total -= c->b[v].n; tpu_rt_scratch_add(0, -(int64_t)c->b[v].n); c->b[v] = c->b[--c->n];
     }
     if (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES) { free(b.p); return; }
     c->b[c->n++] = b; c->total += b.n;
@@ -354,6 +357,7 @@ static void scratch_release(scratch_t* s, int32_t t) {
 }
 static void scratch_free(scratch_t* s) {
   scratch_cache_t* c = scratch_cache();
+  tpu_rt_scratch_add(0, -(int64_t)c->total);
   for (int i = 0; i < s->n; ++i) scratch_put(c, s->blks[i]);
   free(s->blks);
 }
@@ -384,6 +388,7 @@ typedef struct {
   int64_t tiles_per_row, rows;
   int64_t krows, rows2, blocks2; /* rows per tile; size of dim rank-2 (1 if none); its blocks */
   uint8_t lmode[64];
+  tpu_rt_scratch_add((int64_t)got.n, 0); /* reported by tpu_rt_memory_stats (not allocator memory) */
   tpu_status_t err;
 } cluster_job_t;
 
@@ -394,6 +399,7 @@ static int dtype_is_register(int dt) { return dt == TPU_DTYPE_F32 || dt == TPU_D
  * buffer before the root overwrites it in place. */
 static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_direct) {
   int r = J->rank;
+  tpu_rt_scratch_add(-(int64_t)b.n, 0);
   int64_t inner = r ? J->sizes[r - 1] : 1;
   J->rows2 = r >= 2 ? J->sizes[r - 2] : 1;
   J->krows = inner > 0 && inner * 2 <= TILE ? TPU_MAX(1, TPU_MIN(TILE / inner, J->rows2)) : 1;
@@ -407,6 +413,7 @@ static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_dire
     int64_t ls = r ? L->strides[r - 1] : 0, rs = r >= 2 ? L->strides[r - 2] : 0;
     if (ls == 0) J->lmode[j] = (!multi || rs == 0) ? LEAF_BCAST : LEAF_ROWB;
     else J->lmode[j] = (ls == 1 && (!multi || rs == inner) && dtype_is_register(L->dtype) &&
+    tpu_rt_scratch_add(0, (int64_t)b.n);
                         !(J->direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
   }
 }
