@@ -62,7 +62,8 @@ typedef enum tpu_ir_opcode_e {
   TPU_IR_GATHER,      /* torch.gather: (x, index i64); i0 = dim; result shape = index shape;
                          i1 = 1: negative indices are an error (torch.gather, scatter, index_add) instead
                          of wrapping (advanced indexing, take) */
-  TPU_IR_INDEX_SELECT,/* (x, index i64 rank-1); i0 = dim; i1 = 1: ids outside [0, size) are an error (no wrap) */
+  TPU_IR_INDEX_SELECT,/* (x, index i64 rank-1); i0 = dim; i1 = 1: ids outside [0, size) are an error (no wrap,
+                         embedding_bag's message); i1 = 2: the same with index_select's message */
   TPU_IR_SCATTER,     /* (x, index, src): torch scatter along i0 = dim; i1 = 0 replace / 1 add /
                          2 multiply / 3 max / 4 min (max/min propagate NaN) */
   TPU_IR_INDEX_PUT,   /* (x, values, idx_0..idx_{n-1}) advanced indexing on leading dims
@@ -135,6 +136,8 @@ typedef enum tpu_ir_custom_e {
                                    i1 = blank, a[0][0] = 1 if targets are concatenated (1-D) */
   TPU_IR_CUSTOM_CTC_BWD,        /* (grad [N], log_probs, targets, in_len, tgt_len, nll [N], log_alpha [N, T, 2*Smax+1])
                                    -> d log_probs [T, N, C]; i1 = blank, a[0][0] as CTC, a[0][1] = zero_infinity */
+  TPU_IR_CUSTOM_ROWS_SOFTMAX,   /* (x [A, N, I] f32/f64) -> same: softmax over N; i1 = 1 log_softmax (drivers/host/rows.h) */
+  TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD, /* (g, y [A, N, I]) -> y (g - sum_N g y); i1 = 1: g - exp(y) sum_N g */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

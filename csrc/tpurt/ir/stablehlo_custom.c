@@ -5,6 +5,7 @@
  *   CONV_BWD_INPUT / CONV_BWD_WEIGHT  as convolutions (dilated input / swapped roles)
  *   POOL_ARGMAX    (stablehlo_ops.c)   LOGCUMSUMEXP  a scan with a logaddexp region in f64
  *   CHANNEL_STATS / CHANNEL_AFFINE  reduces (f64) and broadcast multiply-adds
+ *   ROWS_SOFTMAX(_BWD)  max / exp / sum / divide (or log) along dim 1 of [A, N, I]
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
@@ -242,6 +243,29 @@ static int channel_affine(shlo_t* P, int n, const int* in) {
   return shlo_bin(P, "stablehlo.add", r, chan_bcast(P, in[two ? 4 : 2], &tx));
 }
 
+/* ROWS_SOFTMAX / ROWS_SOFTMAX_BWD (drivers/host/rows.h) over [A, N, I], reducing dim 1 */
+static int rows_back(shlo_t* P, int r, const tpu_ir_type_t* like) { /* [A, I] -> [A, N, I] */
+  static const int64_t bd[2] = {0, 2};
+  return shlo_bcast_to(P, r, like, bd);
+}
+static int rows_softmax(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  static const int64_t fl[3] = {0, 1, 0};
+  const tpu_ir_type_t t = *shlo_type(P, in[0]);
+  const int log = op->i1 != 0;
+  if (op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD) { /* g - exp(y) sum g  |  y (g - sum g y) */
+    int g = in[0], y = in[1];
+    int s = shlo_reduce(P, TPU_IR_MONOID_SUM, log ? g : shlo_bin(P, "stablehlo.multiply", g, y), fl);
+    if (log) return shlo_bin(P, "stablehlo.subtract", g, shlo_bin(P, "stablehlo.multiply", shlo_un(P, "stablehlo.exponential", y), rows_back(P, s, &t)));
+    return shlo_bin(P, "stablehlo.multiply", y, shlo_bin(P, "stablehlo.subtract", g, rows_back(P, s, &t)));
+  }
+  int m = shlo_reduce(P, TPU_IR_MONOID_MAX, in[0], fl);
+  int xs = shlo_bin(P, "stablehlo.subtract", in[0], rows_back(P, m, &t));
+  int e = shlo_un(P, "stablehlo.exponential", xs);
+  int s = shlo_reduce(P, TPU_IR_MONOID_SUM, e, fl);
+  if (log) return shlo_bin(P, "stablehlo.subtract", xs, rows_back(P, shlo_un(P, "stablehlo.log", s), &t));
+  return shlo_bin(P, "stablehlo.divide", e, rows_back(P, s, &t));
+}
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -254,6 +278,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_CHOLESKY: return shlo_cholesky(P, op, in[0]);
     case TPU_IR_CUSTOM_CHANNEL_STATS: return channel_stats(P, op->n_in, in);
     case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op->n_in, in);
+    case TPU_IR_CUSTOM_ROWS_SOFTMAX: case TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD: return rows_softmax(P, op, op->n_in, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

@@ -63,21 +63,37 @@ static int float_check(tpu_lower_ctx_t* cx, int dt) {
 
 /* ---------------------------------------------------------------- softmax */
 
-/* softmax / log_softmax of x along dim (x in op-math dtype, rank >= 1) */
-static int softmax_fwd(tpu_lower_ctx_t* cx, int x, int dim, int log) {
-  int64_t fl[TPU_MAX_DIMS] = {0};
-  fl[dim] = 1;
-  int m = tpu_ir_reduce(G, TPU_IR_MONOID_MAX, x, fl);
-  int xs = BIN(SUB, x, unreduce(cx, m, x, fl));
-  int e = UN(EXP, xs);
-  int s = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, e, fl);
-  if (log) return BIN(SUB, xs, unreduce(cx, UN(LOG, s), x, fl));
-  return BIN(DIV, e, unreduce(cx, s, x, fl));
+/* a custom_call (tpu_ir_custom_t target, i1) of result [rank, dims] dtype dt */
+static int custom_op(tpu_lower_ctx_t* cx, int target, int64_t i1, int n, const int* in, int rank, const int64_t* dims, int dt) {
+  for (int k = 0; k < n; ++k) if (in[k] < 0) return -1;
+  tpu_ir_op_t p = {0};
+  p.opcode = TPU_IR_CUSTOM;
+  p.i0 = target;
+  p.i1 = i1;
+  p.type.dtype = dt;
+  p.type.rank = rank;
+  for (int d = 0; d < rank; ++d) p.type.dims[d] = dims[d];
+  return tpu_ir_add_op(G, &p, n, in);
 }
+
 /* rank-0 tensors are handled as [1] */
 static int as_rank1(tpu_lower_ctx_t* cx, int v) {
   if (v < 0 || type_of(cx, v).rank) return v;
   return tpu_ir_reshape(G, v, 1, (int64_t[]){1});
+}
+/* softmax-family ops on f32/f64 run as the host's row kernels (custom ROWS_SOFTMAX(_BWD),
+ * drivers/host/rows.h) over the operands viewed [A, N, I] (N = the softmax dim), then reshaped
+ * back. Definition: softmax = exp(x - max) / sum exp(x - max), log_softmax = (x - max) - log(sum
+ * exp(x - max)), as the StableHLO printer expands them (ir/stablehlo_custom.c). */
+static int rows_custom(tpu_lower_ctx_t* cx, int target, int log, int n, const int* in, int dim) {
+  for (int k = 0; k < n; ++k) if (in[k] < 0) return -1;
+  tpu_ir_type_t t = type_of(cx, in[0]);
+  int64_t d3[3] = {1, t.dims[dim], 1};
+  for (int d = 0; d < t.rank; ++d) if (d != dim) d3[d < dim ? 0 : 2] *= t.dims[d];
+  int in3[2];
+  for (int k = 0; k < n; ++k) in3[k] = tpu_ir_reshape(G, in[k], 3, d3);
+  int r = custom_op(cx, target, log, n, in3, 3, d3, t.dtype);
+  return r < 0 ? -1 : tpu_ir_reshape(G, r, t.rank, t.dims);
 }
 
 /* _softmax.out / _log_softmax.out(self, int dim, bool half_to_float, *, out) */
@@ -89,7 +105,7 @@ static tpu_status_t lw_softmax(tpu_lower_ctx_t* cx, int log) {
   int dim = lw_norm_dim(cx, lw_int(cx, 1, 0), rank);
   if (dim < 0) return TPU_OK;
   int x = as_rank1(cx, lw_input(cx, 0, tpu_opmath_dtype(in_dt)));
-  return lw_output(cx, 0, softmax_fwd(cx, x, dim, log));
+  return lw_output(cx, 0, rows_custom(cx, TPU_IR_CUSTOM_ROWS_SOFTMAX, log, 1, &x, dim));
 }
 static tpu_status_t lower_softmax(tpu_lower_ctx_t* cx) { return lw_softmax(cx, 0); }
 static tpu_status_t lower_log_softmax(tpu_lower_ctx_t* cx) { return lw_softmax(cx, 1); }
@@ -102,18 +118,8 @@ static tpu_status_t lw_softmax_bwd(tpu_lower_ctx_t* cx, int log) {
   if (!float_check(cx, dt)) return TPU_OK;
   int dim = lw_norm_dim(cx, lw_int(cx, 2, 0), rank);
   if (dim < 0) return TPU_OK;
-  int g = as_rank1(cx, lw_input(cx, 0, dt)), y = as_rank1(cx, lw_input(cx, 1, dt));
-  int64_t fl[TPU_MAX_DIMS] = {0};
-  fl[dim] = 1;
-  int r;
-  if (log) {
-    int s = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, g, fl);
-    r = BIN(SUB, g, BIN(MUL, UN(EXP, y), unreduce(cx, s, g, fl)));
-  } else {
-    int s = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, y), fl);
-    r = BIN(MUL, y, BIN(SUB, g, unreduce(cx, s, g, fl)));
-  }
-  return lw_output(cx, 0, r);
+  int gy[2] = {as_rank1(cx, lw_input(cx, 0, dt)), as_rank1(cx, lw_input(cx, 1, dt))};
+  return lw_output(cx, 0, rows_custom(cx, TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD, log, 2, gy, dim));
 }
 static tpu_status_t lower_softmax_bwd(tpu_lower_ctx_t* cx) { return lw_softmax_bwd(cx, 0); }
 static tpu_status_t lower_log_softmax_bwd(tpu_lower_ctx_t* cx) { return lw_softmax_bwd(cx, 1); }
@@ -422,6 +428,22 @@ static int ln_axis(tpu_lower_ctx_t* cx, int ix, int ins, int iw, int ib) {
   return axis;
 }
 
+/* Row statistics of layer norm through the host's channel kernel (custom CHANNEL_STATS,
+ * drivers/host/norm.h, sums in double): n == 1: (x) -> [2, M] mean, biased variance of each of
+ * the M rows of n elements; n == 3: (g, x, mean [M]) -> [2, M] sum g, sum g (x - mean). */
+static int ln_stats(tpu_lower_ctx_t* cx, int n, const int* in, int64_t M, int64_t len, int dt) {
+  int64_t d3[3] = {1, M, len}, d2[2] = {2, M};
+  int in3[3];
+  for (int k = 0; k < n; ++k) in3[k] = k == 2 ? in[k] : tpu_ir_reshape(G, in[k], 3, d3);
+  return custom_op(cx, TPU_IR_CUSTOM_CHANNEL_STATS, 0, n, in3, 2, d2, dt);
+}
+/* row k of a [2, M] statistics result, as [M] */
+static int ln_row(tpu_lower_ctx_t* cx, int st, int k, int64_t M) {
+  if (st < 0) return -1;
+  int64_t lo[2] = {k, 0}, hi[2] = {k + 1, M}, one[2] = {1, 1};
+  return tpu_ir_reshape(G, tpu_ir_slice(G, st, lo, hi, one), 1, &M);
+}
+
 /* native_layer_norm(input, normalized_shape, weight?, bias?, float eps) -> (out, mean, rstd)
  * mean/rstd have the input's shape with the normalized dims set to 1 (PyTorch's meta). */
 static tpu_status_t lower_layer_norm(tpu_lower_ctx_t* cx) {
@@ -437,9 +459,19 @@ static tpu_status_t lower_layer_norm(tpu_lower_ctx_t* cx) {
     if (d >= axis) n *= xs[d];
   }
   int x = lw_input(cx, 0, dt);
-  int mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), lw_const(cx, (double)n, dt, axis, xs));
-  int xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
-  int var = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, xc, xc), fl), lw_const(cx, (double)n, dt, axis, xs));
+  int mean, var, xc;
+  int64_t M = 1;
+  for (int d = 0; d < axis; ++d) M *= xs[d];
+  if (M * n > 0) { /* rows' mean and biased variance in one kernel: CHANNEL_STATS on x viewed [1, M, n] */
+    int st = ln_stats(cx, 1, &x, M, n, dt);
+    mean = tpu_ir_reshape(G, ln_row(cx, st, 0, M), axis, xs);
+    var = tpu_ir_reshape(G, ln_row(cx, st, 1, M), axis, xs);
+    xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
+  } else {
+    mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), lw_const(cx, (double)n, dt, axis, xs));
+    xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
+    var = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, xc, xc), fl), lw_const(cx, (double)n, dt, axis, xs));
+  }
   int eps = lw_bcast_like(cx, lw_scalar(cx, 4, dt), var);
   int rstd = UN(RSQRT, BIN(ADD, var, eps));
   int y = BIN(MUL, xc, unreduce(cx, rstd, x, fl));
@@ -479,8 +511,19 @@ static tpu_status_t lower_layer_norm_bwd(tpu_lower_ctx_t* cx) {
   if (o0 && o0->ndim >= 0) {
     int dxh = lw_is_none(cx, 5) ? g : BIN(MUL, g, lw_bcast_like(cx, lw_input(cx, 5, dt), x));
     int inv_n = lw_const(cx, 1.0 / (double)n, dt, axis, xs);
-    int m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, dxh, fl), inv_n);
-    int m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, dxh, xh), fl), inv_n);
+    int64_t M = 1;
+    for (int d = 0; d < axis; ++d) M *= xs[d];
+    int m1, m2;
+    if (M * n > 0) { /* sum dxh and sum dxh (x - mean) = sum dxh xh / rstd in one kernel */
+      int in3[3] = {dxh, x, tpu_ir_reshape(G, lw_input(cx, 3, dt), 1, &M)};
+      int st = ln_stats(cx, 3, in3, M, n, dt);
+      int rstd = tpu_ir_reshape(G, lw_input(cx, 4, dt), axis, xs);
+      m1 = BIN(MUL, tpu_ir_reshape(G, ln_row(cx, st, 0, M), axis, xs), inv_n);
+      m2 = BIN(MUL, BIN(MUL, tpu_ir_reshape(G, ln_row(cx, st, 1, M), axis, xs), rstd), inv_n);
+    } else {
+      m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, dxh, fl), inv_n);
+      m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, dxh, xh), fl), inv_n);
+    }
     int inner = BIN(SUB, BIN(SUB, dxh, unreduce(cx, m1, x, fl)), BIN(MUL, xh, unreduce(cx, m2, x, fl)));
     lw_output(cx, 0, BIN(MUL, stats[1], inner));
   } else {

@@ -1,0 +1,30 @@
+/* rows.h — row kernels of the host driver (internal): softmax / log_softmax and their
+ * gradients along one dim, the custom-call targets the softmax lowerings emit (lower/nn.c):
+ *
+ *   ROWS_SOFTMAX     (x [A, N, I])         -> [A, N, I]: softmax over N of each (a, i) row;
+ *                                             i1 = 1: log_softmax
+ *   ROWS_SOFTMAX_BWD (g [A, N, I], y)      -> [A, N, I]: softmax: y (g - sum(g y));
+ *                                             i1 = 1 (y = log_softmax): g - exp(y) sum(g)
+ *
+ * Same math as the composite IR (max, exp of x - max, sum, divide / subtract the log) in the
+ * same dtype (f32 or f64, operands and result alike): a fully -inf row gives NaN as PyTorch's
+ * CPU kernel. f32 rows take three passes forward (max; exp, store and sum; divide) and two
+ * backward (dot; write), with sums in 16 f32 lanes (the IR's reduce sums in f64, so results
+ * agree up to float rounding); exp is tile_expf (vmath.h, <= 2 ulp). Contiguous rows run in
+ * place; strided rows (dim != -1, non-contiguous views) go through a per-chunk scratch row.
+ * f64 rows use libm exp/log in double. Rows run in parallel on the thread pool. */
+#ifndef TPURT_DRIVERS_HOST_ROWS_H_
+#define TPURT_DRIVERS_HOST_ROWS_H_
+
+#include "drivers/host/host.h"
+
+tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
+
+/* One contiguous f32 row of n elements (n >= 1), per ISA (rows_impl.h). */
+typedef struct {
+  void (*softmax)(const float* x, float* y, int64_t n, int log);
+  void (*softmax_bwd)(const float* g, const float* y, float* o, int64_t n, int log);
+} tpu_host_rows_ops_t;
+extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
+
+#endif /* TPURT_DRIVERS_HOST_ROWS_H_ */

@@ -1,0 +1,173 @@
+/* test_rows.c — the row softmax kernels (drivers/host/rows.c): ROWS_SOFTMAX / ROWS_SOFTMAX_BWD
+ * against plain double-precision loops on random shapes (row lengths 1 .. 4097), layouts
+ * (contiguous, strided, the softmax dim in the middle) and dtypes; fully -inf rows give NaN;
+ * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drivers/host/rows.h"
+
+static int g_pass, g_fail;
+#define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static double drand_(void) { return (double)rand() / (double)RAND_MAX * 2.0 - 1.0; }
+static int irand(int lo, int hi) { return lo + rand() % (hi - lo + 1); }
+
+/* [A, N, I] view; layout 0 contiguous, 1 N innermost (as after a transpose), 2 every dim strided by 2 */
+typedef struct { tpu_host_view_t v; char* buf; } hview_t;
+static hview_t hview(int dt, const int64_t* sizes, int layout, double scale) {
+  hview_t h;
+  memset(&h, 0, sizeof(h));
+  h.v.dtype = dt; h.v.rank = 3;
+  int order[3] = {0, 1, 2};
+  if (layout == 1) { order[1] = 2; order[2] = 1; }
+  int64_t st = layout == 2 ? 2 : 1;
+  for (int i = 2; i >= 0; --i) {
+    int d = order[i];
+    h.v.sizes[d] = sizes[d]; h.v.strides[d] = st;
+    st *= sizes[d] * (layout == 2 ? 2 : 1);
+  }
+  h.buf = calloc((size_t)st + 1, tpu_dtype_size(dt));
+  h.v.data = h.buf;
+  for (int64_t i = 0; i <= st; ++i) tpu_host_store_f64(h.buf + i * (int64_t)tpu_dtype_size(dt), dt, drand_() * scale);
+  return h;
+}
+static char* ptr(const tpu_host_view_t* v, int64_t a, int64_t n, int64_t i) {
+  return v->data + (a * v->strides[0] + n * v->strides[1] + i * v->strides[2]) * (int64_t)tpu_dtype_size(v->dtype);
+}
+static double at(const tpu_host_view_t* v, int64_t a, int64_t n, int64_t i) { return tpu_host_load_f64(ptr(v, a, n, i), v->dtype); }
+
+/* max |got - want| / (atol + rtol |want|) over the result, against double loops */
+static double check_one(int dt, int bwd, int lg, const int64_t* s, int layout, double scale) {
+  hview_t x = hview(dt, s, layout, scale), y = hview(dt, s, irand(0, 2), 1), o = hview(dt, s, irand(0, 2), 1);
+  if (bwd && lg) /* y = a log_softmax output: <= 0 */
+    for (int64_t a = 0; a < s[0]; ++a) for (int64_t n = 0; n < s[1]; ++n) for (int64_t i = 0; i < s[2]; ++i)
+      tpu_host_store_f64(ptr(&y.v, a, n, i), dt, -fabs(at(&y.v, a, n, i)) * 3);
+  tpu_ir_op_t op = {0};
+  op.opcode = TPU_IR_CUSTOM;
+  op.i0 = bwd ? TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD : TPU_IR_CUSTOM_ROWS_SOFTMAX;
+  op.i1 = lg;
+  tpu_host_view_t xs[2] = {x.v, y.v};
+  tpu_status_t st = tpu_host_k_rows(&op, bwd ? 2 : 1, xs, &o.v);
+  CHECK(st == TPU_OK, "rows kernel: %s", tpu_status_message(st));
+  tpu_status_free(st);
+  const double atol = dt == TPU_DTYPE_F32 ? 1e-6 : 1e-14, rtol = dt == TPU_DTYPE_F32 ? 1e-5 : 1e-12;
+  double worst = 0;
+  for (int64_t a = 0; a < s[0]; ++a)
+    for (int64_t i = 0; i < s[2]; ++i) {
+      double m = -INFINITY, sum = 0;
+      if (!bwd) {
+        for (int64_t n = 0; n < s[1]; ++n) m = fmax(m, at(&x.v, a, n, i));
+        for (int64_t n = 0; n < s[1]; ++n) sum += exp(at(&x.v, a, n, i) - m);
+      } else {
+        for (int64_t n = 0; n < s[1]; ++n) sum += lg ? at(&x.v, a, n, i) : at(&x.v, a, n, i) * at(&y.v, a, n, i);
+      }
+      for (int64_t n = 0; n < s[1]; ++n) {
+        double xv = at(&x.v, a, n, i), want;
+        if (!bwd) want = lg ? xv - m - log(sum) : exp(xv - m) / sum;
+        else want = lg ? xv - exp(at(&y.v, a, n, i)) * sum : at(&y.v, a, n, i) * (xv - sum);
+        /* the row sum's rounding scales with the row's magnitude */
+        double tol = atol * (bwd ? 1 + fabs(sum) + (double)s[1] : 1 + (lg ? fabs(xv - m) : 0)) + rtol * fabs(want);
+        double e = fabs(at(&o.v, a, n, i) - want) / tol;
+        if (!(e <= worst)) worst = e; /* NaN propagates */
+      }
+    }
+  free(x.buf); free(y.buf); free(o.buf);
+  return worst;
+}
+
+static void test_random(void) {
+  static const int64_t lens[] = {1, 7, 33, 1000, 4097};
+  for (int it = 0; it < 160; ++it) {
+    int dt = it % 4 == 3 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
+    int bwd = (it / 4) % 2, log = (it / 8) % 2, layout = irand(0, 2);
+    int64_t N = it % 3 ? lens[irand(0, 4)] : irand(1, 70);
+    int64_t s[3] = {irand(1, N > 1000 ? 3 : 9), N, layout == 1 || it % 5 == 0 ? irand(1, 5) : 1};
+    double scale = it % 7 == 0 ? 60 : 4;
+    double w = check_one(dt, bwd, log, s, layout, scale);
+    CHECK(w <= 1, "%s %s%s [%lld, %lld, %lld] layout %d: error %g x tolerance", tpu_dtype_name(dt),
+          log ? "log_softmax" : "softmax", bwd ? " backward" : "", (long long)s[0], (long long)s[1], (long long)s[2],
+          layout, w);
+  }
+}
+
+/* a fully -inf row is NaN (PyTorch's CPU kernel), a row with one finite value is one-hot */
+static void test_masked(void) {
+  int64_t s[3] = {3, 37, 1};
+  for (int log = 0; log < 2; ++log) {
+    hview_t x = hview(TPU_DTYPE_F32, s, 0, 1), o = hview(TPU_DTYPE_F32, s, 0, 1);
+    float* xp = (float*)x.buf;
+    for (int n = 0; n < 37; ++n) { xp[n] = -INFINITY; xp[37 + n] = n == 5 ? 2.f : -INFINITY; }
+    tpu_ir_op_t op = {0};
+    op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_ROWS_SOFTMAX; op.i1 = log;
+    tpu_status_t st = tpu_host_k_rows(&op, 1, &x.v, &o.v);
+    CHECK(st == TPU_OK, "masked rows: %s", tpu_status_message(st));
+    tpu_status_free(st);
+    const float* op_ = (const float*)o.buf;
+    int nan_row = 1, onehot = 1;
+    for (int n = 0; n < 37; ++n) {
+      nan_row &= isnan(op_[n]);
+      float want = log ? (n == 5 ? 0.f : -INFINITY) : (n == 5 ? 1.f : 0.f);
+      onehot &= op_[37 + n] == want;
+    }
+    CHECK(nan_row, "all -inf row is NaN (log %d)", log);
+    CHECK(onehot, "one finite value in a -inf row (log %d)", log);
+    free(x.buf); free(o.buf);
+  }
+}
+
+/* the AVX2 / AVX-512 builds give the base build's bits */
+static void test_isa(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  for (int64_t n = 1; n < 300; n += 13) {
+    float *x = malloc(n * 4), *y = malloc(n * 4), *r[3][2];
+    for (int64_t i = 0; i < n; ++i) { x[i] = (float)(drand_() * 20); y[i] = (float)(-fabs(drand_()) * 3); }
+    for (int k = 0; k < 3; ++k)
+      for (int j = 0; j < 2; ++j) r[k][j] = calloc((size_t)n * 2, 4);
+    for (int k = 0; k < 3; ++k) {
+      if (!isa[k]) continue;
+      for (int log = 0; log < 2; ++log) {
+        isa[k]->softmax(x, r[k][log], n, log);
+        isa[k]->softmax_bwd(x, y, r[k][log] + n, n, log);
+      }
+    }
+    for (int k = 1; k < 3; ++k)
+      if (isa[k])
+        for (int j = 0; j < 2; ++j) CHECK(!memcmp(r[0][j], r[k][j], (size_t)n * 8), "ISA %d differs at n = %lld", k, (long long)n);
+    for (int k = 0; k < 3; ++k) for (int j = 0; j < 2; ++j) free(r[k][j]);
+    free(x); free(y);
+  }
+}
+
+static void test_errors(void) {
+  int64_t s[3] = {2, 3, 1};
+  hview_t x = hview(TPU_DTYPE_F32, s, 0, 1), o = hview(TPU_DTYPE_F32, s, 0, 1), b = hview(TPU_DTYPE_BF16, s, 0, 1);
+  tpu_ir_op_t op = {0};
+  op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD;
+  tpu_status_t st = tpu_host_k_rows(&op, 1, &x.v, &o.v); /* backward needs two operands */
+  CHECK(st != TPU_OK, "one operand for the backward is refused");
+  tpu_status_free(st);
+  op.i0 = TPU_IR_CUSTOM_ROWS_SOFTMAX;
+  st = tpu_host_k_rows(&op, 1, &b.v, &b.v);
+  CHECK(st != TPU_OK && tpu_status_code(st) == TPU_STATUS_UNSUPPORTED, "bf16 rows are refused");
+  tpu_status_free(st);
+  o.v.sizes[1] = 4;
+  st = tpu_host_k_rows(&op, 1, &x.v, &o.v);
+  CHECK(st != TPU_OK, "mismatched shapes are refused");
+  tpu_status_free(st);
+  free(x.buf); free(o.buf); free(b.buf);
+}
+
+int main(void) {
+  srand(7);
+  test_random();
+  test_masked();
+  test_isa();
+  test_errors();
+  printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
