@@ -8,7 +8,11 @@
    bf16): error of a 1024^3 f32 GEMM against the float64 product, and GFLOP/s. The error of element
    (i, j) is |c_ij - exact_ij| / sum_k |a_ik b_kj| (the scale a dot product's rounding error lives on);
    max and mean over the matrix. Higher GFLOP/s is better; lower error is better.
-Usage: python benchmarks/bench_gemm.py [--only f32,bf16,precision]
+4. epilogue: a matrix product and the elementwise ops after it (bias, activation, the f32 -> bf16
+   convert of autocast), tpu only, one thread, best-of-N process CPU time per call (robust on a shared
+   machine). Run it with TORCH_TPU_GEMM_EPILOGUE=0 (product, then separate passes) and without (the
+   passes run on each block of C as the GEMM finishes it) for the before/after in RESULTS.md.
+Usage: python benchmarks/bench_gemm.py [--only f32,bf16,precision,epilogue]
 On a CPU with AVX512-BF16 the bf16 rows (and "medium"/"high") use the vdpbf16ps kernel; run with
 TORCH_TPU_GEMM_BF16=0 to time the f32-widening kernels instead (the before/after in RESULTS.md).
 """
@@ -18,7 +22,7 @@ import argparse
 
 import torch
 
-from common import bench, machine
+from common import bench, machine, sync
 
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 1024)]
 
@@ -71,6 +75,60 @@ def precision_table() -> None:
         print(f"  {name:20s} max {mx:9.3e}  mean {mean:9.3e}  {gf:7.1f} GFLOP/s")
 
 
+def cpu_time_per_call(fn, device: str, calls: int = 5, samples: int = 7) -> float:
+    """Best of `samples` process-CPU-time averages over `calls` calls (after a warm-up)."""
+    import time
+    for _ in range(2):
+        fn()
+    sync(device)
+    best = float("inf")
+    for _ in range(samples):
+        t0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        sync(device)
+        best = min(best, (time.process_time() - t0) / calls)
+    return best
+
+
+def epilogue_table() -> None:
+    import torch.nn.functional as F
+    import torch_tpu
+    torch.set_num_threads(1)
+    d = "tpu"
+    torch.manual_seed(0)
+    x = torch.randn(2048, 1024).to(d)
+    w = torch.randn(1024, 1024).to(d) * 0.03
+    b = torch.randn(1024).to(d)
+    xb, wb, bb = x.bfloat16(), w.bfloat16(), b.bfloat16()
+    q = torch.randn(8, 512, 64).bfloat16().to(d)
+    k = torch.randn(8, 64, 512).bfloat16().to(d)
+
+    def amp(fn):
+        def run():
+            with torch.autocast(d, dtype=torch.bfloat16):
+                return fn()
+        return run
+
+    cases = [
+        ("f32 F.linear(x, W, b) 2048x1024x1024", lambda: F.linear(x, w, b)),
+        ("bf16 F.linear(x, W, b) 2048x1024x1024", lambda: F.linear(xb, wb, bb)),
+        ("autocast bf16 F.linear(x, W, b) (f32 params)", amp(lambda: F.linear(x, w, b))),
+        ("bf16 bmm 8 x (512x64 @ 64x512)", lambda: torch.bmm(q, k)),
+    ]
+    for name, fn in cases:
+        print(f"  {name:50s} {cpu_time_per_call(fn, d) * 1e3:8.2f} ms CPU/call")
+    torch_tpu.set_fused_eager(True)
+    fused = [
+        ("fused eager f32 gelu(F.linear(x, W, b))", lambda: F.gelu(F.linear(x, w, b))),
+        ("fused eager bf16 gelu(F.linear(x, W, b))", lambda: F.gelu(F.linear(xb, wb, bb))),
+        ("fused eager autocast gelu(F.linear(x, W, b))", amp(lambda: F.gelu(F.linear(x, w, b)))),
+    ]
+    for name, fn in fused:
+        print(f"  {name:50s} {cpu_time_per_call(fn, d) * 1e3:8.2f} ms CPU/call")
+    torch_tpu.set_fused_eager(False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="f32,bf16,precision")
@@ -86,6 +144,10 @@ def main() -> None:
             print(f"bf16 {name}: cpu {cpu:8.1f} GFLOP/s   tpu {tpu:8.1f} GFLOP/s   tpu/cpu {tpu / cpu:5.2f}x")
     if "precision" in only:
         precision_table()
+    if "epilogue" in only:
+        import os
+        print("epilogue fusion:", "off" if os.environ.get("TORCH_TPU_GEMM_EPILOGUE", "1").strip().startswith("0") else "on")
+        epilogue_table()
 
 
 if __name__ == "__main__":

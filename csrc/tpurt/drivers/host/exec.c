@@ -1,8 +1,10 @@
 /* exec.c — host executables: planning (clusters of elementwise ops, views, library
  * steps) and the runner. See host.h for the model. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "drivers/host/gemm.h"
 #include "drivers/host/host.h"
 
 enum { K_PARAM, K_SCALAR, K_CONST, K_VIEW, K_MEMBER, K_ROOT, K_LIB };
@@ -20,10 +22,39 @@ struct tpu_host_exe_s {
   int32_t* last_use;      /* per op: last step (op index) reading its storage; INT32_MAX = graph output */
   int32_t last_step;      /* op index of the last non-view step */
   int n_steps;
+  /* GEMM epilogues: a DOT whose whole result only one elementwise cluster reads (directly or through
+   * reshapes) runs at that cluster's step, and the cluster runs on each block of C the GEMM finishes
+   * (run_dot_epilogue). epi_root: per DOT, that cluster's root; epi_dot: per root, the DOT; else -1. */
+  int32_t* epi_root;
+  int32_t* epi_dot;
 };
+
+static _Atomic int g_epi_fusion = -1; /* -1: not read from the environment yet */
+static int epilogue_fusion_on(void) {
+  int v = atomic_load_explicit(&g_epi_fusion, memory_order_relaxed);
+  if (v < 0) {
+    const char* s = getenv("TORCH_TPU_GEMM_EPILOGUE");
+    while (s && (*s == ' ' || *s == '\t')) ++s;
+    v = !(s && *s == '0');
+    int expected = -1;
+    atomic_compare_exchange_strong(&g_epi_fusion, &expected, v);
+    v = atomic_load_explicit(&g_epi_fusion, memory_order_relaxed);
+  }
+  return v;
+}
+int tpu_host_set_epilogue_fusion(int on) {
+  int old = epilogue_fusion_on();
+  atomic_store_explicit(&g_epi_fusion, on ? 1 : 0, memory_order_relaxed);
+  return old;
+}
 
 const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return &e->g; }
 int tpu_host_exe_num_steps(const tpu_host_exe_t* e) { return e->n_steps; }
+int tpu_host_exe_num_epilogues(const tpu_host_exe_t* e) {
+  int c = 0;
+  for (int v = 0; v < e->g.n_ops; ++v) c += e->epi_dot[v] >= 0;
+  return c;
+}
 void tpu_host_exe_fusion_stats(const tpu_host_exe_t* e, int32_t* out_clusters, int32_t* out_fused_ops,
                                int32_t* out_reduce_producers) {
   int32_t c = 0, f = 0, r = 0;
@@ -41,7 +72,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e->reg); free(e->nreg);
-  free(e->last_use);
+  free(e->last_use); free(e->epi_root); free(e->epi_dot);
   free(e);
 }
 
@@ -67,10 +98,12 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->nreg = calloc((size_t)(n ? n : 1), sizeof(int32_t));
     e->fused = calloc((size_t)n, 1);
     e->last_use = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    e->epi_root = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    e->epi_dot = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
       !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused ||
-      !e->last_use || !e->reg || !e->nreg) {
+      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -133,6 +166,42 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
    * evaluates it block by block (cache-sized temporaries), see run_fused_reduce. */
   for (int v = 0; v < n; ++v)
     if (e->kind[v] == K_ROOT && users[v] == 1 && G->ops[user[v]].opcode == TPU_IR_REDUCE) e->fused[v] = 1;
+  /* GEMM epilogues: an f32 DOT whose every reader (directly or through reshapes; none a graph
+   * output) is a member of one cluster that is not itself evaluated inside a reduce; one DOT per
+   * cluster. Same operations per element as unfused. While the readers are scanned, epi_root holds
+   * the candidate cluster (-2: none seen yet, -1: no) and epi_dot maps a reshape to its DOT. */
+  const int epi_on = epilogue_fusion_on();
+  for (int v = 0; v < n; ++v) {
+    e->epi_dot[v] = -1;
+    e->epi_root[v] = epi_on && G->ops[v].opcode == TPU_IR_DOT && G->ops[v].type.dtype == TPU_DTYPE_F32 &&
+                     e->out_index[v] < 0 ? -2 : -1;
+    if (e->epi_root[v] == -2) e->epi_dot[v] = v;
+  }
+  for (int w = 0; w < n && epi_on; ++w) {
+    if (G->ops[w].opcode == TPU_IR_RESHAPE) {
+      int v = e->epi_dot[tpu_ir_operand(G, w, 0)];
+      if (v >= 0 && e->out_index[w] >= 0) e->epi_root[v] = -1;
+      if (v >= 0) e->epi_dot[w] = v;
+      continue;
+    }
+    for (int k = 0; k < G->ops[w].n_in; ++k) {
+      int v = e->epi_dot[tpu_ir_operand(G, w, k)];
+      if (v < 0 || e->epi_root[v] == -1) continue;
+      int u = w;
+      while (e->kind[u] == K_MEMBER) u = user[u];
+      if (e->kind[u] != K_ROOT || e->fused[u] || (e->epi_root[v] >= 0 && e->epi_root[v] != u)) u = -1;
+      e->epi_root[v] = u;
+    }
+  }
+  for (int v = 0; v < n; ++v) e->epi_dot[v] = -1;
+  for (int v = 0; v < n; ++v) {
+    int u = e->epi_root[v];
+    if (u < 0 || e->epi_dot[u] >= 0 || tpu_ir_numel(&G->ops[u].type) != tpu_ir_numel(&G->ops[v].type)) {
+      e->epi_root[v] = -1;
+      continue;
+    }
+    e->epi_dot[u] = v;
+  }
   /* Members of the cluster rooted at r: walk operands through K_MEMBER values. */
   int nm = 0, nl = 0;
   int32_t* stack = users; /* reuse as scratch */
@@ -195,7 +264,7 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
    * share their operand's storage (base). `users` is free again: reuse it for the run times. */
   int32_t* when = users;
   for (int v = n - 1; v >= 0; --v)
-    when[v] = (e->kind[v] == K_MEMBER || e->fused[v]) ? when[user[v]] : v;
+    when[v] = (e->kind[v] == K_MEMBER || e->fused[v]) ? when[user[v]] : e->epi_root[v] >= 0 ? e->epi_root[v] : v;
   for (int v = 0; v < n; ++v) {
     user[v] = e->kind[v] == K_VIEW ? user[tpu_ir_operand(G, v, 0)] : v; /* base */
     e->last_use[v] = -1;
@@ -285,6 +354,7 @@ static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 static void scratch_cache_destroy(void* p) {
   scratch_cache_t* c = p;
   for (int i = 0; i < c->n; ++i) free(c->b[i].p);
+  tpu_rt_scratch_add(0, -(int64_t)c->total);
   free(c);
 }
 static void scratch_key_init(void) { pthread_key_create(&g_scratch_key, scratch_cache_destroy); }
@@ -318,6 +388,7 @@ static char* scratch_alloc(scratch_t* s, size_t bytes) {
     if (posix_memalign(&m, 64, bytes)) return NULL;
     got.p = m; got.n = bytes;
   }
+  tpu_rt_scratch_add((int64_t)got.n, 0); /* reported by tpu_rt_memory_stats (not allocator memory) */
   s->blks[s->n++] = got;
   return got.p;
 }
@@ -328,6 +399,7 @@ static char* scratch_alloc_until(scratch_t* s, size_t bytes, int32_t free_at) {
   return p;
 }
 static void scratch_put(scratch_cache_t* c, blk_t b) {
+  tpu_rt_scratch_add(-(int64_t)b.n, 0);
   if (c && b.n <= SCRATCH_CACHE_BYTES) {
     /* over the byte cap: evict the largest blocks; only out of slots: evict the smallest (large
      * blocks are the ones whose fresh pages fault on every use, small ones come back from malloc) */
@@ -341,6 +413,7 @@ static void scratch_put(scratch_cache_t* c, blk_t b) {
     }
     if (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES) { free(b.p); return; }
     c->b[c->n++] = b; c->total += b.n;
+    tpu_rt_scratch_add(0, (int64_t)b.n);
   } else {
     free(b.p);
   }
@@ -357,7 +430,6 @@ static void scratch_release(scratch_t* s, int32_t t) {
 }
 static void scratch_free(scratch_t* s) {
   scratch_cache_t* c = scratch_cache();
-  tpu_rt_scratch_add(0, -(int64_t)c->total);
   for (int i = 0; i < s->n; ++i) scratch_put(c, s->blks[i]);
   free(s->blks);
 }
@@ -388,7 +460,6 @@ typedef struct {
   int64_t tiles_per_row, rows;
   int64_t krows, rows2, blocks2; /* rows per tile; size of dim rank-2 (1 if none); its blocks */
   uint8_t lmode[64];
-  tpu_rt_scratch_add((int64_t)got.n, 0); /* reported by tpu_rt_memory_stats (not allocator memory) */
   tpu_status_t err;
 } cluster_job_t;
 
@@ -399,7 +470,6 @@ static int dtype_is_register(int dt) { return dt == TPU_DTYPE_F32 || dt == TPU_D
  * buffer before the root overwrites it in place. */
 static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_direct) {
   int r = J->rank;
-  tpu_rt_scratch_add(-(int64_t)b.n, 0);
   int64_t inner = r ? J->sizes[r - 1] : 1;
   J->rows2 = r >= 2 ? J->sizes[r - 2] : 1;
   J->krows = inner > 0 && inner * 2 <= TILE ? TPU_MAX(1, TPU_MIN(TILE / inner, J->rows2)) : 1;
@@ -413,7 +483,6 @@ static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_dire
     int64_t ls = r ? L->strides[r - 1] : 0, rs = r >= 2 ? L->strides[r - 2] : 0;
     if (ls == 0) J->lmode[j] = (!multi || rs == 0) ? LEAF_BCAST : LEAF_ROWB;
     else J->lmode[j] = (ls == 1 && (!multi || rs == inner) && dtype_is_register(L->dtype) &&
-    tpu_rt_scratch_add(0, (int64_t)b.n);
                         !(J->direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
   }
 }
@@ -642,6 +711,85 @@ static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, 
   return run_cluster_leaves(e, root, leaf, out);
 }
 
+/* ---- GEMM epilogue: the cluster rooted at r runs on each block of the DOT's C as the GEMM finishes it
+ * (still in cache), instead of one more pass over the whole product. The cluster's views (its shape)
+ * are re-expressed in the DOT's shape [B..., M, N] (reshape strides; if some view cannot be, the
+ * two run one after the other as unfused); a block is then the same sub-box of every view. */
+typedef struct {
+  const tpu_host_exe_t* e;
+  int root, nleaf, nb;             /* nb: batch dims of the DOT */
+  tpu_host_view_t leaf[64], out;   /* in the DOT's shape */
+  pthread_mutex_t mu;
+  _Atomic int failed;
+  tpu_status_t err;
+} dot_epi_t;
+
+static void dot_epi_sub(const tpu_host_view_t* v, int nb, const int64_t* bidx, int64_t i0, int64_t j0, int64_t mb,
+                        int64_t nbk, tpu_host_view_t* out) {
+  *out = *v;
+  int64_t off = i0 * v->strides[nb] + j0 * v->strides[nb + 1];
+  for (int d = 0; d < nb; ++d) { off += bidx[d] * v->strides[d]; out->sizes[d] = 1; }
+  out->sizes[nb] = mb; out->sizes[nb + 1] = nbk;
+  out->data = v->data + off * (int64_t)tpu_dtype_size(v->dtype);
+}
+
+static void dot_epi_block(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nbk) {
+  dot_epi_t* D = ctx;
+  if (atomic_load_explicit(&D->failed, memory_order_relaxed)) return;
+  int64_t bidx[TPU_MAX_DIMS];
+  for (int d = D->nb - 1; d >= 0; --d) { bidx[d] = t % D->out.sizes[d]; t /= D->out.sizes[d]; }
+  tpu_host_view_t leaf[64], out;
+  for (int j = 0; j < D->nleaf; ++j) dot_epi_sub(&D->leaf[j], D->nb, bidx, i0, j0, mb, nbk, &leaf[j]);
+  dot_epi_sub(&D->out, D->nb, bidx, i0, j0, mb, nbk, &out);
+  tpu_status_t st = run_cluster_leaves(D->e, D->root, leaf, &out);
+  if (st) {
+    pthread_mutex_lock(&D->mu);
+    if (!D->err) D->err = st;
+    else tpu_status_free(st);
+    atomic_store(&D->failed, 1);
+    pthread_mutex_unlock(&D->mu);
+  }
+}
+
+/* Views `v` (the cluster's shape) as the DOT's shape `t`; 0 if that needs a copy. */
+static int dot_epi_view(const tpu_host_view_t* v, const tpu_ir_type_t* t, tpu_host_view_t* out) {
+  *out = *v;
+  out->rank = t->rank;
+  for (int d = 0; d < t->rank; ++d) out->sizes[d] = t->dims[d];
+  return reshape_strides(v, t->rank, t->dims, out->strides);
+}
+
+static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_t* vals,
+                                     const tpu_host_view_t* out) {
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_ir_op_t* op = &G->ops[d];
+  const tpu_host_view_t* a = &vals[tpu_ir_operand(G, d, 0)].v;
+  const tpu_host_view_t* b = &vals[tpu_ir_operand(G, d, 1)].v;
+  const tpu_host_view_t* c = &vals[d].v;
+  int nleaf = e->leaf_cnt[r];
+  const int32_t* lv = e->leaves + e->leaf_off[r];
+  dot_epi_t* D = malloc(sizeof(*D)); /* ~40 KB: not on a pool thread's stack */
+  if (!D) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
+  D->e = e; D->root = r; D->nleaf = nleaf; D->nb = (int)op->i0; D->err = TPU_OK;
+  atomic_init(&D->failed, 0);
+  int ok = nleaf <= 64 && dot_epi_view(out, &op->type, &D->out);
+  for (int j = 0; j < nleaf && ok; ++j) ok = dot_epi_view(&vals[lv[j]].v, &op->type, &D->leaf[j]);
+  tpu_status_t st;
+  if (!ok) { /* unfused: the product, then the cluster over it */
+    free(D);
+    TPU_RETURN_IF_ERROR(tpu_host_k_dot(op, a, b, c));
+    return run_cluster(e, r, vals, out);
+  }
+  pthread_mutex_init(&D->mu, NULL);
+  tpu_host_gemm_epi_t epi = {dot_epi_block, D, 0};
+  st = tpu_host_k_dot_epi(op, a, b, c, &epi);
+  if (st == TPU_OK) st = D->err;
+  else if (D->err) tpu_status_free(D->err);
+  pthread_mutex_destroy(&D->mu);
+  free(D);
+  return st;
+}
+
 /* reduce(cluster) without materializing the cluster: blocks along the first non-unit dim
  * of the cluster's shape, each evaluated into a ~1 MiB temporary that stays in L2.
  * Blocking a kept dim writes each block's slice of the output; blocking a reduced dim
@@ -855,6 +1003,14 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
       case K_MEMBER: break;
       case K_ROOT: case K_LIB: {
         if (e->fused[v]) break; /* evaluated inside its reduce */
+        if (e->epi_root[v] >= 0) { /* a DOT run at its epilogue's step: only its C buffer now */
+          char* buf = scratch_alloc_until(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype),
+                                          e->last_use[v]);
+          if (!buf) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary"); break; }
+          view_contiguous(&x->v, buf, &op->type);
+          x->ready = 1;
+          break;
+        }
         /* Destination: the output view when that is safe, else a contiguous temporary. */
         int k = e->out_index[v];
         int direct = k >= 0 && !written[k];
@@ -868,7 +1024,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             for (int w = 0; w < n; ++w)
               if (e->kind[w] == K_PARAM && G->ops[w].i0 == p) { lu = e->last_use[w]; break; }
             if (lu < v) continue;
-            if (lu > v || e->kind[v] == K_LIB) { direct = 0; break; }
+            if (lu > v || e->kind[v] == K_LIB || e->epi_dot[v] >= 0) { direct = 0; break; }
             const int32_t* lv = e->leaves + e->leaf_off[v];
             for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
               if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
@@ -876,7 +1032,9 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             for (int k2 = 0; k2 < G->n_outputs && direct; ++k2) {
               int w = G->outputs[k2];
               if (k2 == k || w == v || (w < v && (!vals[w].ready || (written[k2] && e->out_index[w] == k2)))) continue;
-              if (w > v && e->kind[w] != K_PARAM) { direct = 0; break; } /* not evaluated yet */
+              /* not evaluated yet: it cannot read p (every read of p or of a view of p is at
+               * step <= lu == v), so only an output that is a parameter itself is checked */
+              if (w > v && e->kind[w] != K_PARAM) continue;
               if (views_overlap(o, w > v ? &params[G->ops[w].i0] : &vals[w].v)) direct = 0;
             }
           }
@@ -891,7 +1049,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           view_contiguous(&x->v, buf, &op->type);
         }
         x->ready = 1;
-        if (e->kind[v] == K_ROOT) st = run_cluster(e, v, vals, &x->v);
+        if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) st = run_dot_epilogue(e, e->epi_dot[v], v, vals, &x->v);
+        else if (e->kind[v] == K_ROOT) st = run_cluster(e, v, vals, &x->v);
         else if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)])
           st = run_fused_reduce(e, v, tpu_ir_operand(G, v, 0), vals, &x->v, &s);
         else st = run_lib(e, v, vals, &x->v, scalars);

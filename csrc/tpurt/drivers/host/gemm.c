@@ -280,9 +280,18 @@ typedef struct gemm_args_s {
    * a_es / b_es: source element sizes (bytes) */
   int npass, fa[3], fb[3];
   int64_t a_es, b_es;
+  const tpu_host_gemm_epi_t* epi; /* (optional) per finished block of C */
+  int64_t epi_t;                  /* batch index passed to epi */
+  int epi_tr;                     /* the driver computes C^T: swap coordinates back */
 } gemm_args_t;
 
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+/* C[i0:i0+mb, j0:j0+nb] (the driver's coordinates) is final: run the epilogue on it. */
+static void gemm_epi(const gemm_args_t* g, int64_t i0, int64_t j0, int64_t mb, int64_t nb) {
+  if (!g->epi) return;
+  if (g->epi_tr) g->epi->fn(g->epi->ctx, g->epi_t, j0, i0, nb, mb);
+  else g->epi->fn(g->epi->ctx, g->epi_t, i0, j0, mb, nb);
+}
 static int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
 /* Even split of `len` into blocks of at most `max`, each a multiple of `unit`. */
 static int64_t even_block(int64_t len, int64_t max, int64_t unit) {
@@ -406,6 +415,7 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
               kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
                       (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
           }
+          if (t == g->npass - 1 && pc + kc >= g->k) gemm_epi(g, ic, jc, mc, nc); /* block is final */
         }
       }
   }
@@ -428,6 +438,7 @@ static void gemm_ref_tile(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t 
         if (beta != 0.0f) r += (double)beta * (double)*cij;
         *cij = (float)r;
       }
+    gemm_epi(g, i0, j0, i1 - i0, j1 - j0);
     return;
   }
   const char* a = g->a + i0 * g->a_rs * es;
@@ -441,6 +452,7 @@ static void gemm_ref_tile(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t 
     tpu_host_dgemm_ref(i1 - i0, j1 - j0, g->k, *(const double*)g->alpha, (const double*)a, g->a_rs,
                        g->a_cs, (const double*)b, g->b_rs, g->b_cs, *(const double*)g->beta,
                        (double*)c, g->c_rs, g->c_cs);
+  gemm_epi(g, i0, j0, i1 - i0, j1 - j0);
 }
 
 /* ---- packing-buffer cache. Fresh multi-megabyte buffers cost page faults on every call (glibc
@@ -688,11 +700,12 @@ static int gemm_bf16_products(const gemm_args_t* g) {
 
 static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_t k, const void* alpha,
                      const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
-                     const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel) {
+                     const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel,
+                     const tpu_host_gemm_epi_t* epi, int64_t t) {
   if (m <= 0 || n <= 0) return;
   gemm_args_t g = {gemm_pick(es), m, n, k, (const char*)a, a_rs, a_cs, (const char*)b, b_rs, b_cs,
                    (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD,
-                   1, {0}, {0}, es, es};
+                   1, {0}, {0}, es, es, epi, epi ? epi->t0 + t : 0, 0};
   gemm_set_fmt(&g, es, fmt);
   if (es == 4 && gemm_bf16_products(&g)) {
     const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16();
@@ -704,6 +717,7 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
   }
   if (k <= 0 || is_zero(es, alpha)) {
     scale_c(es, m, n, beta, g.c, c_rs, c_cs);
+    gemm_epi(&g, 0, 0, m, n);
     return;
   }
   /* Prefer contiguous C rows (vector write-back) and m == 1 for vectors: C^T = B^T A^T. */
@@ -714,28 +728,32 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
     g.c_rs = c_cs, g.c_cs = c_rs;
     for (int t = 0; t < g.npass; ++t) { int f = g.fa[t]; g.fa[t] = g.fb[t]; g.fb[t] = f; }
     int64_t e = g.a_es; g.a_es = g.b_es; g.b_es = e;
+    g.epi_tr = 1;
   }
-  if (g.m == 1 && es == 4 && !gemm_needs_cvt(&g) && sgemv(&g, parallel)) return;
+  if (g.m == 1 && es == 4 && !gemm_needs_cvt(&g) && sgemv(&g, parallel)) {
+    gemm_epi(&g, 0, 0, g.m, g.n);
+    return;
+  }
   gemm_packed(&g, parallel);
 }
 
 void tpu_host_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
                     int64_t a_cs, const float* b, int64_t b_rs, int64_t b_cs, float beta, float* c,
                     int64_t c_rs, int64_t c_cs) {
-  gemm_run(4, NULL, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+  gemm_run(4, NULL, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1, NULL, 0);
 }
 
 void tpu_host_dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t a_rs,
                     int64_t a_cs, const double* b, int64_t b_rs, int64_t b_cs, double beta, double* c,
                     int64_t c_rs, int64_t c_cs) {
-  gemm_run(8, NULL, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+  gemm_run(8, NULL, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1, NULL, 0);
 }
 
 void tpu_host_sgemm_ex(int a_dtype, int b_dtype, int precision, int64_t m, int64_t n, int64_t k, float alpha,
                        const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
                        float beta, float* c, int64_t c_rs, int64_t c_cs) {
   gemm_fmt_t f = {a_dtype, b_dtype, precision};
-  gemm_run(4, &f, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1);
+  gemm_run(4, &f, m, n, k, &alpha, a, a_rs, a_cs, b, b_rs, b_cs, &beta, c, c_rs, c_cs, 1, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ batched */
@@ -753,6 +771,7 @@ typedef struct gemm_batch_s {
   const void* beta;
   char* c;
   int64_t c_bs, c_rs, c_cs;
+  const tpu_host_gemm_epi_t* epi;
 } gemm_batch_t;
 
 static void gemm_batch_fn(void* ctx, int64_t begin, int64_t end) {
@@ -760,7 +779,7 @@ static void gemm_batch_fn(void* ctx, int64_t begin, int64_t end) {
   for (int64_t t = begin; t < end; ++t) /* already on the pool: each product on this thread */
     gemm_run(bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->a_es, bt->a_rs, bt->a_cs,
              bt->b + t * bt->b_bs * bt->b_es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
-             bt->c_rs, bt->c_cs, 0);
+             bt->c_rs, bt->c_cs, 0, bt->epi, t);
 }
 
 static void gemm_batched(const gemm_batch_t* bt, int64_t batch) {
@@ -779,7 +798,7 @@ static void gemm_batched(const gemm_batch_t* bt, int64_t batch) {
   for (int64_t t = 0; t < batch; ++t)
     gemm_run(bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->a_es, bt->a_rs, bt->a_cs,
              bt->b + t * bt->b_bs * bt->b_es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
-             bt->c_rs, bt->c_cs, 1);
+             bt->c_rs, bt->c_cs, 1, bt->epi, t);
 }
 
 void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
@@ -787,7 +806,7 @@ void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, floa
                             const float* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
                             float beta, float* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
   gemm_batch_t bt = {4, NULL, 4, 4, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
-                     b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs};
+                     b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs, NULL};
   gemm_batched(&bt, batch);
 }
 
@@ -796,7 +815,7 @@ void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, doub
                             const double* b, int64_t b_bs, int64_t b_rs, int64_t b_cs,
                             double beta, double* c, int64_t c_bs, int64_t c_rs, int64_t c_cs) {
   gemm_batch_t bt = {8, NULL, 8, 8, m, n, k, &alpha, (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs,
-                     b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs};
+                     b_rs, b_cs, &beta, (char*)c, c_bs, c_rs, c_cs, NULL};
   gemm_batched(&bt, batch);
 }
 
@@ -807,6 +826,17 @@ void tpu_host_sgemm_batched_ex(int a_dtype, int b_dtype, int precision, int64_t 
   gemm_fmt_t f = {a_dtype, b_dtype, precision};
   gemm_batch_t bt = {4, &f, (int64_t)tpu_dtype_size(a_dtype), (int64_t)tpu_dtype_size(b_dtype), m, n, k, &alpha,
                      (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs, b_rs, b_cs, &beta, (char*)c, c_bs,
-                     c_rs, c_cs};
+                     c_rs, c_cs, NULL};
+  gemm_batched(&bt, batch);
+}
+
+void tpu_host_sgemm_batched_epi(int a_dtype, int b_dtype, int precision, int64_t batch, int64_t m, int64_t n,
+                                int64_t k, float alpha, const void* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                                const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
+                                int64_t c_bs, int64_t c_rs, int64_t c_cs, const tpu_host_gemm_epi_t* epi) {
+  gemm_fmt_t f = {a_dtype, b_dtype, precision};
+  gemm_batch_t bt = {4, &f, (int64_t)tpu_dtype_size(a_dtype), (int64_t)tpu_dtype_size(b_dtype), m, n, k, &alpha,
+                     (const char*)a, a_bs, a_rs, a_cs, (const char*)b, b_bs, b_rs, b_cs, &beta, (char*)c, c_bs,
+                     c_rs, c_cs, epi};
   gemm_batched(&bt, batch);
 }

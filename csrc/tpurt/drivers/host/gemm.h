@@ -81,6 +81,23 @@ void tpu_host_sgemm_batched_ex(int a_dtype, int b_dtype, int precision, int64_t 
                                const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
                                int64_t c_bs, int64_t c_rs, int64_t c_cs);
 
+/* Epilogue: `fn(ctx, t, i0, j0, mb, nb)` runs once for every block C[t][i0:i0+mb, j0:j0+nb] as soon
+ * as that block holds its final value (t = epi->t0 + the batch index), on the thread that computed
+ * it, while the block is still in cache (the packed driver calls it per (mc, nc) block after the last
+ * k pass). The blocks are disjoint and cover C; coordinates are C's own (also when the driver
+ * computes C^T). The fused elementwise epilogues of the executor (exec.c) run here. */
+typedef void (*tpu_host_gemm_epi_fn)(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb);
+typedef struct tpu_host_gemm_epi_s {
+  tpu_host_gemm_epi_fn fn;
+  void* ctx;
+  int64_t t0;
+} tpu_host_gemm_epi_t;
+/* tpu_host_sgemm_batched_ex with an epilogue (epi may be NULL: none). */
+void tpu_host_sgemm_batched_epi(int a_dtype, int b_dtype, int precision, int64_t batch, int64_t m, int64_t n,
+                                int64_t k, float alpha, const void* a, int64_t a_bs, int64_t a_rs, int64_t a_cs,
+                                const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
+                                int64_t c_bs, int64_t c_rs, int64_t c_cs, const tpu_host_gemm_epi_t* epi);
+
 /* Scratch memory from the GEMM's buffer cache (64-byte aligned; recently freed multi-megabyte
  * blocks are reused instead of being page-faulted in again). tpu_host_scratch_free(NULL) is fine. */
 void* tpu_host_scratch_alloc(size_t bytes);

@@ -79,6 +79,16 @@ tpu_status_t tpu_host_k_argreduce(const tpu_ir_op_t* op, const tpu_host_view_t* 
 tpu_status_t tpu_host_k_cumulative(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,
                             const tpu_host_view_t* out);
+/* k_dot with a GEMM epilogue run on every finished block of `out` (gemm.h, tpu_host_gemm_epi_t). */
+struct tpu_host_gemm_epi_s;
+tpu_status_t tpu_host_k_dot_epi(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,
+                                const tpu_host_view_t* out, const struct tpu_host_gemm_epi_s* epi);
+/* Testing hook: whether tpu_host_compile fuses an elementwise cluster into the GEMM that feeds it
+ * (default on; TORCH_TPU_GEMM_EPILOGUE=0, read once, turns it off). Returns the previous setting;
+ * applies to executables compiled afterwards. */
+int tpu_host_set_epilogue_fusion(int on);
+/* How many GEMMs of the executable run an elementwise cluster as their epilogue. */
+int tpu_host_exe_num_epilogues(const tpu_host_exe_t* exe);
 tpu_status_t tpu_host_k_iota(const tpu_ir_op_t* op, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_concat(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_pad(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* v,

@@ -577,6 +577,18 @@ static int fold_batch(int nb, const tpu_host_view_t* a, const tpu_host_view_t* b
 }
 tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,
                             const tpu_host_view_t* c) {
+  return tpu_host_k_dot_epi(op, a, b, c, NULL);
+}
+/* epi (optional): see tpu_host_gemm_epi_t; t is the row-major index over c's batch dims. Paths
+ * without a block-wise GEMM (integers, f64, a C that is not f32) run it once per matrix. */
+static void dot_epi_whole(const tpu_host_gemm_epi_t* epi, const tpu_host_view_t* c, int nb) {
+  if (!epi) return;
+  int64_t nmat = 1;
+  for (int d = 0; d < nb; ++d) nmat *= c->sizes[d];
+  for (int64_t t = 0; t < nmat; ++t) epi->fn(epi->ctx, epi->t0 + t, 0, 0, c->sizes[nb], c->sizes[nb + 1]);
+}
+tpu_status_t tpu_host_k_dot_epi(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,
+                                const tpu_host_view_t* c, const tpu_host_gemm_epi_t* epi) {
   int nb = (int)op->i0;
   int64_t M = c->sizes[nb], N = c->sizes[nb + 1], K = a->sizes[nb + 1];
   if (numel_of(c) == 0) return TPU_OK;
@@ -593,6 +605,7 @@ tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, con
                         (uint64_t)tpu_host_load_i64(b->data + (bo + p * b->strides[nb] + j * b->strides[nb + 1]) * (int64_t)tpu_dtype_size(dt), dt));
       tpu_host_store_i64(at(c, idx), c->dtype, acc);
     } while (next_index(idx, c->sizes, c->rank));
+    dot_epi_whole(epi, c, nb);
     return TPU_OK;
   }
   /* bf16/f16 operands are widened to f32 while the GEMM packs its panels; f32 accumulation.
@@ -606,18 +619,20 @@ tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, con
     if ((st = to_f32(c, &fc, &C))) goto done;
   }
   int64_t cnt, sa, sb, sc;
+  const tpu_host_gemm_epi_t* gepi = use_f64 || fc ? NULL : epi; /* block-wise only into an f32 C */
   if (fold_batch(nb, &A, &B, &C, &cnt, &sa, &sb, &sc)) {
     if (use_f64)
       tpu_host_dgemm_batched(cnt, M, N, K, 1.0, (const double*)A.data, sa, A.strides[nb], A.strides[nb + 1],
                              (const double*)B.data, sb, B.strides[nb], B.strides[nb + 1], 0.0,
                              (double*)C.data, sc, C.strides[nb], C.strides[nb + 1]);
     else
-      tpu_host_sgemm_batched_ex(dt, dt, prec, cnt, M, N, K, 1.0f, A.data, sa, A.strides[nb], A.strides[nb + 1],
-                                B.data, sb, B.strides[nb], B.strides[nb + 1], 0.0f,
-                                (float*)C.data, sc, C.strides[nb], C.strides[nb + 1]);
+      tpu_host_sgemm_batched_epi(dt, dt, prec, cnt, M, N, K, 1.0f, A.data, sa, A.strides[nb], A.strides[nb + 1],
+                                 B.data, sb, B.strides[nb], B.strides[nb + 1], 0.0f,
+                                 (float*)C.data, sc, C.strides[nb], C.strides[nb + 1], gepi);
   } else {
     int64_t idx[TPU_MAX_DIMS] = {0};
     int64_t es = (int64_t)tpu_dtype_size(dt), ces = use_f64 ? 8 : 4;
+    tpu_host_gemm_epi_t e1 = gepi ? *gepi : (tpu_host_gemm_epi_t){0};
     do {
       int64_t ao = 0, bo = 0, co = 0;
       for (int d = 0; d < nb; ++d) { ao += idx[d] * A.strides[d]; bo += idx[d] * B.strides[d]; co += idx[d] * C.strides[d]; }
@@ -626,12 +641,15 @@ tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, con
                        (const double*)(B.data + bo * es), B.strides[nb], B.strides[nb + 1], 0.0,
                        (double*)(C.data + co * ces), C.strides[nb], C.strides[nb + 1]);
       else
-        tpu_host_sgemm_ex(dt, dt, prec, M, N, K, 1.0f, A.data + ao * es, A.strides[nb], A.strides[nb + 1],
-                          B.data + bo * es, B.strides[nb], B.strides[nb + 1], 0.0f,
-                          (float*)(C.data + co * ces), C.strides[nb], C.strides[nb + 1]);
+        tpu_host_sgemm_batched_epi(dt, dt, prec, 1, M, N, K, 1.0f, A.data + ao * es, 0, A.strides[nb],
+                                   A.strides[nb + 1], B.data + bo * es, 0, B.strides[nb], B.strides[nb + 1], 0.0f,
+                                   (float*)(C.data + co * ces), 0, C.strides[nb], C.strides[nb + 1],
+                                   gepi ? &e1 : NULL);
+      e1.t0++;
     } while (next_index(idx, C.sizes, nb));
   }
   if (fc) st = tpu_host_k_copy(&C, c);
+  if (st == TPU_OK && !gepi) dot_epi_whole(epi, c, nb);
 done:
   free(fc);
   return st;
