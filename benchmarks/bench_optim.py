@@ -3,7 +3,8 @@
 Model: 16 x (Linear(600, 600) + LayerNorm(600)) + Linear(600, 10): 66 parameter tensors, 5.8M floats.
 Gradients are set once; the timed call is opt.step() alone (median of 20, synchronized). Also prints the
 device tasks per step (torch_tpu.metrics()["ops_run"]) and the process CPU time per step (all threads).
-Usage: python benchmarks/bench_optim.py [--only sgd,adamw,adagrad] [--repeat 20]
+Usage: python benchmarks/bench_optim.py [--only sgd,adamw,adagrad] [--repeat 20] [--threads N]
+(for a single-threaded comparison also set TORCH_TPU_NUM_THREADS=1 OMP_NUM_THREADS=1)
 """
 from __future__ import annotations
 
@@ -63,7 +64,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print("machine:", machine())
     try:
         print("load average:", os.getloadavg())

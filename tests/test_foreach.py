@@ -454,3 +454,14 @@ def test_list_of_cpu_scalar_tensors():
     check(torch._foreach_mul(dints, k), torch._foreach_mul(ints, k))
     with pytest.raises(RuntimeError, match="same device"):
         torch._foreach_mul_(da[:2], [torch.tensor(1.0), torch.ones((), device=DEV)])
+
+
+def test_in_place_lists_that_are_also_inputs():
+    """self passed again as the other operand(s): each element reads and writes the same memory."""
+    a, da = make_list(25)
+    torch._foreach_add_(a, a, alpha=0.5)
+    torch._foreach_add_(da, da, alpha=0.5)
+    check(da, a)
+    torch._foreach_addcmul_(a, a, a, 0.25)
+    torch._foreach_addcmul_(da, da, da, 0.25)
+    check(da, a)
