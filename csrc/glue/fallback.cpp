@@ -26,9 +26,10 @@
 //   6. Results: aliased returns push the argument back, fresh ones the new tensors.
 //
 // The hot path avoids heap traffic: records live in a stack arena (Arena), the op
-// name is cached, and the meta re-dispatch only happens for functional ops (most
-// functional ops are structured: their generated CompositeExplicitAutograd-
-// NonFunctional kernel already allocated the outputs and calls the .out overload).
+// name is cached, and the meta re-dispatch only happens for functional ops that are not
+// structured (structured ones are registered by name and reuse the layout PyTorch's
+// CompositeExplicitAutogradNonFunctional kernel gave the first call with the same
+// argument signature: see via_out_ops and the last TORCH_LIBRARY_IMPL).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/CPUFallback.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
@@ -226,6 +228,8 @@ struct OpInfo {
   bool foreach = false;           // aten::_foreach_*: a CPU 1-D `Tensor scalars` is a Scalar[]
   bool scalar_rets = false;       // a bool / int / float return (a 0-dim result tensor)
   bool bad_ret = false;           // an R_OTHER return
+  bool via_out = false;           // a functional op run through its .out overload's lowering (via_out_ops)
+  const c10::SafeKernelFunction* composite = nullptr;  // via_out: PyTorch's kernel for a new signature
   std::vector<ArgInfo> args;
   std::vector<RetInfo> rets;
   std::unique_ptr<MetaCache> meta_cache = std::make_unique<MetaCache>();
@@ -283,11 +287,32 @@ RetTag classify_ret(const c10::TypePtr& real_type) {
   }
 }
 
+// Functional ops registered by name below (TORCH_LIBRARY_IMPL at the end) -> their .out
+// overload ("aten::add.Tensor" -> "aten::add.out") and the PrivateUse1 kernel they had
+// before (PyTorch's CompositeExplicitAutogradNonFunctional one). Filled during static
+// registration, read-only afterwards.
+struct ViaOut {
+  std::string out_name;
+  c10::SafeKernelFunction composite;
+};
+std::unordered_map<std::string, ViaOut>& via_out_ops() {
+  static std::unordered_map<std::string, ViaOut> ops;
+  return ops;
+}
+
 std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   auto info = std::make_unique<OpInfo>();
   info->name = schema.name();
   if (!schema.overload_name().empty()) info->name += "." + schema.overload_name();
   info->op = tpu_op_find(info->name.c_str());
+  if (info->op == nullptr) {
+    auto it = via_out_ops().find(info->name);
+    if (it != via_out_ops().end()) {
+      info->op = tpu_op_find(it->second.out_name.c_str());
+      info->via_out = info->op != nullptr;
+      info->composite = &it->second.composite;
+    }
+  }
   info->supported = info->op != nullptr;
   info->foreach = info->name.rfind("aten::_foreach_", 0) == 0;
   const auto& args = schema.arguments();
@@ -885,6 +910,7 @@ void key_number(MetaKey& key, const c10::IValue& v) {
 
 // False if some argument cannot be keyed (then the meta function runs every time).
 bool build_meta_key(const OpInfo& info, c10::ArrayRef<c10::IValue> args, MetaKey& key) {
+  key.push_back(static_cast<int64_t>(c10::get_default_dtype_as_scalartype()));  // int / int division's dtype
   for (size_t i = 0; i < info.nargs; ++i) {
     const c10::IValue& v = args[i];
     if (v.isNone()) {
@@ -1222,7 +1248,24 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
   std::exception_ptr meta_error;
   const bool meta_for_outs = info.has_out && (check_outs || any_empty_out(info, args));
   std::shared_ptr<const MetaShapes> meta;  // set when the meta function ran (or was cached) and succeeded
-  if (info.needs_meta || meta_for_outs) {
+  if (info.via_out) {
+    MetaKey key;
+    const bool keyed = build_meta_key(info, args, key);
+    const uint64_t h = keyed ? hash_key(key) : 0;
+    if (keyed) meta = meta_cache_find(*info.meta_cache, h, key);
+    if (!meta) {  // a new signature: PyTorch's kernel (checks, sizes the results, calls the .out overload)
+      info.composite->callBoxed(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+      if (keyed) {
+        auto learned = std::make_shared<MetaShapes>();
+        learned->rets.resize(info.nrets);
+        c10::ArrayRef<c10::IValue> res = torch::jit::last(*stack, info.nrets);
+        for (size_t k = 0; k < info.nrets; ++k) learned->rets[k].push_back(tmeta_of(res[k].toTensor()));
+        meta_cache_insert(*info.meta_cache, h, key, std::move(learned));
+      }
+      return true;
+    }
+    alloc_from_meta(info, *meta, device, fresh);
+  } else if (info.needs_meta || meta_for_outs) {
     try {
       meta = meta_shapes(op, info, args);
       if (meta->failed) {
@@ -1307,8 +1350,21 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     }
   }
 
+  tpu_arg_t* run_args = m.args;
+  size_t run_nargs = info.nargs;
+  if (info.via_out) {  // the .out overload's arguments: these, then each fresh result as its out= tensor
+    run_args = arena.alloc<tpu_arg_t>(info.nargs + nouts);
+    std::memcpy(run_args, m.args, info.nargs * sizeof(tpu_arg_t));
+    for (size_t k = 0; k < nouts; ++k) {
+      tpu_arg_t* a = &run_args[info.nargs + k];
+      std::memset(a, 0, sizeof *a);
+      a->kind = outs[k].ndim >= 0 ? TPU_ARG_TENSOR : TPU_ARG_NONE;
+      a->tensor = &outs[k];
+    }
+    run_nargs += nouts;
+  }
   tpu_status_t st =
-      tpu_op_run_found(info.op, device, m.args, static_cast<int>(info.nargs), outs, static_cast<int>(nouts));
+      tpu_op_run_found(info.op, device, run_args, static_cast<int>(run_nargs), outs, static_cast<int>(nouts));
   if (C10_UNLIKELY(st != TPU_OK)) {
     if (tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT && info.has_out && !meta_for_outs &&
         outs_mismatch(op, info, args)) {
@@ -1379,6 +1435,68 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     std::string full = op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
     if (tpu_op_supported(full.c_str())) {
       m.impl(full.c_str() + 6, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+    }
+  }
+}
+
+// Structured functional ops (add.Tensor, mul.Tensor, mm, sigmoid, ...): without a PrivateUse1
+// kernel they run PyTorch's generated CompositeExplicitAutogradNonFunctional kernel, which
+// builds a TensorIterator (or runs the op's meta function) on every call to size the result
+// and then calls the .out overload — ~4,000 instructions of a tiny add's ~14,600. Registered
+// here, they reach the boxed kernel directly. The first call with an argument signature (the
+// meta cache's key) runs that PyTorch kernel as before (its checks, its error messages) and
+// keeps its results' sizes/strides/dtypes; later calls with the same signature allocate
+// those and run the .out overload's lowering with them as out= tensors (run_on_device).
+// (The op's Meta kernel is not used: for add/mm it is Python, ~1 ms per new signature.)
+// Chosen from the dispatcher's table: no written or aliased argument/return, only Tensor
+// returns, a CompositeExplicitAutogradNonFunctional kernel, no PrivateUse1 kernel, and an overload of the
+// same name whose arguments are these followed by one Tensor(a!) out= per return and that
+// libtpurt lowers.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  c10::Dispatcher& d = c10::Dispatcher::singleton();
+  std::unordered_map<std::string, std::vector<c10::OperatorName>> by_name;
+  const std::vector<c10::OperatorName> all = d.getAllOpNames();
+  for (const c10::OperatorName& op : all) {
+    if (op.name.rfind("aten::", 0) == 0) by_name[op.name].push_back(op);
+  }
+  auto full_name = [](const c10::OperatorName& op) {
+    return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+  };
+  for (const c10::OperatorName& op : all) {
+    if (op.name.rfind("aten::", 0) != 0 || op.name.rfind("aten::_foreach_", 0) == 0) continue;
+    std::optional<c10::OperatorHandle> h = d.findOp(op);
+    if (!h || !h->hasSchema()) continue;
+    const c10::FunctionSchema& fs = h->schema();
+    const auto& fargs = fs.arguments();
+    const auto& frets = fs.returns();
+    if (frets.empty() || fargs.empty() || fargs[0].real_type()->kind() != c10::TypeKind::TensorType) continue;
+    bool ok = true;
+    for (const auto& a : fargs) ok &= a.alias_info() == nullptr;
+    for (const auto& r : frets) ok &= r.alias_info() == nullptr && r.real_type()->kind() == c10::TypeKind::TensorType;
+    if (!ok || tpu_op_supported(full_name(op).c_str()) ||
+        !h->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        h->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    for (const c10::OperatorName& cand : by_name[op.name]) {
+      std::optional<c10::OperatorHandle> ch = d.findOp(cand);
+      if (!ch || !ch->hasSchema()) continue;
+      const auto& cargs = ch->schema().arguments();
+      if (cargs.size() != fargs.size() + frets.size() || !ch->schema().returns().size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < fargs.size() && match; ++i) {
+        match = cargs[i].name() == fargs[i].name() && cargs[i].real_type()->str() == fargs[i].real_type()->str() &&
+                cargs[i].alias_info() == nullptr;
+      }
+      for (size_t i = fargs.size(); i < cargs.size() && match; ++i) {
+        match = cargs[i].is_out() && cargs[i].real_type()->kind() == c10::TypeKind::TensorType;
+      }
+      const std::string out_name = full_name(cand);
+      if (!match || !tpu_op_supported(out_name.c_str())) continue;
+      const std::string name = full_name(op);
+      via_out_ops().emplace(name, ViaOut{out_name, h->getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)});
+      m.impl(name.c_str() + 6, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+      break;
     }
   }
 }
