@@ -266,6 +266,32 @@ def test_out_of_range_index_raises_at_sync(name):
                                torch.tensor([[3.0], [4.0], [9.0]]))
 
 
+NEG_CASES = {  # ops whose CPU kernel rejects negative indices (no wrap); -1 must be named as given
+    "gather": lambda x, i: torch.gather(x, 1, i.view(1, 1).expand(4, 1)),
+    "index_select_1d": lambda x, i: x[0].index_select(0, i),
+    "index_select_2d": lambda x, i: x.index_select(1, i),
+    "embedding": lambda x, i: F.embedding(i, x),
+    "scatter": lambda x, i: x.scatter(1, i.view(1, 1), 1.0),
+    "scatter_add": lambda x, i: x.scatter_add(1, i.view(1, 1), torch.ones(1, 1, device=x.device)),
+    "index_add": lambda x, i: x.index_add(0, i, torch.ones(1, 6, device=x.device)),
+    "index_copy": lambda x, i: x.index_copy(0, i, torch.ones(1, 6, device=x.device)),
+}
+
+
+@pytest.mark.parametrize("name", list(NEG_CASES))
+def test_negative_index_rejected_as_cpu_and_named(name):
+    x = torch.randn(4, 6, generator=_gen(3))
+    i = torch.tensor([-1])
+    with pytest.raises((IndexError, RuntimeError)):
+        NEG_CASES[name](x, i)
+    with pytest.raises((IndexError, RuntimeError), match=r"index -1 is out of bounds for dimension \d with size \d"):
+        NEG_CASES[name](x.to(DEV), i.to(DEV)).cpu()
+    # where CPU wraps, tpu wraps too
+    _same(lambda t, j: t.index_fill(0, j, 2.0), x, i)
+    _same(lambda t, j: torch.take(t, j), x, i)
+    _same(lambda t, j: t[j], x, i)
+
+
 def test_out_of_range_index_launch_blocking_raises_at_the_op():
     r = _run("""
         import torch, torch.nn.functional as F

@@ -171,7 +171,7 @@ static int rebuild(tpu_ir_graph_t* g, const tpu_ir_op_t* want, const int32_t* in
       return v;
     }
     case TPU_IR_INDEX_SELECT: { /* i1 = 1: embedding_bag's range check (no negative wrap) */
-      NEED(n == 2 && small0 && (i1 == 0 || i1 == 1));
+      NEED(n == 2 && small0 && i1 >= 0 && i1 <= 2);
       int v = tpu_ir_index_select(g, in[0], in[1], (int)i0);
       if (v >= 0) g->ops[v].i1 = i1;
       return v;

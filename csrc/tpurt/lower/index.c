@@ -486,12 +486,11 @@ static tpu_status_t lower_index_select(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "index_select(): Index to scalar can have only 1 value, got %lld value(s)", (long long)n);
   int x = lw_input(cx, 0, -1);
   if (xr == 0) x = reshape1(cx, x, 1);
-  int64_t size = xr ? lw_sizes_of(cx, 0)[dim] : 1;
   int idx = reshape1(cx, lw_input(cx, 2, I64), n);
-  /* PyTorch rejects negative indices here: move them out of range */
-  int neg = tpu_ir_compare(G, TPU_IR_CMP_LT, idx, lw_const_like(cx, 0, idx));
-  idx = tpu_ir_select(G, neg, tpu_ir_binary(G, TPU_IR_SUB, idx, tpu_ir_broadcast(G, c_i64(cx, size), 1, &n, NULL)), idx);
-  return lw_output(cx, 0, xr <= 1 ? tpu_ir_gather(G, x, idx, 0) : tpu_ir_index_select(G, x, idx, dim));
+  /* PyTorch rejects negative indices here: the kernels report them as given (no wrap) */
+  int v = xr <= 1 ? tpu_ir_gather(G, x, idx, 0) : tpu_ir_index_select(G, x, idx, dim);
+  if (v >= 0) G->ops[v].i1 = xr <= 1 ? 1 : 2;
+  return lw_output(cx, 0, v);
 }
 
 /* ---- gather(self, dim, index, sparse_grad) */

@@ -805,6 +805,9 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
     }
     tpu_host_view_t s = *x, d = *out;
     s.data += k * x->strides[dim] * es; s.sizes[dim] = 1;
+    if (op->i1 == 2 && k < 0) /* index_select: no negative wrap, reported as given */
+      return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)k, dim,
+                     (long long)x->sizes[dim]);
     d.data += j * out->strides[dim] * oes; d.sizes[dim] = 1;
     TPU_RETURN_IF_ERROR(tpu_host_k_copy(&s, &d));
   }
