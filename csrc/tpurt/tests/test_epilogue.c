@@ -228,20 +228,21 @@ static void run_not_fused(void) {
 
 /* The block callback: every element of C exactly once, after its final value is stored. */
 typedef struct { int64_t m, n, rs, cs; const float* c; const float* ref; int* seen; int bad; } cover_t;
-static void cover_fn(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb) {
+static void cover_fn(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb, const float* blk,
+                     int64_t rs, int64_t cs) {
   cover_t* cv = ctx;
   for (int64_t i = i0; i < i0 + mb; ++i)
     for (int64_t j = j0; j < j0 + nb; ++j) {
       int64_t x = t * cv->m * cv->n + i * cv->rs + j * cv->cs;
       __atomic_fetch_add(&cv->seen[x], 1, __ATOMIC_RELAXED);
-      if (cv->c[x] != cv->ref[x]) cv->bad = 1;
+      if (blk[(i - i0) * rs + (j - j0) * cs] != cv->ref[x]) cv->bad = 1;
     }
 }
 static void run_cover(void) {
   const int64_t shapes[][4] = {{1, 1, 1, 1}, {1, 1, 300, 40}, {1, 200, 1, 40}, {3, 7, 33, 5}, {2, 130, 70, 600},
                                {1, 260, 3100, 20}, {5, 64, 64, 64}, {1, 0, 5, 5}, {2, 4, 4, 0}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
-    for (int tc = 0; tc < 2; ++tc) {
+    for (int tc = 0; tc < 4; ++tc) { /* tc & 1: C column-major; tc & 2: C unused (block buffers) */
       int64_t B = shapes[s][0], m = shapes[s][1], n = shapes[s][2], k = shapes[s][3];
       float* a = malloc((size_t)(B * m * k + 1) * 4);
       float* b = malloc((size_t)(B * k * n + 1) * 4);
@@ -251,10 +252,11 @@ static void run_cover(void) {
       for (int64_t i = 0; i < B * m * k; ++i) a[i] = (float)(urand() - 0.5);
       for (int64_t i = 0; i < B * k * n; ++i) b[i] = (float)(urand() - 0.5);
       /* tc: C column-major (the driver computes C^T) */
-      int64_t c_rs = tc ? 1 : n, c_cs = tc ? m : 1;
+      int64_t c_rs = tc & 1 ? 1 : n, c_cs = tc & 1 ? m : 1;
       tpu_host_sgemm_batched(B, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1, 0.0f, ref, m * n, c_rs, c_cs);
+      for (int64_t i = 0; i < B * m * n; ++i) c[i] = NAN; /* the callback must see values, not this */
       cover_t cv = {m, n, c_rs, c_cs, c, ref, seen, 0};
-      tpu_host_gemm_epi_t epi = {cover_fn, &cv, 0};
+      tpu_host_gemm_epi_t epi = {cover_fn, &cv, 0, tc >> 1};
       tpu_host_sgemm_batched_epi(TPU_DTYPE_F32, TPU_DTYPE_F32, 0, B, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1,
                                  0.0f, c, m * n, c_rs, c_cs, &epi);
       int once = 1;

@@ -719,6 +719,7 @@ typedef struct {
   const tpu_host_exe_t* e;
   int root, nleaf, nb;             /* nb: batch dims of the DOT */
   tpu_host_view_t leaf[64], out;   /* in the DOT's shape */
+  uint8_t is_c[64];                /* leaf j is the product itself: read from the GEMM's block */
   pthread_mutex_t mu;
   _Atomic int failed;
   tpu_status_t err;
@@ -733,13 +734,17 @@ static void dot_epi_sub(const tpu_host_view_t* v, int nb, const int64_t* bidx, i
   out->data = v->data + off * (int64_t)tpu_dtype_size(v->dtype);
 }
 
-static void dot_epi_block(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nbk) {
+static void dot_epi_block(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nbk, const float* blk,
+                          int64_t rs, int64_t cs) {
   dot_epi_t* D = ctx;
   if (atomic_load_explicit(&D->failed, memory_order_relaxed)) return;
   int64_t bidx[TPU_MAX_DIMS];
   for (int d = D->nb - 1; d >= 0; --d) { bidx[d] = t % D->out.sizes[d]; t /= D->out.sizes[d]; }
   tpu_host_view_t leaf[64], out;
-  for (int j = 0; j < D->nleaf; ++j) dot_epi_sub(&D->leaf[j], D->nb, bidx, i0, j0, mb, nbk, &leaf[j]);
+  for (int j = 0; j < D->nleaf; ++j) {
+    dot_epi_sub(&D->leaf[j], D->nb, bidx, i0, j0, mb, nbk, &leaf[j]);
+    if (D->is_c[j]) { leaf[j].data = (char*)blk; leaf[j].strides[D->nb] = rs; leaf[j].strides[D->nb + 1] = cs; }
+  }
   dot_epi_sub(&D->out, D->nb, bidx, i0, j0, mb, nbk, &out);
   tpu_status_t st = run_cluster_leaves(D->e, D->root, leaf, &out);
   if (st) {
@@ -773,7 +778,12 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
   D->e = e; D->root = r; D->nleaf = nleaf; D->nb = (int)op->i0; D->err = TPU_OK;
   atomic_init(&D->failed, 0);
   int ok = nleaf <= 64 && dot_epi_view(out, &op->type, &D->out);
-  for (int j = 0; j < nleaf && ok; ++j) ok = dot_epi_view(&vals[lv[j]].v, &op->type, &D->leaf[j]);
+  for (int j = 0; j < nleaf && ok; ++j) {
+    ok = dot_epi_view(&vals[lv[j]].v, &op->type, &D->leaf[j]);
+    int u = lv[j];
+    while (G->ops[u].opcode == TPU_IR_RESHAPE) u = tpu_ir_operand(G, u, 0);
+    D->is_c[j] = u == d;
+  }
   tpu_status_t st;
   if (!ok) { /* unfused: the product, then the cluster over it */
     free(D);
@@ -781,7 +791,7 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
     return run_cluster(e, r, vals, out);
   }
   pthread_mutex_init(&D->mu, NULL);
-  tpu_host_gemm_epi_t epi = {dot_epi_block, D, 0};
+  tpu_host_gemm_epi_t epi = {dot_epi_block, D, 0, 1}; /* only the cluster reads the product */
   st = tpu_host_k_dot_epi(op, a, b, c, &epi);
   if (st == TPU_OK) st = D->err;
   else if (D->err) tpu_status_free(D->err);

@@ -283,14 +283,19 @@ typedef struct gemm_args_s {
   const tpu_host_gemm_epi_t* epi; /* (optional) per finished block of C */
   int64_t epi_t;                  /* batch index passed to epi */
   int epi_tr;                     /* the driver computes C^T: swap coordinates back */
+  int epi_local;                  /* blocks go to a per-thread buffer, not C (see tpu_host_gemm_epi_t) */
 } gemm_args_t;
 
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 /* C[i0:i0+mb, j0:j0+nb] (the driver's coordinates) is final: run the epilogue on it. */
+static void gemm_epi_at(const gemm_args_t* g, int64_t i0, int64_t j0, int64_t mb, int64_t nb, const float* blk,
+                        int64_t rs, int64_t cs) {
+  if (g->epi_tr) g->epi->fn(g->epi->ctx, g->epi_t, j0, i0, nb, mb, blk, cs, rs);
+  else g->epi->fn(g->epi->ctx, g->epi_t, i0, j0, mb, nb, blk, rs, cs);
+}
 static void gemm_epi(const gemm_args_t* g, int64_t i0, int64_t j0, int64_t mb, int64_t nb) {
   if (!g->epi) return;
-  if (g->epi_tr) g->epi->fn(g->epi->ctx, g->epi_t, j0, i0, nb, mb);
-  else g->epi->fn(g->epi->ctx, g->epi_t, i0, j0, mb, nb);
+  gemm_epi_at(g, i0, j0, mb, nb, (const float*)g->c + i0 * g->c_rs + j0 * g->c_cs, g->c_rs, g->c_cs);
 }
 static int64_t round_up(int64_t x, int64_t y) { return ceil_div(x, y) * y; }
 /* Even split of `len` into blocks of at most `max`, each a multiple of `unit`. */
@@ -364,6 +369,7 @@ typedef struct gemm_plan_s {
   int64_t kc, mc, nc;          /* block sizes for this tile */
   size_t abytes, bbytes;       /* packing buffer sizes */
   size_t tbytes;               /* conversion scratch (formats other than plain) */
+  size_t cbytes;               /* epi_local: one (mc, nc) block of C */
 } gemm_plan_t;
 
 
@@ -384,6 +390,7 @@ static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   pl.tbytes = gemm_needs_cvt(g)
                   ? (size_t)round_up(TPU_MAX(cvt_rows(kr->mr), cvt_rows(kr->nr)) * pl.kc * 4, GEMM_ALIGN)
                   : 0;
+  pl.cbytes = g->epi_local ? (size_t)round_up(pl.mc * pl.nc * kr->elem_size, GEMM_ALIGN) : 0;
   return pl;
 }
 
@@ -395,6 +402,7 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
   char* abuf = buf;
   char* bbuf = buf + pl->abytes;
   float* tmp = (float*)(buf + pl->abytes + pl->bbytes);
+  char* cbuf = buf + pl->abytes + pl->bbytes + pl->tbytes; /* epi_local: C block, row stride nc */
   for (int64_t jc = j0; jc < j1; jc += pl->nc) {
     const int64_t nc = TPU_MIN(pl->nc, j1 - jc);
     for (int t = 0; t < g->npass; ++t)
@@ -410,12 +418,16 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = (int)TPU_MIN(NR, nc - jr);
             const char* bp = bbuf + jr * kcp * pes;
-            char* cj = g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
+            const int64_t crs = g->epi_local ? nc : g->c_rs, ccs = g->epi_local ? 1 : g->c_cs;
+            char* cj = g->epi_local ? cbuf + jr * es : g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
             for (int64_t ir = 0; ir < mc; ir += MR)
-              kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * g->c_rs * es, g->c_rs, g->c_cs,
+              kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * crs * es, crs, ccs,
                       (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
           }
-          if (t == g->npass - 1 && pc + kc >= g->k) gemm_epi(g, ic, jc, mc, nc); /* block is final */
+          if (t == g->npass - 1 && pc + kc >= g->k) { /* block is final */
+            if (g->epi_local) gemm_epi_at(g, ic, jc, mc, nc, (const float*)cbuf, nc, 1);
+            else gemm_epi(g, ic, jc, mc, nc);
+          }
         }
       }
   }
@@ -468,25 +480,35 @@ static char* gemm_buf_get(size_t bytes) {
     if (!atomic_load_explicit(&g_buf_cache[i], memory_order_relaxed)) continue;
     void* blk = atomic_exchange_explicit(&g_buf_cache[i], NULL, memory_order_acquire);
     if (!blk) continue;
-    if (*(size_t*)blk >= bytes) return (char*)blk + GEMM_ALIGN;
+    const int64_t cap = (int64_t)*(size_t*)blk;
+    if (*(size_t*)blk >= bytes) {
+      tpu_rt_scratch_add(cap, -cap); /* scratch, reported by tpu_rt_memory_stats */
+      return (char*)blk + GEMM_ALIGN;
+    }
+    tpu_rt_scratch_add(0, -cap);
     free(blk); /* too small: replace it */
     break;
   }
   void* blk = aligned_alloc(GEMM_ALIGN, (size_t)round_up((int64_t)bytes, GEMM_ALIGN) + GEMM_ALIGN);
   if (!blk) return NULL;
   *(size_t*)blk = bytes;
+  tpu_rt_scratch_add((int64_t)bytes, 0);
   return (char*)blk + GEMM_ALIGN;
 }
 
 static void gemm_buf_put(char* buf) {
   void* blk = buf - GEMM_ALIGN;
+  const int64_t cap = (int64_t)*(size_t*)blk;
   if (*(size_t*)blk <= GEMM_CACHE_MAX)
     for (int i = 0; i < GEMM_CACHE_SLOTS; ++i) {
       void* expected = NULL;
       if (atomic_compare_exchange_strong_explicit(&g_buf_cache[i], &expected, blk, memory_order_release,
-                                                  memory_order_relaxed))
+                                                  memory_order_relaxed)) {
+        tpu_rt_scratch_add(-cap, cap);
         return;
+      }
     }
+  tpu_rt_scratch_add(-cap, 0);
   free(blk);
 }
 
@@ -499,7 +521,7 @@ void tpu_host_scratch_free(void* p) {
  * If the heap is exhausted the tile still gets computed, by the reference loop. */
 static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   gemm_plan_t pl = gemm_plan(g, i1 - i0, j1 - j0);
-  size_t bytes = pl.abytes + pl.bbytes + pl.tbytes;
+  size_t bytes = pl.abytes + pl.bbytes + pl.tbytes + pl.cbytes;
   if (bytes <= GEMM_STACK_BYTES) {
     _Alignas(GEMM_ALIGN) char stack_buf[GEMM_STACK_BYTES];
     gemm_tile(g, &pl, i0, i1, j0, j1, stack_buf);
@@ -705,7 +727,7 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
   if (m <= 0 || n <= 0) return;
   gemm_args_t g = {gemm_pick(es), m, n, k, (const char*)a, a_rs, a_cs, (const char*)b, b_rs, b_cs,
                    (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD,
-                   1, {0}, {0}, es, es, epi, epi ? epi->t0 + t : 0, 0};
+                   1, {0}, {0}, es, es, epi, epi ? epi->t0 + t : 0, 0, 0};
   gemm_set_fmt(&g, es, fmt);
   if (es == 4 && gemm_bf16_products(&g)) {
     const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16();
@@ -734,6 +756,8 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
     gemm_epi(&g, 0, 0, g.m, g.n);
     return;
   }
+  /* one k pass into a zero C: each block can live in a per-thread buffer until its epilogue ran */
+  g.epi_local = epi && epi->c_unused && es == 4 && g.npass == 1 && k <= g.kr->kc && is_zero(es, beta);
   gemm_packed(&g, parallel);
 }
 

@@ -81,16 +81,21 @@ void tpu_host_sgemm_batched_ex(int a_dtype, int b_dtype, int precision, int64_t 
                                const void* b, int64_t b_bs, int64_t b_rs, int64_t b_cs, float beta, float* c,
                                int64_t c_bs, int64_t c_rs, int64_t c_cs);
 
-/* Epilogue: `fn(ctx, t, i0, j0, mb, nb)` runs once for every block C[t][i0:i0+mb, j0:j0+nb] as soon
- * as that block holds its final value (t = epi->t0 + the batch index), on the thread that computed
- * it, while the block is still in cache (the packed driver calls it per (mc, nc) block after the last
- * k pass). The blocks are disjoint and cover C; coordinates are C's own (also when the driver
- * computes C^T). The fused elementwise epilogues of the executor (exec.c) run here. */
-typedef void (*tpu_host_gemm_epi_fn)(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb);
+/* Epilogue: `fn(ctx, t, i0, j0, mb, nb, blk, rs, cs)` runs once for every block C[t][i0:i0+mb, j0:j0+nb]
+ * as soon as that block holds its final value (t = epi->t0 + the batch index), on the thread that
+ * computed it, while the block is still in cache (the packed driver calls it per (mc, nc) block after
+ * the last k pass). The block's values are at blk[i * rs + j * cs] (element (i0, j0) at blk[0]): in C
+ * itself, or, with `c_unused` set, beta == 0 and one k pass, in a per-thread buffer, and C is then
+ * never written (its memory traffic saved; the caller must not read C). The blocks are disjoint and
+ * cover C; coordinates are C's own (also when the driver computes C^T). The fused elementwise
+ * epilogues of the executor (exec.c) run here. */
+typedef void (*tpu_host_gemm_epi_fn)(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb,
+                                     const float* blk, int64_t rs, int64_t cs);
 typedef struct tpu_host_gemm_epi_s {
   tpu_host_gemm_epi_fn fn;
   void* ctx;
   int64_t t0;
+  int c_unused; /* only the epilogue reads C: blocks may stay in a per-thread buffer */
 } tpu_host_gemm_epi_t;
 /* tpu_host_sgemm_batched_ex with an epilogue (epi may be NULL: none). */
 void tpu_host_sgemm_batched_epi(int a_dtype, int b_dtype, int precision, int64_t batch, int64_t m, int64_t n,

@@ -580,12 +580,19 @@ tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, con
   return tpu_host_k_dot_epi(op, a, b, c, NULL);
 }
 /* epi (optional): see tpu_host_gemm_epi_t; t is the row-major index over c's batch dims. Paths
- * without a block-wise GEMM (integers, f64, a C that is not f32) run it once per matrix. */
+ * without a block-wise GEMM run it once per matrix (the block pointer is only meaningful for an f32 C:
+ * the executor fuses f32 products only). */
 static void dot_epi_whole(const tpu_host_gemm_epi_t* epi, const tpu_host_view_t* c, int nb) {
   if (!epi) return;
   int64_t nmat = 1;
   for (int d = 0; d < nb; ++d) nmat *= c->sizes[d];
-  for (int64_t t = 0; t < nmat; ++t) epi->fn(epi->ctx, epi->t0 + t, 0, 0, c->sizes[nb], c->sizes[nb + 1]);
+  int64_t idx[TPU_MAX_DIMS] = {0};
+  for (int64_t t = 0; t < nmat; ++t) { /* row-major over the batch dims */
+    int64_t off = 0;
+    for (int64_t d = nb - 1, r = t; d >= 0; --d) { idx[d] = r % c->sizes[d]; r /= c->sizes[d]; off += idx[d] * c->strides[d]; }
+    epi->fn(epi->ctx, epi->t0 + t, 0, 0, c->sizes[nb], c->sizes[nb + 1], (const float*)c->data + off,
+            c->strides[nb], c->strides[nb + 1]);
+  }
 }
 tpu_status_t tpu_host_k_dot_epi(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,
                                 const tpu_host_view_t* c, const tpu_host_gemm_epi_t* epi) {
