@@ -27,7 +27,7 @@ gradient clipping, optimizer step.
   allocator's rounding, which separates rounding from genuinely extra live tensors.
 - Executor scratch (`torch.tpu.memory_stats()["scratch_bytes.all.peak"]`): device memory the host
   executor takes outside the allocator for values inside one executable's run (a fused graph's or a
-  lowering's intermediates). It is not in max_memory_allocated, as CPU kernels' internal buffers are
+  lowering's intermediates) and the GEMM/convolution packing and im2col workspaces. It is not in max_memory_allocated, as CPU kernels' internal buffers are
   not in the CPU count; it is printed beside it, with the ratio of (allocator peak + scratch peak) /
   CPU peak, an upper bound of the two together. "cached" is what the executor's block cache keeps
   between runs at the step's end (reused by the next run, not in use).

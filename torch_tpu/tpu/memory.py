@@ -24,7 +24,8 @@ def memory_stats(device: Device = None) -> collections.OrderedDict[str, Any]:
     "allocation.all.freed", "allocation.all.current", "num_ooms"; plus "capacity_bytes" and
     "num_cache_hits" (allocations served from cached blocks); plus the executor's scratch, which is
     device memory outside the allocator (the host executor's temporaries inside one executable's
-    run, e.g. a fused graph's intermediates; process-wide, not in allocated_bytes):
+    run, e.g. a fused graph's intermediates, and the GEMM/convolution workspaces; process-wide, not
+    in allocated_bytes):
     "scratch_bytes.all.current" / ".peak" (peak reset by reset_peak_memory_stats) and
     "scratch_bytes.cached" (blocks its cache keeps for the next run)."""
     raw = _raw_stats(device)
