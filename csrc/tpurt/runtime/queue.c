@@ -9,7 +9,8 @@
  * from contending on a mutex (a futex system call each time they collide). The ring grows by
  * publishing a bigger copy; old rings stay allocated until shutdown, so a worker that read
  * the old pointer still reads valid slots. The worker spins ~30 us on `tail` before sleeping,
- * and waiters spin ~20 us on the completed counter, to cut wake-up latency.
+ * and waiters spin ~20 us on the completed counter, to cut wake-up latency. A sleeping waiter is
+ * woken by the task it waits for, not by every task before it (wake_seq).
  * A failing task records the first error ("<op>: <message>"); later tasks still run (they
  * were validated at enqueue time; skipping them would leave outputs stale in ways that are
  * harder to diagnose). tpu_rt_synchronize returns and clears that error.
@@ -49,6 +50,7 @@ typedef struct {
   _Alignas(64) _Atomic uint64_t completed; /* sequence numbers (inline tasks included) */
   _Alignas(64) _Atomic uint64_t enqueued;
   _Atomic int waiters;
+  _Atomic uint64_t wake_seq; /* lowest `completed` a sleeping waiter needs (UINT64_MAX: none; 0: any) */
   bool worker_sleeping, started;
   atomic_bool stop;
   pthread_t thread;
@@ -88,20 +90,29 @@ static void task_finish(queue_t* q, const task_t* t, tpu_status_t st, uint64_t s
     pthread_mutex_unlock(&q->mu);
   }
   atomic_store(&q->completed, seq); /* seq_cst: ordered before the waiters load (see the header) */
-  if (atomic_load(&q->waiters)) {
+  /* wake sleepers only when one of them can proceed: a host thread synchronizing on a long queue
+   * is not woken (two context switches and a mutex hand-off) by every task before its own */
+  if (atomic_load(&q->waiters) && atomic_load(&q->wake_seq) <= seq) {
     pthread_mutex_lock(&q->mu);
+    atomic_store(&q->wake_seq, UINT64_MAX); /* sleepers still waiting register again */
     pthread_cond_broadcast(&q->cv_done);
     pthread_mutex_unlock(&q->mu);
   }
   if (record_error) tpu_status_free(st);
 }
 
-/* Sleeps on cv_done until `cond` holds; the caller holds q->mu. */
-#define QUEUE_WAIT_LOCKED(q, cond)                                  \
-  do {                                                             \
-    atomic_fetch_add(&(q)->waiters, 1);                            \
-    while (!(cond)) pthread_cond_wait(&(q)->cv_done, &(q)->mu);    \
-    atomic_fetch_sub(&(q)->waiters, 1);                            \
+/* Sleeps on cv_done until `cond` holds; the caller holds q->mu. `target`: the `completed` value
+ * that can make cond true (0: any task completion). Registering it in wake_seq (seq_cst store,
+ * then the cond load; the worker stores `completed`, then loads wake_seq) loses no wake-up. */
+#define QUEUE_WAIT_LOCKED(q, target, cond)                                         \
+  do {                                                                            \
+    atomic_fetch_add(&(q)->waiters, 1);                                           \
+    while (!(cond)) {                                                             \
+      if (atomic_load(&(q)->wake_seq) > (target)) atomic_store(&(q)->wake_seq, (target)); \
+      if (cond) break;                                                            \
+      pthread_cond_wait(&(q)->cv_done, &(q)->mu);                                 \
+    }                                                                             \
+    atomic_fetch_sub(&(q)->waiters, 1);                                           \
   } while (0)
 
 static void* worker_main(void* arg) {
@@ -149,6 +160,7 @@ tpu_status_t tpu_rt_queue_init(int num_devices) {
     pthread_cond_init(&q->cv_work, NULL);
     pthread_cond_init(&q->cv_done, NULL);
     q->device = d;
+    atomic_store(&q->wake_seq, UINT64_MAX);
   }
   g_nqueues = num_devices;
   return TPU_OK;
@@ -194,7 +206,7 @@ void tpu_rt_queue_wait(int device, uint64_t seq) {
     tpu_rt_cpu_relax();
     if ((i & 63) == 0 && tpu_rt_now_ns() - t0 > WAIT_SPIN_NS) {
       pthread_mutex_lock(&q->mu);
-      QUEUE_WAIT_LOCKED(q, atomic_load(&q->completed) >= seq);
+      QUEUE_WAIT_LOCKED(q, seq, atomic_load(&q->completed) >= seq);
       pthread_mutex_unlock(&q->mu);
       break;
     }
@@ -257,7 +269,7 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
   /* Backpressure: bound host memory held by not-yet-started tasks (staging copies...). A task
    * enqueueing on its own device is never blocked (the worker would wait for itself). */
   if (atomic_load(&q->tail) - atomic_load(&q->head) >= TPU_RT_QUEUE_MAX_PENDING && tl_task_device != device)
-    QUEUE_WAIT_LOCKED(q, atomic_load(&q->tail) - atomic_load(&q->head) < TPU_RT_QUEUE_MAX_PENDING ||
+    QUEUE_WAIT_LOCKED(q, 0, atomic_load(&q->tail) - atomic_load(&q->head) < TPU_RT_QUEUE_MAX_PENDING ||
                              atomic_load(&q->stop));
   const uint64_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed); /* only producers write it, under mu */
   ring_t* r = atomic_load_explicit(&q->ring, memory_order_relaxed);
