@@ -308,3 +308,30 @@ def test_freed_non_contiguous_results_read_by_reductions():
     for s, e in zip(fused, fn(x0)):
         torch.testing.assert_close(s, e, rtol=1e-5, atol=1e-4)
     assert trace_counters()["trace_flushes"] == 1
+
+
+def test_long_trace_runs_in_64_op_pieces():
+    """A trace runs once it holds 64 ops (the device starts while the host records the rest): 200 recorded
+    elementwise ops flush 3 times before any sync, the 4th flush comes with the result; same values as strict
+    eager and close to CPU."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(29, 31, generator=g)
+
+    def fn(x):
+        for i in range(100):  # 2 ops each: mul, add
+            x = x * 0.999 + (i % 7) * 1e-3
+        return x
+
+    strict = fn(a.to("tpu")).cpu()
+    x = a.to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu.set_fused_eager(True)
+    torch_tpu.reset_metrics()
+    y = fn(x)
+    c = trace_counters()
+    assert c["traced_ops"] >= 192 and c["trace_flushes"] == 3, c  # 3 full traces of 64, the rest pending
+    fused = y.cpu()
+    c = trace_counters()
+    assert c["trace_flushes"] == 4 and c["traced_ops"] == 200 and c["trace_fallbacks"] == 0, c
+    assert_identical(strict, fused)
+    torch.testing.assert_close(fused, fn(a))
