@@ -376,16 +376,19 @@ static int64_t gk_woff(const conv_geo_t* g, int64_t kk) {
   int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
   return k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
 }
-/* xrow of position p = n * P + q */
-static int64_t gk_xrow(const conv_geo_t* g, const conv_gk_job_t* J, int64_t p) {
-  int64_t n = p / g->P, q = p % g->P;
-  int64_t q0 = q / (g->Q[1] * g->Q[2]), q1 = (q / g->Q[2]) % g->Q[1], q2 = q % g->Q[2];
-  return n * J->Lg + (q0 * g->st[0] * J->Sp[1] + q1 * g->st[1]) * J->Sp[2] + q2 * g->st[2];
-}
-static int64_t gk_yoff(const conv_geo_t* g, int64_t p) {
-  int64_t n = p / g->P, q = p % g->P;
-  int64_t q0 = q / (g->Q[1] * g->Q[2]), q1 = (q / g->Q[2]) % g->Q[1], q2 = q % g->Q[2];
-  return n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
+/* xr[t] = xrow(t) * Cx and (yo non-NULL) yo[t] = y-view offset, for every position t = n * P + q */
+static void gk_pos_tables(const conv_geo_t* g, const conv_gk_job_t* J, int64_t* xr, int64_t* yo) {
+  int64_t t = 0;
+  for (int64_t n = 0; n < g->N; ++n)
+    for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+      for (int64_t q1 = 0; q1 < g->Q[1]; ++q1) {
+        const int64_t xb = n * J->Lg + (q0 * g->st[0] * J->Sp[1] + q1 * g->st[1]) * J->Sp[2];
+        const int64_t yb = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
+        for (int64_t q2 = 0; q2 < g->Q[2]; ++q2, ++t) {
+          xr[t] = (xb + q2 * g->st[2]) * J->Cx;
+          if (yo) yo[t] = yb + q2 * g->ys[4];
+        }
+      }
 }
 static int gk_pick_ng(int64_t nch) { return nch % 3 == 0 ? 3 : nch % 2 == 0 ? 2 : nch == 1 ? 1 : 3; }
 
@@ -580,10 +583,8 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
       for (int64_t c = 0; c < g->Cg; ++c) J->aoff[kk * g->Cg + c] = sh + c;
     }
     for (int64_t p = 0; p < KcG; ++p) J->boff[p] = p * J->Opg;
-    for (int64_t t = 0; t < nrb * GK_MR; ++t) {
-      J->ash[t] = t < T ? gk_xrow(g, J, t) * J->Cx : 0;
-      J->rw[t] = t < T ? gk_yoff(g, t) : -1;
-    }
+    gk_pos_tables(g, J, J->ash, J->rw);
+    for (int64_t t = T; t < nrb * GK_MR; ++t) { J->ash[t] = 0; J->rw[t] = -1; }
     for (int64_t j = 0; j < J->NCHp; ++j) J->bsh[j] = j * 16;
     for (int64_t grp = 0; grp < g->G; ++grp)
       for (int64_t kk = 0; kk < g->KK; ++kk) {
@@ -618,11 +619,8 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
     if (!J->aoff || !J->acc) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
     J->boff = J->aoff + T; J->ash = J->boff + T; J->rw = J->ash + J->nrow; J->bsh = J->rw + J->nrow;
     J->cw = J->bsh + J->ncol; J->clim = J->cw + J->ncol; J->tiles = J->clim + J->ncol;
-    for (int64_t p = 0; p < T; ++p) {
-      const int64_t xr = gk_xrow(g, J, p) * J->Cx, yr = p * J->Oy;
-      J->aoff[p] = lanes_o ? xr : yr;
-      J->boff[p] = lanes_o ? yr : xr;
-    }
+    gk_pos_tables(g, J, lanes_o ? J->aoff : J->boff, NULL);
+    for (int64_t p = 0; p < T; ++p) (lanes_o ? J->boff : J->aoff)[p] = p * J->Oy;
     J->A = lanes_o ? J->xT : J->yT;
     J->B = lanes_o ? J->yT : J->xT;
     J->lstep = lanes_o ? g->ws[0] : g->ws[1];

@@ -108,7 +108,7 @@ static inline void argmax_range(const argmax_job_t* J, int j, int64_t o, int64_t
   *e = TPU_MIN(*s + (J->K[j] - 1) * J->Dl[j] + 1, J->S[j]);
 }
 
-#define ARGMAX_BODY(LOAD)                                                                         \
+#define ARGMAX_BODY(T, LOAD)                                                                      \
   for (int64_t o1 = 0; o1 < J->O[1]; ++o1)                                                        \
     for (int64_t o2 = 0; o2 < J->O[2]; ++o2) {                                                    \
       int64_t s0, s1, s2, e0, e1, e2;                                                             \
@@ -119,12 +119,12 @@ static inline void argmax_range(const argmax_job_t* J, int j, int64_t o, int64_t
       while (s1 < 0) s1 += J->Dl[1];                                                              \
       while (s2 < 0) s2 += J->Dl[2];                                                              \
       int64_t best = (s0 * J->S[1] + s1) * J->S[2] + s2;                                          \
-      double m = -INFINITY;                                                                       \
+      T m = -INFINITY;                                                                            \
       for (int64_t p0 = s0; p0 < e0; p0 += J->Dl[0])                                              \
         for (int64_t p1 = s1; p1 < e1; p1 += J->Dl[1])                                            \
           for (int64_t p2 = s2; p2 < e2; p2 += J->Dl[2]) {                                        \
-            double v = LOAD(xo + p0 * J->xs[0] + p1 * J->xs[1] + p2 * J->xs[2]);                  \
-            if (v > m || isnan(v)) { m = v; best = (p0 * J->S[1] + p1) * J->S[2] + p2; }          \
+            T v = LOAD(xo + p0 * J->xs[0] + p1 * J->xs[1] + p2 * J->xs[2]);                       \
+            if (v > m || v != v) { m = v; best = (p0 * J->S[1] + p1) * J->S[2] + p2; }            \
           }                                                                                       \
       *(int64_t*)(J->out->data + (oo + o0 * J->os[0] + o1 * J->os[1] + o2 * J->os[2]) * 8) = best; \
     }
@@ -139,20 +139,31 @@ static void argmax_worker(void* ctx, int64_t begin, int64_t end) {
       r /= x->sizes[d];
       xo += i * x->strides[d]; oo += i * out->strides[d];
     }
+    /* f32, bf16 and f16 compare as float (exact: the same order and NaNs as in double) */
     if (x->dtype == TPU_DTYPE_F32) {
       const float* xp = (const float*)x->data;
-#define LOAD_F32(off) ((double)xp[(off)])
-      ARGMAX_BODY(LOAD_F32)
+#define LOAD_F32(off) (xp[(off)])
+      ARGMAX_BODY(float, LOAD_F32)
 #undef LOAD_F32
+    } else if (x->dtype == TPU_DTYPE_BF16) {
+      const uint16_t* xp = (const uint16_t*)(const void*)x->data;
+#define LOAD_BF16(off) tpu_bf16_to_f32(xp[(off)])
+      ARGMAX_BODY(float, LOAD_BF16)
+#undef LOAD_BF16
+    } else if (x->dtype == TPU_DTYPE_F16) {
+      const uint16_t* xp = (const uint16_t*)(const void*)x->data;
+#define LOAD_F16(off) tpu_f16_to_f32(xp[(off)])
+      ARGMAX_BODY(float, LOAD_F16)
+#undef LOAD_F16
     } else if (x->dtype == TPU_DTYPE_F64) {
       const double* xp = (const double*)x->data;
 #define LOAD_F64(off) (xp[(off)])
-      ARGMAX_BODY(LOAD_F64)
+      ARGMAX_BODY(double, LOAD_F64)
 #undef LOAD_F64
     } else {
       size_t es = tpu_dtype_size(x->dtype);
 #define LOAD_ANY(off) tpu_host_load_f64(x->data + (off) * (int64_t)es, x->dtype)
-      ARGMAX_BODY(LOAD_ANY)
+      ARGMAX_BODY(double, LOAD_ANY)
 #undef LOAD_ANY
     }
   }
