@@ -5,7 +5,7 @@ ops instead of running them one by one and runs each device's recorded ops as on
 cached executable when something needs the results: `.cpu()`, `.item()`, printing,
 `torch.tpu.synchronize()`, events, data-dependent ops, a partially overlapping write the graph
 cannot express (writes into a slice/box of a pending result, e.g. `cat(..., out=buf[:, 4:9])`, are
-expressed), or every 256 ops. Fused graphs go through the compiler passes and the persistent
+expressed), or every 64 ops. Fused graphs go through the compiler passes and the persistent
 compilation cache like single-op executables. Results are bit-identical to strict eager; errors in the arguments of an op are still
 raised by the op itself, errors found while running (an index out of range) at the next
 synchronization, naming the fused ops.
