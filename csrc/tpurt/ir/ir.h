@@ -138,6 +138,9 @@ typedef enum tpu_ir_custom_e {
                                    -> d log_probs [T, N, C]; i1 = blank, a[0][0] as CTC, a[0][1] = zero_infinity */
   TPU_IR_CUSTOM_ROWS_SOFTMAX,   /* (x [A, N, I] f32/f64) -> same: softmax over N; i1 = 1 log_softmax (drivers/host/rows.h) */
   TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD, /* (g, y [A, N, I]) -> y (g - sum_N g y); i1 = 1: g - exp(y) sum_N g */
+  TPU_IR_CUSTOM_ROWS_LAYER_NORM, /* (x [M, N] f32, mean [M], rstd [M], w [N]?, b [N]?) -> (x - mean) rstd [w] [+ b];
+                                   i1 bit 0 w given, bit 1 b given (drivers/host/rows.h) */
+  TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD, /* (g [M, N], x, mean [M], rstd [M], w [N]?) -> d x; i1 bit 0 w given */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

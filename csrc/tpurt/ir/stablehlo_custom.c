@@ -6,6 +6,7 @@
  *   POOL_ARGMAX    (stablehlo_ops.c)   LOGCUMSUMEXP  a scan with a logaddexp region in f64
  *   CHANNEL_STATS / CHANNEL_AFFINE  reduces (f64) and broadcast multiply-adds
  *   ROWS_SOFTMAX(_BWD)  max / exp / sum / divide (or log) along dim 1 of [A, N, I]
+ *   ROWS_LAYER_NORM(_BWD)  broadcast multiply-adds and row sums over [M, N]
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
@@ -266,6 +267,29 @@ static int rows_softmax(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) 
   return shlo_bin(P, "stablehlo.divide", e, rows_back(P, s, &t));
 }
 
+/* ROWS_LAYER_NORM(_BWD) (drivers/host/rows.h): [M] statistics broadcast along dim 0, [N] affine
+ * vectors along dim 1 of [M, N] */
+static int ln_vec(shlo_t* P, int v, const tpu_ir_type_t* like, int64_t d) { return shlo_bcast_to(P, v, like, &d); }
+static int rows_layer_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  const int bwd = op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD, nf = bwd ? 2 : 1, hw = (int)(op->i1 & 1);
+  const tpu_ir_type_t t = *shlo_type(P, in[0]);
+  int x = in[nf - 1], mean = ln_vec(P, in[nf], &t, 0), rstd = ln_vec(P, in[nf + 1], &t, 0);
+  int xh = shlo_bin(P, "stablehlo.multiply", shlo_bin(P, "stablehlo.subtract", x, mean), rstd);
+  if (!bwd) {
+    int y = xh;
+    if (hw) y = shlo_bin(P, "stablehlo.multiply", y, ln_vec(P, in[3], &t, 1));
+    if (op->i1 & 2) y = shlo_bin(P, "stablehlo.add", y, ln_vec(P, in[3 + hw], &t, 1));
+    return y;
+  }
+  static const int64_t fl[2] = {0, 1};
+  int dxh = hw ? shlo_bin(P, "stablehlo.multiply", in[0], ln_vec(P, in[4], &t, 1)) : in[0];
+  int inv_n = shlo_const_like(P, dxh, t.dtype, 1.0 / (double)t.dims[1]);
+  int m1 = shlo_bin(P, "stablehlo.multiply", ln_vec(P, shlo_reduce(P, TPU_IR_MONOID_SUM, dxh, fl), &t, 0), inv_n);
+  int m2 = shlo_bin(P, "stablehlo.multiply", ln_vec(P, shlo_reduce(P, TPU_IR_MONOID_SUM, shlo_bin(P, "stablehlo.multiply", dxh, xh), fl), &t, 0), inv_n);
+  int inner = shlo_bin(P, "stablehlo.subtract", shlo_bin(P, "stablehlo.subtract", dxh, m1), shlo_bin(P, "stablehlo.multiply", xh, m2));
+  return shlo_bin(P, "stablehlo.multiply", rstd, inner);
+}
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -279,6 +303,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_CHANNEL_STATS: return channel_stats(P, op->n_in, in);
     case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op->n_in, in);
     case TPU_IR_CUSTOM_ROWS_SOFTMAX: case TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD: return rows_softmax(P, op, op->n_in, in);
+    case TPU_IR_CUSTOM_ROWS_LAYER_NORM: case TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD: return rows_layer_norm(P, op, op->n_in, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

@@ -2,8 +2,10 @@
  * losses (nll_loss, nll_loss2d, mse, binary cross entropy, smooth L1, huber) and
  * their backward, layer norm forward/backward, dropout, embedding backward.
  * Math runs in the op-math dtype (f32 for f16/bf16); reductions accumulate in f64
- * inside the reduce kernel. Target indices are checked by the gather / scatter /
- * index_put kernels at run time (IndexError at the next sync), never clamped. */
+ * inside the reduce kernel. Softmax / log_softmax (+ backward) and non-empty layer norm run
+ * as host row kernels (custom ROWS_SOFTMAX(_BWD), ROWS_LAYER_NORM(_BWD), CHANNEL_STATS).
+ * Target indices are checked by the gather / scatter / index_put kernels at run time
+ * (IndexError at the next sync), never clamped. */
 #include <stdio.h>
 
 #include "lower/lower.h"
@@ -464,8 +466,22 @@ static tpu_status_t lower_layer_norm(tpu_lower_ctx_t* cx) {
   for (int d = 0; d < axis; ++d) M *= xs[d];
   if (M * n > 0) { /* rows' mean and biased variance in one kernel: CHANNEL_STATS on x viewed [1, M, n] */
     int st = ln_stats(cx, 1, &x, M, n, dt);
-    mean = tpu_ir_reshape(G, ln_row(cx, st, 0, M), axis, xs);
-    var = tpu_ir_reshape(G, ln_row(cx, st, 1, M), axis, xs);
+    mean = ln_row(cx, st, 0, M);
+    var = ln_row(cx, st, 1, M);
+    if (dt == TPU_DTYPE_F32) { /* then one pass over each row: custom ROWS_LAYER_NORM (drivers/host/rows.h) */
+      int64_t d2[2] = {M, n};
+      int eps = lw_bcast_like(cx, lw_scalar(cx, 4, dt), var);
+      int rstd = UN(RSQRT, BIN(ADD, var, eps));
+      int in[5] = {tpu_ir_reshape(G, x, 2, d2), mean, rstd}, nin = 3, bits = 0;
+      for (int k = 0; k < 2; ++k)
+        if (!lw_is_none(cx, 2 + k)) { in[nin++] = tpu_ir_reshape(G, lw_input(cx, 2 + k, dt), 1, &n); bits |= 1 << k; }
+      int y = custom_op(cx, TPU_IR_CUSTOM_ROWS_LAYER_NORM, bits, nin, in, 2, d2, dt);
+      lw_output(cx, 0, y < 0 ? -1 : tpu_ir_reshape(G, y, rank, xs));
+      lw_output(cx, 1, tpu_ir_reshape(G, mean, rank, kd));
+      return lw_output(cx, 2, tpu_ir_reshape(G, rstd, rank, kd));
+    }
+    mean = tpu_ir_reshape(G, mean, axis, xs);
+    var = tpu_ir_reshape(G, var, axis, xs);
     xc = BIN(SUB, x, unreduce(cx, mean, x, fl));
   } else {
     mean = BIN(DIV, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl), lw_const(cx, (double)n, dt, axis, xs));
@@ -508,11 +524,19 @@ static tpu_status_t lower_layer_norm_bwd(tpu_lower_ctx_t* cx) {
   }
   int xh = BIN(MUL, BIN(SUB, x, stats[0]), stats[1]);
   const tpu_tensor_t *o0 = lw_out_meta(cx, 0), *o1 = lw_out_meta(cx, 1), *o2 = lw_out_meta(cx, 2);
-  if (o0 && o0->ndim >= 0) {
+  int64_t M = 1, d2[2];
+  for (int d = 0; d < axis; ++d) M *= xs[d];
+  d2[0] = M; d2[1] = n;
+  if (o0 && o0->ndim >= 0 && dt == TPU_DTYPE_F32 && M * n > 0) { /* custom ROWS_LAYER_NORM_BWD (drivers/host/rows.h) */
+    int in[5] = {tpu_ir_reshape(G, g, 2, d2), tpu_ir_reshape(G, x, 2, d2), tpu_ir_reshape(G, lw_input(cx, 3, dt), 1, &M),
+                 tpu_ir_reshape(G, lw_input(cx, 4, dt), 1, &M)};
+    int hw = !lw_is_none(cx, 5);
+    if (hw) in[4] = tpu_ir_reshape(G, lw_input(cx, 5, dt), 1, &n);
+    int dx = custom_op(cx, TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD, hw, 4 + hw, in, 2, d2, dt);
+    lw_output(cx, 0, dx < 0 ? -1 : tpu_ir_reshape(G, dx, rank, xs));
+  } else if (o0 && o0->ndim >= 0) {
     int dxh = lw_is_none(cx, 5) ? g : BIN(MUL, g, lw_bcast_like(cx, lw_input(cx, 5, dt), x));
     int inv_n = lw_const(cx, 1.0 / (double)n, dt, axis, xs);
-    int64_t M = 1;
-    for (int d = 0; d < axis; ++d) M *= xs[d];
     int m1, m2;
     if (M * n > 0) { /* sum dxh and sum dxh (x - mean) = sum dxh xh / rstd in one kernel */
       int in3[3] = {dxh, x, tpu_ir_reshape(G, lw_input(cx, 3, dt), 1, &M)};

@@ -1,7 +1,9 @@
 /* test_rows.c — the row softmax kernels (drivers/host/rows.c): ROWS_SOFTMAX / ROWS_SOFTMAX_BWD
  * against plain double-precision loops on random shapes (row lengths 1 .. 4097), layouts
  * (contiguous, strided, the softmax dim in the middle) and dtypes; fully -inf rows give NaN;
- * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly. */
+ * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly.
+ * ROWS_LAYER_NORM(_BWD) likewise against double loops (contiguous / strided rows, with and
+ * without weight and bias). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,12 +136,90 @@ static void test_isa(void) {
         isa[k]->softmax(x, r[k][log], n, log);
         isa[k]->softmax_bwd(x, y, r[k][log] + n, n, log);
       }
+      isa[k]->layer_norm(x, 0.25f, 1.5f, y, y, r[k][0], n);   /* overwrites softmax results of both */
+      isa[k]->layer_norm_bwd(y, x, 0.25f, 1.5f, x, r[k][1], n);
+      isa[k]->layer_norm_bwd(x, y, -0.5f, 0.75f, NULL, r[k][1] + n, n);
     }
     for (int k = 1; k < 3; ++k)
       if (isa[k])
         for (int j = 0; j < 2; ++j) CHECK(!memcmp(r[0][j], r[k][j], (size_t)n * 8), "ISA %d differs at n = %lld", k, (long long)n);
     for (int k = 0; k < 3; ++k) for (int j = 0; j < 2; ++j) free(r[k][j]);
     free(x); free(y);
+  }
+}
+
+/* ROWS_LAYER_NORM(_BWD) against double loops: [M, N] x (and g) contiguous or strided, w / b present or not */
+static tpu_host_view_t v2(float* buf, int64_t M, int64_t N, int strided) {
+  tpu_host_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.dtype = TPU_DTYPE_F32; v.rank = 2; v.data = (char*)buf;
+  v.sizes[0] = M; v.sizes[1] = N;
+  v.strides[1] = strided ? 3 : 1; v.strides[0] = N * v.strides[1] + (strided ? 5 : 0);
+  return v;
+}
+static tpu_host_view_t v1(float* buf, int64_t n, int64_t st) {
+  tpu_host_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.dtype = TPU_DTYPE_F32; v.rank = 1; v.data = (char*)buf; v.sizes[0] = n; v.strides[0] = st;
+  return v;
+}
+static float* frand(int64_t n, double scale, double shift) {
+  float* p = malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; ++i) p[i] = (float)(drand_() * scale + shift);
+  return p;
+}
+static void test_layer_norm(void) {
+  static const int64_t lens[] = {1, 7, 33, 1000, 4097};
+  for (int it = 0; it < 80; ++it) {
+    int bwd = it % 2, hw = (it / 2) % 2, hb = !bwd && (it / 4) % 2, sx = irand(0, 1), so = irand(0, 1);
+    int64_t N = lens[irand(0, 4)], M = irand(1, N > 1000 ? 3 : 12), span = M * (N * 3 + 5);
+    float *x = frand(span, 4, 2), *g = frand(span, 1, 0), *o = frand(span, 1, 0), *mean = malloc(M * 4), *rstd = malloc(M * 4);
+    float *w = frand(N * 2, 1, 0), *b = frand(N, 1, 0);
+    tpu_host_view_t vx = v2(x, M, N, sx), vg = v2(g, M, N, !sx), vo = v2(o, M, N, so);
+    for (int64_t r = 0; r < M; ++r) { /* statistics as CHANNEL_STATS would give them */
+      double s = 0, q = 0;
+      for (int64_t i = 0; i < N; ++i) s += x[r * vx.strides[0] + i * vx.strides[1]];
+      s /= (double)N;
+      for (int64_t i = 0; i < N; ++i) { double d = x[r * vx.strides[0] + i * vx.strides[1]] - s; q += d * d; }
+      mean[r] = (float)s; rstd[r] = (float)(1.0 / sqrt(q / (double)N + 1e-5));
+    }
+    tpu_host_view_t xs[5];
+    int n = 0;
+    if (bwd) xs[n++] = vg;
+    xs[n++] = vx; xs[n++] = v1(mean, M, 1); xs[n++] = v1(rstd, M, 1);
+    if (hw) xs[n++] = v1(w, N, it % 3 == 0 ? 2 : 1);
+    if (hb) xs[n++] = v1(b, N, 1);
+    tpu_ir_op_t op = {0};
+    op.opcode = TPU_IR_CUSTOM;
+    op.i0 = bwd ? TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD : TPU_IR_CUSTOM_ROWS_LAYER_NORM;
+    op.i1 = hw | (hb << 1);
+    tpu_status_t st = tpu_host_k_rows(&op, n, xs, &vo);
+    CHECK(st == TPU_OK, "layer norm rows: %s", tpu_status_message(st));
+    tpu_status_free(st);
+    double worst = 0;
+    for (int64_t r = 0; r < M; ++r) {
+      double s1 = 0, s2 = 0;
+      const float* xr = x + r * vx.strides[0];
+      const float* gr = g + r * vg.strides[0];
+      double wv, m = mean[r], rs = rstd[r];
+      for (int64_t i = 0; i < N; ++i) {
+        wv = hw ? w[i * xs[n - 1 - hb].strides[0]] : 1;
+        double d = gr[i * vg.strides[1]] * wv;
+        s1 += d; s2 += d * (xr[i * vx.strides[1]] - m);
+      }
+      for (int64_t i = 0; i < N; ++i) {
+        wv = hw ? w[i * xs[n - 1 - hb].strides[0]] : 1;
+        double xh = (xr[i * vx.strides[1]] - m) * rs, want;
+        if (!bwd) want = xh * wv + (hb ? b[i] : 0);
+        else want = rs * (gr[i * vg.strides[1]] * wv - s1 / (double)N - xh * rs * s2 / (double)N);
+        double tol = 1e-5 * (1 + fabs(want)) * (bwd ? 1 + rs * (1 + sqrt((double)N) / 8) : 1 + fabs(xh));
+        double e = fabs(o[r * vo.strides[0] + i * vo.strides[1]] - want) / tol;
+        if (!(e <= worst)) worst = e;
+      }
+    }
+    CHECK(worst <= 1, "layer norm%s [%lld, %lld] w %d b %d: error %g x tolerance", bwd ? " backward" : "", (long long)M,
+          (long long)N, hw, hb, worst);
+    free(x); free(g); free(o); free(mean); free(rstd); free(w); free(b);
   }
 }
 
@@ -167,6 +247,7 @@ int main(void) {
   test_random();
   test_masked();
   test_isa();
+  test_layer_norm();
   test_errors();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -1,4 +1,4 @@
-/* rows.c — custom targets ROWS_SOFTMAX / ROWS_SOFTMAX_BWD (see rows.h): softmax, log_softmax and
+/* rows.c — custom targets ROWS_SOFTMAX(_BWD) and ROWS_LAYER_NORM(_BWD) (see rows.h): softmax, log_softmax and
  * their gradients one row at a time, a few passes over each row instead of the generic
  * reduce + elementwise executor's max / exp / sum / divide intermediates. Also the base-ISA
  * build of the contiguous f32 row kernels (rows_impl.h). */
@@ -95,7 +95,70 @@ static int same3(const tpu_host_view_t* v, const tpu_host_view_t* o) {
          v->sizes[2] == o->sizes[2];
 }
 
+/* ---- layer norm rows (f32): operands gathered into a scratch row when not contiguous */
+typedef struct {
+  const tpu_host_rows_ops_t* ops;
+  const tpu_host_view_t *g, *x, *mean, *rstd, *w, *b, *out; /* g: backward only */
+  int64_t N;
+  int oom;
+} ln_job_t;
+
+static const float* ln_row(const tpu_host_view_t* v, int64_t r, float* tmp, int64_t N) {
+  const float* p = (const float*)v->data + (v->rank == 2 ? r * v->strides[0] : 0);
+  int64_t st = v->strides[v->rank - 1];
+  if (st == 1) return p;
+  for (int64_t i = 0; i < N; ++i) tmp[i] = p[i * st];
+  return tmp;
+}
+static float ln_at(const tpu_host_view_t* v, int64_t r) { return ((const float*)v->data)[r * v->strides[0]]; }
+
+static void ln_worker(void* ctx, int64_t r0, int64_t r1) {
+  ln_job_t* J = ctx;
+  const int64_t N = J->N;
+  float* tmp = malloc((size_t)N * 5 * sizeof(float)); /* x, g, w, b, out */
+  if (!tmp) { __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED); return; }
+  const float* w = J->w ? ln_row(J->w, 0, tmp + 2 * N, N) : NULL;
+  const float* b = J->b ? ln_row(J->b, 0, tmp + 3 * N, N) : NULL;
+  const int64_t ost = J->out->strides[1];
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = ln_row(J->x, r, tmp, N);
+    float* o = ost == 1 ? (float*)J->out->data + r * J->out->strides[0] : tmp + 4 * N;
+    if (J->g) J->ops->layer_norm_bwd(ln_row(J->g, r, tmp + N, N), x, ln_at(J->mean, r), ln_at(J->rstd, r), w, o, N);
+    else J->ops->layer_norm(x, ln_at(J->mean, r), ln_at(J->rstd, r), w, b, o, N);
+    if (ost != 1) {
+      float* d = (float*)J->out->data + r * J->out->strides[0];
+      for (int64_t i = 0; i < N; ++i) d[i * ost] = o[i];
+    }
+  }
+  free(tmp);
+}
+
+static tpu_status_t k_layer_norm(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  const int bwd = op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD, hw = (op->i1 & 1) != 0, hb = !bwd && (op->i1 & 2);
+  const int nf = bwd ? 2 : 1; /* leading [M, N] operands */
+  if (n != nf + 2 + hw + hb || out->rank != 2 || out->dtype != TPU_DTYPE_F32)
+    return TPU_ERR(INTERNAL, "host: row layer norm with %d operands, result rank %d %s", n, out->rank,
+                   tpu_dtype_name(out->dtype));
+  const int64_t M = out->sizes[0], N = out->sizes[1];
+  for (int k = 0; k < n; ++k) {
+    const tpu_host_view_t* v = &xs[k];
+    int64_t want = k < nf ? -1 : k < nf + 2 ? M : N;
+    int ok = v->dtype == TPU_DTYPE_F32 && (want < 0 ? v->rank == 2 && v->sizes[0] == M && v->sizes[1] == N
+                                                     : v->rank == 1 && v->sizes[0] == want);
+    if (!ok) return TPU_ERR(INTERNAL, "host: row layer norm operand %d does not match", k);
+  }
+  ln_job_t J = {.ops = rows_ops(), .g = bwd ? &xs[0] : NULL, .x = &xs[nf - 1],
+                .mean = &xs[nf], .rstd = &xs[nf + 1], .w = hw ? &xs[nf + 2] : NULL,
+                .b = hb ? &xs[nf + 2 + hw] : NULL, .out = out, .N = N};
+  if (M == 0 || N == 0) return TPU_OK;
+  tpu_pool_parallel_for(M, TPU_MAX((int64_t)1, 16384 / N), ln_worker, &J);
+  if (J.oom) return TPU_ERR(OUT_OF_MEMORY, "host: row layer norm: out of memory for %lld-element scratch rows", (long long)N);
+  return TPU_OK;
+}
+
 tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  if (op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM || op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD)
+    return k_layer_norm(op, n, xs, out);
   const int bwd = op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD;
   if (n != (bwd ? 2 : 1) || out->rank != 3)
     return TPU_ERR(INTERNAL, "host: row softmax with %d operands of result rank %d", n, out->rank);

@@ -12,7 +12,17 @@
  * backward (dot; write), with sums in 16 f32 lanes (the IR's reduce sums in f64, so results
  * agree up to float rounding); exp is tile_expf (vmath.h, <= 2 ulp). Contiguous rows run in
  * place; strided rows (dim != -1, non-contiguous views) go through a per-chunk scratch row.
- * f64 rows use libm exp/log in double. Rows run in parallel on the thread pool. */
+ * f64 rows use libm exp/log in double. Rows run in parallel on the thread pool.
+ *
+ *   ROWS_LAYER_NORM     (x [M, N], mean [M], rstd [M], w [N]?, b [N]?) -> [M, N]:
+ *                       (x - mean) rstd [* w] [+ b]; i1 bit 0: w given, bit 1: b given
+ *   ROWS_LAYER_NORM_BWD (g [M, N], x, mean [M], rstd [M], w [N]?) -> d x [M, N]: with dxh = g [* w],
+ *                       rstd ((dxh - sum(dxh) / N) - (x - mean) rstd (rstd sum(dxh (x - mean)) / N));
+ *                       i1 bit 0: w given
+ *
+ * The layer-norm pair takes the row statistics from outside (CHANNEL_STATS, norm.h) and makes one
+ * pass forward and two backward (sums; write) per row; sums in 16 f32 lanes. f32 only; f64
+ * layer norm keeps the composite IR. */
 #ifndef TPURT_DRIVERS_HOST_ROWS_H_
 #define TPURT_DRIVERS_HOST_ROWS_H_
 
@@ -24,6 +34,8 @@ tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t
 typedef struct {
   void (*softmax)(const float* x, float* y, int64_t n, int log);
   void (*softmax_bwd)(const float* g, const float* y, float* o, int64_t n, int log);
+  void (*layer_norm)(const float* x, float mean, float rstd, const float* w, const float* b, float* y, int64_t n);
+  void (*layer_norm_bwd)(const float* g, const float* x, float mean, float rstd, const float* w, float* dx, int64_t n);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 

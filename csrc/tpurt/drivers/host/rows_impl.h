@@ -65,4 +65,30 @@ static void RFN(softmax_bwd)(const float* g, const float* y, float* o, int64_t n
   else for (i = 0; i < n; ++i) o[i] = y[i] * (g[i] - s);
 }
 
-const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd)};
+/* layer norm: y = (x - mean) rstd [* w] [+ b] (w, b may be NULL), the IR's operation order */
+static void RFN(layer_norm)(const float* x, float mean, float rstd, const float* w, const float* b, float* y, int64_t n) {
+  if (w && b) for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
+  else if (w) for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i];
+  else if (b) for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd + b[i];
+  else for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd;
+}
+
+/* layer norm input gradient: dxh = g [* w], xh = (x - mean) rstd,
+ * dx = rstd ((dxh - sum(dxh) / n) - xh (rstd sum(dxh (x - mean)) / n)) */
+static void RFN(layer_norm_bwd)(const float* g, const float* x, float mean, float rstd, const float* w, float* dx,
+                                int64_t n) {
+  float a1[RL] = {0}, a2[RL] = {0}, s1 = 0, s2 = 0;
+  int64_t i = 0;
+  for (; i + RL <= n; i += RL)
+    for (int l = 0; l < RL; ++l) {
+      float d = w ? g[i + l] * w[i + l] : g[i + l];
+      a1[l] += d; a2[l] += d * (x[i + l] - mean);
+    }
+  for (; i < n; ++i) { float d = w ? g[i] * w[i] : g[i]; s1 += d; s2 += d * (x[i] - mean); }
+  for (int l = 0; l < RL; ++l) { s1 += a1[l]; s2 += a2[l]; }
+  const float inv_n = (float)(1.0 / (double)n), m1 = s1 * inv_n, m2 = s2 * rstd * inv_n;
+  if (w) for (i = 0; i < n; ++i) dx[i] = rstd * ((g[i] * w[i] - m1) - (x[i] - mean) * rstd * m2);
+  else for (i = 0; i < n; ++i) dx[i] = rstd * ((g[i] - m1) - (x[i] - mean) * rstd * m2);
+}
+
+const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd)};
