@@ -152,6 +152,7 @@ static tpu_status_t lower_foreach(tpu_lower_ctx_t* cx) {
   const tpu_lowering_t* l = d ? tpu_lower_find(d->single) : NULL;
   if (!l) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: not implemented for the tpu device", cx->op_name);
   int nmap = (int)strlen(d->map);
+  if (nmap > FE_MAX_ARGS) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: %d arguments per element", cx->op_name, nmap);
   /* every tensor list and Scalar[] has the same length n */
   int n = -1;
   for (int i = 0; i < cx->nargs; ++i) {
