@@ -867,7 +867,8 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
           }
         }
       }
-    for (; e < crow[cls + 1]; ++e) { J.ash[e] = 0; J.rw[e] = -1; J.rz[e] = 0; }
+    /* padding rows read a real row of the class (row 0 minus a tap shift would lie before yT) */
+    for (; e < crow[cls + 1]; ++e) { J.ash[e] = J.ash[crow[cls]]; J.rw[e] = -1; J.rz[e] = 0; }
     for (int64_t r0 = crow[cls]; r0 < crow[cls + 1]; r0 += GK_MR) {
       J.tiles[2 * (r0 / GK_MR)] = cls;
       J.tiles[2 * (r0 / GK_MR) + 1] = r0;
