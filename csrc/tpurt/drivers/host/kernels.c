@@ -727,11 +727,16 @@ tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
   if (numel_of(out) == 0) return TPU_OK;
   size_t es = tpu_dtype_size(x->dtype);
   int64_t dsize = x->rank ? x->sizes[dim] : 1;
+  /* i1 = 1: no negative wrap; such an index is reported as PyTorch does (checked first, so a
+   * negative index never reaches check_index's wrap) */
+#define GATHER_NO_WRAP(k) if (op->i1 == 1 && (k) < 0) \
+    return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)(k), dim, (long long)dsize)
   if (x->rank == 1 && idx->dtype == TPU_DTYPE_I64 && out->dtype == x->dtype) { /* flat: no index vectors */
     const int64_t* ip = (const int64_t*)idx->data;
     int64_t n = out->sizes[0], is = idx->strides[0], xs = x->strides[0] * (int64_t)es, os = out->strides[0] * (int64_t)es;
     for (int64_t j = 0; j < n; ++j) {
       int64_t k = ip[j * is];
+      GATHER_NO_WRAP(k);
       TPU_RETURN_IF_ERROR(check_index(&k, dsize, dim));
       memcpy(out->data + j * os, x->data + k * xs, es);
     }
@@ -739,22 +744,19 @@ tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
   }
   do {
     int64_t k = tpu_host_load_i64(at(idx, i), idx->dtype);
+    GATHER_NO_WRAP(k);
     TPU_RETURN_IF_ERROR(check_index(&k, dsize, dim));
     memcpy(src, i, sizeof(src));
     if (x->rank) src[dim] = k;
     memcpy(at(out, i), at(x, src), es);
   } while (next_index(i, out->sizes, out->rank));
   return TPU_OK;
-  /* i1 = 1: no negative wrap; such an index is reported as PyTorch does (checked first, so a
-   * negative index never reaches check_index's wrap) */
-#define GATHER_NO_WRAP(k) if (op->i1 == 1 && (k) < 0) \
-    return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)(k), dim, (long long)dsize)
+#undef GATHER_NO_WRAP
 }
 /* The elements of a view (all dims, or all but `skip`) as ONE run: *out_n elements
  * `*out_st` apart. 0 when the dims do not nest (e.g. a transposed block). */
 static int flat_run(const tpu_host_view_t* v, int first, int skip, int64_t* out_n, int64_t* out_st) {
   int64_t n = 1, st = 0, next = 0;
-      GATHER_NO_WRAP(k);
   for (int d = v->rank - 1; d >= first; --d) {
     if (d == skip || v->sizes[d] == 1) continue;
     if (n > 1 && v->strides[d] != next) return 0;
@@ -762,14 +764,12 @@ static int flat_run(const tpu_host_view_t* v, int first, int skip, int64_t* out_
     n *= v->sizes[d];
     next = st * n;
   }
-    GATHER_NO_WRAP(k);
   *out_n = n; *out_st = n > 1 ? st : 1;
   return 1;
 }
 /* dst[r * ds] (+)= src[r * ss], r < n, one dtype; strides in elements. Returns 0 (nothing
  * done) for dtypes without a typed loop. Float adds round once, as PyTorch's kernels. */
 static int run_move(char* dst, int64_t ds, const char* src, int64_t ss, int dt, int64_t n, int acc) {
-#undef GATHER_NO_WRAP
   const int64_t es = (int64_t)tpu_dtype_size(dt);
   if (!acc) {
     if (ds == 1 && ss == 1) memcpy(dst, src, (size_t)(n * es));
@@ -805,6 +805,9 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
     if (op->i1 == 1 && (k < 0 || k >= x->sizes[dim])) /* embedding_bag's ids: no negative wrap */
       return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
                      (long long)j, (long long)k, (long long)x->sizes[dim]);
+    if (op->i1 == 2 && k < 0) /* index_select: no negative wrap, reported as given */
+      return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)k, dim,
+                     (long long)x->sizes[dim]);
     TPU_RETURN_IF_ERROR(check_index(&k, x->sizes[dim], dim));
     if (runs) {
       run_move(out->data + j * out->strides[dim] * oes, dst_, x->data + k * x->strides[dim] * es, sst, x->dtype, sn, 0);
@@ -812,9 +815,6 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
     }
     tpu_host_view_t s = *x, d = *out;
     s.data += k * x->strides[dim] * es; s.sizes[dim] = 1;
-    if (op->i1 == 2 && k < 0) /* index_select: no negative wrap, reported as given */
-      return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)k, dim,
-                     (long long)x->sizes[dim]);
     d.data += j * out->strides[dim] * oes; d.sizes[dim] = 1;
     TPU_RETURN_IF_ERROR(tpu_host_k_copy(&s, &d));
   }
