@@ -111,9 +111,15 @@ def test_layer_norm_dtypes_and_views(dtype):
 
 
 def test_layer_norm_single():
-    x, w, b = torch.randn(17, 1) * 5 + 3, torch.randn(1), torch.randn(1)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(17, 1, generator=gen) * 5 + 3
+    w, b = torch.randn(1, generator=gen), torch.randn(1, generator=gen)
     (o_t, g_t), (o_c, g_c) = run_both(lambda t, w_, b_: F.layer_norm(t, (1,), w_, b_), x, w, b)
     torch.testing.assert_close(o_t, o_c)
-    torch.testing.assert_close(g_t[0], g_c[0])  # d input
+    # d input is exactly 0 for a one-element row (the normalized value does not depend on x); both
+    # backends return x's rounding error times rstd = 1/sqrt(eps): bound that noise, on both sides.
+    noise = 4 * torch.finfo(torch.float32).eps * x.abs().max() / 1e-5 ** 0.5
+    for g in (g_t[0], g_c[0]):
+        assert g.abs().max() <= noise, (g.abs().max(), noise)
     torch.testing.assert_close(g_t[2], g_c[2])  # d bias
     assert g_t[1].abs().max() <= g_c[1].abs().max()  # d weight: exactly 0 here, rounding noise on the CPU

@@ -21,15 +21,10 @@
 enum { ATTN_CAUSAL = 1, ATTN_BIAS = 2 }; /* = TPU_ATTN_* of drivers/host/attention.h */
 
 static int custom(tpu_lower_ctx_t* cx, int target, int flags, int n, const int* in, int rank, const int64_t* dims) {
-  for (int i = 0; i < n; ++i) if (in[i] < 0) return -1;
-  tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM;
-  p.type.dtype = F32;
-  p.type.rank = rank;
-  for (int d = 0; d < rank; ++d) p.type.dims[d] = dims[d];
-  p.i0 = target;
-  p.i1 = flags;
-  return tpu_ir_add_op(G, &p, n, in);
+  tpu_ir_type_t t = {0};
+  t.dtype = F32; t.rank = rank;
+  for (int d = 0; d < rank; ++d) t.dims[d] = dims[d];
+  return lw_custom(cx, target, flags, &t, n, in);
 }
 static int slice_last(tpu_lower_ctx_t* cx, int v, int64_t lo, int64_t hi) {
   tpu_ir_type_t t = *tpu_ir_type(G, v);

@@ -26,7 +26,7 @@ static int custom_a(tpu_lower_ctx_t* cx, int target, int64_t attr, int64_t a0, i
   return tpu_ir_add_op(G, &p, n, in);
 }
 static int custom(tpu_lower_ctx_t* cx, int target, int64_t attr, const tpu_ir_type_t* t, int n, const int* in) {
-  return custom_a(cx, target, attr, 0, 0, t, n, in);
+  return lw_custom(cx, target, attr, t, n, in);
 }
 
 /* ---------------------------------------------------------------- grid_sampler_2d */

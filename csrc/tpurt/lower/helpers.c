@@ -327,3 +327,13 @@ const char* tpu_dtype_cpp_name(int dt) {
                                                  "int", "short int", "signed char", "unsigned char", "bool"};
   return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
 }
+int lw_custom(tpu_lower_ctx_t* cx, int target, int64_t i1, const tpu_ir_type_t* t, int n, const int* in) {
+  for (int k = 0; k < n; ++k)
+    if (in[k] < 0) return -1;
+  tpu_ir_op_t p = {0};
+  p.opcode = TPU_IR_CUSTOM;
+  p.type = *t;
+  p.i0 = target;
+  p.i1 = i1;
+  return tpu_ir_add_op(&cx->g, &p, n, in);
+}

@@ -69,14 +69,7 @@ static int bcast_batch(tpu_lower_ctx_t* cx, int v, int nb, const int64_t* bd, in
   return lw_bcast(cx, v, nb + m, dims);
 }
 static int custom(tpu_lower_ctx_t* cx, int target, int64_t attr, tpu_ir_type_t t, int n, const int* in) {
-  for (int k = 0; k < n; ++k)
-    if (in[k] < 0) return -1;
-  tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM;
-  p.type = t;
-  p.i0 = target;
-  p.i1 = attr;
-  return tpu_ir_add_op(G, &p, n, in);
+  return lw_custom(cx, target, attr, &t, n, in);
 }
 /* packed LU of a ([B..., m, n]) -> [B..., m, n+2]. det: PyTorch's _linalg_det / _linalg_slogdet
  * factor A^T when A is row-major contiguous (LAPACK reads its memory as is) and their backward

@@ -67,15 +67,10 @@ static int float_check(tpu_lower_ctx_t* cx, int dt) {
 
 /* a custom_call (tpu_ir_custom_t target, i1) of result [rank, dims] dtype dt */
 static int custom_op(tpu_lower_ctx_t* cx, int target, int64_t i1, int n, const int* in, int rank, const int64_t* dims, int dt) {
-  for (int k = 0; k < n; ++k) if (in[k] < 0) return -1;
-  tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM;
-  p.i0 = target;
-  p.i1 = i1;
-  p.type.dtype = dt;
-  p.type.rank = rank;
-  for (int d = 0; d < rank; ++d) p.type.dims[d] = dims[d];
-  return tpu_ir_add_op(G, &p, n, in);
+  tpu_ir_type_t t = {0};
+  t.dtype = dt; t.rank = rank;
+  for (int d = 0; d < rank; ++d) t.dims[d] = dims[d];
+  return lw_custom(cx, target, i1, &t, n, in);
 }
 
 /* rank-0 tensors are handled as [1] */

@@ -68,14 +68,10 @@ static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
 
 /* custom CHANNEL_STATS / CHANNEL_AFFINE (drivers/host/norm.h): result [rank, dims] of dtype dt */
 static int chan_custom(tpu_lower_ctx_t* cx, int target, int n, const int* in, int rank, const int64_t* dims, int dt) {
-  for (int k = 0; k < n; ++k) if (in[k] < 0) return -1;
-  tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM;
-  p.i0 = target;
-  p.type.dtype = dt;
-  p.type.rank = rank;
-  for (int d = 0; d < rank; ++d) p.type.dims[d] = dims[d];
-  return tpu_ir_add_op(G, &p, n, in);
+  tpu_ir_type_t t = {0};
+  t.dtype = dt; t.rank = rank;
+  for (int d = 0; d < rank; ++d) t.dims[d] = dims[d];
+  return lw_custom(cx, target, 0, &t, n, in);
 }
 /* [2, B] statistics of x3 [A, B, I] (n == 1) or of (g3, x3, m [B]) (n == 3) */
 static int chan_stats(tpu_lower_ctx_t* cx, int n, const int* in, int64_t B, int dt) {
