@@ -54,7 +54,8 @@ tpu_status_t tpu_graph_payload_decode(const uint8_t* buf, size_t len, tpu_graph_
   const uint8_t* p = buf;
   const uint8_t* end = buf + len;
 #define GET(dst, bytes) do { size_t n_ = (bytes); if ((size_t)(end - p) < n_) return BAD("truncated"); \
-                             if (n_) memcpy((dst), p, n_); p += n_; } while (0)
+                             if (n_) { memcpy((dst), p, n_); } \
+                             p += n_; } while (0)
   uint32_t hdr[2];
   int32_t c[3];
   uint64_t glen;
