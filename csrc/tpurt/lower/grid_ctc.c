@@ -12,22 +12,6 @@
 
 #define G (&cx->g)
 
-static int custom_a(tpu_lower_ctx_t* cx, int target, int64_t attr, int64_t a0, int64_t a1, const tpu_ir_type_t* t,
-                    int n, const int* in) {
-  for (int k = 0; k < n; ++k)
-    if (in[k] < 0) return -1;
-  tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM;
-  p.type = *t;
-  p.i0 = target;
-  p.i1 = attr;
-  p.a[0][0] = a0;
-  p.a[0][1] = a1;
-  return tpu_ir_add_op(G, &p, n, in);
-}
-static int custom(tpu_lower_ctx_t* cx, int target, int64_t attr, const tpu_ir_type_t* t, int n, const int* in) {
-  return lw_custom(cx, target, attr, t, n, in);
-}
 
 /* ---------------------------------------------------------------- grid_sampler_2d */
 
@@ -89,7 +73,7 @@ static tpu_status_t lw_grid_sampler(tpu_lower_ctx_t* cx, int rank) {
   for (int d = 2; d < rank; ++d) t.dims[d] = tg.dims[d - 1];
   if (tpu_ir_numel(&t) == 0) return lw_output(cx, 0, lw_const(cx, 0, dt, rank, t.dims));
   int in[2] = {x, g};
-  return lw_output(cx, 0, custom(cx, TPU_IR_CUSTOM_GRID_SAMPLE, attr, &t, 2, in));
+  return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_GRID_SAMPLE, attr, &t, 2, in));
 }
 static tpu_status_t lower_grid_sampler_2d(tpu_lower_ctx_t* cx) { return lw_grid_sampler(cx, 4); }
 static tpu_status_t lower_grid_sampler_3d(tpu_lower_ctx_t* cx) { return lw_grid_sampler(cx, 5); }
@@ -114,7 +98,7 @@ static tpu_status_t lw_grid_sampler_backward(tpu_lower_ctx_t* cx, int rank) {
     if (!want[k] || tpu_ir_numel(&t) == 0 || tpu_ir_numel(tpu_ir_type(G, go)) == 0)
       lw_output(cx, k, lw_const(cx, 0, dt, t.rank, t.dims));
     else
-      lw_output(cx, k, custom(cx, TPU_IR_CUSTOM_GRID_SAMPLE_BWD, attr | (int64_t)k << 5, &t, 3, in));
+      lw_output(cx, k, lw_custom(cx, TPU_IR_CUSTOM_GRID_SAMPLE_BWD, attr | (int64_t)k << 5, &t, 3, in));
   }
   return TPU_OK;
 }
@@ -213,7 +197,7 @@ static tpu_status_t lower_ctc_loss(tpu_lower_ctx_t* cx) {
   }
   tpu_ir_type_t t = lt;
   t.rank = 2; t.dims[0] = N; t.dims[1] = 1 + T * Lp;
-  int f = custom_a(cx, TPU_IR_CUSTOM_CTC, blank, concat, 0, &t, 4, in);
+  int f = lw_custom_a(cx, TPU_IR_CUSTOM_CTC, blank, concat, 0, &t, 4, in);
   int nll = tpu_ir_reshape(G, tpu_ir_slice(G, f, (int64_t[]){0, 0}, (int64_t[]){N, 1}, (int64_t[]){1, 1}), 1, &N);
   int la = tpu_ir_slice(G, f, (int64_t[]){0, 1}, (int64_t[]){N, 1 + T * Lp}, (int64_t[]){1, 1});
   lw_output(cx, 0, nll);
@@ -238,7 +222,7 @@ static tpu_status_t lower_ctc_loss_backward(tpu_lower_ctx_t* cx) {
   in[0] = lw_input(cx, 0, dt);
   in[5] = lw_input(cx, 5, dt);
   in[6] = lw_input(cx, 6, dt);
-  return lw_output(cx, 0, custom_a(cx, TPU_IR_CUSTOM_CTC_BWD, blank, concat, lw_int(cx, 8, 0) ? 1 : 0, &lt, 7, in));
+  return lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_CTC_BWD, blank, concat, lw_int(cx, 8, 0) ? 1 : 0, &lt, 7, in));
 }
 
 TPU_LOWERING_TABLE(tpu_lowerings_grid_ctc) = {

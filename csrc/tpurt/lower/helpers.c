@@ -327,7 +327,8 @@ const char* tpu_dtype_cpp_name(int dt) {
                                                  "int", "short int", "signed char", "unsigned char", "bool"};
   return (dt >= 0 && dt < TPU_DTYPE_COUNT) ? n[dt] : "?";
 }
-int lw_custom(tpu_lower_ctx_t* cx, int target, int64_t i1, const tpu_ir_type_t* t, int n, const int* in) {
+int lw_custom_a(tpu_lower_ctx_t* cx, int target, int64_t i1, int64_t a0, int64_t a1, const tpu_ir_type_t* t, int n,
+                const int* in) {
   for (int k = 0; k < n; ++k)
     if (in[k] < 0) return -1;
   tpu_ir_op_t p = {0};
@@ -335,5 +336,7 @@ int lw_custom(tpu_lower_ctx_t* cx, int target, int64_t i1, const tpu_ir_type_t* 
   p.type = *t;
   p.i0 = target;
   p.i1 = i1;
+  p.a[0][0] = a0;
+  p.a[0][1] = a1;
   return tpu_ir_add_op(&cx->g, &p, n, in);
 }

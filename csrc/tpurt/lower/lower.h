@@ -114,8 +114,12 @@ int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);
 /* v, the result of reducing `like` over the dims flagged in `flags`, broadcast back to like's shape. */
 int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags);   /* splat of like's shape+dtype */
 int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
-/* a CUSTOM op (i0 = target, i1) of result type t over n inputs; -1 if an input is -1 */
-int lw_custom(tpu_lower_ctx_t* cx, int target, int64_t i1, const tpu_ir_type_t* t, int n, const int* in);
+/* a CUSTOM op (i0 = target, i1, a[0][0..1] = a0, a1) of result type t over n inputs; -1 if an input is -1 */
+int lw_custom_a(tpu_lower_ctx_t* cx, int target, int64_t i1, int64_t a0, int64_t a1, const tpu_ir_type_t* t, int n,
+                const int* in);
+static inline int lw_custom(tpu_lower_ctx_t* cx, int target, int64_t i1, const tpu_ir_type_t* t, int n, const int* in) {
+  return lw_custom_a(cx, target, i1, 0, 0, t, n, in);
+}
 /* Binds v as an extra output written into tensor argument `arg`, for ops that update an
  * input their schema does not mark as written (native_batch_norm's running stats). Call
  * after every lw_output. */

@@ -392,6 +392,21 @@ static void gk_pos_tables(const conv_geo_t* g, const conv_gk_job_t* J, int64_t* 
 }
 static int gk_pick_ng(int64_t nch) { return nch % 3 == 0 ? 3 : nch % 2 == 0 ? 2 : nch == 1 ? 1 : 3; }
 
+/* One row of W pixels x C channels (element strides cs, ws from src + so) into channels-last
+ * f32 rows ld floats apart: dr[w * ld + c]. */
+static void ld_row_cl(float* dr, int64_t ld, const char* src, int64_t so, int64_t cs, int64_t ws, int64_t W,
+                      int64_t C, int dt) {
+  if (cs == 1) {
+    for (int64_t w = 0; w < W; ++w) ldrun_f32(dr + w * ld, src, so + w * ws, 1, C, dt);
+  } else if (dt == TPU_DTYPE_F32) {
+    const float* f = (const float*)(const void*)src + so;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t w = 0; w < W; ++w) dr[w * ld + c] = f[c * cs + w * ws];
+  } else {
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t w = 0; w < W; ++w) dr[w * ld + c] = ld1_f32(src, so + c * cs + w * ws, dt);
+  }
+}
 static void gk_xt_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
@@ -403,16 +418,7 @@ static void gk_xt_worker(void* ctx, int64_t begin, int64_t end) {
       for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
         float* dr = d + (((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2]) * Cx;
         const int64_t so = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3];
-        if (g->xs[1] == 1) {
-          for (int64_t i2 = 0; i2 < g->S[2]; ++i2) ldrun_f32(dr + i2 * Cx, g->xd, so + i2 * g->xs[4], 1, g->C, g->xdt);
-        } else if (g->xdt == TPU_DTYPE_F32) {
-          const float* xf = (const float*)(const void*)g->xd + so;
-          for (int64_t c = 0; c < g->C; ++c)
-            for (int64_t i2 = 0; i2 < g->S[2]; ++i2) dr[i2 * Cx + c] = xf[c * g->xs[1] + i2 * g->xs[4]];
-        } else {
-          for (int64_t c = 0; c < g->C; ++c)
-            for (int64_t i2 = 0; i2 < g->S[2]; ++i2) dr[i2 * Cx + c] = ld1_f32(g->xd, so + c * g->xs[1] + i2 * g->xs[4], g->xdt);
-        }
+        ld_row_cl(dr, Cx, g->xd, so, g->xs[1], g->xs[4], g->S[2], g->C, g->xdt);
       }
   }
 }
@@ -428,16 +434,7 @@ static void gk_yt_worker(void* ctx, int64_t begin, int64_t end) {
       for (int64_t q1 = 0; q1 < g->Q[1]; ++q1, q += g->Q[2]) {
         const int64_t so = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
         float* dr = d + q * Oy;
-        if (g->ys[1] == 1) {
-          for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) ldrun_f32(dr + q2 * Oy, g->yd, so + q2 * g->ys[4], 1, g->O, g->ydt);
-        } else if (g->ydt == TPU_DTYPE_F32) {
-          const float* yf = (const float*)(const void*)g->yd + so;
-          for (int64_t o = 0; o < g->O; ++o)
-            for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) dr[q2 * Oy + o] = yf[o * g->ys[1] + q2 * g->ys[4]];
-        } else {
-          for (int64_t o = 0; o < g->O; ++o)
-            for (int64_t q2 = 0; q2 < g->Q[2]; ++q2) dr[q2 * Oy + o] = ld1_f32(g->yd, so + o * g->ys[1] + q2 * g->ys[4], g->ydt);
-        }
+        ld_row_cl(dr, Oy, g->yd, so, g->ys[1], g->ys[4], g->Q[2], g->O, g->ydt);
       }
   }
 }
