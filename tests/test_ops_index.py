@@ -302,6 +302,33 @@ def test_index_put_masks(acc):
     check(lambda x, m: put(x, (m,), torch.tensor(-1.0, device=x.device), acc), x, x > 0.5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("vals_t", [False, True])
+def test_index_put_rows_one_index_vector(dtype, vals_t):
+    """x[i] += v with one i64 index vector over the rows (embedding backward's shape): a strided
+    index vector with duplicates and negative ids, contiguous and transposed values."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(37, 19, generator=g).to(dtype)
+    ids = torch.randint(-37, 37, (2 * 53,), generator=g)[::2]  # non-contiguous, duplicates, negatives wrap
+    v = torch.randn(19, 53, generator=g).to(dtype).t() if vals_t else torch.randn(53, 19, generator=g).to(dtype)
+    for acc in (True, False):
+        want = x.clone().index_put_((ids,), v, accumulate=acc)
+        got = x.to(DEV).index_put_((ids.to(DEV),), v.to(DEV), accumulate=acc).cpu()
+        if acc:  # bf16 rounds after every add, in an order that may differ from CPU
+            torch.testing.assert_close(got, want, **({} if dtype == torch.float32 else dict(rtol=2e-2, atol=5e-2)))
+        else:  # duplicates: some write wins; every row written equals one of its values
+            for r in range(37):
+                hits = [j for j in range(53) if int(ids[j]) % 37 == r]
+                if hits:
+                    assert any(torch.equal(got[r], v[j]) for j in hits)
+                else:
+                    assert torch.equal(got[r], x[r])
+    bad = ids.clone()
+    bad[5] = 37
+    with pytest.raises(IndexError, match="index 37 is out of bounds for dimension 0 with size 37"):
+        x.to(DEV).index_put_((bad.to(DEV),), v.to(DEV), accumulate=True).cpu()
+
+
 def test_setitem_and_index_put_functional():
     x = make((5, 6))
 

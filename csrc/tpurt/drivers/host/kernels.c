@@ -769,14 +769,17 @@ static int flat_run(const tpu_host_view_t* v, int first, int skip, int64_t* out_
 }
 /* dst[r * ds] (+)= src[r * ss], r < n, one dtype; strides in elements. Returns 0 (nothing
  * done) for dtypes without a typed loop. Float adds round once, as PyTorch's kernels. */
-static int run_move(char* dst, int64_t ds, const char* src, int64_t ss, int dt, int64_t n, int acc) {
+static inline __attribute__((always_inline)) int run_move(char* dst, int64_t ds, const char* src, int64_t ss, int dt, int64_t n, int acc) {
   const int64_t es = (int64_t)tpu_dtype_size(dt);
   if (!acc) {
     if (ds == 1 && ss == 1) memcpy(dst, src, (size_t)(n * es));
     else for (int64_t r = 0; r < n; ++r) memcpy(dst + r * ds * es, src + r * ss * es, (size_t)es);
     return 1;
   }
+  /* unit strides (rows of an embedding table, index_put's accumulated blocks): a separate loop the
+   * vectorizer can take (strided gathers defeat it); same per-element expression, same result */
 #define ACC_LOOP(T, EXPR) { T* d = (T*)(void*)dst; const T* s = (const T*)(const void*)src; \
+    if (ds == 1 && ss == 1) { for (int64_t r = 0; r < n; ++r) { const T a = d[r], b = s[r]; d[r] = (EXPR); } return 1; } \
     for (int64_t r = 0; r < n; ++r) { T* dp = d + r * ds; const T a = *dp, b = s[r * ss]; *dp = (EXPR); } return 1; }
   switch (dt) {
     case TPU_DTYPE_F32: ACC_LOOP(float, a + b)
@@ -884,6 +887,18 @@ tpu_status_t tpu_host_k_index_put(const tpu_ir_op_t* op, const tpu_host_view_t* 
   int64_t dn = 0, dst_ = 0, vn = 0, vst = 0;
   int runs = vals->dtype == out->dtype && flat_run(out, n_idx, -1, &dn, &dst_) && flat_run(vals, srank, -1, &vn, &vst) &&
              dn == vn && (!acc || run_move(NULL, 1, NULL, 1, out->dtype, 0, 1));
+  if (runs && n_idx == 1 && srank == 1 && idx[0].dtype == TPU_DTYPE_I64) {
+    /* one i64 index vector over rows (embedding / embedding_bag backward, x[idx] += v): the
+     * general loop's index arithmetic per row costs more than moving a short row */
+    const int64_t* ip = (const int64_t*)(const void*)idx[0].data;
+    const int64_t n = s0->sizes[0], is = idx[0].strides[0], os = out->strides[0] * es, vs = vals->strides[0] * ves;
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t k = ip[j * is];
+      TPU_RETURN_IF_ERROR(check_index(&k, out->sizes[0], 0));
+      run_move(out->data + k * os, dst_, vals->data + j * vs, vst, out->dtype, dn, acc);
+    }
+    return TPU_OK;
+  }
   int64_t ies[TPU_MAX_DIMS];
   for (int j = 0; j < n_idx && j < TPU_MAX_DIMS; ++j) ies[j] = (int64_t)tpu_dtype_size(idx[j].dtype);
   do {
