@@ -67,6 +67,8 @@ class _Stats:
     replays: int = 0                # calls that replayed a captured graph
     capture_seconds: float = 0.0    # wall time of the calls that captured (run op by op + compile the capture)
     reinplaced: int = 0             # functional nodes turned back into in-place ops (see _reinplace)
+    size_checks: dict[str, int] = field(default_factory=dict)        # size-template verdict -> captures
+    size_not_generic: dict[str, int] = field(default_factory=dict)   # why a capture was no template instance
     capture_failures: dict[str, int] = field(default_factory=dict)     # reason -> count
     unsupported_ops: dict[str, int] = field(default_factory=dict)      # op -> graphs that contain it
     reasons: list[dict[str, Any]] = field(default_factory=list)        # one record per recompile
@@ -558,6 +560,8 @@ class _Segment:
         self._last: Optional[_Replay] = None
         self._capture_off: Optional[str] = None if capture else "capture disabled by option"
         self._signature: Optional[Callable[[list[Any]], Any]] = None
+        self._sizes: Any = None                        # size template over the captures (see _check_sizes)
+        self._sizes_off = False
 
     def __call__(self, *call_args: Any) -> Any:
         return self.call(list(call_args))
@@ -631,11 +635,31 @@ class _Segment:
             replay = _Replay(handle, specs, type(out), len(tensors_in) == len(call_args))
             self._captured[key] = replay
             self._last_key, self._last = key, replay
+            self._check_sizes(handle, call_args)
             while len(self._captured) > _MAX_CAPTURES:  # dynamic shapes: one capture per concrete size
                 old, _ = self._captured.popitem(last=False)
                 if old == self._last_key:
                     self._last_key, self._last = None, None
         return out
+
+    def _check_sizes(self, handle: Any, call_args: list[Any]) -> None:
+        """Dynamic shapes (a diagnostic; nothing is reused yet): the segment's int inputs are its sizes; the size
+        template (tpurt.h tpu_capture_size_check) says whether this capture's executable graph is the instance of
+        the graphs captured at earlier sizes that they predicted (counted in compile_size_template)."""
+        sizes = [a for a in call_args if type(a) is int]
+        check = getattr(_ext(), "_capture_size_check", None)
+        if not sizes or check is None or self._sizes_off:
+            return
+        if self._sizes is None:
+            self._sizes = _ext().SizeTemplate()
+        try:
+            verdict, reason = check(self._sizes, handle, sizes)
+        except Exception as exc:  # e.g. more size inputs than a template takes: stop checking this segment
+            verdict, reason, self._sizes_off = "not_instance", f"{type(exc).__name__}: {exc}", True
+        with _lock:
+            _stats.size_checks[verdict] = _stats.size_checks.get(verdict, 0) + 1
+            if reason and (reason in _stats.size_not_generic or len(_stats.size_not_generic) < _MAX_REASONS):
+                _stats.size_not_generic[reason] = _stats.size_not_generic.get(reason, 0) + 1
 
     def _capture_failed(self, reason: str) -> None:
         self._capture_off = reason
@@ -778,6 +802,8 @@ def compile_metrics() -> dict[str, Any]:
             "compile_capture_seconds": _stats.capture_seconds,
             "compile_reinplaced_nodes": _stats.reinplaced,
             "compile_capture_failures": dict(_stats.capture_failures),
+            "compile_size_template": dict(_stats.size_checks),
+            "compile_size_not_generic": dict(_stats.size_not_generic),
             "compile_unsupported_ops": dict(_stats.unsupported_ops),
             "recompile_reasons": [_format_reason(r) for r in _stats.reasons],
         }

@@ -81,6 +81,7 @@ class CaptureHandle {
     return at::TensorOptions().dtype(kTypes[m.dtype]).device(c10::Device(kTpu, device_));
   }
   int num_ops() const { return tpu_capture_num_ops(c_); }
+  const tpu_capture_t* raw() const { return c_; }
   int num_outputs() const { return tpu_capture_num_outputs(c_); }
 
  private:
@@ -90,6 +91,25 @@ class CaptureHandle {
 };
 
 int g_capture_device = -1;  // the device of the last _capture_begin (default for _capture_end)
+
+// A size template (tpu_capture_size_check): owned by the graph segment that checks its captures.
+class SizeTemplate {
+ public:
+  SizeTemplate() = default;
+  ~SizeTemplate() { tpu_size_template_free(t_); }
+  SizeTemplate(const SizeTemplate&) = delete;
+  SizeTemplate& operator=(const SizeTemplate&) = delete;
+  tpu_size_template_t** ptr() { return &t_; }
+  std::string text() const {
+    std::string s(tpu_size_template_print(t_, nullptr, 0), '\0');
+    tpu_size_template_print(t_, s.data(), s.size());
+    s.resize(s.size() ? s.size() - 1 : 0);
+    return s;
+  }
+
+ private:
+  tpu_size_template_t* t_ = nullptr;
+};
 
 }  // namespace
 
@@ -190,6 +210,21 @@ void register_trace_bindings(py::module& m) {
       },
       py::arg("inputs"), py::arg("outputs"), py::arg("constants") = std::vector<at::Tensor>{},
       py::arg("device") = -1);
+  py::class_<SizeTemplate>(m, "SizeTemplate")
+      .def(py::init<>())
+      .def("__str__", &SizeTemplate::text);
+  // (verdict, reason): is the capture's graph an instance of the template at these sizes (see tpurt.h)
+  m.def("_capture_size_check", [](SizeTemplate& t, const CaptureHandle& h, const std::vector<int64_t>& sizes) {
+    HANDLE_TH_ERRORS {
+      int verdict = 0;
+      char reason[512];
+      check_status(tpu_capture_size_check(t.ptr(), h.raw(), sizes.data(), static_cast<int>(sizes.size()), &verdict,
+                                          reason, sizeof reason));
+      static const char* const kNames[] = {"not_instance", "predicted", "generalized", "first"};
+      return py::make_tuple(std::string(kNames[verdict & 3]), std::string(reason));
+    }
+    END_HANDLE_TH_ERRORS_PYBIND
+  });
 }
 
 }  // namespace torch_tpu

@@ -353,6 +353,31 @@ tpu_status_t tpu_capture_run(tpu_capture_t* capture, const tpu_tensor_t* inputs,
                              const tpu_tensor_t* buffers, int n_buffers);
 void tpu_capture_free(tpu_capture_t* capture); /* NULL is fine; queued runs stay valid */
 
+/* Size templates (dynamic shapes). A graph segment compiled with torch.compile(dynamic=True) gets
+ * its sizes (batch, sequence length) as int inputs, and each new size is a new capture whose
+ * executable is compiled for that size. A size template learns, over the captures of one segment,
+ * which integer fields of the captured executable's graph (result dims, slice/pad/... bounds) are
+ * c + k*m of the sizes (m: 1, s_i or s_i*s_j) and classifies each capture's graph:
+ * TPU_SIZE_TEMPLATE_PREDICTED (exactly what the earlier sizes predicted), _GENERALIZED (an instance
+ * once a newly varying field or an ambiguity was learned), _NOT_INSTANCE (`reason` names the first
+ * difference: another op, a size-dependent float constant...; the template is unchanged), _FIRST
+ * (*io_template was NULL: created with this capture as its only sample). Only a diagnostic so far:
+ * nothing is reused for a new size (docs/execution_modes.md says what would be).
+ *     tpu_size_template_t* t = NULL; int verdict; char why[256];
+ *     tpu_capture_size_check(&t, capture_4x12, (int64_t[]){4, 12}, 2, &verdict, why, sizeof why);
+ * Errors: INVALID_ARGUMENT (NULLs, more than 8 sizes or another count than at creation),
+ * OUT_OF_MEMORY. One owner (not thread-safe); the template does not keep the capture. */
+typedef struct tpu_size_template_s tpu_size_template_t;
+enum { TPU_SIZE_TEMPLATE_NOT_INSTANCE = 0, TPU_SIZE_TEMPLATE_PREDICTED, TPU_SIZE_TEMPLATE_GENERALIZED,
+       TPU_SIZE_TEMPLATE_FIRST };
+tpu_status_t tpu_capture_size_check(tpu_size_template_t** io_template, const tpu_capture_t* capture,
+                                    const int64_t* sizes, int n_sizes, int* out_verdict, char* reason,
+                                    size_t reason_len);
+/* Text of the template: the first sample's graph, then one line per size field ("%3 (reshape)
+ * dims[0] = s0*s1"; "?" while ambiguous). Returns the bytes needed, NUL included. */
+size_t tpu_size_template_print(const tpu_size_template_t* t, char* buf, size_t cap);
+void tpu_size_template_free(tpu_size_template_t* t); /* NULL is fine */
+
 /* ------------------------------------------------------------------ metrics */
 
 typedef struct tpu_metrics_s {

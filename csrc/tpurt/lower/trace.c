@@ -1479,6 +1479,7 @@ tpu_status_t tpu_capture_end(int device, const tpu_tensor_t* inputs, int n_input
 int tpu_capture_num_outputs(const tpu_capture_t* c) { return c ? c->n_outputs : 0; }
 int tpu_capture_num_ops(const tpu_capture_t* c) { return c ? c->n_ops : 0; }
 int tpu_capture_num_buffers(const tpu_capture_t* c) { return c ? c->n_bufs : 0; }
+const tpu_ir_graph_t* tpu_capture_graph(const tpu_capture_t* c) { return c && c->f && c->f->exe ? tpu_host_exe_graph(c->f->exe) : NULL; }
 
 tpu_status_t tpu_capture_buffer_info(const tpu_capture_t* c, int b, tpu_tensor_t* out_meta) {
   if (!c || b < 0 || b >= c->n_bufs || !out_meta) return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_buffer_info: bad arguments");

@@ -23,4 +23,7 @@ int tpu_trace_should_record(int device);
 tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* op_name, const tpu_arg_t* args,
                               int nargs, const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t* e);
 
+/* The graph a capture's executable runs (after the compiler passes); borrowed, NULL if none. */
+const tpu_ir_graph_t* tpu_capture_graph(const struct tpu_capture_s* c);
+
 #endif /* TPURT_TRACE_H_ */

@@ -1,0 +1,318 @@
+/* symshape.c — size templates (symshape.h): anti-unification of IR graphs built at different
+ * sizes. Slots: per op, its result dims, its attribute arrays a[3][] and, for a non-bool
+ * CONSTANT, its value when it is an integer n (i0, or an integral f0 below 2^53: a mean's
+ * divisor) or a float that is exactly 1.0 / n (a mean's scale: 1.0 / (double)n is what the
+ * lowerings compute, so the instance is bit-exact); everything else must be equal. A slot is constant (the first sample's value) or keeps a list of candidates
+ * c + k*m that fit every sample; a monomial m is "determined" once it took two values. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/symshape.h"
+
+#define MAXD TPU_MAX_DIMS
+#define VAL (4 * MAXD)   /* the CONSTANT value slot */
+#define NSLOT (VAL + 1)  /* dims[MAXD], a[0][MAXD], a[1][MAXD], a[2][MAXD], value */
+#define EXACT_F (9007199254740992.0) /* 2^53 */
+#define MAX_MONO (TPU_IR_TEMPLATE_MAX_SYMS + TPU_IR_TEMPLATE_MAX_SYMS * (TPU_IR_TEMPLATE_MAX_SYMS + 1) / 2)
+
+typedef struct { int16_t mono; int64_t k, c; } cand_t;
+typedef struct { int32_t op, slot, n; cand_t c[MAX_MONO]; } var_t;
+
+struct tpu_ir_template_s {
+  tpu_ir_graph_t g;        /* the first sample */
+  int n_syms, n_mono, n_samples;
+  uint8_t determined[MAX_MONO];
+  int64_t m0[MAX_MONO];    /* value of each undetermined monomial in every sample so far */
+  int32_t* vidx;           /* per (op, slot): index into vars, or -1 (constant) */
+  var_t* vars; int n_vars, cap_vars;
+};
+
+/* For a CONSTANT whose value is a slot: 1 (the integer *out), 2 (a float 1.0 / *out); else 0. */
+static int value_slot(const tpu_ir_op_t* op, int64_t* out) {
+  if (op->opcode != TPU_IR_CONSTANT || op->type.dtype == TPU_DTYPE_BOOL) return 0;
+  if (!tpu_dtype_is_floating(op->type.dtype)) { *out = op->i0; return 1; }
+  double f = op->f0;
+  if (f >= -EXACT_F && f <= EXACT_F && f == (double)(int64_t)f) { *out = (int64_t)f; return 1; }
+  if (!(f != 0 && 1.0 / f >= -EXACT_F && 1.0 / f <= EXACT_F)) return 0;
+  int64_t n = (int64_t)(1.0 / f + (f > 0 ? 0.5 : -0.5));
+  if (n == 0 || 1.0 / (double)n != f) return 0;
+  *out = n;
+  return 2;
+}
+static int64_t* slot_ptr(tpu_ir_op_t* op, int s) { return s < MAXD ? &op->type.dims[s] : &op->a[(s - MAXD) / MAXD][(s - MAXD) % MAXD]; }
+static int64_t slot_get(const tpu_ir_op_t* op, int s) {
+  int64_t v = 0;
+  if (s == VAL) return value_slot(op, &v) ? v : 0;
+  return *slot_ptr((tpu_ir_op_t*)op, s);
+}
+/* op holds the first sample's value (its kind decides the form) */
+static void slot_set(tpu_ir_op_t* op, int s, int64_t v) {
+  int64_t old;
+  if (s != VAL) *slot_ptr(op, s) = v;
+  else if (!tpu_dtype_is_floating(op->type.dtype)) op->i0 = v;
+  else op->f0 = value_slot(op, &old) == 2 ? 1.0 / (double)v : (double)v;
+}
+
+/* Monomial values at syms; 0 on overflow (such a monomial is skipped: never a candidate). */
+static int mono_values(int n_syms, const int64_t* syms, int64_t* out, uint8_t* ok) {
+  int m = 0;
+  for (int i = 0; i < n_syms; ++i) { out[m] = syms[i]; ok[m++] = 1; }
+  for (int i = 0; i < n_syms; ++i)
+    for (int j = i; j < n_syms; ++j) { ok[m] = !__builtin_mul_overflow(syms[i], syms[j], &out[m]); m++; }
+  return m;
+}
+static void mono_name(const tpu_ir_template_t* t, int m, char* buf, size_t cap) {
+  if (m < t->n_syms) { snprintf(buf, cap, "s%d", m); return; }
+  m -= t->n_syms;
+  for (int i = 0; i < t->n_syms; ++i)
+    for (int j = i; j < t->n_syms; ++j, --m)
+      if (m == 0) { snprintf(buf, cap, "s%d*s%d", i, j); return; }
+  snprintf(buf, cap, "?");
+}
+/* c + k*mv, or 0 with *ok = 0 on overflow */
+static int64_t cand_eval(const cand_t* c, const int64_t* mv, const uint8_t* mok, int* ok) {
+  int64_t p, r;
+  *ok = mok[c->mono] && !__builtin_mul_overflow(c->k, mv[c->mono], &p) && !__builtin_add_overflow(p, c->c, &r);
+  return *ok ? r : 0;
+}
+
+static void slot_name(const tpu_ir_graph_t* g, int op, int s, char* buf, size_t cap) {
+  const char* on = tpu_ir_opcode_name(g->ops[op].opcode);
+  if (s < MAXD) snprintf(buf, cap, "%%%d (%s) dims[%d]", op, on, s);
+  else if (s == VAL) snprintf(buf, cap, "%%%d (%s) value", op, on);
+  else snprintf(buf, cap, "%%%d (%s) a[%d][%d]", op, on, (s - MAXD) / MAXD, (s - MAXD) % MAXD);
+}
+
+static tpu_status_t graph_copy(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
+  tpu_ir_graph_init(out);
+  out->ops = malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(tpu_ir_op_t));
+  out->operands = malloc((size_t)(g->n_operands ? g->n_operands : 1) * sizeof(int32_t));
+  if (!out->ops || !out->operands) { tpu_ir_graph_free(out); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  if (g->n_ops) memcpy(out->ops, g->ops, (size_t)g->n_ops * sizeof(tpu_ir_op_t));
+  if (g->n_operands) memcpy(out->operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
+  out->n_ops = out->cap_ops = g->n_ops;
+  out->n_operands = out->cap_operands = g->n_operands;
+  out->n_params = g->n_params; out->n_scalars = g->n_scalars;
+  memcpy(out->outputs, g->outputs, sizeof(out->outputs));
+  out->n_outputs = g->n_outputs; out->precision = g->precision;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_ir_template_create(const tpu_ir_graph_t* g, const int64_t* syms, int n_syms,
+                                    tpu_ir_template_t** out_t) {
+  if (out_t) *out_t = NULL;
+  if (!g || !out_t || (n_syms && !syms) || n_syms < 0 || n_syms > TPU_IR_TEMPLATE_MAX_SYMS || g->status)
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_create: bad arguments");
+  tpu_ir_template_t* t = calloc(1, sizeof(*t));
+  if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  tpu_status_t st = graph_copy(g, &t->g);
+  if (st) { free(t); return st; }
+  t->vidx = malloc((size_t)(g->n_ops ? g->n_ops : 1) * NSLOT * sizeof(int32_t));
+  if (!t->vidx) { tpu_ir_template_free(t); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  for (size_t i = 0; i < (size_t)g->n_ops * NSLOT; ++i) t->vidx[i] = -1;
+  t->n_syms = n_syms;
+  uint8_t ok[MAX_MONO];
+  t->n_mono = mono_values(n_syms, syms, t->m0, ok);
+  for (int m = 0; m < t->n_mono; ++m) t->determined[m] = !ok[m]; /* overflowed: never a candidate */
+  t->n_samples = 1;
+  *out_t = t;
+  return TPU_OK;
+}
+
+void tpu_ir_template_free(tpu_ir_template_t* t) {
+  if (!t) return;
+  tpu_ir_graph_free(&t->g);
+  free(t->vidx); free(t->vars); free(t);
+}
+
+/* Everything but the slots must be equal; the first difference goes into reason. */
+static int same_structure(const tpu_ir_graph_t* a, const tpu_ir_graph_t* b, char* reason, size_t cap) {
+  if (a->n_ops != b->n_ops) { snprintf(reason, cap, "%d IR ops instead of %d", b->n_ops, a->n_ops); return 0; }
+  if (a->n_params != b->n_params || a->n_scalars != b->n_scalars || a->precision != b->precision) {
+    snprintf(reason, cap, "parameters or precision differ"); return 0;
+  }
+  for (int v = 0; v < a->n_ops; ++v) {
+    tpu_ir_op_t x = a->ops[v], y = b->ops[v];
+    const char* on = tpu_ir_opcode_name(x.opcode);
+    if (x.opcode != y.opcode) { snprintf(reason, cap, "%%%d is %s instead of %s", v, tpu_ir_opcode_name(y.opcode), on); return 0; }
+    if (x.n_in != y.n_in || x.in_off != y.in_off ||
+        memcmp(a->operands + x.in_off, b->operands + y.in_off, (size_t)x.n_in * sizeof(int32_t))) {
+      snprintf(reason, cap, "%%%d (%s) has other operands", v, on); return 0;
+    }
+    if (x.type.dtype != y.type.dtype || x.type.rank != y.type.rank) { snprintf(reason, cap, "%%%d (%s) has another dtype or rank", v, on); return 0; }
+    int64_t vx, vy;
+    int kx = value_slot(&x, &vx), ky = value_slot(&y, &vy);
+    if (kx && kx == ky) { x.f0 = y.f0 = 0; x.i0 = y.i0 = 0; } /* compared as a slot */
+    if (memcmp(&x.f0, &y.f0, sizeof x.f0)) {
+      snprintf(reason, cap, "%%%d (%s) has another float attribute (%.9g instead of %.9g: a size-dependent constant)", v, on, y.f0, x.f0);
+      return 0;
+    }
+    if (x.i0 != y.i0 || x.i1 != y.i1 || x.prec != y.prec) { snprintf(reason, cap, "%%%d (%s) has other integer attributes", v, on); return 0; }
+    for (int s = 0; s < VAL; ++s) { *slot_ptr(&x, s) = 0; *slot_ptr(&y, s) = 0; }
+    if (memcmp(&x, &y, sizeof x)) { snprintf(reason, cap, "%%%d (%s) differs", v, on); return 0; }
+  }
+  if (a->n_outputs != b->n_outputs || memcmp(a->outputs, b->outputs, (size_t)a->n_outputs * sizeof(int32_t))) {
+    snprintf(reason, cap, "the graph outputs differ"); return 0;
+  }
+  return 1;
+}
+
+/* Candidates for a slot that was v in every sample so far and is d now: undetermined monomials
+ * that change now (their old value m0 held in every sample). Returns the count. */
+static int new_candidates(const tpu_ir_template_t* t, int64_t v, int64_t d, const int64_t* mv, const uint8_t* mok,
+                          cand_t* out) {
+  int n = 0;
+  for (int m = 0; m < t->n_mono; ++m) {
+    if (t->determined[m] || !mok[m] || mv[m] == t->m0[m]) continue;
+    int64_t dd, dm, k, km, c;
+    if (__builtin_sub_overflow(d, v, &dd) || __builtin_sub_overflow(mv[m], t->m0[m], &dm) || dd % dm) continue;
+    k = dd / dm;
+    if (__builtin_mul_overflow(k, t->m0[m], &km) || __builtin_sub_overflow(v, km, &c)) continue;
+    out[n].mono = (int16_t)m; out[n].k = k; out[n].c = c; n++;
+  }
+  return n;
+}
+
+tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* syms,
+                                 int* out_verdict, char* reason, size_t reason_len) {
+  if (!t || !g || !out_verdict || !reason || !reason_len || (t->n_syms && !syms) || g->status)
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_add: bad arguments");
+  *out_verdict = TPU_IR_TEMPLATE_NOT_INSTANCE;
+  reason[0] = 0;
+  if (!same_structure(&t->g, g, reason, reason_len)) return TPU_OK;
+  int64_t mv[MAX_MONO];
+  uint8_t mok[MAX_MONO];
+  mono_values(t->n_syms, syms, mv, mok);
+  int undet_moves = 0; /* an undetermined monomial changes: no constant slot is predictable */
+  for (int m = 0; m < t->n_mono; ++m) undet_moves |= !t->determined[m] && (!mok[m] || mv[m] != t->m0[m]);
+  int predicted = !undet_moves, n_new = 0;
+  cand_t tmp[MAX_MONO];
+  char name[96];
+  /* pass 1: check (t unchanged) */
+  for (int v = 0; v < g->n_ops; ++v)
+    for (int s = 0; s < NSLOT; ++s) {
+      int64_t d = slot_get(&g->ops[v], s), r = slot_get(&t->g.ops[v], s);
+      int vi = t->vidx[(size_t)v * NSLOT + s];
+      if (vi < 0) {
+        if (d == r) continue;
+        if (!new_candidates(t, r, d, mv, mok, tmp)) {
+          slot_name(g, v, s, name, sizeof name);
+          snprintf(reason, reason_len, "%s is %lld at this size and %lld at the %d earlier one(s): no c + k*m fits", name,
+                   (long long)d, (long long)r, t->n_samples);
+          return TPU_OK;
+        }
+        n_new++; predicted = 0;
+        continue;
+      }
+      const var_t* x = &t->vars[vi];
+      int keep = 0, ok;
+      for (int c = 0; c < x->n; ++c) keep += cand_eval(&x->c[c], mv, mok, &ok) == d && ok;
+      if (!keep) {
+        slot_name(g, v, s, name, sizeof name);
+        snprintf(reason, reason_len, "%s is %lld at this size: none of its %d expression(s) gives it", name, (long long)d, x->n);
+        return TPU_OK;
+      }
+      if (keep != x->n) predicted = 0;
+    }
+  /* pass 2: learn */
+  if (n_new) {
+    if (t->n_vars + n_new > t->cap_vars) {
+      int cap = t->cap_vars ? t->cap_vars : 16;
+      while (cap < t->n_vars + n_new) cap *= 2;
+      var_t* p = realloc(t->vars, (size_t)cap * sizeof(var_t));
+      if (!p) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+      t->vars = p; t->cap_vars = cap;
+    }
+  }
+  for (int v = 0; v < g->n_ops; ++v)
+    for (int s = 0; s < NSLOT; ++s) {
+      int64_t d = slot_get(&g->ops[v], s), r = slot_get(&t->g.ops[v], s);
+      int32_t* vi = &t->vidx[(size_t)v * NSLOT + s];
+      if (*vi < 0) {
+        if (d == r) continue;
+        var_t* x = &t->vars[t->n_vars];
+        x->op = v; x->slot = s;
+        x->n = new_candidates(t, r, d, mv, mok, x->c);
+        *vi = t->n_vars++;
+        continue;
+      }
+      var_t* x = &t->vars[*vi];
+      int n = 0, ok;
+      for (int c = 0; c < x->n; ++c)
+        if (cand_eval(&x->c[c], mv, mok, &ok) == d && ok) x->c[n++] = x->c[c];
+      x->n = n;
+    }
+  for (int m = 0; m < t->n_mono; ++m)
+    if (!t->determined[m] && (!mok[m] || mv[m] != t->m0[m])) t->determined[m] = 1;
+  t->n_samples++;
+  *out_verdict = predicted ? TPU_IR_TEMPLATE_PREDICTED : TPU_IR_TEMPLATE_GENERALIZED;
+  return TPU_OK;
+}
+
+tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64_t* syms, tpu_ir_graph_t* out_g) {
+  if (!t || !out_g || (t->n_syms && !syms)) return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_instantiate: bad arguments");
+  tpu_ir_graph_init(out_g);
+  int64_t mv[MAX_MONO];
+  uint8_t mok[MAX_MONO];
+  mono_values(t->n_syms, syms, mv, mok);
+  for (int m = 0; m < t->n_mono; ++m)
+    if (!t->determined[m] && (!mok[m] || mv[m] != t->m0[m])) {
+      char mn[32];
+      mono_name(t, m, mn, sizeof mn);
+      return TPU_ERR(INVALID_ARGUMENT, "size template: %s never varied in the %d sample(s): every constant field is ambiguous at these sizes",
+                     mn, t->n_samples);
+    }
+  TPU_RETURN_IF_ERROR(graph_copy(&t->g, out_g));
+  tpu_status_t st = TPU_OK;
+  char name[96];
+  for (int i = 0; i < t->n_vars && !st; ++i) {
+    const var_t* x = &t->vars[i];
+    int64_t val = 0;
+    int ok = x->n > 0;
+    for (int c = 0; c < x->n && ok; ++c) {
+      int e_ok;
+      int64_t e = cand_eval(&x->c[c], mv, mok, &e_ok);
+      if (!e_ok) { ok = 0; break; }
+      if (c == 0) val = e; else if (e != val) ok = 0;
+    }
+    slot_name(&t->g, x->op, x->slot, name, sizeof name);
+    if (!ok) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s has %d expression(s) that disagree (or overflow) at these sizes", name, x->n);
+    else if (x->slot < MAXD && val < 0) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is negative (%lld) at these sizes", name, (long long)val);
+    else if (x->slot == VAL && tpu_dtype_is_floating(out_g->ops[x->op].type.dtype) &&
+             (val > (int64_t)EXACT_F || val < -(int64_t)EXACT_F || (val == 0 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 2)))
+      st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is not exact as a float (or 1 / 0) at these sizes", name);
+    else slot_set(&out_g->ops[x->op], x->slot, val);
+  }
+  if (!st) st = tpu_ir_verify(out_g);
+  if (st) tpu_ir_graph_free(out_g);
+  return st;
+}
+
+int tpu_ir_template_num_samples(const tpu_ir_template_t* t) { return t ? t->n_samples : 0; }
+int tpu_ir_template_num_symbolic(const tpu_ir_template_t* t) { return t ? t->n_vars : 0; }
+
+size_t tpu_ir_template_print(const tpu_ir_template_t* t, char* buf, size_t cap) {
+  if (cap) buf[0] = 0;
+  if (!t) return 1;
+  size_t n = tpu_ir_print(&t->g, buf, cap); /* bytes needed, NUL included */
+  n = n ? n - 1 : 0;
+  for (int i = 0; i < t->n_vars; ++i) {
+    const var_t* x = &t->vars[i];
+    char line[192], name[96], e[64] = "?";
+    slot_name(&t->g, x->op, x->slot, name, sizeof name);
+    if (x->n == 1) {
+      char mn[32];
+      mono_name(t, x->c[0].mono, mn, sizeof mn);
+      if (x->c[0].k == 1) snprintf(e, sizeof e, "%s", mn);
+      else snprintf(e, sizeof e, "%lld*%s", (long long)x->c[0].k, mn);
+      if (x->c[0].c) snprintf(e + strlen(e), sizeof e - strlen(e), "%+lld", (long long)x->c[0].c);
+    }
+    int64_t ref;
+    int len = x->slot == VAL && value_slot(&t->g.ops[x->op], &ref) == 2 ? snprintf(line, sizeof line, "%s = 1/(%s)\n", name, e)
+                                                                        : snprintf(line, sizeof line, "%s = %s\n", name, e);
+    if (len > 0 && n + (size_t)len < cap) memcpy(buf + n, line, (size_t)len + 1);
+    n += len > 0 ? (size_t)len : 0;
+  }
+  return n + 1;
+}

@@ -1,0 +1,149 @@
+"""Dynamic shapes under torch.compile(backend="tpu", dynamic=True): what a new batch / sequence length costs, counted.
+
+- Dynamo and AOTAutograd compile once: a new size reuses the FX graphs (0 recompiles);
+- each new size is one capture per graph segment (the graph run op by op while recording) and one host executable
+  compiled for it (trace_cache_misses); a size seen before replays with no capture and no compile;
+- the size template (tpurt.h tpu_capture_size_check) says whether each capture's executable graph is the instance
+  the earlier sizes predicted: for minGPT and Llama every size after the batch and the sequence length have each
+  varied once is predicted exactly; a graph with a size-dependent non-integer constant is refused with its reason
+  (and still runs per size, as before);
+- outputs and gradients at every size equal eager tpu bit for bit and are close to PyTorch CPU.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import compile_models  # tests/compile_models.py
+import torch_tpu
+
+pytestmark = pytest.mark.skipif(not hasattr(torch_tpu._C, "_capture_size_check"), reason="no size templates")
+
+EXACT = dict(rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _step(fn, module, loss_fn, x):
+    module.zero_grad(set_to_none=True)
+    out = fn(*x)
+    loss = loss_fn(out)
+    loss.backward()
+    return out, loss, {n: p.grad for n, p in module.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,sizes,captured", [
+    # (batch, seq); the sequence stays below the causal-mask buffer's length (`mask[:T]` specializes at T == block)
+    ("mingpt", [(4, 12), (6, 12), (5, 9), (3, 7), (8, 11)], 2),
+    # Llama's forward takes CPU scalars (not captured; runs op by op): only its backward is captured
+    ("llama", [(4, 8), (6, 8), (5, 6), (3, 7), (2, 5)], 1),
+])
+def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int) -> None:
+    model, _, _ = compile_models.build(name)
+    eager = model.to("tpu")
+    compiled_model = copy.deepcopy(eager)
+    compiled = torch.compile(compiled_model, backend="tpu", dynamic=True)
+    cpu_model, _, _ = compile_models.build(name)
+    torch_tpu.reset_metrics()
+    frames = None
+    for i, (batch, seq) in enumerate(sizes):
+        _, inputs, loss_fn = compile_models.build(name, batch=batch, seq=seq)
+        x = compile_models.to(inputs, "tpu")
+        before = torch_tpu.metrics()
+        out_c, loss_c, grads_c = _step(compiled, compiled_model, loss_fn, x)
+        torch.tpu.synchronize()
+        m = torch_tpu.metrics()
+        # one capture and one host executable per captured segment for each new size
+        assert m["compile_captures"] - before["compile_captures"] == captured, m
+        assert m["trace_cache_misses"] - before["trace_cache_misses"] == captured, m
+        out_e, loss_e, grads_e = _step(eager, eager, loss_fn, x)
+        out_cpu, loss_cpu, grads_cpu = _step(cpu_model, cpu_model, loss_fn, inputs)
+        torch.testing.assert_close(out_c.cpu(), out_e.cpu(), **EXACT)
+        torch.testing.assert_close(loss_c.cpu(), loss_e.cpu(), **EXACT)
+        assert grads_c.keys() == grads_e.keys() == grads_cpu.keys()
+        for n in grads_c:
+            torch.testing.assert_close(grads_c[n].cpu(), grads_e[n].cpu(), **EXACT, msg=lambda s: f"{n}: {s}")
+            torch.testing.assert_close(grads_c[n].cpu(), grads_cpu[n], rtol=1e-3, atol=1e-5, msg=lambda s: f"{n}: {s}")
+        torch.testing.assert_close(out_c.cpu(), out_cpu.detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(loss_c.cpu(), loss_cpu.detach(), rtol=1e-4, atol=0)
+        frames = m["compile_frames"] if frames is None else frames
+    m = torch_tpu.metrics()
+    # Dynamo compiled the model's frame(s) at the first size only
+    assert m["compile_recompiles"] == 0 and m["compile_frames"] == frames, torch_tpu.recompile_reasons()
+    # first size: the template's first sample; the batch, then the sequence length vary for the first time
+    # (learned); from then on each captured graph is exactly the instance the template predicted
+    n = len(sizes)
+    assert m["compile_size_template"] == {"first": captured, "generalized": 2 * captured,
+                                          "predicted": (n - 3) * captured}, m["compile_size_not_generic"]
+    assert m["compile_size_not_generic"] == {}
+    # a size seen before: no capture, no host compile
+    torch_tpu.reset_metrics()
+    _, inputs, loss_fn = compile_models.build(name, batch=sizes[2][0], seq=sizes[2][1])
+    _step(compiled, compiled_model, loss_fn, compile_models.to(inputs, "tpu"))
+    torch.tpu.synchronize()
+    m = torch_tpu.metrics()
+    assert (m["compile_captures"], m["trace_cache_misses"], m["compile_replays"]) == (0, 0, captured), m
+
+
+def _g(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g)
+
+
+def test_size_template_refuses_a_size_dependent_float() -> None:
+    """Attention over a dynamic head dimension E scales by 1 / sqrt(E): a float constant of the size that is no
+    integer and no 1 / n, so no capture after the first is a template instance; the reason is recorded and every
+    size still captures and runs correctly on its own (the per-size path)."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for e in (5, 7, 10, 13):
+            q, k, v = (_g(2, 3, 4, e, seed=s) for s in range(3))
+            got = compiled(q.to("tpu"), k.to("tpu"), v.to("tpu"))
+            torch.testing.assert_close(got.cpu(), f(q.to("tpu"), k.to("tpu"), v.to("tpu")).cpu(), **EXACT)
+            torch.testing.assert_close(got.cpu(), f(q, k, v), rtol=1e-5, atol=1e-6)
+    m = torch_tpu.metrics()
+    assert m["compile_captures"] == 4 and m["trace_cache_misses"] == 4, m
+    assert m["compile_size_template"] == {"first": 1, "not_instance": 3}, m
+    reasons = m["compile_size_not_generic"]
+    assert len(reasons) == 3 and all("size-dependent constant" in r for r in reasons), reasons
+
+
+def test_size_template_takes_integer_size_constants() -> None:
+    """A mean over the dynamic dimension scales by 1 / N (an exact reciprocal of a size) and an MSE loss by
+    1 / numel: size constants templated like dims."""
+    def f(x, w):
+        y = torch.tanh(x @ w)
+        return y.mean(0) + F.mse_loss(y, y.flip(0))
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    w = _g(7, 4).to("tpu")
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for batch in (3, 6, 11, 4, 9):
+            x = _g(batch, 7, seed=batch).to("tpu")
+            got = compiled(x, w)
+            torch.testing.assert_close(got.cpu(), f(x, w).cpu(), **EXACT)
+            torch.testing.assert_close(got.cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
+    m = torch_tpu.metrics()
+    assert m["compile_size_template"] == {"first": 1, "generalized": 1, "predicted": 3}, m
+    assert m["compile_size_not_generic"] == {}
+
+
+def test_size_template_text_and_bad_use() -> None:
+    t = torch_tpu._C.SizeTemplate()
+    assert str(t) == ""
+    with pytest.raises(TypeError):
+        torch_tpu._C._capture_size_check(t, None, [3])
