@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "drivers/host/conv.h"
+#include "drivers/host/gemm.h"
 #include "tpurt.h"
 
 static int g_pass, g_fail;
@@ -202,6 +203,60 @@ static void test_kernels_gk(void) {
   }
 }
 
+/* bf16 operands on every ISA the CPU has (AVX512-BF16 `vdpbf16ps` gk forward, the widening f32 gk kernels,
+ * AVX2 / portable im2col + GEMM): odd channel counts (the odd channel of a pair is zero-padded), channel
+ * counts past the 32-channel register transposes of NCHW inputs and 16-channel ones of NCHW outputs,
+ * maps of 16+ positions that are not multiples of 16, 1-3 spatial dims, stride, dilation, padding,
+ * groups, NCHW / channels-last / strided views; each kind (stride-1 backward-input runs as the forward
+ * of the flipped weight) against the double reference, and the same call twice bit-identical. */
+static void test_kernels_bf16_isa(void) {
+  static const tpu_host_gemm_isa_t isas[4] = {TPU_HOST_GEMM_ISA_BEST, TPU_HOST_GEMM_ISA_AVX512, TPU_HOST_GEMM_ISA_AVX2,
+                                              TPU_HOST_GEMM_ISA_PORTABLE};
+  static const int64_t cgs[8] = {1, 3, 17, 32, 33, 64, 69, 40};
+  for (int it = 0; it < 24; ++it) {
+    int nsp = it % 8 == 7 ? 3 : it % 8 == 6 ? 1 : 2;
+    int64_t G = it % 5 == 4 ? 2 : 1, N = irand(1, 3), Cg = cgs[it % 8], Og = irand(6, 40);
+    if (it % 3 == 0) Og = irand(30, 50);
+    int64_t st[3], pd[3], dl[3], S[3], K[3], Q[3];
+    int ok = 1;
+    for (int d = 0; d < nsp; ++d) {
+      K[d] = nsp == 3 ? irand(1, 2) : irand(2, 3);
+      st[d] = it % 4 == 1 ? 2 : 1; dl[d] = it % 6 == 2 ? 2 : 1; pd[d] = irand(0, 2);
+      S[d] = nsp == 1 ? irand(17, 40) : nsp == 3 ? irand(3, 5) : irand(4, 9);
+      int64_t q = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1) - 1;
+      if (q < 0) { ok = 0; break; }
+      Q[d] = q / st[d] + 1;
+    }
+    if (!ok) continue;
+    int64_t xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};
+    for (int d = 0; d < nsp; ++d) { xs[2 + d] = S[d]; ws[2 + d] = K[d]; ys[2 + d] = Q[d]; }
+    int rank = nsp + 2;
+    for (int kind = 0; kind < 3; ++kind) {
+      const int64_t *as = kind == 1 ? ys : xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : kind == 1 ? xs : ws;
+      int la = (it + kind) % 3, lb = irand(0, 2), lo = (it / 3 + kind) % 3;
+      hview_t a = hview(TPU_DTYPE_BF16, rank, as, la), b = hview(TPU_DTYPE_BF16, rank, bs, lb);
+      hview_t r = hview(TPU_DTYPE_F32, rank, os, 0);
+      fill(&a); fill(&b);
+      OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
+      for (int ii = 0; ii < 4; ++ii) {
+        hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
+        fill(&o);
+        tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(isas[ii]);
+        OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
+        OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o2.v));
+        tpu_host_gemm_set_isa(old);
+        double mag, e = vdiff(&o.v, &r.v, &mag), mag2, e2 = vdiff(&o.v, &o2.v, &mag2);
+        CHECK(e <= 1e-5 * (1 + mag), "bf16 isa %d kind %d nsp %d N=%lld G=%lld Cg=%lld Og=%lld st %lld pd %lld dl %lld layouts %d%d%d: err %g (mag %g)",
+              (int)isas[ii], kind, nsp, (long long)N, (long long)G, (long long)Cg, (long long)Og, (long long)st[0],
+              (long long)pd[0], (long long)dl[0], la, lb, lo, e, mag);
+        CHECK(e2 == 0, "bf16 isa %d kind %d: two runs differ by %g", (int)isas[ii], kind, e2);
+        free(o.buf); free(o2.buf);
+      }
+      free(a.buf); free(b.buf); free(r.buf);
+    }
+  }
+}
+
 /* ---- end to end through tpu_op_run */
 static void* g_allocs[64];
 static int g_nalloc;
@@ -334,6 +389,7 @@ int main(void) {
   test_kernels_big();
   test_kernels_groups();
   test_kernels_gk();
+  test_kernels_bf16_isa();
   test_ops();
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);
   printf("%d passed, %d failed\n", g_pass, g_fail);

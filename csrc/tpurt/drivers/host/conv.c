@@ -358,7 +358,14 @@ typedef struct {
   const conv_geo_t* g;
   int64_t Sp[3], Lg, Cx, Oy;
   float *xT, *yT, *wp, *z; /* z: channels-last result (gk_unpack), NULL when written in place */
-  int ng, fwd;
+  /* bf: bf16 forward on the AVX512-BF16 kernel: xT16 (N * Lg rows, Cx = G * Cp bf16; group grp's channel c
+   * at grp * Cp + c, Cp = Cg rounded up to even, the odd one zero) and wp16 (G, KK, Cp / 2, Opg, 2): the
+   * reduction runs over kc = KK * Cp / 2 channel pairs */
+  uint16_t *xT16, *wp16;
+  int64_t Cp;
+  int64_t* xpos; /* NCHW x with flat planes (stride xps): padded-grid row of input position s (xt16) */
+  int64_t xps;
+  int ng, fwd, bf;
   int64_t nrow, ncol, ntiles, ncb, kc, lstep, Opg, NCHp;
   int64_t *ash, *rw;         /* per row entry: A offset, output offset part (-1: padding) */
   int64_t *bsh, *cw, *clim;  /* per lane group: B offset, output offset part, valid lanes */
@@ -422,6 +429,54 @@ static void gk_xt_worker(void* ctx, int64_t begin, int64_t end) {
       }
   }
 }
+/* bf16 x copied as it is (no widening) into xT16's channels-last rows, channel pairs per group */
+static void gk_xt16_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t Cx = J->Cx, Cp = J->Cp, Cg = g->Cg, W = g->S[2], cs = g->xs[1], ws = g->xs[4];
+  const uint16_t* x = (const uint16_t*)(const void*)g->xd;
+  for (int64_t n = begin; n < end; ++n) {
+    uint16_t* d = J->xT16 + n * J->Lg * Cx;
+    memset(d, 0, (size_t)(J->Lg * Cx) * sizeof(uint16_t));
+    for (int64_t i0 = 0; i0 < g->S[0] && !J->xpos; ++i0)
+      for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
+        uint16_t* dr = d + (((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2]) * Cx;
+        const uint16_t* sr = x + n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3];
+        if (cs == 1) {
+          for (int64_t w = 0; w < W; ++w)
+            for (int64_t grp = 0; grp < g->G; ++grp)
+              memcpy(dr + w * Cx + grp * Cp, sr + w * ws + grp * Cg, (size_t)Cg * sizeof(uint16_t));
+        } else {
+          for (int64_t grp = 0; grp < g->G; ++grp)
+            for (int64_t c = 0; c < Cg; ++c) {
+              const uint16_t* sc = sr + (grp * Cg + c) * cs;
+              uint16_t* dc = dr + grp * Cp + c;
+              for (int64_t w = 0; w < W; ++w) dc[w * Cx] = sc[w * ws];
+            }
+        }
+      }
+    if (!J->xpos) continue;
+    /* NCHW, flat planes: blocks of 16 positions x 16 channel pairs through the register transpose, the
+     * rest one element at a time */
+    const int64_t SS = g->S[0] * g->S[1] * g->S[2], xps = J->xps, nb = Cg / 32 * 32;
+    const uint16_t* xn = x + n * g->xs[0];
+    const uint16_t* src[32];
+    uint16_t* dst[16];
+    int64_t s0 = 0;
+    for (; s0 + 16 <= SS && xps == 1; s0 += 16)
+      for (int64_t grp = 0; grp < g->G; ++grp)
+        for (int64_t c0 = 0; c0 < nb; c0 += 32) {
+          for (int i = 0; i < 32; ++i) src[i] = xn + (grp * Cg + c0 + i) * cs + s0;
+          for (int j = 0; j < 16; ++j) dst[j] = d + J->xpos[s0 + j] * Cx + grp * Cp + c0;
+          tpu_host_conv_tr16_pairs_avx512(src, dst);
+        }
+    for (int64_t s = 0; s < SS; ++s) {
+      uint16_t* dr = d + J->xpos[s] * Cx;
+      for (int64_t grp = 0; grp < g->G; ++grp)
+        for (int64_t c = s < s0 ? nb : 0; c < Cg; ++c) dr[grp * Cp + c] = xn[(grp * Cg + c) * cs + s * xps];
+    }
+  }
+}
 static void gk_yt_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
@@ -469,11 +524,27 @@ static void gk_unpack_worker(void* ctx, int64_t begin, int64_t end) {
         soff[j] = n * U->os[0] + a * U->os[2] + b * U->os[3] + c * U->os[4];
       }
       const float* zr = U->z + (n * U->SS + s0) * U->zpitch;
+      /* runs of 16 positions that are contiguous in the view: 16 channels at a time through the register
+       * transpose; the rest (cb onwards, or the whole block) one element at a time */
+      int contig = 1;
+      for (int64_t j = 1; j < ns && contig; ++j) contig = soff[j] == soff[0] + j;
+      const int64_t nb16 = contig ? ns / 16 * 16 : 0, cb = U->Cg / 16 * 16;
+      if (nb16 > 0 && cb > 0) {
+        const float* src[16];
+        float* dst[16];
+        for (int64_t grp = 0; grp < U->G; ++grp)
+          for (int64_t c0 = 0; c0 < cb; c0 += 16)
+            for (int64_t j0 = 0; j0 < nb16; j0 += 16) {
+              for (int i = 0; i < 16; ++i) src[i] = zr + (j0 + i) * U->zpitch + grp * U->Cpg + c0;
+              for (int i = 0; i < 16; ++i) dst[i] = U->out + (grp * U->Cg + c0 + i) * U->os[1] + soff[j0];
+              tpu_host_conv_tr16_avx512(src, dst);
+            }
+      }
       for (int64_t grp = 0; grp < U->G; ++grp)
         for (int64_t c = 0; c < U->Cg; ++c) {
           float* o = U->out + (grp * U->Cg + c) * U->os[1];
           const float* zc = zr + grp * U->Cpg + c;
-          for (int64_t j = 0; j < ns; ++j) o[soff[j]] = zc[j * U->zpitch];
+          for (int64_t j = c < cb ? nb16 : 0; j < ns; ++j) o[soff[j]] = zc[j * U->zpitch];
         }
     }
 }
@@ -494,8 +565,12 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
   float* yd = (float*)(void*)g->yd;
   for (int64_t t = begin; t < end; ++t) {
     const int64_t cb = t % ncb, grp = (t / ncb) % g->G, rb = t / (ncb * g->G);
-    tpu_host_conv_gk_avx512(J->ng, J->kc, J->xT + grp * g->Cg, J->aoff, J->ash + rb * GK_MR,
-                            J->wp + grp * J->kc * J->Opg, J->boff, J->bsh + cb * J->ng, tile, 0);
+    if (J->bf)
+      tpu_host_conv_gk_bf16_avx512bf16(J->ng, J->kc, J->xT16 + grp * J->Cp, J->aoff, J->ash + rb * GK_MR,
+                                       J->wp16 + grp * J->kc * J->Opg * 2, J->boff, J->bsh + cb * J->ng, tile, 0);
+    else
+      tpu_host_conv_gk_avx512(J->ng, J->kc, J->xT + grp * g->Cg, J->aoff, J->ash + rb * GK_MR,
+                              J->wp + grp * J->kc * J->Opg, J->boff, J->bsh + cb * J->ng, tile, 0);
     for (int64_t i = 0; i < GK_MR; ++i) {
       const int64_t yo = J->rw[rb * GK_MR + i];
       if (yo < 0) continue;
@@ -512,6 +587,12 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
       }
     }
   }
+}
+
+/* bf16 x bf16 products may take vdpbf16ps: the CPU has it and the GEMM's setting allows it (the GEMM ISA cap
+ * and TORCH_TPU_GEMM_BF16=0 keep the widening kernels here too) */
+static int gk_bf16_ok(void) {
+  return tpu_cpu_has_avx512bf16() && strstr(tpu_host_gemm_isa_name(), "avx512bf16") != NULL;
 }
 
 /* 1 if the gk path takes this convolution (J gets its sizes); conv_gk_run does the rest */
@@ -537,7 +618,9 @@ static int conv_gk_plan(int kind, const conv_geo_t* g, conv_gk_job_t* J) {
     J->ng = gk_pick_ng(o16);
     J->NCHp = (o16 + J->ng - 1) / J->ng * J->ng;
     J->Opg = J->NCHp * 16;
-    J->Cx = g->C;
+    J->bf = g->xdt == TPU_DTYPE_BF16 && g->wdt == TPU_DTYPE_BF16 && gk_bf16_ok();
+    J->Cp = J->bf ? (g->Cg + 1) / 2 * 2 : g->Cg;
+    J->Cx = J->bf ? g->G * J->Cp : g->C;
     work = (double)J->Opg * (double)g->KcG;
   } else {
     /* lanes over c: rows O (pad 8), lane groups KK * c16 (pad ng); lanes over o: rows KK * Cg, groups o16 */
@@ -564,9 +647,62 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
   tpu_status_t st = TPU_OK;
   const int64_t T = g->N * g->P;
   const int lanes_o = J->lstep == -1;
-  J->xT = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(float));
-  if (!J->xT) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
-  tpu_pool_parallel_for(g->N, 1, gk_xt_worker, J);
+  if (J->bf) {
+    const int64_t SS = g->S[0] * g->S[1] * g->S[2];
+    J->xT16 = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(uint16_t));
+    if (!J->xT16) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    if (g->xs[1] != 1 && conv_flat(g->S, g->xs + 2, &J->xps)) {
+      J->xpos = conv_alloc((size_t)SS * sizeof(int64_t));
+      if (!J->xpos) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+      for (int64_t s = 0; s < SS; ++s) {
+        const int64_t i0 = s / (g->S[1] * g->S[2]), i1 = (s / g->S[2]) % g->S[1], i2 = s % g->S[2];
+        J->xpos[s] = ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2] + i2;
+      }
+    }
+    tpu_pool_parallel_for(g->N, 1, gk_xt16_worker, J);
+  } else {
+    J->xT = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(float));
+    if (!J->xT) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    tpu_pool_parallel_for(g->N, 1, gk_xt_worker, J);
+  }
+  if (J->fwd && J->bf) {
+    /* pairs p = kk * hp + cp (channels 2 cp, 2 cp + 1 of tap kk) */
+    const int64_t hp = J->Cp / 2, np = g->KK * hp, nrb = (T + GK_MR - 1) / GK_MR, Opg = J->Opg;
+    J->kc = np;
+    J->ncb = J->NCHp / J->ng;
+    J->wp16 = conv_alloc((size_t)(g->G * np * Opg * 2) * sizeof(uint16_t));
+    J->aoff = conv_alloc((size_t)(2 * np + 2 * nrb * GK_MR + J->NCHp) * sizeof(int64_t));
+    if (!J->wp16 || !J->aoff) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    J->boff = J->aoff + np; J->ash = J->boff + np; J->rw = J->ash + nrb * GK_MR; J->bsh = J->rw + nrb * GK_MR;
+    for (int64_t kk = 0; kk < g->KK; ++kk) {
+      const int64_t sh = gk_shift(g, J, kk) * J->Cx;
+      for (int64_t cp = 0; cp < hp; ++cp) J->aoff[kk * hp + cp] = sh + 2 * cp;
+    }
+    for (int64_t p = 0; p < np; ++p) J->boff[p] = p * Opg * 2;
+    gk_pos_tables(g, J, J->ash, J->rw);
+    for (int64_t t = T; t < nrb * GK_MR; ++t) { J->ash[t] = 0; J->rw[t] = -1; }
+    for (int64_t j = 0; j < J->NCHp; ++j) J->bsh[j] = j * 32;
+    const uint16_t* w16 = (const uint16_t*)(const void*)g->wd;
+    for (int64_t grp = 0; grp < g->G; ++grp)
+      for (int64_t kk = 0; kk < g->KK; ++kk) {
+        const int64_t wo = gk_woff(g, kk);
+        for (int64_t cp = 0; cp < hp; ++cp) {
+          uint16_t* d = J->wp16 + ((grp * np + kk * hp + cp) * Opg) * 2;
+          for (int64_t o = 0; o < Opg; ++o)
+            for (int64_t e = 0; e < 2; ++e) {
+              const int64_t c = 2 * cp + e;
+              d[2 * o + e] = o < g->Og && c < g->Cg ? w16[(grp * g->Og + o) * g->ws[0] + c * g->ws[1] + wo] : 0;
+            }
+        }
+      }
+    if (g->ys[1] != 1) {
+      J->z = conv_alloc((size_t)(T * g->G * Opg) * sizeof(float));
+      if (!J->z) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    }
+    tpu_pool_parallel_for(nrb * g->G * J->ncb, 1, gk_fwd_worker, J);
+    if (J->z) st = gk_unpack(J->z, g->N, g->P, g->Q, g->ys, g->G, g->Og, Opg, (float*)(void*)g->yd);
+    goto done;
+  }
   if (J->fwd) {
     const int64_t KcG = g->KcG, nrb = (T + GK_MR - 1) / GK_MR;
     J->kc = KcG;
@@ -674,6 +810,7 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
   }
 done:
   conv_free(J->xT); conv_free(J->yT); conv_free(J->wp); conv_free(J->aoff); conv_free(J->acc); conv_free(J->z);
+  conv_free(J->xT16); conv_free(J->wp16); conv_free(J->xpos);
   return st;
 }
 

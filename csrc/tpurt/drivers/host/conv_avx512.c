@@ -78,3 +78,40 @@ void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* 
   else if (ng == 2) gk_2(kc, A, aoff, ash, B, boff, bsh, tile, acc);
   else gk_3(kc, A, aoff, ash, B, boff, bsh, tile, acc);
 }
+
+/* 16 x 16 transpose of 32-bit words in registers: four butterfly levels (distance 8, 4, 2, 1), each
+ * swapping the off-diagonal d x d blocks of every 2d x 2d block (two two-source permutes per row pair). */
+static inline void tr16_epi32(__m512i r[16]) {
+  for (int d = 8; d >= 1; d >>= 1) {
+    int ia[16], ib[16];
+    for (int k = 0; k < 16; ++k) {
+      ia[k] = (k & d) ? 16 + k - d : k;
+      ib[k] = (k & d) ? 16 + k : k + d;
+    }
+    const __m512i xa = _mm512_loadu_si512((const void*)ia), xb = _mm512_loadu_si512((const void*)ib);
+    for (int i = 0; i < 16; ++i) {
+      if (i & d) continue;
+      const __m512i lo = r[i], hi = r[i + d];
+      r[i] = _mm512_permutex2var_epi32(lo, xa, hi);
+      r[i + d] = _mm512_permutex2var_epi32(lo, xb, hi);
+    }
+  }
+}
+
+void tpu_host_conv_tr16_avx512(const float* const* src, float* const* dst) {
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512((const void*)src[i]);
+  tr16_epi32(r);
+  for (int j = 0; j < 16; ++j) _mm512_storeu_si512((void*)dst[j], r[j]);
+}
+
+void tpu_host_conv_tr16_pairs_avx512(const uint16_t* const* src, uint16_t* const* dst) {
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) {
+    const __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)src[2 * i]));
+    const __m512i b = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)src[2 * i + 1]));
+    r[i] = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
+  }
+  tr16_epi32(r);
+  for (int j = 0; j < 16; ++j) _mm512_storeu_si512((void*)dst[j], r[j]);
+}
