@@ -27,6 +27,8 @@ struct tpu_host_exe_s {
    * (run_dot_epilogue). epi_root: per DOT, that cluster's root; epi_dot: per root, the DOT; else -1. */
   int32_t* epi_root;
   int32_t* epi_dot;
+  int32_t* param_op;      /* per graph parameter: its PARAM op (-1: none) */
+  int32_t* in_dtype;      /* per member/root: dtype of the operand tile_compute reads as its input dtype */
 };
 
 static _Atomic int g_epi_fusion = -1; /* -1: not read from the environment yet */
@@ -72,7 +74,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e->reg); free(e->nreg);
-  free(e->last_use); free(e->epi_root); free(e->epi_dot);
+  free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype);
   free(e);
 }
 
@@ -100,19 +102,28 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->last_use = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     e->epi_root = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     e->epi_dot = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    e->param_op = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof(int32_t));
+    e->in_dtype = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
       !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused ||
-      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot) {
+      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot || !e->param_op || !e->in_dtype) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
   memcpy(e->g.ops, g->ops, (size_t)n * sizeof(tpu_ir_op_t));
   if (g->n_operands) memcpy(e->g.operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
   const tpu_ir_graph_t* G = &e->g;
+  for (int p = 0; p < G->n_params; ++p) e->param_op[p] = -1;
+  for (int v = n - 1; v >= 0; --v) /* the first PARAM op of an index, as the runner's search found it */
+    if (G->ops[v].opcode == TPU_IR_PARAM && G->ops[v].i0 >= 0 && G->ops[v].i0 < G->n_params) e->param_op[G->ops[v].i0] = v;
   for (int v = 0; v < n; ++v) {
     e->out_index[v] = -1;
     const tpu_ir_op_t* op = &G->ops[v];
+    /* tile_compute's input dtype: operand 0's (SELECT: operand 1's, the value) */
+    e->in_dtype[v] = TPU_DTYPE_F32;
+    for (int k = 0; k < op->n_in && k < 4; ++k)
+      if (k == (op->opcode == TPU_IR_SELECT ? 1 : 0)) e->in_dtype[v] = G->ops[tpu_ir_operand(G, v, k)].type.dtype;
     for (int k = 0; k < op->n_in; ++k) { int u = tpu_ir_operand(G, v, k); users[u]++; user[u] = v; }
   }
   for (int k = 0; k < G->n_outputs; ++k) {
@@ -466,8 +477,13 @@ typedef struct {
 static int dtype_is_register(int dt) { return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_F64 || dt == TPU_DTYPE_I64; }
 
 /* Tile shape, leaf modes and direct output for views already coalesced to J->rank dims.
- * `alias[j]`: leaf j is the output's own view (an in-place op), so it is copied into its tile
- * buffer before the root overwrites it in place. */
+ * `alias[j]`: leaf j is the output's own view (an in-place op). It is still read in place: every
+ * member before the root has consumed the whole tile of it before the root runs, and the root's
+ * loop reads element i of its operands before it writes element i of the output (elementwise, same
+ * index), so the copy into a tile buffer that this used to take is not needed (it cost ~40% of a
+ * memory-bound in-place update such as an optimizer step). Exception: a CONVERT root copies with
+ * memcpy, which must not see its source as its destination. */
+static int alias_needs_copy(const cluster_job_t* J) { return J->e->g.ops[J->root].opcode == TPU_IR_CONVERT; }
 static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_direct) {
   int r = J->rank;
   int64_t inner = r ? J->sizes[r - 1] : 1;
@@ -483,7 +499,7 @@ static void cluster_plan_io(cluster_job_t* J, const uint8_t* alias, int may_dire
     int64_t ls = r ? L->strides[r - 1] : 0, rs = r >= 2 ? L->strides[r - 2] : 0;
     if (ls == 0) J->lmode[j] = (!multi || rs == 0) ? LEAF_BCAST : LEAF_ROWB;
     else J->lmode[j] = (ls == 1 && (!multi || rs == inner) && dtype_is_register(L->dtype) &&
-                        !(J->direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
+                        !(J->direct && alias[j] && alias_needs_copy(J))) ? LEAF_DIRECT : LEAF_LOAD;
   }
 }
 
@@ -533,17 +549,27 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   int64_t oes = (int64_t)tpu_dtype_size(J->out->dtype);
   const char* bsrc[64];      /* LEAF_BCAST: source element its buffer holds, and how many copies */
   int64_t blen[64];
+  int64_t les[64], lls[64], lrs[64]; /* per leaf: element size, strides along the tile and rows */
+  int lcls[64];
   for (int i = 0; i < nr; ++i) ptr[i] = bufs + (size_t)i * TILE;
-  for (int j = 0; j < J->nleaf; ++j) { bsrc[j] = NULL; blen[j] = 0; }
+  for (int j = 0; j < J->nleaf; ++j) {
+    bsrc[j] = NULL; blen[j] = 0;
+    les[j] = (int64_t)tpu_dtype_size(J->leaf[j].dtype);
+    lcls[j] = tpu_host_cls(J->leaf[j].dtype);
+    lls[j] = r ? J->leaf[j].strides[r - 1] : 0;
+    lrs[j] = r >= 2 ? J->leaf[j].strides[r - 2] : 0;
+  }
+  /* tile u = (outer, b2, tr): advanced incrementally (no divisions per tile) */
+  int64_t tr = begin % J->tiles_per_row, q0 = begin / J->tiles_per_row;
+  int64_t b2 = q0 % J->blocks2, outer = q0 / J->blocks2;
   for (int64_t u = begin; u < end; ++u) {
-    int64_t q = u / J->tiles_per_row, t0 = (u % J->tiles_per_row) * TILE;
-    int64_t b2 = q % J->blocks2, outer = q / J->blocks2, i2 = b2 * J->krows;
+    int64_t t0 = tr * TILE, i2 = b2 * J->krows;
     int64_t kr = TPU_MIN(J->krows, J->rows2 - i2);           /* rows in this tile */
     int64_t rlen = TPU_MIN(TILE, inner - t0), len = kr * rlen; /* per row, in all */
     /* offsets of this tile's first element for the output and each leaf */
     int64_t rem = outer, ooff = r >= 2 ? i2 * o_rs : 0;
     int64_t loff[64];
-    for (int j = 0; j < J->nleaf; ++j) loff[j] = r >= 2 ? i2 * J->leaf[j].strides[r - 2] : 0;
+    for (int j = 0; j < J->nleaf; ++j) loff[j] = i2 * lrs[j];
     for (int d = r - 3; d >= 0; --d) {
       int64_t i = rem % J->sizes[d]; rem /= J->sizes[d];
       ooff += i * J->ostrides[d];
@@ -551,11 +577,10 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
     }
     for (int j = 0; j < J->nleaf; ++j) {
       const tpu_host_view_t* L = &J->leaf[j];
-      int64_t ls = r ? L->strides[r - 1] : 0, rs = r >= 2 ? L->strides[r - 2] : 0;
-      int64_t es = (int64_t)tpu_dtype_size(L->dtype);
+      int64_t ls = lls[j], rs = lrs[j], es = les[j];
       const char* src = L->data + (loff[j] + t0 * ls) * es;
       int64_t* buf = bufs + (size_t)(nr + j) * TILE;
-      int cls = tpu_host_cls(L->dtype);
+      int cls = lcls[j];
       ptr[nr + j] = buf;
       switch (J->lmode[j]) {
         case LEAF_DIRECT: ptr[nr + j] = src; break;
@@ -578,11 +603,8 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       int v = mem[i];
       const tpu_ir_op_t* op = &G->ops[v];
       const void* in[4] = {0};
-      int in_dtype = TPU_DTYPE_F32;
-      for (int k = 0; k < op->n_in && k < 4; ++k) {
-        in[k] = ptr[e->slot[op->in_off + k]];
-        if (k == (op->opcode == TPU_IR_SELECT ? 1 : 0)) in_dtype = G->ops[tpu_ir_operand(G, v, k)].type.dtype;
-      }
+      int in_dtype = e->in_dtype[v];
+      for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
       /* the root is the last member in topological order */
       void* dst = (i == nm - 1 && J->direct) ? (void*)odst : (void*)(bufs + (size_t)e->reg[v] * TILE);
       if (T->compute(op, op->type.dtype, dst, in_dtype, in, len)) {
@@ -599,6 +621,7 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
           T->store(odst + k * o_rs * oes, J->out->dtype, in_st, rb + k * rlen * (ocls == TPU_HOST_CLS_F32 ? 4 : 8),
                    ocls, rlen);
     }
+    if (++tr == J->tiles_per_row) { tr = 0; if (++b2 == J->blocks2) { b2 = 0; ++outer; } }
   }
 }
 
@@ -645,7 +668,8 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* 
   J.direct = may_direct && dtype_is_register(out->dtype);
   for (int j = 0; j < nleaf; ++j)
     J.lmode[j] = ls[j] == 0 ? LEAF_BCAST
-               : (dtype_is_register(leaf[j].dtype) && !(J.direct && alias[j])) ? LEAF_DIRECT : LEAF_LOAD;
+               : (dtype_is_register(leaf[j].dtype) && !(J.direct && alias[j] && alias_needs_copy(&J))) ? LEAF_DIRECT
+                                                                                                 : LEAF_LOAD;
   cluster_worker(&J, 0, 1);
   *out_st = J.err;
   return 1;
@@ -996,6 +1020,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   scratch_t s = {0};
   tpu_status_t st = TPU_OK;
   unsigned char written[TPU_IR_MAX_GRAPH_OUTPUTS]; /* per output: already written in place */
+  uintptr_t prange_small[64], *prange = NULL;     /* per parameter: byte range [lo, hi) */
   memset(written, 0, (size_t)G->n_outputs);
   for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
@@ -1024,15 +1049,21 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
         /* Destination: the output view when that is safe, else a contiguous temporary. */
         int k = e->out_index[v];
         int direct = k >= 0 && !written[k];
+        if (direct && !prange) { /* byte ranges of the parameters, once per run (a graph with many
+                                    * in-place outputs checks each against every parameter) */
+          prange = G->n_params <= 32 ? prange_small : malloc((size_t)G->n_params * 2 * sizeof(uintptr_t));
+          if (!prange) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory"); break; }
+          for (int p = 0; p < G->n_params; ++p) view_range(&params[p], &prange[2 * p], &prange[2 * p + 1]);
+        }
         if (direct) {
           const tpu_host_view_t* o = &outs[k];
+          uintptr_t o0, o1;
+          view_range(o, &o0, &o1);
           for (int p = 0; p < G->n_params && direct; ++p) {
-            if (!views_overlap(o, &params[p])) continue;
+            if (!(o0 < prange[2 * p + 1] && prange[2 * p] < o1)) continue; /* views_overlap(o, &params[p]) */
             /* writing over a parameter is safe once every step reading it has run (last_use of
              * its op; INT32_MAX when the parameter or a view of it is itself an output) */
-            int lu = INT32_MAX;
-            for (int w = 0; w < n; ++w)
-              if (e->kind[w] == K_PARAM && G->ops[w].i0 == p) { lu = e->last_use[w]; break; }
+            int lu = e->param_op[p] >= 0 ? e->last_use[e->param_op[p]] : INT32_MAX;
             if (lu < v) continue;
             if (lu > v || e->kind[v] == K_LIB || e->epi_dot[v] >= 0) { direct = 0; break; }
             const int32_t* lv = e->leaves + e->leaf_off[v];
@@ -1077,5 +1108,6 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   }
   scratch_free(&s);
   if (vals != small) free(vals);
+  if (prange != prange_small) free(prange);
   return st;
 }

@@ -1,0 +1,159 @@
+/* test_exec.c — the host executor's run loop (drivers/host/exec.c): in-place outputs (an output
+ * bound to the same memory as a parameter it is computed from) must give bitwise the results of the
+ * same executable writing fresh memory, for clusters whose members read the aliased parameter
+ * several times, strided (non-contiguous) aliased views, many in-place outputs in one graph (what
+ * the _foreach_ optimizer lowerings produce), odd sizes (one tile, several tiles, large enough for
+ * the pool to split), f32 / f64 / i64 / bf16. Every result must also be the same whether the run
+ * uses the thread pool or runs serially (inside a pool task, where the pool runs inline).
+ * Legend: n elements; x, y parameters; s a runtime scalar. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "drivers/host/host.h"
+#include "runtime/runtime.h"
+#include "tpurt.h"
+
+static int g_pass, g_fail;
+#define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17; return g_rng; }
+static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
+
+static void fill(char* p, int dt, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double v = (urand() - 0.4) * 6;
+    if (dt == TPU_DTYPE_I64) tpu_host_store_i64(p + i * 8, dt, (int64_t)(v * 7));
+    else tpu_host_store_f64(p + i * (int64_t)tpu_dtype_size(dt), dt, v);
+  }
+}
+
+/* One run of exe, optionally serial: inside a pool task nested parallel_for calls run inline. */
+typedef struct {
+  const tpu_host_exe_t* e;
+  const tpu_host_view_t *params, *outs;
+  const tpu_host_scalar_t* sc;
+  tpu_status_t st;
+} run_t;
+static void run_body(void* ctx, int64_t b, int64_t e) {
+  run_t* r = ctx;
+  if (b == 0) r->st = tpu_host_exe_run(r->e, r->params, r->sc, r->outs);
+}
+static tpu_status_t run(const tpu_host_exe_t* e, const tpu_host_view_t* params, const tpu_host_scalar_t* sc,
+                        const tpu_host_view_t* outs, int serial) {
+  if (!serial) return tpu_host_exe_run(e, params, sc, outs);
+  run_t r = {e, params, outs, sc, TPU_OK};
+  if (tpu_pool_num_threads() > 1) tpu_pool_parallel_for(2, 1, run_body, &r);
+  else run_body(&r, 0, 2);
+  return r.st;
+}
+
+/* out = (x * s + x * y) - x, then for floats rounded through the output dtype; every member reads x. */
+static int build_chain(tpu_ir_graph_t* g, int dt, int64_t n) {
+  int x = tpu_ir_param(g, dt, 1, &n), y = tpu_ir_param(g, dt, 1, &n), s = tpu_ir_scalar(g, dt);
+  int sb = tpu_ir_broadcast(g, s, 1, &n, NULL);
+  int a = tpu_ir_binary(g, TPU_IR_MUL, x, sb), b = tpu_ir_binary(g, TPU_IR_MUL, x, y);
+  int c = tpu_ir_binary(g, TPU_IR_ADD, a, b);
+  int o = tpu_ir_binary(g, TPU_IR_SUB, c, x);
+  tpu_ir_output(g, o);
+  return o;
+}
+
+/* x (viewed with element stride `st`, n elements over a buffer of n*st) updated in place. */
+static void test_inplace_chain(int dt, int64_t n, int st, int serial) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  build_chain(&g, dt, n);
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t s = tpu_host_compile(&g, &e);
+  CHECK(s == TPU_OK, "compile: %s", s ? tpu_status_message(s) : "");
+  if (s) { tpu_status_free(s); tpu_ir_graph_free(&g); return; }
+  int64_t es = (int64_t)tpu_dtype_size(dt), span = n * st;
+  char *x = malloc((size_t)(span * es)), *x0 = malloc((size_t)(span * es)), *y = malloc((size_t)(n * es));
+  char* ref = malloc((size_t)(n * es));
+  fill(x, dt, span); fill(y, dt, n);
+  memcpy(x0, x, (size_t)(span * es));
+  tpu_host_view_t p[2] = {{x, dt, 1, {n}, {st}}, {y, dt, 1, {n}, {1}}};
+  tpu_host_view_t fresh = {ref, dt, 1, {n}, {1}};
+  tpu_host_scalar_t sc = {0.75, 3};
+  s = run(e, p, &sc, &fresh, serial); /* out of place */
+  CHECK(s == TPU_OK, "out-of-place run");
+  s = run(e, p, &sc, &p[0], serial); /* in place: the output is x's own view */
+  CHECK(s == TPU_OK, "in-place run");
+  int same = 1, untouched = 1;
+  for (int64_t i = 0; i < n && same; ++i) same = !memcmp(x + i * st * es, ref + i * es, (size_t)es);
+  for (int64_t i = 0; i < span && untouched; ++i)
+    if (i % st) untouched = !memcmp(x + i * es, x0 + i * es, (size_t)es);
+  CHECK(same, "in place differs from out of place: %s n=%lld stride %d serial %d", tpu_dtype_name(dt), (long long)n,
+        st, serial);
+  CHECK(untouched, "in place wrote outside its view: %s n=%lld stride %d", tpu_dtype_name(dt), (long long)n, st);
+  free(x); free(x0); free(y); free(ref);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
+/* K in-place updates in one graph (a _foreach_ step): x_k = x_k * s + y_k, outputs bound to x_k; also
+ * the same graph run with the pool and serially must agree bit for bit. */
+static void test_foreach_like(int K, int64_t n0) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int64_t n[16];
+  int s = tpu_ir_scalar(&g, TPU_DTYPE_F32);
+  for (int k = 0; k < K; ++k) {
+    n[k] = n0 + 97 * k * k;
+    int x = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[k]), y = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[k]);
+    int sb = tpu_ir_broadcast(&g, s, 1, &n[k], NULL);
+    tpu_ir_output(&g, tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, x, sb), y));
+  }
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile foreach-like");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  tpu_host_view_t p[32], o[16], f[16], pser[32];
+  float* bufs[3][16];
+  for (int k = 0; k < K; ++k) {
+    for (int b = 0; b < 3; ++b) bufs[b][k] = malloc((size_t)n[k] * 4);
+    float* ser = malloc((size_t)n[k] * 4);
+    fill((char*)bufs[0][k], TPU_DTYPE_F32, n[k]); fill((char*)bufs[1][k], TPU_DTYPE_F32, n[k]);
+    memcpy(ser, bufs[0][k], (size_t)n[k] * 4);
+    p[2 * k] = (tpu_host_view_t){(char*)bufs[0][k], TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    p[2 * k + 1] = (tpu_host_view_t){(char*)bufs[1][k], TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    pser[2 * k] = (tpu_host_view_t){(char*)ser, TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    pser[2 * k + 1] = p[2 * k + 1];
+    o[k] = p[2 * k];
+    f[k] = (tpu_host_view_t){(char*)bufs[2][k], TPU_DTYPE_F32, 1, {n[k]}, {1}};
+  }
+  tpu_host_scalar_t sc = {0.9, 0};
+  CHECK(run(e, p, &sc, f, 0) == TPU_OK, "fresh run");
+  CHECK(run(e, p, &sc, o, 0) == TPU_OK, "in-place run (pool)");
+  tpu_host_view_t oser[16];
+  for (int k = 0; k < K; ++k) oser[k] = pser[2 * k];
+  CHECK(run(e, pser, &sc, oser, 1) == TPU_OK, "in-place run (serial)");
+  for (int k = 0; k < K; ++k) {
+    CHECK(!memcmp(bufs[0][k], bufs[2][k], (size_t)n[k] * 4), "foreach-like element %d: in place differs", k);
+    CHECK(!memcmp(bufs[0][k], pser[2 * k].data, (size_t)n[k] * 4), "foreach-like element %d: pool vs serial", k);
+    for (int b = 0; b < 3; ++b) free(bufs[b][k]);
+    free(pser[2 * k].data);
+  }
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
+int main(void) {
+  tpu_status_t st = tpu_rt_init();
+  if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
+  const int dts[] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_I64, TPU_DTYPE_BF16};
+  const int64_t ns[] = {1, 7, 512, 513, 4099, 100003};
+  for (int serial = 0; serial < 2; ++serial)
+    for (int d = 0; d < 4; ++d)
+      for (int i = 0; i < 6; ++i) {
+        test_inplace_chain(dts[d], ns[i], 1, serial);
+        if (ns[i] > 1) test_inplace_chain(dts[d], ns[i], 3, serial);
+      }
+  test_foreach_like(6, 1000);
+  test_foreach_like(12, 70001);
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
