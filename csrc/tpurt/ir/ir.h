@@ -141,6 +141,8 @@ typedef enum tpu_ir_custom_e {
   TPU_IR_CUSTOM_ROWS_LAYER_NORM, /* (x [M, N] f32, mean [M], rstd [M], w [N]?, b [N]?) -> (x - mean) rstd [w] [+ b];
                                    i1 bit 0 w given, bit 1 b given (drivers/host/rows.h) */
   TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD, /* (g [M, N], x, mean [M], rstd [M], w [N]?) -> d x; i1 bit 0 w given */
+  TPU_IR_CUSTOM_GELU,           /* (x f32, any shape) -> x Phi(x), exact (erf) GELU (drivers/host/rows.h) */
+  TPU_IR_CUSTOM_GELU_BWD,       /* (g, x f32, same shape) -> g (Phi(x) + x phi(x)) */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

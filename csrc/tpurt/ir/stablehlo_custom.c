@@ -7,6 +7,7 @@
  *   CHANNEL_STATS / CHANNEL_AFFINE  reduces (f64) and broadcast multiply-adds
  *   ROWS_SOFTMAX(_BWD)  max / exp / sum / divide (or log) along dim 1 of [A, N, I]
  *   ROWS_LAYER_NORM(_BWD)  broadcast multiply-adds and row sums over [M, N]
+ *   GELU(_BWD)     x (1 + erf(x / sqrt 2)) / 2 and its derivative times g
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
@@ -290,6 +291,19 @@ static int rows_layer_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* i
   return shlo_bin(P, "stablehlo.multiply", rstd, inner);
 }
 
+/* GELU(_BWD) (drivers/host/rows.h): x Phi(x), Phi = (1 + erf(x / sqrt 2)) / 2; g (Phi + x exp(-x^2 / 2) / sqrt(2 pi)) */
+static int gelu(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
+  const int bwd = op->i0 == TPU_IR_CUSTOM_GELU_BWD, x = in[bwd];
+  const tpu_ir_type_t t = *shlo_type(P, x);
+  int z = shlo_bin(P, "stablehlo.multiply", x, shlo_const_like(P, x, t.dtype, 0.7071067811865476));
+  int one = shlo_const_like(P, x, t.dtype, 1.0), half = shlo_const_like(P, x, t.dtype, 0.5);
+  int cdf = shlo_bin(P, "stablehlo.multiply", half, shlo_bin(P, "stablehlo.add", one, shlo_un(P, "chlo.erf", z)));
+  if (!bwd) return shlo_bin(P, "stablehlo.multiply", x, cdf);
+  int h = shlo_bin(P, "stablehlo.multiply", shlo_const_like(P, x, t.dtype, -0.5), shlo_bin(P, "stablehlo.multiply", x, x));
+  int pdf = shlo_bin(P, "stablehlo.multiply", shlo_const_like(P, x, t.dtype, 0.3989422804014327), shlo_un(P, "stablehlo.exponential", h));
+  return shlo_bin(P, "stablehlo.multiply", in[0], shlo_bin(P, "stablehlo.add", cdf, shlo_bin(P, "stablehlo.multiply", x, pdf)));
+}
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -304,6 +318,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op->n_in, in);
     case TPU_IR_CUSTOM_ROWS_SOFTMAX: case TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD: return rows_softmax(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_ROWS_LAYER_NORM: case TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD: return rows_layer_norm(P, op, op->n_in, in);
+    case TPU_IR_CUSTOM_GELU: case TPU_IR_CUSTOM_GELU_BWD: return gelu(P, op, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

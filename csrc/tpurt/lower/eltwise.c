@@ -294,15 +294,39 @@ static int approx_arg(tpu_lower_ctx_t* cx, int i) {
   if (strcmp(a, "none")) { tpu_ir_fail(G, TPU_ERR(INVALID_ARGUMENT, "approximate argument must be either none or tanh.")); }
   return 0;
 }
+/* Exact (erf) GELU on f32 values read from graph inputs runs as the host's one-pass kernel (custom
+ * GELU / GELU_BWD, drivers/host/rows.h). A value computed inside the same graph (a fused-eager trace or
+ * a compiled graph: linear + gelu) keeps the composite IR, which fuses into its producer's loop or the
+ * GEMM epilogue. */
+static int gelu_kernel_ok(tpu_lower_ctx_t* cx, int n, const int* v) {
+  for (int k = 0; k < n; ++k) {
+    if (v[k] < 0 || tpu_ir_type(G, v[k])->dtype != TPU_DTYPE_F32) return 0;
+    const tpu_ir_op_t* op = tpu_ir_op(G, v[k]);
+    if (op->opcode == TPU_IR_CONVERT) op = tpu_ir_op(G, tpu_ir_operand(G, v[k], 0));
+    if (op->opcode != TPU_IR_PARAM) return 0;
+  }
+  return 1;
+}
 static tpu_status_t lower_gelu(tpu_lower_ctx_t* cx) { /* (self, *, approximate, out) */
   int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
-  return lw_output(cx, 0, gelu_fwd(cx, x, approx_arg(cx, 1), NULL, NULL));
+  int tanh_approx = approx_arg(cx, 1);
+  if (!tanh_approx && gelu_kernel_ok(cx, 1, &x)) {
+    const tpu_ir_type_t t = *tpu_ir_type(G, x); /* copied: adding ops may move the graph's arrays */
+    return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_GELU, 0, &t, 1, &x));
+  }
+  return lw_output(cx, 0, gelu_fwd(cx, x, tanh_approx, NULL, NULL));
 }
 static tpu_status_t lower_gelu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, *, approximate, grad_input) */
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int gr = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
   int r;
-  if (approx_arg(cx, 2)) {
+  const int tanh_approx = approx_arg(cx, 2), gx[2] = {gr, x};
+  if (!tanh_approx && gelu_kernel_ok(cx, 2, gx) && tpu_ir_type(G, gr)->rank == tpu_ir_type(G, x)->rank &&
+      !memcmp(tpu_ir_type(G, gr)->dims, tpu_ir_type(G, x)->dims, sizeof(int64_t) * (size_t)tpu_ir_type(G, x)->rank)) {
+    const tpu_ir_type_t t = *tpu_ir_type(G, x);
+    return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_GELU_BWD, 0, &t, 2, gx));
+  }
+  if (tanh_approx) {
     int t;
     gelu_fwd(cx, x, 1, &t, NULL);
     /* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2) */

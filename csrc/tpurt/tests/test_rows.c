@@ -3,7 +3,7 @@
  * (contiguous, strided, the softmax dim in the middle) and dtypes; fully -inf rows give NaN;
  * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly.
  * ROWS_LAYER_NORM(_BWD) likewise against double loops (contiguous / strided rows, with and
- * without weight and bias). */
+ * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +242,105 @@ static void test_errors(void) {
   free(x.buf); free(o.buf); free(b.buf);
 }
 
+/* GELU / GELU_BWD (custom targets through tpu_host_k_rows): every ISA build gives the same bits (specials
+ * included), the results stay within A&S 7.1.26's bound of erfc in double, and the driver's flat, strided-row
+ * and rank-0 paths agree with the contiguous kernel; mismatched or non-f32 operands fail cleanly. */
+static double gelu_ref(double x, double* d) {
+  double cdf = 0.5 * erfc(-x / sqrt(2.0)), pdf = exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+  *d = cdf + x * pdf;
+  return x * cdf;
+}
+static void test_gelu(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -13.19f, -13.2f,
+                            -13.3f, -87.0f, 87.5f, -1e30f, 1e30f, 0.75f, -0.75f, 3.4e38f, -3.4e38f};
+  const int ns = (int)(sizeof(specials) / sizeof(specials[0]));
+  for (int64_t n = 1; n < 700; n += 37) {
+    float *x = malloc((size_t)(n + ns) * 4), *g = malloc((size_t)(n + ns) * 4), *r[3];
+    for (int64_t i = 0; i < n; ++i) { x[i] = (float)(drand_() * (i % 3 ? 4 : 15)); g[i] = (float)drand_(); }
+    for (int i = 0; i < ns; ++i) { x[n + i] = specials[i]; g[n + i] = 1.0f; }
+    const int64_t m = n + ns;
+    for (int k = 0; k < 3; ++k) {
+      r[k] = calloc((size_t)m * 2, 4);
+      if (!isa[k]) continue;
+      isa[k]->gelu(x, r[k], m);
+      isa[k]->gelu_bwd(g, x, r[k] + m, m);
+    }
+    for (int k = 1; k < 3; ++k)
+      if (isa[k]) CHECK(!memcmp(r[0], r[k], (size_t)m * 8), "gelu: ISA %d differs at n = %lld", k, (long long)n);
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      double d, y = gelu_ref(x[i], &d), dx = g[i] * d, ax = fabs(x[i]) > 1 ? fabs(x[i]) : 1;
+      double ey = fabs(r[0][i] - y), ed = fabs(r[0][m + i] - dx);
+      int ok_y = isnan(x[i]) ? isnan(r[0][i]) : (isinf(x[i]) ? (x[i] > 0 ? r[0][i] == INFINITY : isnan(r[0][i]))
+                                                  : ey <= 1e-7 * ax + 2 * fabs(y) * 0x1p-24);
+      int ok_d = isnan(x[i]) || isinf(x[i]) ? isnan(r[0][m + i]) || (x[i] < 0 && r[0][m + i] == 0)
+                                           : ed <= 2e-7 * ax * fabs(g[i]) + 2 * fabs(dx) * 0x1p-24 + 1e-30;
+      if (!(ok_y && ok_d) && bad++ < 3) printf("  gelu x = %.9g: y %.9g want %.9g, dx %.9g want %.9g\n", x[i], r[0][i], y, r[0][m + i], dx);
+    }
+    CHECK(!bad, "gelu within A&S's bound of double at n = %lld (%d bad)", (long long)n, bad);
+    for (int k = 0; k < 3; ++k) free(r[k]);
+    free(x); free(g);
+  }
+  /* the driver: [5, 7, 9] contiguous (flat), transposed-strided (rows gathered), a rank-0 view */
+  enum { A = 5, B = 7, C = 9, T = A * B * C };
+  float *x = frand(2 * T, 4, 0), *g = frand(2 * T, 1, 0), *o1 = calloc(T, 4), *o2 = calloc(2 * T, 4), *ref = calloc(2 * T, 4);
+  isa[0]->gelu(x, ref, T);
+  isa[0]->gelu_bwd(g, x, ref + T, T);
+  for (int bwd = 0; bwd < 2; ++bwd) {
+    tpu_ir_op_t op = {0};
+    op.opcode = TPU_IR_CUSTOM; op.i0 = bwd ? TPU_IR_CUSTOM_GELU_BWD : TPU_IR_CUSTOM_GELU;
+    tpu_host_view_t in[2], out;
+    memset(in, 0, sizeof(in)); memset(&out, 0, sizeof(out));
+    for (int k = 0; k < 2; ++k) {
+      in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == bwd ? x : g);
+      in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
+      in[k].strides[0] = B * C; in[k].strides[1] = C; in[k].strides[2] = 1;
+    }
+    out = in[0]; out.data = (char*)o1;
+    tpu_status_t st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, T * 4), "gelu driver (flat) bwd %d", bwd);
+    tpu_status_free(st);
+    /* the same elements through views with last-dim stride 2 (x, g) and a strided result */
+    float *x2 = calloc(2 * T, 4), *g2 = calloc(2 * T, 4);
+    for (int64_t i = 0; i < T; ++i) { x2[2 * i] = x[i]; g2[2 * i] = g[i]; }
+    for (int k = 0; k < 2; ++k) {
+      in[k].data = (char*)(k == bwd ? x2 : g2);
+      in[k].strides[0] = 2 * B * C; in[k].strides[1] = 2 * C; in[k].strides[2] = 2;
+    }
+    out = in[0]; out.data = (char*)o2;
+    memset(o2, 0, 2 * T * 4);
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    int same = st == TPU_OK;
+    for (int64_t i = 0; same && i < T; ++i) same = !memcmp(&o2[2 * i], &ref[bwd * T + i], 4) && o2[2 * i + 1] == 0;
+    CHECK(same, "gelu driver (strided rows) bwd %d", bwd);
+    tpu_status_free(st);
+    /* rank 0 */
+    for (int k = 0; k < 2; ++k) { in[k].rank = 0; in[k].data = (char*)(k == bwd ? x : g); }
+    out = in[0]; out.data = (char*)o1;
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, 4), "gelu driver (rank 0) bwd %d", bwd);
+    tpu_status_free(st);
+    /* errors: wrong operand count, shape mismatch, bf16 */
+    st = tpu_host_k_rows(&op, bwd ? 1 : 2, in, &out);
+    CHECK(st != TPU_OK, "gelu with a wrong operand count is refused");
+    tpu_status_free(st);
+    for (int k = 0; k < 2; ++k) { in[k].rank = 1; in[k].sizes[0] = 4; in[k].strides[0] = 1; }
+    out = in[0]; out.sizes[0] = 5;
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st != TPU_OK, "gelu with mismatched shapes is refused");
+    tpu_status_free(st);
+    out.sizes[0] = 4; out.dtype = TPU_DTYPE_BF16;
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st != TPU_OK, "bf16 gelu is refused");
+    tpu_status_free(st);
+    free(x2); free(g2);
+  }
+  free(x); free(g); free(o1); free(o2); free(ref);
+}
+
 int main(void) {
   srand(7);
   test_random();
@@ -249,6 +348,7 @@ int main(void) {
   test_isa();
   test_layer_norm();
   test_errors();
+  test_gelu();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -156,9 +156,97 @@ static tpu_status_t k_layer_norm(const tpu_ir_op_t* op, int n, const tpu_host_vi
   return TPU_OK;
 }
 
+/* ---- GELU (f32, any rank): flat when every operand is contiguous, else rows along the last dim */
+enum { GELU_CHUNK = 4096 };
+typedef struct {
+  const tpu_host_rows_ops_t* ops;
+  const tpu_host_view_t *g, *x, *out; /* g: backward only */
+  int64_t N, flat;                    /* last-dim length; flat: operands are contiguous */
+  int oom;
+} gelu_job_t;
+
+static int view_contig(const tpu_host_view_t* v) {
+  int64_t st = 1;
+  for (int d = v->rank - 1; d >= 0; --d) {
+    if (v->sizes[d] != 1 && v->strides[d] != st) return 0;
+    st *= v->sizes[d];
+  }
+  return 1;
+}
+static int64_t view_row_off(const tpu_host_view_t* v, int64_t r) { /* element offset of row r (dims 0..rank-2) */
+  int64_t off = 0;
+  for (int d = v->rank - 2; d >= 0; --d) { off += (r % v->sizes[d]) * v->strides[d]; r /= v->sizes[d]; }
+  return off;
+}
+static const float* gelu_row(const tpu_host_view_t* v, int64_t r, float* tmp, int64_t N) {
+  const float* p = (const float*)v->data + view_row_off(v, r);
+  int64_t st = v->rank ? v->strides[v->rank - 1] : 1;
+  if (st == 1) return p;
+  for (int64_t i = 0; i < N; ++i) tmp[i] = p[i * st];
+  return tmp;
+}
+
+static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
+  gelu_job_t* J = ctx;
+  if (J->flat) {
+    const int64_t total = J->N, a = r0 * GELU_CHUNK, b = TPU_MIN(total, r1 * GELU_CHUNK);
+    const float* x = (const float*)J->x->data + a;
+    float* o = (float*)J->out->data + a;
+    if (J->g) J->ops->gelu_bwd((const float*)J->g->data + a, x, o, b - a);
+    else J->ops->gelu(x, o, b - a);
+    return;
+  }
+  const int64_t N = J->N, ost = J->out->rank ? J->out->strides[J->out->rank - 1] : 1;
+  float* tmp = malloc((size_t)N * 3 * sizeof(float)); /* x, g, out */
+  if (!tmp) { __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED); return; }
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* x = gelu_row(J->x, r, tmp, N);
+    float* op = (float*)J->out->data + view_row_off(J->out, r);
+    float* o = ost == 1 ? op : tmp + 2 * N;
+    if (J->g) J->ops->gelu_bwd(gelu_row(J->g, r, tmp + N, N), x, o, N);
+    else J->ops->gelu(x, o, N);
+    if (ost != 1) for (int64_t i = 0; i < N; ++i) op[i * ost] = o[i];
+  }
+  free(tmp);
+}
+
+static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  const int bwd = op->i0 == TPU_IR_CUSTOM_GELU_BWD;
+  if (n != (bwd ? 2 : 1) || out->dtype != TPU_DTYPE_F32)
+    return TPU_ERR(INTERNAL, "host: gelu with %d operands, result %s", n, tpu_dtype_name(out->dtype));
+  int contig = view_contig(out);
+  int64_t total = 1;
+  for (int d = 0; d < out->rank; ++d) total *= out->sizes[d];
+  for (int k = 0; k < n; ++k) {
+    const tpu_host_view_t* v = &xs[k];
+    int ok = v->dtype == TPU_DTYPE_F32 && v->rank == out->rank;
+    for (int d = 0; ok && d < out->rank; ++d) ok = v->sizes[d] == out->sizes[d];
+    if (!ok) return TPU_ERR(INTERNAL, "host: gelu operand %d does not match its result", k);
+    contig &= view_contig(v);
+  }
+  if (total == 0) return TPU_OK;
+  gelu_job_t J = {.ops = rows_ops(), .g = bwd ? &xs[0] : NULL, .x = &xs[bwd], .out = out};
+  if (contig || out->rank <= 1) {
+    if (!contig) { /* rank 1 strided: one row */
+      J.N = total;
+      tpu_pool_parallel_for(1, 1, gelu_worker, &J);
+    } else {
+      J.flat = 1; J.N = total;
+      tpu_pool_parallel_for((total + GELU_CHUNK - 1) / GELU_CHUNK, 1, gelu_worker, &J);
+    }
+  } else {
+    J.N = out->sizes[out->rank - 1];
+    if (J.N == 0) return TPU_OK;
+    tpu_pool_parallel_for(total / J.N, TPU_MAX((int64_t)1, 16384 / J.N), gelu_worker, &J);
+  }
+  if (J.oom) return TPU_ERR(OUT_OF_MEMORY, "host: gelu: out of memory for a %lld-element scratch row", (long long)J.N);
+  return TPU_OK;
+}
+
 tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
   if (op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM || op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD)
     return k_layer_norm(op, n, xs, out);
+  if (op->i0 == TPU_IR_CUSTOM_GELU || op->i0 == TPU_IR_CUSTOM_GELU_BWD) return k_gelu(op, n, xs, out);
   const int bwd = op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD;
   if (n != (bwd ? 2 : 1) || out->rank != 3)
     return TPU_ERR(INTERNAL, "host: row softmax with %d operands of result rank %d", n, out->rank);

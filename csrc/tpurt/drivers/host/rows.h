@@ -22,7 +22,15 @@
  *
  * The layer-norm pair takes the row statistics from outside (CHANNEL_STATS, norm.h) and makes one
  * pass forward and two backward (sums; write) per row; sums in 16 f32 lanes. f32 only; f64
- * layer norm keeps the composite IR. */
+ * layer norm keeps the composite IR.
+ *
+ *   GELU     (x [any shape] f32)    -> same: x Phi(x), Phi = (1 + erf(x / sqrt 2)) / 2 (approximate="none")
+ *   GELU_BWD (g, x [same shape] f32) -> g (Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi))
+ *
+ * One pass per element (rows_impl.h): Phi from Abramowitz-Stegun 7.1.26's erfc, as PyTorch's vectorized
+ * CPU erf (absolute error <= 1.5e-7 in erf), sharing its exp with the pdf; the composite IR took 5
+ * (forward) and ~14 (backward) tile passes and an erf with two branches. Contiguous operands run as one
+ * flat array split over the pool; others row by row along the last dim (gathered when strided). */
 #ifndef TPURT_DRIVERS_HOST_ROWS_H_
 #define TPURT_DRIVERS_HOST_ROWS_H_
 
@@ -36,6 +44,8 @@ typedef struct {
   void (*softmax_bwd)(const float* g, const float* y, float* o, int64_t n, int log);
   void (*layer_norm)(const float* x, float mean, float rstd, const float* w, const float* b, float* y, int64_t n);
   void (*layer_norm_bwd)(const float* g, const float* x, float mean, float rstd, const float* w, float* dx, int64_t n);
+  void (*gelu)(const float* x, float* y, int64_t n);
+  void (*gelu_bwd)(const float* g, const float* x, float* o, int64_t n);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 

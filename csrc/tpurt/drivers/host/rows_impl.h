@@ -91,4 +91,40 @@ static void RFN(layer_norm_bwd)(const float* g, const float* x, float mean, floa
   else for (i = 0; i < n; ++i) dx[i] = rstd * ((g[i] - m1) - (x[i] - mean) * rstd * m2);
 }
 
-const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd)};
+/* GELU (erf form, rows.h): with h = x^2 / 2 and z = |x| / sqrt(2), q = Phi(-|x|) = erfc(z) / 2 from
+ * Abramowitz-Stegun 7.1.26 (t = 1 / (1 + p z), erfc(z) ~ t P(t) exp(-z^2), absolute error <= 1.5e-7;
+ * the approximation PyTorch's vectorized CPU erf uses) computed directly, so the x < 0 side has no
+ * 1 + erf cancellation; cdf = x < 0 ? q : 1 - q, pdf = exp(-h) / sqrt(2 pi) shares the exponential.
+ * Explicit fmaf keeps every ISA build bit-identical (-ffp-contract=off; the base build calls libm's
+ * correctly rounded fmaf, so it is slow but gives the same bits). */
+static inline float RFN(gelu_expneg)(float h) { /* exp(-h), h >= 0 (NaN: any value; the caller's t is NaN) */
+  const float hc = h < 87.0f ? h : 87.0f; /* n >= -126 below: one normal power of two scales */
+  const float n = fmaf(hc, -1.44269504088896341f, 12582912.0f) - 12582912.0f; /* round(-hc log2 e) */
+  float r = fmaf(n, -0.693359375f, -hc);
+  r = fmaf(n, 2.12194440e-4f, r);
+  float p = 1.9875691500E-4f;
+  p = fmaf(p, r, 1.3981999507E-3f); p = fmaf(p, r, 8.3334519073E-3f); p = fmaf(p, r, 4.1665795894E-2f);
+  p = fmaf(p, r, 1.6666665459E-1f); p = fmaf(p, r, 5.0000001201E-1f);
+  const float y = (fmaf(p, r * r, r) + 1.0f) * tile_bits2f((uint32_t)((int32_t)n + 127) << 23);
+  return h > 87.0f ? 0.0f : y;
+}
+static inline float RFN(gelu_cdf)(float x, float* pdf) {
+  const float ax = x < 0 ? -x : x, z = ax * 0.707106781186547524f, h = 0.5f * (x * x);
+  const float t = 1.0f / fmaf(0.3275911f, z, 1.0f);
+  float p = 0.5f * 1.061405429f; /* A&S coefficients halved (exact): p = P(t) / 2 */
+  p = fmaf(p, t, 0.5f * -1.453152027f); p = fmaf(p, t, 0.5f * 1.421413741f);
+  p = fmaf(p, t, 0.5f * -0.284496736f); p = fmaf(p, t, 0.5f * 0.254829592f);
+  const float e = RFN(gelu_expneg)(h), q = (t * p) * e;
+  *pdf = 0.398942280401432678f * e;
+  return x < 0 ? q : 1.0f - q;
+}
+static void RFN(gelu)(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) { float pd, c = RFN(gelu_cdf)(x[i], &pd); y[i] = x[i] * c; }
+}
+/* d gelu: g (cdf + x pdf) */
+static void RFN(gelu_bwd)(const float* g, const float* x, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) { float pd, c = RFN(gelu_cdf)(x[i], &pd); o[i] = g[i] * fmaf(x[i], pd, c); }
+}
+
+const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
+                                                     RFN(gelu), RFN(gelu_bwd)};
