@@ -213,8 +213,8 @@ static void test_kernels_bf16_isa(void) {
   static const tpu_host_gemm_isa_t isas[4] = {TPU_HOST_GEMM_ISA_BEST, TPU_HOST_GEMM_ISA_AVX512, TPU_HOST_GEMM_ISA_AVX2,
                                               TPU_HOST_GEMM_ISA_PORTABLE};
   static const int64_t cgs[8] = {1, 3, 17, 32, 33, 64, 69, 40};
-  for (int it = 0; it < 24; ++it) {
-    int nsp = it % 8 == 7 ? 3 : it % 8 == 6 ? 1 : 2;
+  for (int it = 0; it < 28; ++it) {
+    int nsp = it >= 24 ? 2 : it % 8 == 7 ? 3 : it % 8 == 6 ? 1 : 2;
     int64_t G = it % 5 == 4 ? 2 : 1, N = irand(1, 3), Cg = cgs[it % 8], Og = irand(6, 40);
     if (it % 3 == 0) Og = irand(30, 50);
     int64_t st[3], pd[3], dl[3], S[3], K[3], Q[3];
@@ -223,17 +223,21 @@ static void test_kernels_bf16_isa(void) {
       K[d] = nsp == 3 ? irand(1, 2) : irand(2, 3);
       st[d] = it % 4 == 1 ? 2 : 1; dl[d] = it % 6 == 2 ? 2 : 1; pd[d] = irand(0, 2);
       S[d] = nsp == 1 ? irand(17, 40) : nsp == 3 ? irand(3, 5) : irand(4, 9);
+      if (it >= 24) { /* NCHW maps of 12 x 14 / 13 x 16: several 16-position blocks plus a remainder */
+        K[d] = 3; st[d] = 1; dl[d] = 1; pd[d] = 1; S[d] = d ? 14 + 2 * (it % 2) : 12 + it % 2;
+      }
       int64_t q = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1) - 1;
       if (q < 0) { ok = 0; break; }
       Q[d] = q / st[d] + 1;
     }
     if (!ok) continue;
+    if (it >= 24) { N = 2; Cg = it < 26 ? 37 : 64; Og = it % 2 ? 35 : 48; G = 1; }
     int64_t xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};
     for (int d = 0; d < nsp; ++d) { xs[2 + d] = S[d]; ws[2 + d] = K[d]; ys[2 + d] = Q[d]; }
     int rank = nsp + 2;
     for (int kind = 0; kind < 3; ++kind) {
       const int64_t *as = kind == 1 ? ys : xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : kind == 1 ? xs : ws;
-      int la = (it + kind) % 3, lb = irand(0, 2), lo = (it / 3 + kind) % 3;
+      int la = it >= 24 ? 0 : (it + kind) % 3, lb = irand(0, 2), lo = it >= 24 ? 0 : (it / 3 + kind) % 3;
       hview_t a = hview(TPU_DTYPE_BF16, rank, as, la), b = hview(TPU_DTYPE_BF16, rank, bs, lb);
       hview_t r = hview(TPU_DTYPE_F32, rank, os, 0);
       fill(&a); fill(&b);

@@ -365,6 +365,10 @@ typedef struct {
   int64_t Cp;
   int64_t* xpos; /* NCHW x with flat planes (stride xps): padded-grid row of input position s (xt16) */
   int64_t xps;
+  /* bf16 backward-weight (bf, output rows an even length): the reduction runs over position pairs
+   * (2 pp, 2 pp + 1), one output row's neighbours, so x of the pair's second position is grid row + st2:
+   * xI (N * Lg rows, Cx words) = (xT16[r, c], xT16[r + st2, c]); yI (T / 2 rows, Oy words) = gy's pair */
+  uint32_t *xI, *yI;
   int ng, fwd, bf;
   int64_t nrow, ncol, ntiles, ncb, kc, lstep, Opg, NCHp;
   int64_t *ash, *rw;         /* per row entry: A offset, output offset part (-1: padding) */
@@ -373,6 +377,7 @@ typedef struct {
   int64_t *aoff, *boff;      /* per reduction index p */
   float* acc;                /* backward-weight: (ntiles, 8 * 48) */
   const float *A, *B;
+  const uint32_t *A16, *B16; /* bf16 backward-weight: xI / yI */
 } conv_gk_job_t;
 
 static int64_t gk_shift(const conv_geo_t* g, const conv_gk_job_t* J, int64_t kk) {
@@ -494,12 +499,64 @@ static void gk_yt_worker(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
+static void gk_xi_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  const int64_t Cx = J->Cx, rows = J->g->N * J->Lg, st2 = J->g->st[2];
+  for (int64_t n = begin; n < end; ++n)
+    for (int64_t r = n * J->Lg; r < (n + 1) * J->Lg; ++r) {
+      const uint16_t* a = J->xT16 + r * Cx;
+      const uint16_t* b = J->xT16 + (r + st2) * Cx;
+      uint32_t* d = J->xI + r * Cx;
+      if (r + st2 < rows)
+        for (int64_t c = 0; c < Cx; ++c) d[c] = (uint32_t)a[c] | (uint32_t)b[c] << 16;
+      else
+        for (int64_t c = 0; c < Cx; ++c) d[c] = a[c];
+    }
+}
+static void gk_yi_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_gk_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const int64_t Oy = J->Oy, P = g->P, hP = P / 2;
+  const uint16_t* y = (const uint16_t*)(const void*)g->yd;
+  int64_t yps = 0;
+  const int tr = g->ys[1] != 1 && conv_flat(g->Q, g->ys + 2, &yps) && yps == 1;
+  const int64_t ob = tr ? g->O / 16 * 16 : 0, pb = tr ? hP / 16 * 16 : 0;
+  for (int64_t n = begin; n < end; ++n) {
+    uint32_t* d = J->yI + n * hP * Oy;
+    uint16_t* d16 = (uint16_t*)(void*)d;
+    if (Oy != g->O) memset(d, 0, (size_t)(hP * Oy) * sizeof(uint32_t));
+    const uint16_t* yn = y + n * g->ys[0];
+    /* NCHW with flat planes: a position pair is one word of a channel row; 16 x 16 word blocks */
+    const float* src[16];
+    float* dst[16];
+    for (int64_t o0 = 0; o0 < ob; o0 += 16)
+      for (int64_t p0 = 0; p0 < pb; p0 += 16) {
+        for (int i = 0; i < 16; ++i) src[i] = (const float*)(const void*)(yn + (o0 + i) * g->ys[1] + 2 * p0);
+        for (int i = 0; i < 16; ++i) dst[i] = (float*)(void*)(d + (p0 + i) * Oy + o0);
+        tpu_host_conv_tr16_avx512(src, dst);
+      }
+    int64_t q = 0;
+    for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+      for (int64_t q1 = 0; q1 < g->Q[1]; ++q1)
+        for (int64_t q2 = 0; q2 < g->Q[2]; ++q2, ++q) {
+          const uint16_t* yq = yn + q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
+          uint16_t* dq = d16 + (q / 2) * Oy * 2 + (q & 1);
+          for (int64_t o = (q / 2 < pb ? ob : 0); o < g->O; ++o) dq[2 * o] = yq[o * g->ys[1]];
+        }
+  }
+}
+
 static void gk_bw_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   for (int64_t p0 = 0; p0 < J->kc; p0 += GK_PB) {
     const int64_t kc = TPU_MIN((int64_t)GK_PB, J->kc - p0);
     for (int64_t t = begin; t < end; ++t)
-      tpu_host_conv_gk_avx512(J->ng, kc, J->A, J->aoff + p0, J->ash + J->tiles[2 * t], J->B, J->boff + p0,
+      if (J->bf)
+        tpu_host_conv_gk_bf16_avx512bf16(J->ng, kc, (const uint16_t*)(const void*)J->A16, J->aoff + p0,
+                                         J->ash + J->tiles[2 * t], (const uint16_t*)(const void*)J->B16, J->boff + p0,
+                                         J->bsh + J->tiles[2 * t + 1], J->acc + t * (GK_MR * 48), p0 > 0);
+      else
+        tpu_host_conv_gk_avx512(J->ng, kc, J->A, J->aoff + p0, J->ash + J->tiles[2 * t], J->B, J->boff + p0,
                               J->bsh + J->tiles[2 * t + 1], J->acc + t * (GK_MR * 48), p0 > 0);
   }
 }
@@ -632,6 +689,8 @@ static int conv_gk_plan(int kind, const conv_geo_t* g, conv_gk_job_t* J) {
     work = TPU_MIN(wc, wo);
     J->Cx = wo < wc ? g->C : (g->G - 1) * g->Cg + c16 * 16;
     J->Oy = wo < wc ? (g->G - 1) * g->Og + o16 * 16 : g->O;
+    J->bf = g->xdt == TPU_DTYPE_BF16 && g->ydt == TPU_DTYPE_BF16 && g->Q[2] % 2 == 0 && gk_bf16_ok();
+    J->Cp = g->Cg; /* xT16: channel grp * Cg + c, rows Cx apart */
   }
   double mem = (double)g->N * (double)J->Lg * (double)J->Cx + (double)g->N * (double)g->P * (double)J->Oy;
   if (mem * 4 > (double)(256u << 20)) return 0;
@@ -737,9 +796,17 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
     goto done;
   }
   /* backward-weight */
-  J->yT = conv_alloc((size_t)(T * J->Oy) * sizeof(float));
-  if (!J->yT) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
-  tpu_pool_parallel_for(g->N, 1, gk_yt_worker, J);
+  if (J->bf) {
+    J->xI = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(uint32_t));
+    J->yI = conv_alloc((size_t)(T / 2 * J->Oy) * sizeof(uint32_t));
+    if (!J->xI || !J->yI) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    tpu_pool_parallel_for(g->N, 1, gk_xi_worker, J);
+    tpu_pool_parallel_for(g->N, 1, gk_yi_worker, J);
+  } else {
+    J->yT = conv_alloc((size_t)(T * J->Oy) * sizeof(float));
+    if (!J->yT) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
+    tpu_pool_parallel_for(g->N, 1, gk_yt_worker, J);
+  }
   {
     const int64_t c16 = (g->Cg + 15) / 16, o16 = (g->Og + 15) / 16, ng = J->ng;
     const int64_t rows_g = lanes_o ? g->KcG : g->Og, cols_g = lanes_o ? o16 : g->KK * c16;
@@ -754,8 +821,19 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
     J->cw = J->bsh + J->ncol; J->clim = J->cw + J->ncol; J->tiles = J->clim + J->ncol;
     gk_pos_tables(g, J, lanes_o ? J->aoff : J->boff, NULL);
     for (int64_t p = 0; p < T; ++p) (lanes_o ? J->boff : J->aoff)[p] = p * J->Oy;
+    if (J->bf) { /* pairs: (2 pp, 2 pp + 1) at the first one's offsets, in bf16 elements (2 per word) */
+      J->kc = T / 2;
+      for (int64_t pp = 0; pp < T / 2; ++pp) {
+        J->aoff[pp] = 2 * J->aoff[2 * pp];
+        J->boff[pp] = 2 * J->boff[2 * pp];
+      }
+      if (lanes_o) for (int64_t pp = 0; pp < T / 2; ++pp) J->boff[pp] = pp * J->Oy * 2;
+      else for (int64_t pp = 0; pp < T / 2; ++pp) J->aoff[pp] = pp * J->Oy * 2;
+    }
     J->A = lanes_o ? J->xT : J->yT;
     J->B = lanes_o ? J->yT : J->xT;
+    J->A16 = lanes_o ? J->xI : J->yI;
+    J->B16 = lanes_o ? J->yI : J->xI;
     J->lstep = lanes_o ? g->ws[0] : g->ws[1];
     int64_t nt = 0;
     for (int64_t grp = 0; grp < g->G; ++grp) {
@@ -787,6 +865,10 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
           J->clim[e] = TPU_MIN((int64_t)16, g->Cg - ch * 16);
         }
       }
+      if (J->bf) { /* word offsets -> bf16 element offsets */
+        for (int64_t r = 0; r < rp; ++r) J->ash[r0 + r] *= 2;
+        for (int64_t j = 0; j < cp; ++j) J->bsh[c0 + j] *= 2;
+      }
       for (int64_t rb = 0; rb < rp; rb += GK_MR)
         for (int64_t cb = 0; cb < cp; cb += ng) {
           J->tiles[2 * nt] = r0 + rb;
@@ -810,7 +892,7 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
   }
 done:
   conv_free(J->xT); conv_free(J->yT); conv_free(J->wp); conv_free(J->aoff); conv_free(J->acc); conv_free(J->z);
-  conv_free(J->xT16); conv_free(J->wp16); conv_free(J->xpos);
+  conv_free(J->xT16); conv_free(J->wp16); conv_free(J->xpos); conv_free(J->xI); conv_free(J->yI);
   return st;
 }
 
