@@ -142,6 +142,27 @@ def test_size_template_takes_integer_size_constants() -> None:
     assert m["compile_size_not_generic"] == {}
 
 
+def test_new_size_compiles_one_executable() -> None:
+    """The ops a capture records at a new size are lowered (their bindings and checks) but not compiled one by
+    one: the only host compile of a new size is the captured graph's executable."""
+    def f(x, w, b):
+        return (torch.sigmoid(x @ w + b) * x[:, :6]).sum(-1)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    w, b = _g(9, 6).to("tpu"), _g(6).to("tpu")
+    with torch.no_grad():
+        for batch in (5, 7, 10, 13, 6):
+            x = _g(batch, 9, seed=batch)
+            before = torch_tpu.metrics()
+            got = compiled(x.to("tpu"), w, b)
+            m = torch_tpu.metrics()
+            if batch != 5:  # the first call also compiles what Dynamo's guards and wrappers run
+                assert m["compile_captures"] - before["compile_captures"] == 1, m
+                assert m["compiles"] - before["compiles"] == 1, m
+            torch.testing.assert_close(got.cpu(), f(x.to("tpu"), w, b).cpu(), **EXACT)
+            torch.testing.assert_close(got.cpu(), f(x, w.cpu(), b.cpu()), rtol=1e-5, atol=1e-5)
+
+
 def test_size_template_text_and_bad_use() -> None:
     t = torch_tpu._C.SizeTemplate()
     assert str(t) == ""

@@ -158,8 +158,11 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* lower_only: the entry gets everything but its executable (e->exe NULL; see tpu_exec_entry_materialize);
+ * *out_reads_precision then says whether the lowered graph has DOTs/CONVs. */
 static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, const tpu_arg_t* args, int nargs,
-                                  const tpu_tensor_t* outs, int nouts, int precision, tpu_exec_entry_t** out_e) {
+                                  const tpu_tensor_t* outs, int nouts, int precision, int lower_only,
+                                  int* out_reads_precision, tpu_exec_entry_t** out_e) {
   double t0 = now_s();
   tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
   if (!cx) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
@@ -176,7 +179,8 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
     e = calloc(1, sizeof(*e));
     if (!e) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   }
-  if (st == TPU_OK) st = tpu_compiler_compile(&cx->g, name, &e->exe); /* passes + host plan */
+  if (st == TPU_OK && lower_only && out_reads_precision) *out_reads_precision = graph_reads_precision(&cx->g);
+  if (st == TPU_OK && !lower_only) st = tpu_compiler_compile(&cx->g, name, &e->exe); /* passes + host plan */
   if (st == TPU_OK) {
     e->n_tbind = cx->n_tbind; e->n_sbind = cx->n_sbind; e->gen_arg = cx->gen_arg;
     e->rng_increment = cx->rng_increment; e->n_outputs = nouts;
@@ -186,7 +190,7 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
     memcpy(e->sbind, cx->sbind, sizeof(e->sbind));
     e->n_checks = cx->n_checks;
     memcpy(e->checks, cx->checks, sizeof(e->checks));
-    tpu_metrics_add_compile(now_s() - t0);
+    if (!lower_only) tpu_metrics_add_compile(now_s() - t0);
     *out_e = e;
   } else if (e) {
     free(e);
@@ -197,6 +201,21 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
   tpu_ir_graph_free(&cx->g);
   free(cx);
   return st;
+}
+
+tpu_status_t tpu_exec_entry_materialize(tpu_exec_entry_t* e, const tpu_lowering_t* l, const char* name,
+                                        const tpu_arg_t* args, int nargs, const tpu_tensor_t* outs, int nouts) {
+  if (e->exe) return TPU_OK;
+  tpu_exec_entry_t* full = NULL;
+  TPU_RETURN_IF_ERROR(compile_entry(l, name, args, nargs, outs, nouts, 0, 0, NULL, &full));
+  if (full->n_tbind != e->n_tbind || full->n_sbind != e->n_sbind || full->n_arg_outs != e->n_arg_outs ||
+      full->rng_increment != e->rng_increment) {
+    tpu_host_exe_free(full->exe); free(full);
+    return TPU_ERR(INTERNAL, "%s: the lowering bound other parameters when compiled again", name);
+  }
+  e->exe = full->exe;
+  free(full);
+  return TPU_OK;
 }
 
 /* ---- per-thread memo in front of the shared cache: eager programs repeat a few
@@ -436,8 +455,16 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
     if (from_disk && !uses_precision && precision && graph_reads_precision(tpu_host_exe_graph(e->exe))) {
       tpu_host_exe_free(e->exe); free(e); e = NULL; from_disk = 0; /* built for HIGHEST */
     }
-    if (!from_disk) st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, &e);
-    if (st == TPU_OK && !uses_precision && graph_reads_precision(tpu_host_exe_graph(e->exe))) {
+    /* While a capture records a new size, an op's own executable is only a fallback (the capture runs one
+     * fused graph): lowered now (key, bindings, checks), compiled only if a fallback runs it; not cached. */
+    int lazy = !from_disk && precision == 0 && tpu_trace_capturing(device), reads_precision = 0;
+    if (!from_disk) st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, lazy, &reads_precision, &e);
+    if (st == TPU_OK && lazy) {
+      if (!uses_precision && reads_precision) __atomic_store_n(&((struct tpu_op_s*)op)->uses_precision, 1, __ATOMIC_RELEASE);
+      e->hash = h; e->key_len = k.len; e->refcount = 1;
+      if (!(e->key = malloc(k.len))) { free(e); e = NULL; st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+      else memcpy(e->key, k.p, k.len);
+    } else if (st == TPU_OK && !uses_precision && graph_reads_precision(tpu_host_exe_graph(e->exe))) {
       __atomic_store_n(&((struct tpu_op_s*)op)->uses_precision, 1, __ATOMIC_RELEASE);
       if (precision) {
         k.len = 0;
@@ -446,7 +473,7 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
         if (st) { tpu_host_exe_free(e->exe); free(e); e = NULL; }
       }
     }
-    if (st == TPU_OK) {
+    if (st == TPU_OK && !lazy) {
       e->hash = h; e->key_len = k.len;
       e->key = malloc(k.len);
       if (!e->key) { tpu_host_exe_free(e->exe); free(e); st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
@@ -467,6 +494,10 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
     st = tpu_trace_record(device, l, op_name, args, nargs, outs, nouts, e);
     tpu_exec_entry_release(e);
     return st;
+  }
+  if (!e->exe) { /* a lazy entry whose capture ended meanwhile */
+    st = tpu_exec_entry_materialize(e, l, op_name, args, nargs, outs, nouts);
+    if (st) { tpu_exec_entry_release(e); return st; }
   }
   /* bind */
   task_t* t = task_alloc(e->n_tbind + nouts + e->n_arg_outs);

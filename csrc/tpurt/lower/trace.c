@@ -458,6 +458,7 @@ static const tpu_tensor_t* value_tensor(const trace_t* tr, int id) { return tr->
 static tpu_status_t enqueue_single(trace_t* tr, const rec_t* r) {
   tpu_exec_entry_t* e = r->e;
   static double sink;
+  if (!e->exe) TPU_RETURN_IF_ERROR(tpu_exec_entry_materialize(e, r->l, r->name, r->args, r->nargs, r->outs, r->nouts));
   ftask_t* t = ftask_new(e->n_tbind, e->n_sbind, r->nouts + e->n_arg_outs);
   if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   __atomic_add_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL);
@@ -913,6 +914,7 @@ static int read_sensitively(const trace_t* tr, int id) {
   if (!tr->vals[id].read) return 0;
   for (int j = tr->vals[id].op + 1; j < tr->n_ops; ++j) {
     const rec_t* r = &tr->ops[j];
+    if (!r->e->exe) tpu_status_free(tpu_exec_entry_materialize(r->e, r->l, r->name, r->args, r->nargs, r->outs, r->nouts)); /* failed: sensitive */
     for (int i = 0; i < r->nargs; ++i) {
       const tpu_arg_t* a = &r->args[i];
       int n = a->kind == TPU_ARG_TENSOR ? 1 : a->kind == TPU_ARG_TENSOR_LIST ? (int)a->len : 0;
@@ -1000,6 +1002,11 @@ int tpu_trace_should_record(int device) {
 }
 
 int tpu_trace_recording(int device) { return tpu_trace_should_record(device); }
+int tpu_trace_capturing(int device) {
+  if (!(atomic_load_explicit(&tpu_trace_mode, memory_order_relaxed) & 2) || device < 0 || device >= g_ntraces) return 0;
+  if (tpu_rt_queue_current_device() >= 0 || tl_flushing >= 0) return 0; /* not recorded (tpu_trace_should_record) */
+  return __atomic_load_n(&g_traces[device].capturing, __ATOMIC_RELAXED);
+}
 
 static tpu_status_t copy_record(trace_t* tr, rec_t* r, const char* name, const tpu_arg_t* args, int nargs,
                                 const tpu_tensor_t* outs, int nouts) {

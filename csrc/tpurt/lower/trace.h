@@ -2,7 +2,8 @@
  *
  * With fused eager on (TORCH_TPU_FUSED_EAGER=1 or tpu_trace_set_enabled) or while a capture is
  * open, tpu_op_run validates an op exactly as strict eager does (signature, single-op
- * executable, runtime scalar checks, RNG counters reserved), then calls tpu_trace_record
+ * executable (while capturing a new size: lowered only, see tpu_exec_entry_materialize), runtime
+ * scalar checks, RNG counters reserved), then calls tpu_trace_record
  * instead of enqueueing it. Recorded ops of a device form one pending trace, flushed as ONE
  * fused graph (all recorded lowerings embedded into one IR graph, cached by the trace's
  * signature) before anything else touches the device (runtime hooks), at a size limit, or on
@@ -22,6 +23,16 @@ int tpu_trace_should_record(int device);
  * Errors: out of host memory; a failing flush the recording forced. */
 tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* op_name, const tpu_arg_t* args,
                               int nargs, const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t* e);
+
+/* Nonzero while a capture is open on `device` (cheap). */
+int tpu_trace_capturing(int device);
+
+/* An op recorded while capturing a new size gets a lazy entry (lower/registry.c): lowered (key,
+ * bindings, checks, RNG) but not compiled, e->exe NULL, owned by the trace record only (never
+ * cached). Compiles its executable when a fallback needs it (op-by-op flush, layout check) from the
+ * op's records. Errors: the compile's. */
+tpu_status_t tpu_exec_entry_materialize(tpu_exec_entry_t* e, const tpu_lowering_t* l, const char* name,
+                                        const tpu_arg_t* args, int nargs, const tpu_tensor_t* outs, int nouts);
 
 /* The graph a capture's executable runs (after the compiler passes); borrowed, NULL if none. */
 const tpu_ir_graph_t* tpu_capture_graph(const struct tpu_capture_s* c);

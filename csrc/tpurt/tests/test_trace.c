@@ -243,6 +243,70 @@ static void test_capture_replay(void) {
   drop(&x); drop(&w); drop(&y); drop(&s);
 }
 
+/* ---- ops recorded while capturing a new size are lowered, not compiled: a capture compiles one
+ * executable (the fused graph); a capture broken by a flush compiles each flushed trace instead. */
+static uint64_t compiles(void) { tpu_metrics_t m; tpu_metrics_get(&m); return m.compiles; }
+static void test_capture_compiles_one_executable(void) {
+  for (int broken = 0; broken < 2; ++broken) {
+    const int64_t N = broken ? 5 : 7, K = broken ? 11 : 13; /* sizes no other test ran: cache misses */
+    float hx[7 * 13], hw[7 * 13];
+    for (int i = 0; i < N * K; ++i) { hx[i] = frand(); hw[i] = frand(); }
+    int64_t sz[2] = {N, K}, n1[1] = {N};
+    buf_t x = fbuf(2, sz, hx), w = fbuf(2, sz, hw), y = fbuf(2, sz, NULL), s = fbuf(1, n1, NULL);
+    uint64_t c0 = compiles();
+    OK(tpu_capture_begin(0));
+    mul(&x.t, &w.t, &y.t);
+    CHECK(compiles() == c0, "recording compiled nothing (%llu)", (unsigned long long)(compiles() - c0));
+    if (broken) OK(tpu_trace_flush(0)); /* the recorded mul runs as a trace of its own */
+    add(&y.t, &x.t, 1.0, &y.t);
+    sum_dim(&y.t, 1, &s.t);
+    tpu_tensor_t outs[2] = {y.t, s.t};
+    tpu_capture_t* cap = NULL;
+    char reason[256];
+    OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, 2, &cap, reason, sizeof reason));
+    CHECK(broken ? !cap : cap != NULL, "capture (broken %d): %s", broken, reason);
+    /* intact: the fused graph is the one compile; broken: (mul) and (add, sum) */
+    CHECK(compiles() - c0 == (broken ? 2u : 1u), "broken %d: %llu compiles", broken, (unsigned long long)(compiles() - c0));
+    float hy[7 * 13], hs[7];
+    fget(&y, hy); fget(&s, hs);
+    int ok = 1;
+    for (int i = 0; i < N * K; ++i) ok &= hy[i] == hx[i] * hw[i] + hx[i];
+    CHECK(ok, "broken %d: results", broken);
+    tpu_capture_free(cap);
+    drop(&x); drop(&w); drop(&y); drop(&s);
+  }
+  /* Overwriting a non-contiguous value that a reduction read needs that reader's compiled graph (the
+   * layout check): its lazy entry is compiled then, and the check flushes as before. */
+  const int64_t N = 6, K = 9;
+  float hx[6 * 9], hw[6 * 9];
+  for (int i = 0; i < N * K; ++i) { hx[i] = frand(); hw[i] = frand(); }
+  int64_t sz[2] = {N, K}, szt[2] = {K, N}, n1[1] = {N};
+  buf_t x = fbuf(2, sz, hx), w = fbuf(2, sz, hw), y = fbuf(2, szt, NULL), s = fbuf(1, n1, NULL);
+  tpu_tensor_t yt = transposed(&y.t); /* (N, K), not contiguous */
+  uint64_t c0 = compiles();
+  OK(tpu_capture_begin(0));
+  mul(&x.t, &w.t, &yt);
+  sum_dim(&yt, 1, &s.t);
+  add(&x.t, &x.t, 1.0, &yt); /* overwrites yt, which the sum read */
+  tpu_tensor_t outs[2] = {yt, s.t};
+  tpu_capture_t* cap = NULL;
+  char reason[256];
+  OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, 2, &cap, reason, sizeof reason));
+  CHECK(!cap && strstr(reason, "non-contiguous"), "layout check: %s", reason);
+  /* the sum's own executable (the check), the (mul, sum) trace, the (add) trace */
+  CHECK(compiles() - c0 == 3u, "%llu compiles", (unsigned long long)(compiles() - c0));
+  float hy[6 * 9], hs[6];
+  fget(&y, hy); fget(&s, hs);
+  int ok = 1;
+  for (int i = 0; i < N; ++i) {
+    float r = 0;
+    for (int j = 0; j < K; ++j) { ok &= hy[j * N + i] == hx[i * K + j] + hx[i * K + j]; r += hx[i * K + j] * hw[i * K + j]; }
+    ok &= fabsf(hs[i] - r) <= 1e-5f * (1 + fabsf(r));
+  }
+  CHECK(ok, "layout check: results");
+  drop(&x); drop(&w); drop(&y); drop(&s);
+}
+
 /* ---- the disk level: a second process running the same fused trace compiles nothing */
 static int child_main(void) {
   tpu_cache_stats_t c0, c1;
@@ -279,6 +343,7 @@ int main(int argc, char** argv) {
   test_fused_matches_strict();
   test_recorder_sees_fused_graphs();
   test_capture_replay();
+  test_capture_compiles_one_executable();
   test_second_process_loads_fused_graphs(argv[0]);
   OK(tpu_rt_synchronize(0));
   printf("test_trace: %d passed, %d failed\n", g_pass, g_fail);
