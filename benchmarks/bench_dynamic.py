@@ -7,7 +7,7 @@ printed:
 
   first s     wall seconds of the first training step (forward + loss + backward) at a new size
   cpu s       process CPU seconds of that step (all threads)
-  replay s    wall seconds of a later step at the same size
+  replay s    wall seconds of a later step at the same size (rcpu s: its process CPU seconds)
   captures    graph captures made (forward and backward: 2 per new size when nothing can be reused)
   record s    wall seconds of the captures' recording runs (the FX graph run op by op while the runtime records)
   end s       wall seconds inside _capture_end (fused graph: lowerings re-run into one graph, passes, host plan)
@@ -15,8 +15,8 @@ printed:
               keyed by its shapes: a new size misses)
   op comp s   compile seconds of those single-op executables
   fused       fused (whole-graph) executables compiled (trace cache misses), and their compile seconds
-  reused      size-parametric reuses (captures instantiated from a template instead of compiled), if the runtime
-              has them
+  predicted   captures whose executable graph the segment's size template predicted exactly from the earlier sizes
+              (compile_size_template; a diagnostic: nothing is reused from it yet)
 
 Usage: TORCH_TPU_CACHE_DIR=0 python benchmarks/bench_dynamic.py [--only mingpt,llama] [--threads 1]
 Timings are noisy on a shared machine; the counts are deterministic.
@@ -81,8 +81,8 @@ def run(name: str) -> None:
         loss(compiled(*x)).backward()
         torch.tpu.synchronize()
 
-    print(f"{name}: {'size':>8} {'first s':>8} {'cpu s':>7} {'replay s':>9} {'captures':>8} {'record s':>9} "
-          f"{'end s':>7} {'op compiles':>11} {'op comp s':>9} {'fused':>5} {'fused s':>7} {'reused':>6}")
+    print(f"{name}: {'size':>8} {'first s':>8} {'cpu s':>7} {'replay s':>9} {'rcpu s':>7} {'captures':>8} {'record s':>9} "
+          f"{'end s':>7} {'op compiles':>11} {'op comp s':>9} {'fused':>5} {'fused s':>7} {'predicted':>9}")
     for i, (b, s) in enumerate(SIZES[name]):
         step(b, s) if i == 0 else None  # the first size also compiles the Dynamo graphs: warm it
         torch_tpu.reset_metrics()
@@ -92,15 +92,15 @@ def run(name: str) -> None:
         step(b, s)
         first, cpu = time.perf_counter() - t0, time.process_time() - c0
         m = torch_tpu.metrics()
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         step(b, s)
-        replay = time.perf_counter() - t1
+        replay, rcpu = time.perf_counter() - t1, time.process_time() - c1
         fused = m["trace_cache_misses"]
         fused_s = m["compile_seconds"] - _timers["op_compile_s"]
         tag = f"{b}x{s}" + (" (2nd)" if i == 0 else "")
-        print(f"{'':{len(name) + 1}} {tag:>8} {first:8.3f} {cpu:7.3f} {replay:9.4f} {m['compile_captures']:8d} "
+        print(f"{'':{len(name) + 1}} {tag:>8} {first:8.3f} {cpu:7.3f} {replay:9.4f} {rcpu:7.4f} {m['compile_captures']:8d} "
               f"{_timers['record']:9.3f} {_timers['end']:7.3f} {_timers['op_compiles']:11d} "
-              f"{_timers['op_compile_s']:9.3f} {fused:5d} {fused_s:7.3f} {m.get('compile_template_reuses', 0):6d}")
+              f"{_timers['op_compile_s']:9.3f} {fused:5d} {fused_s:7.3f} {m['compile_size_template'].get('predicted', 0):9d}")
 
 
 def main() -> None:
