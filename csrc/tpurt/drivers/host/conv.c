@@ -447,10 +447,16 @@ static void gk_xt16_worker(void* ctx, int64_t begin, int64_t end) {
       for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
         uint16_t* dr = d + (((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2]) * Cx;
         const uint16_t* sr = x + n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3];
-        if (cs == 1) {
+        if (cs == 1 && ws == Cx && Cp == Cg && g->G * Cg == Cx) { /* a dense channels-last row */
+          memcpy(dr, sr, (size_t)(W * Cx) * sizeof(uint16_t));
+        } else if (cs == 1) {
           for (int64_t w = 0; w < W; ++w)
-            for (int64_t grp = 0; grp < g->G; ++grp)
-              memcpy(dr + w * Cx + grp * Cp, sr + w * ws + grp * Cg, (size_t)Cg * sizeof(uint16_t));
+            for (int64_t grp = 0; grp < g->G; ++grp) {
+              uint16_t* dw = dr + w * Cx + grp * Cp;
+              const uint16_t* sw = sr + w * ws + grp * Cg;
+              if (Cg >= 16) memcpy(dw, sw, (size_t)Cg * sizeof(uint16_t));
+              else for (int64_t c = 0; c < Cg; ++c) dw[c] = sw[c];
+            }
         } else {
           for (int64_t grp = 0; grp < g->G; ++grp)
             for (int64_t c = 0; c < Cg; ++c) {
@@ -638,9 +644,11 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
       }
       for (int64_t j = 0; j < J->ng; ++j) {
         const int64_t o0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Og - o0);
+        if (nl <= 0) break;
         float* yr = yd + yo + (grp * g->Og + o0) * g->ys[1];
         const float* tr = tile + i * 48 + j * 16;
-        for (int64_t l = 0; l < nl; ++l) yr[l * g->ys[1]] = tr[l];
+        if (g->ys[1] == 1) memcpy(yr, tr, (size_t)nl * sizeof(float));
+        else for (int64_t l = 0; l < nl; ++l) yr[l * g->ys[1]] = tr[l];
       }
     }
   }
@@ -963,9 +971,11 @@ static void bi_worker(void* ctx, int64_t begin, int64_t end) {
       }
       for (int64_t j = 0; j < J->ng; ++j) {
         const int64_t c0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Cg - c0);
+        if (nl <= 0) break;
         float* xr = xd + xo + (grp * g->Cg + c0) * g->xs[1];
         const float* tr = tile + i * 48 + j * 16;
-        for (int64_t l = 0; l < nl; ++l) xr[l * g->xs[1]] = tr[l];
+        if (g->xs[1] == 1) memcpy(xr, tr, (size_t)nl * sizeof(float));
+        else for (int64_t l = 0; l < nl; ++l) xr[l * g->xs[1]] = tr[l];
       }
     }
   }
