@@ -194,3 +194,66 @@ def test_writes_into_slices_of_pending_values_are_captured():
     ref = fn(x2.cpu(), w.cpu())
     for a, b in zip(got, ref):
         torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-5)
+
+
+def _dead_input_graph():
+    """A graph whose first input dies at its first step (a.sum()) and whose big output is written after."""
+    g = torch.Generator().manual_seed(11)
+    n = 64 * 1024 + 3                               # f32: a 256 KiB class block
+    a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    fn = lambda a, b: [a.sum(), b * a.sum().neg()]  # noqa: E731
+    x, y = a.to("tpu"), b.to("tpu")
+    C._capture_begin(0)
+    outs = fn(x, y)
+    handle, reason = C._capture_end([x, y], outs)
+    assert handle is not None, reason
+    return handle, fn, a, b
+
+
+def test_donated_input_is_freed_after_its_last_reader():
+    """run(inputs, donate=True) takes the list's references (the list is emptied): an input nobody else holds is
+    freed right after the run's last step that reads it, so an output written later may take its block: the
+    run's peak is as op by op execution has it (not inputs + outputs), and the values are eager's."""
+    handle, fn, a, b = _dead_input_graph()
+    want = [t.cpu() for t in fn(a.to("tpu"), b.to("tpu"))]  # strict eager
+    y = b.to("tpu")
+    x = a.to("tpu")
+    x_ptr = x.data_ptr()
+    torch.tpu.synchronize()
+    before = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    args = [x, y]
+    del x
+    got = handle.run(args, True)
+    assert args == []
+    torch.tpu.synchronize()
+    # the 4-byte sum is allocated (512 B block) before x dies; the product takes x's block after
+    assert torch.tpu.max_memory_allocated() - before <= 512
+    assert got[1].data_ptr() == x_ptr
+    for t, w in zip(got, want):
+        assert torch.equal(t.cpu(), w)
+    torch.testing.assert_close(got[1].cpu(), b * -a.sum(), rtol=1e-5, atol=1e-5)
+
+
+def test_held_input_is_not_donated():
+    """An input someone else still references (a Python variable, another view of its storage, or a plain run
+    without donate) keeps its memory and its values."""
+    handle, fn, a, b = _dead_input_graph()
+    want = [t.cpu() for t in fn(a.to("tpu"), b.to("tpu"))]
+    y = b.to("tpu")
+    for case in ("variable", "view", "no donate"):
+        x = a.to("tpu")
+        keep = x if case == "variable" else x[1:] if case == "view" else None
+        args = [x, y]
+        del x
+        torch.tpu.synchronize()
+        before = torch.tpu.memory_allocated()
+        torch.tpu.reset_peak_memory_stats()
+        got = handle.run(args, case != "no donate")
+        torch.tpu.synchronize()
+        assert torch.tpu.max_memory_allocated() - before >= b.numel() * 4  # the product got a block of its own
+        for t, w in zip(got, want):
+            assert torch.equal(t.cpu(), w)
+        if keep is not None:
+            assert torch.equal(keep.cpu(), a if case == "variable" else a[1:])
+        del args, got, keep

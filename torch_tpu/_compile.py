@@ -410,7 +410,13 @@ class _Replay:
         self.handle, self.specs, self.out_type, self.all_tensors = handle, specs, out_type, all_tensors
 
     def run(self, call_args: list[Any]) -> Any:
-        got = self.handle.run(call_args if self.all_tensors else [a for a in call_args if isinstance(a, torch.Tensor)])
+        """Steals `call_args` (AOTAutograd's boxed convention: the list is cleared): an input nobody else holds
+        (a saved activation in a backward graph) is freed inside the run after its last reader, and the buffers
+        the run writes after that are allocated only then (see CaptureHandle.run), as op by op execution would."""
+        tensors = call_args if self.all_tensors else [a for a in call_args if isinstance(a, torch.Tensor)]
+        if tensors is not call_args:
+            call_args.clear()
+        got = self.handle.run(tensors, True)
         if self.specs is not None:
             outs = []
             for kind, v in self.specs:

@@ -4,6 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <unordered_map>
+
 #include <ATen/ops/empty_strided.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
@@ -34,6 +37,18 @@ std::vector<tpu_tensor_t> records(const std::vector<at::Tensor>& ts, const char*
 std::vector<int64_t> sizes_of(const tpu_tensor_t& m) { return std::vector<int64_t>(m.sizes, m.sizes + m.ndim); }
 std::vector<int64_t> strides_of(const tpu_tensor_t& m) { return std::vector<int64_t>(m.strides, m.strides + m.ndim); }
 
+// Whether `owned` (a reference this code holds) is the only way to reach its tensor: no other C++
+// reference, and its Python wrapper, if any, is kept alive only by the tensor itself (a wrapper
+// holds one reference and, while others exist, the tensor holds the wrapper; see PyTorch's note
+// "PyObject preservation for Tensor and Storages"). The caller holds the GIL.
+// `copies`: how many references to it this code holds (a graph may take one tensor twice: a
+// value and its detached alias, which a replay returns as one tensor).
+bool sole_owner(const at::Tensor& owned, size_t copies) {
+  PyObject* py = owned.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+  if (py == nullptr) return owned.use_count() == copies;
+  return owned.use_count() == copies + 1 && Py_REFCNT(py) == 1;
+}
+
 // A replayable captured trace. Keeps the constants alive (their memory is bound into it).
 class CaptureHandle {
  public:
@@ -43,19 +58,68 @@ class CaptureHandle {
   CaptureHandle(const CaptureHandle&) = delete;
   CaptureHandle& operator=(const CaptureHandle&) = delete;
 
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) {
+  // donate: the caller handed over its references (the list was cleared); an input no one else
+  // holds (one tensor on its storage, this vector its only owner) is freed right after the run's
+  // last step reading it and the buffers written after that step are allocated only then, as op by
+  // op execution frees and allocates (the peak of a captured backward is otherwise every saved
+  // activation plus every gradient). The allocator hold keeps those blocks from other threads
+  // until the run is enqueued.
+  std::vector<at::Tensor> run(std::vector<at::Tensor> inputs, bool donate) {
     std::vector<tpu_tensor_t> in = records(inputs, "captured graph input");
     const int nb = tpu_capture_num_buffers(c_);
     std::vector<at::Tensor> bufs(static_cast<size_t>(nb));
     std::vector<tpu_tensor_t> rec(static_cast<size_t>(nb));
-    for (int b = 0; b < nb; ++b) {
+    auto alloc = [&](int b) {
       tpu_tensor_t meta;
       check_status(tpu_capture_buffer_info(c_, b, &meta));
       bufs[b] = at::empty_strided(sizes_of(meta), strides_of(meta), options(meta));
       fill_tensor_record(bufs[b], &rec[b], "captured graph output");
+    };
+    std::vector<int> dead;  // donated inputs, by last read
+    std::vector<int32_t> last(inputs.size()), first(static_cast<size_t>(nb));
+    if (donate && nb > 0 && !tpu_trace_recording(device_)) {
+      check_status(tpu_capture_lifetimes(c_, last.data(), first.data()));
+      int32_t latest = *std::max_element(first.begin(), first.end());
+      // the same tensor more than once (a value and its detached alias): one entry, its last read
+      std::unordered_map<const c10::TensorImpl*, std::pair<int, size_t>> first_of;  // -> (first index, copies)
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        auto it = first_of.emplace(inputs[i].unsafeGetTensorImpl(), std::make_pair(static_cast<int>(i), size_t{0})).first;
+        it->second.second++;
+        int f = it->second.first;
+        last[f] = std::max(last[f], last[i]);
+      }
+      for (const auto& kv : first_of) {
+        const int i = kv.second.first;
+        const at::Tensor& t = inputs[i];
+        if (last[i] < latest && sole_owner(t, kv.second.second) && t.storage().use_count() == 1 &&
+            t.storage().nbytes() > 0 && t.storage().data_ptr().get() != nullptr)
+          dead.push_back(i);
+      }
     }
     tpu_status_t st;
-    {
+    if (dead.empty()) {
+      for (int b = 0; b < nb; ++b) alloc(b);
+      py::gil_scoped_release no_gil;
+      st = tpu_capture_run(c_, in.data(), static_cast<int>(in.size()), rec.data(), nb);
+    } else {
+      std::sort(dead.begin(), dead.end(), [&](int a, int b) { return last[a] < last[b]; });
+      std::vector<int> order(static_cast<size_t>(nb));
+      for (int b = 0; b < nb; ++b) order[b] = b;
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first[a] < first[b]; });
+      check_status(tpu_rt_alloc_hold_begin(device_));
+      struct Hold {
+        int d;
+        ~Hold() { tpu_rt_alloc_hold_end(d); }
+      } hold{device_};
+      size_t j = 0;
+      for (int b : order) {
+        for (; j < dead.size() && last[dead[j]] < first[b]; ++j) {  // free: its last reader runs before b's writer
+          c10::StorageImpl* s = inputs[dead[j]].storage().unsafeGetStorageImpl();
+          c10::DataPtr gone = s->set_data_ptr(c10::DataPtr(nullptr, s->device()));
+          s->set_nbytes(0);
+        }
+        alloc(b);
+      }
       py::gil_scoped_release no_gil;
       st = tpu_capture_run(c_, in.data(), static_cast<int>(in.size()), rec.data(), nb);
     }
@@ -177,10 +241,19 @@ void register_trace_bindings(py::module& m) {
     END_HANDLE_TH_ERRORS_PYBIND
   });
   py::class_<CaptureHandle>(m, "CaptureHandle")
-      .def("run", [](CaptureHandle& h, const std::vector<at::Tensor>& inputs) -> std::vector<at::Tensor> {
-        HANDLE_TH_ERRORS { return h.run(inputs); }
-        END_HANDLE_TH_ERRORS_PYBIND
-      })
+      .def(
+          "run",
+          [](CaptureHandle& h, py::list inputs, bool donate) -> std::vector<at::Tensor> {
+            HANDLE_TH_ERRORS {
+              std::vector<at::Tensor> ts = inputs.cast<std::vector<at::Tensor>>();
+              // donate: the list's references are handed over (AOTAutograd's boxed convention)
+              if (donate && PyList_SetSlice(inputs.ptr(), 0, PyList_GET_SIZE(inputs.ptr()), nullptr) != 0)
+                throw py::error_already_set();
+              return h.run(std::move(ts), donate);
+            }
+            END_HANDLE_TH_ERRORS_PYBIND
+          },
+          py::arg("inputs"), py::arg("donate") = false)
       .def_property_readonly("num_ops", &CaptureHandle::num_ops)
       .def_property_readonly("num_outputs", &CaptureHandle::num_outputs);
   m.def(

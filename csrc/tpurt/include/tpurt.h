@@ -127,6 +127,13 @@ void tpu_rt_set_matmul_precision_source(tpu_matmul_precision_source_t source);
 tpu_status_t tpu_rt_malloc(int device, size_t nbytes, void** out_ptr);
 void tpu_rt_free(int device, void* ptr); /* NULL is fine; unknown ptr ignored */
 tpu_status_t tpu_rt_empty_cache(int device);
+/* Hold: between begin and end, blocks of `device` that the calling thread frees are kept for the
+ * calling thread's own allocations (they leave allocated_bytes at once) and join the shared cache
+ * at the end. For freeing memory that work not yet enqueued still reads (a captured graph's dead
+ * inputs, given to its outputs): end the hold after enqueueing that work, and no other thread's
+ * work can be enqueued on such a block before it. One hold per thread; end is a no-op when none. */
+tpu_status_t tpu_rt_alloc_hold_begin(int device);
+void tpu_rt_alloc_hold_end(int device);
 
 typedef struct tpu_rt_memory_stats_s {
   uint64_t allocated_bytes;      /* bytes in live blocks (rounded sizes) */
@@ -346,6 +353,13 @@ tpu_status_t tpu_capture_buffer_info(const tpu_capture_t* capture, int b, tpu_te
  * of inputs[*out_input] (when >= 0) or else of fresh buffer *out_buffer. */
 tpu_status_t tpu_capture_output_info(const tpu_capture_t* capture, int k, tpu_tensor_t* out_meta, int* out_input,
                                      int* out_buffer, int64_t* out_offset);
+/* Lifetimes inside one run, for callers that give a run's fresh buffers memory of inputs nobody
+ * else holds: out_input_last[i] (n_inputs) is the last step of the run that reads input i (-1: none;
+ * INT32_MAX: the run writes it or returns a view of it), out_buffer_first[b] (num_buffers) the
+ * first step that may write buffer b. A buffer allocated after freeing input i is safe when
+ * out_input_last[i] < out_buffer_first[b] (the executor writes an output over an input only
+ * after the input's last reader; in any other overlap it goes through a temporary). */
+tpu_status_t tpu_capture_lifetimes(const tpu_capture_t* capture, int32_t* out_input_last, int32_t* out_buffer_first);
 /* Runs the captured graph once more (async, one task): inputs as at capture (layouts checked),
  * buffers as tpu_capture_buffer_info says. RNG counters are reserved from the device's default
  * generator as eager would. */

@@ -1505,6 +1505,29 @@ tpu_status_t tpu_capture_output_info(const tpu_capture_t* c, int k, tpu_tensor_t
   return TPU_OK;
 }
 
+tpu_status_t tpu_capture_lifetimes(const tpu_capture_t* c, int32_t* out_input_last, int32_t* out_buffer_first) {
+  if (!c || (c->n_inputs && !out_input_last) || (c->n_bufs && !out_buffer_first))
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_lifetimes: bad arguments");
+  const fentry_t* f = c->f;
+  int32_t* pl = malloc((size_t)(f->n_tb + f->n_out + 1) * sizeof(int32_t));
+  if (!pl) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+  int32_t* of = pl + f->n_tb;
+  tpu_host_exe_lifetimes(f->exe, pl, of);
+  for (int i = 0; i < c->n_inputs; ++i) out_input_last[i] = -1;
+  for (int b = 0; b < c->n_bufs; ++b) out_buffer_first[b] = INT32_MAX;
+  for (int p = 0; p < f->n_tb; ++p)
+    if (c->params[p].kind == CB_INPUT && out_input_last[c->params[p].index] < pl[p]) out_input_last[c->params[p].index] = pl[p];
+  for (int k = 0; k < f->n_out; ++k) {
+    const cbind_t* b = &c->outs[k];
+    if (b->kind == CB_INPUT) out_input_last[b->index] = INT32_MAX; /* written in place: never dead */
+    else if (b->kind == CB_FRESH && out_buffer_first[b->index] > of[k]) out_buffer_first[b->index] = of[k];
+  }
+  for (int u = 0; u < c->n_outputs; ++u)
+    if (c->user_alias[u] >= 0) out_input_last[c->user_alias[u]] = INT32_MAX;
+  free(pl);
+  return TPU_OK;
+}
+
 tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* buffers,
                              int n_buffers) {
   if (!c) return TPU_ERR(INVALID_ARGUMENT, "tpu_capture_run: NULL capture");

@@ -42,6 +42,26 @@ typedef struct {
 static dev_alloc_t* g_alloc;
 static int g_nalloc;
 
+/* A hold (tpu_rt_alloc_hold_begin): blocks the holding thread frees stay private to it (its own
+ * allocations take them first) until the hold ends, when they join the shared cache. */
+typedef struct { void* ptr; uint64_t size; } held_t;
+static _Thread_local struct { int device, n, cap; held_t* b; } tl_hold = {-1, 0, 0, NULL};
+
+static void* hold_take(uint64_t size, uint64_t* out_size) { /* the smallest held block that fits the class rule */
+  int best = -1;
+  for (int j = 0; j < tl_hold.n; ++j) {
+    uint64_t cls = tl_hold.b[j].size;
+    if (cls < size || (cls != size && (size >= SMALL_LIMIT || (cls - size) * 8 > size || cls - size > SMALL_FIT_PROBES * SMALL_ROUND)))
+      continue;
+    if (best < 0 || cls < tl_hold.b[best].size) best = j;
+  }
+  if (best < 0) return NULL;
+  void* p = tl_hold.b[best].ptr;
+  *out_size = tl_hold.b[best].size;
+  tl_hold.b[best] = tl_hold.b[--tl_hold.n];
+  return p;
+}
+
 /* executor scratch (common.h): process-wide, lock-free */
 static _Atomic int64_t g_scratch_live, g_scratch_peak, g_scratch_cached;
 void tpu_rt_scratch_add(int64_t live_delta, int64_t cached_delta) {
@@ -244,7 +264,9 @@ tpu_status_t tpu_rt_malloc(int device, size_t nbytes, void** out_ptr) {
   uint64_t size = nbytes < SMALL_LIMIT ? (nbytes + SMALL_ROUND - 1) & ~(SMALL_ROUND - 1)
                                        : large_class((uint64_t)nbytes);
   uint64_t bsize = size;
-  void* p = cache_take(a, size, &bsize);
+  void* p = tl_hold.device == device ? hold_take(size, &bsize) : NULL;
+  if (p) a->cached -= bsize; /* counted as cached while held */
+  if (!p) p = cache_take(a, size, &bsize);
   if (p) {
     a->num_cache_hits++;
   } else {
@@ -306,6 +328,23 @@ void tpu_rt_free(int device, void* ptr) {
     a->allocated -= e.size;
     a->requested -= e.requested;
     a->num_frees++;
+    if (tl_hold.device == device) { /* never shared before the hold ends (else: keep it live) */
+      if (tl_hold.n == tl_hold.cap) {
+        int cap = tl_hold.cap ? 2 * tl_hold.cap : 64;
+        held_t* b = realloc(tl_hold.b, (size_t)cap * sizeof(held_t));
+        if (!b) {
+          live_insert(a, e.key, e.size, e.requested); /* cannot fail: the erase made room */
+          a->allocated += e.size; a->requested += e.requested; a->num_frees--;
+          pthread_mutex_unlock(&a->mu);
+          return;
+        }
+        tl_hold.b = b; tl_hold.cap = cap;
+      }
+      tl_hold.b[tl_hold.n++] = (held_t){ptr, e.size};
+      a->cached += e.size;
+      pthread_mutex_unlock(&a->mu);
+      return;
+    }
     if (!cache_push(a, ptr, e.size, fence)) { /* no host memory to cache it: release when safe */
       if (tpu_rt_queue_current_device() == device) { /* cannot wait here: keep it live */
         live_insert(a, e.key, e.size, e.requested); /* cannot fail: the erase made room */
@@ -322,6 +361,33 @@ void tpu_rt_free(int device, void* ptr) {
     }
   }
   pthread_mutex_unlock(&a->mu);
+}
+
+tpu_status_t tpu_rt_alloc_hold_begin(int device) {
+  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  if (tl_hold.device >= 0) return TPU_ERR(INVALID_ARGUMENT, "tpu_rt_alloc_hold_begin: this thread already holds tpu:%d", tl_hold.device);
+  tl_hold.device = device;
+  tl_hold.n = 0;
+  return TPU_OK;
+}
+
+void tpu_rt_alloc_hold_end(int device) {
+  if (device < 0 || device >= g_nalloc || tl_hold.device != device) return;
+  dev_alloc_t* a = &g_alloc[device];
+  uint64_t fence = tpu_rt_queue_enqueued_seq(device); /* the work enqueued during the hold may read them */
+  pthread_mutex_lock(&a->mu);
+  for (int j = 0; j < tl_hold.n; ++j) {
+    a->cached -= tl_hold.b[j].size;
+    if (!cache_push(a, tl_hold.b[j].ptr, tl_hold.b[j].size, fence)) { /* no host memory for the cache entry */
+      live_insert(a, (uintptr_t)tl_hold.b[j].ptr, tl_hold.b[j].size, 0); /* stays live (leaked) rather than unsafe */
+      a->allocated += tl_hold.b[j].size;
+    }
+  }
+  tl_hold.n = 0;
+  tl_hold.device = -1;
+  pthread_mutex_unlock(&a->mu);
+  free(tl_hold.b);
+  tl_hold.b = NULL; tl_hold.cap = 0;
 }
 
 tpu_status_t tpu_rt_empty_cache(int device) {

@@ -279,6 +279,46 @@ static void test_allocator(void) {
   free(ptrs);
 }
 
+/* Allocator hold: blocks the holding thread frees stay out of other threads' reach (they leave
+ * allocated_bytes at once) until the hold ends; the holder's own allocations reuse them. */
+typedef struct { size_t n; void* got; } other_alloc_t;
+static void* other_alloc_thread(void* arg) {
+  other_alloc_t* o = arg;
+  tpu_status_t st = tpu_rt_malloc(0, o->n, &o->got);
+  if (st) { tpu_status_free(st); o->got = NULL; }
+  return NULL;
+}
+static void test_allocator_hold(void) {
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK_OK(tpu_rt_malloc(0, 200000, &a));
+  CHECK_OK(tpu_rt_malloc(0, 200000, &b));
+  uint64_t live = stats(0).allocated_bytes;
+  CHECK_OK(tpu_rt_alloc_hold_begin(0));
+  tpu_status_t st = tpu_rt_alloc_hold_begin(0); /* one hold per thread */
+  CHECK(st && tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT);
+  tpu_status_free(st);
+  tpu_rt_free(0, a);
+  CHECK(stats(0).allocated_bytes == live - 200192);
+  other_alloc_t o = {200000, NULL}; /* another thread: never the held block */
+  pthread_t t;
+  pthread_create(&t, NULL, other_alloc_thread, &o);
+  pthread_join(t, NULL);
+  CHECK(o.got && o.got != a);
+  void* other = o.got;
+  CHECK_OK(tpu_rt_malloc(0, 199999, &c)); /* the holder: its held block */
+  CHECK(c == a);
+  tpu_rt_free(0, b);
+  tpu_rt_alloc_hold_end(0);
+  tpu_rt_alloc_hold_end(0); /* no hold: no-op */
+  o.got = NULL; /* b joined the shared cache */
+  pthread_create(&t, NULL, other_alloc_thread, &o);
+  pthread_join(t, NULL);
+  CHECK(o.got == b);
+  tpu_rt_free(0, o.got);
+  tpu_rt_free(0, other);
+  tpu_rt_free(0, c);
+}
+
 /* ------------------------------------------------------------------ queue */
 
 typedef struct { int* log; atomic_int* n; int value; atomic_int* freed; } append_ctx_t;
@@ -739,6 +779,7 @@ int main(void) {
   test_env_parsers();
   test_init();
   test_allocator();
+  test_allocator_hold();
   test_queue_order_and_errors();
   test_task_reentry();
   test_events();

@@ -38,6 +38,13 @@ int tpu_host_exe_num_steps(const tpu_host_exe_t* exe); /* kernels per run */
 void tpu_host_exe_fusion_stats(const tpu_host_exe_t* exe, int32_t* out_clusters, int32_t* out_fused_ops,
                                int32_t* out_reduce_producers);
 
+/* Memory plan of a run, for callers that place outputs in memory of parameters that die inside
+ * the run: param_last[p] (n_params) is the last step that reads parameter p or a view of it (-1:
+ * none; INT32_MAX: it is, or a view of it is, an output); out_first[k] (n_outputs) is the first
+ * step that may write output k (n_ops: the copies after the last step). The runner writes an
+ * output over a parameter only after the parameter's last step, else through a temporary. */
+void tpu_host_exe_lifetimes(const tpu_host_exe_t* exe, int32_t* param_last, int32_t* out_first);
+
 /* Runs the executable synchronously on the calling thread (a device queue
  * worker), using the shared thread pool inside kernels. params/outs: one view
  * per graph parameter/output, shapes equal to the graph's types. Returns index
