@@ -307,6 +307,62 @@ static void test_capture_compiles_one_executable(void) {
   drop(&x); drop(&w); drop(&y); drop(&s);
 }
 
+/* ---- size templates over captures (tpu_capture_size_check): the same ops captured at several
+ * (N, K) sizes; verdicts, a capture of other ops refused, bad arguments. */
+static tpu_capture_t* capture_at(int64_t N, int64_t K, int only_mul) {
+  float hx[9 * 9], hw[9 * 9];
+  for (int i = 0; i < N * K; ++i) { hx[i] = frand(); hw[i] = frand(); }
+  int64_t sz[2] = {N, K}, n1[1] = {N};
+  buf_t x = fbuf(2, sz, hx), w = fbuf(2, sz, hw), y = fbuf(2, sz, NULL), s = fbuf(1, n1, NULL);
+  OK(tpu_capture_begin(0));
+  mul(&x.t, &w.t, &y.t);
+  if (!only_mul) { add(&y.t, &x.t, 1.0, &y.t); sum_dim(&y.t, 1, &s.t); }
+  tpu_tensor_t outs[2] = {y.t, s.t};
+  tpu_capture_t* cap = NULL;
+  char reason[256];
+  OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, only_mul ? 1 : 2, &cap, reason, sizeof reason));
+  CHECK(cap != NULL, "capture %lldx%lld: %s", (long long)N, (long long)K, reason);
+  OK(tpu_rt_synchronize(0));
+  drop(&x); drop(&w); drop(&y); drop(&s);
+  return cap;
+}
+static void test_capture_size_template(void) {
+  static const int64_t sizes[][2] = {{4, 6}, {6, 6}, {5, 9}, {3, 7}, {8, 5}};
+  static const int want[] = {TPU_SIZE_TEMPLATE_FIRST, TPU_SIZE_TEMPLATE_GENERALIZED, TPU_SIZE_TEMPLATE_GENERALIZED,
+                             TPU_SIZE_TEMPLATE_PREDICTED, TPU_SIZE_TEMPLATE_PREDICTED};
+  tpu_size_template_t* t = NULL;
+  char why[256];
+  for (int i = 0; i < 5; ++i) {
+    tpu_capture_t* cap = capture_at(sizes[i][0], sizes[i][1], 0);
+    int verdict = -1;
+    if (cap) OK(tpu_capture_size_check(&t, cap, sizes[i], 2, &verdict, why, sizeof why));
+    CHECK(verdict == want[i], "size %d: verdict %d (%s)", i, verdict, why);
+    tpu_capture_free(cap);
+  }
+  size_t need = tpu_size_template_print(t, NULL, 0);
+  char* text = malloc(need);
+  CHECK(text && tpu_size_template_print(t, text, need) == need && strstr(text, "= s0") && strstr(text, "= s1"), "%s", text ? text : "");
+  free(text);
+  tpu_capture_t* other = capture_at(7, 8, 1); /* other ops: not an instance, template unchanged */
+  int verdict = -1;
+  if (other) OK(tpu_capture_size_check(&t, other, (int64_t[]){7, 8}, 2, &verdict, why, sizeof why));
+  CHECK(verdict == TPU_SIZE_TEMPLATE_NOT_INSTANCE && why[0], "other ops: %d %s", verdict, why);
+  tpu_status_t st = tpu_capture_size_check(&t, other, (int64_t[]){7}, 1, &verdict, why, sizeof why);
+  CHECK(st && strstr(tpu_status_message(st), "the template has 2"), "size count: %s", st ? tpu_status_message(st) : "OK");
+  tpu_status_free(st);
+  int64_t many[9] = {0};
+  tpu_size_template_t* t2 = NULL;
+  st = tpu_capture_size_check(&t2, other, many, 9, &verdict, why, sizeof why);
+  CHECK(st && !t2, "9 sizes refused");
+  tpu_status_free(st);
+  st = tpu_capture_size_check(&t2, NULL, many, 2, &verdict, why, sizeof why);
+  CHECK(st && !t2, "NULL capture refused");
+  tpu_status_free(st);
+  tpu_capture_free(other);
+  tpu_size_template_free(t);
+  tpu_size_template_free(NULL);
+}
+
 /* ---- the disk level: a second process running the same fused trace compiles nothing */
 static int child_main(void) {
   tpu_cache_stats_t c0, c1;
@@ -344,6 +400,7 @@ int main(int argc, char** argv) {
   test_recorder_sees_fused_graphs();
   test_capture_replay();
   test_capture_compiles_one_executable();
+  test_capture_size_template();
   test_second_process_loads_fused_graphs(argv[0]);
   OK(tpu_rt_synchronize(0));
   printf("test_trace: %d passed, %d failed\n", g_pass, g_fail);
