@@ -8,6 +8,7 @@
  *   ROWS_SOFTMAX(_BWD)  max / exp / sum / divide (or log) along dim 1 of [A, N, I]
  *   ROWS_LAYER_NORM(_BWD)  broadcast multiply-adds and row sums over [M, N]
  *   GELU(_BWD)     x (1 + erf(x / sqrt 2)) / 2 and its derivative times g
+ *   COL_SUMS       reduces over dim 0 (the layer-norm pair concatenated)
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
@@ -304,6 +305,20 @@ static int gelu(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   return shlo_bin(P, "stablehlo.multiply", in[0], shlo_bin(P, "stablehlo.add", cdf, shlo_bin(P, "stablehlo.multiply", x, pdf)));
 }
 
+/* COL_SUMS (drivers/host/rows.h): sums over dim 0 of [M, N]; the layer-norm pair stacked as [2, N] */
+static int col_sums(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
+  static const int64_t fl[2] = {1, 0};
+  if (op->i1 != 1) return shlo_reduce(P, TPU_IR_MONOID_SUM, in[0], fl);
+  const tpu_ir_type_t t = *shlo_type(P, in[0]);
+  static const int64_t d0 = 0;
+  int xh = shlo_bin(P, "stablehlo.multiply", shlo_bin(P, "stablehlo.subtract", in[1], shlo_bcast_to(P, in[2], &t, &d0)),
+                    shlo_bcast_to(P, in[3], &t, &d0));
+  int64_t d2[2] = {1, t.dims[1]};
+  int r[2] = {shlo_reshape(P, shlo_reduce(P, TPU_IR_MONOID_SUM, shlo_bin(P, "stablehlo.multiply", in[0], xh), fl), 2, d2),
+              shlo_reshape(P, shlo_reduce(P, TPU_IR_MONOID_SUM, in[0], fl), 2, d2)};
+  return shlo_concat(P, 2, r, 0);
+}
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -319,6 +334,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_ROWS_SOFTMAX: case TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD: return rows_softmax(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_ROWS_LAYER_NORM: case TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD: return rows_layer_norm(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_GELU: case TPU_IR_CUSTOM_GELU_BWD: return gelu(P, op, in);
+    case TPU_IR_CUSTOM_COL_SUMS: return col_sums(P, op, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

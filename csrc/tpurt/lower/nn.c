@@ -548,6 +548,16 @@ static tpu_status_t lower_layer_norm_bwd(tpu_lower_ctx_t* cx) {
   } else {
     lw_output(cx, 0, -1);
   }
+  const int want_w = o1 && o1->ndim >= 0, want_b = o2 && o2->ndim >= 0;
+  if ((want_w || want_b) && dt == TPU_DTYPE_F32 && M * n > 0) {
+    /* custom COL_SUMS (drivers/host/rows.h): sum g xh and sum g over the rows in one pass, as [2, n] */
+    int in[4] = {tpu_ir_reshape(G, g, 2, d2), tpu_ir_reshape(G, x, 2, d2), tpu_ir_reshape(G, lw_input(cx, 3, dt), 1, &M),
+                 tpu_ir_reshape(G, lw_input(cx, 4, dt), 1, &M)};
+    int st = custom_op(cx, TPU_IR_CUSTOM_COL_SUMS, 1, 4, in, 2, (int64_t[]){2, n}, dt);
+    const int64_t* ws = xs + axis;
+    lw_output(cx, 1, want_w && st >= 0 ? tpu_ir_reshape(G, ln_row(cx, st, 0, n), rank - axis, ws) : -1);
+    return lw_output(cx, 2, want_b && st >= 0 ? tpu_ir_reshape(G, ln_row(cx, st, 1, n), rank - axis, ws) : -1);
+  }
   if (o1 && o1->ndim >= 0) lw_output(cx, 1, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, g, xh), bfl));
   else lw_output(cx, 1, -1);
   if (o2 && o2->ndim >= 0) return lw_output(cx, 2, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, g, bfl));

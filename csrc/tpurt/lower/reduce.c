@@ -129,6 +129,27 @@ static int nonzero_mask(tpu_lower_ctx_t* cx, int x) {
   return tpu_ir_compare(G, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
 }
 
+/* An f32 sum over the leading dims of a graph input (a bias gradient in strict eager) runs as the host's
+ * column-sum kernel (custom COL_SUMS, drivers/host/rows.h: double accumulators per column, as the IR's
+ * reduce); -1 where it does not apply (then the generic reduce, which also fuses an elementwise producer). */
+static int col_sums(tpu_lower_ctx_t* cx, int monoid, int nan_zero, int x, const red_t* r) {
+  if (monoid != TPU_IR_MONOID_SUM || nan_zero || x < 0 || !r->n_red || r->rank < 2) return -1;
+  const tpu_ir_type_t t = *tpu_ir_type(G, x);
+  if (t.dtype != TPU_DTYPE_F32 || tpu_ir_op(G, x)->opcode != TPU_IR_PARAM) return -1;
+  int k = 0;
+  while (k < r->rank && r->flags[k]) ++k;
+  for (int d = k; d < r->rank; ++d) if (r->flags[d]) return -1;
+  if (k == 0 || k == r->rank) return -1;
+  int64_t d2[2] = {1, 1};
+  for (int d = 0; d < r->rank; ++d) d2[d >= k] *= t.dims[d];
+  if (d2[0] * d2[1] == 0) return -1;
+  int x2 = tpu_ir_reshape(G, x, 2, d2);
+  tpu_ir_type_t rt = {0};
+  rt.dtype = TPU_DTYPE_F32; rt.rank = 1; rt.dims[0] = d2[1];
+  int s = lw_custom(cx, TPU_IR_CUSTOM_COL_SUMS, 0, &rt, 1, &x2);
+  return s < 0 ? -1 : tpu_ir_reshape(G, s, r->rank - k, t.dims + k);
+}
+
 /* ---- sum / nansum / prod: (self, dim, keepdim, *, dtype, out) */
 static tpu_status_t lw_sum_like(tpu_lower_ctx_t* cx, int monoid, int dim_arg, int keep_arg, int nan_zero) {
   red_t r;
@@ -141,6 +162,8 @@ static tpu_status_t lw_sum_like(tpu_lower_ctx_t* cx, int monoid, int dim_arg, in
   int x = lw_input(cx, 0, OUT_DT(0));
   if (nan_zero && tpu_dtype_is_floating(OUT_DT(0)))
     x = tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, x), lw_const_like(cx, 0, x), x);
+  int cs = col_sums(cx, monoid, nan_zero, x, &r);
+  if (cs >= 0) return red_output(cx, 0, cs, &r);
   return red_output(cx, 0, red_apply(cx, monoid, x, &r), &r);
 }
 static tpu_status_t lower_sum(tpu_lower_ctx_t* cx) { return lw_sum_like(cx, TPU_IR_MONOID_SUM, 1, 2, 0); }

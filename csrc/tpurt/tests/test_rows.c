@@ -3,7 +3,8 @@
  * (contiguous, strided, the softmax dim in the middle) and dtypes; fully -inf rows give NaN;
  * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly.
  * ROWS_LAYER_NORM(_BWD) likewise against double loops (contiguous / strided rows, with and
- * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. */
+ * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. COL_SUMS: equal to
+ * double loops, ISA builds bit-identical. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,6 +342,78 @@ static void test_gelu(void) {
   free(x); free(g); free(o1); free(o2); free(ref);
 }
 
+/* COL_SUMS: the kernel adds each column's f32 terms in row order in double, so a plain double loop in the
+ * same order gives the same bits; every ISA build likewise; strided and contiguous operands agree. */
+static void test_col_sums(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const int64_t Ms[] = {1, 3, 64, 65, 300}, Ns[] = {1, 7, 8, 31, 33, 257, 300};
+  for (int a = 0; a < 5; ++a)
+    for (int b = 0; b < 7; ++b) {
+      const int64_t M = Ms[a], N = Ns[b];
+      for (int ln = 0; ln < 2; ++ln)
+        for (int strided = 0; strided < 2; ++strided) {
+          float *x = frand(M * (N * 3 + 5) + 8, 3, 0.5), *g = frand(M * (N * 3 + 5) + 8, 1, 0), *mean = frand(M * 2, 1, 0),
+                *rstd = frand(M * 2, 1, 1.5), *o = calloc((size_t)N * 6 + 8, 4);
+          tpu_host_view_t in[4], out;
+          memset(in, 0, sizeof(in)); memset(&out, 0, sizeof(out));
+          in[0] = v2(ln ? g : x, M, N, strided); in[1] = v2(x, M, N, strided);
+          in[2] = v1(mean, M, strided ? 2 : 1); in[3] = v1(rstd, M, 1);
+          if (ln) { out = v2(o, 2, N, strided); }
+          else { out = v1(o, N, strided ? 3 : 1); }
+          tpu_ir_op_t op = {0};
+          op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_COL_SUMS; op.i1 = ln;
+          tpu_status_t st = tpu_host_k_rows(&op, ln ? 4 : 1, ln ? in : &in[1], &out);
+          int ok = st == TPU_OK;
+          tpu_status_free(st);
+          for (int64_t j = 0; ok && j < N; ++j) {
+            double s1 = 0, s2 = 0;
+            for (int64_t r = 0; r < M; ++r) {
+              const float xv = *((const float*)in[1].data + r * in[1].strides[0] + j * in[1].strides[1]);
+              if (!ln) { s1 += (double)xv; continue; }
+              const float gv = *((const float*)in[0].data + r * in[0].strides[0] + j * in[0].strides[1]);
+              const float mu = mean[r * in[2].strides[0]], rs = rstd[r];
+              s1 += (double)(gv * ((xv - mu) * rs)); s2 += (double)gv;
+            }
+            if (ln) ok = o[j * out.strides[1]] == (float)s1 && o[out.strides[0] + j * out.strides[1]] == (float)s2;
+            else ok = o[j * out.strides[0]] == (float)s1;
+          }
+          CHECK(ok, "col sums M %lld N %lld ln %d strided %d equal the double loop", (long long)M, (long long)N, ln, strided);
+          if (!strided && isa[0]) { /* ISA builds, directly */
+            double *r1[3], *r2[3];
+            for (int k = 0; k < 3; ++k) {
+              r1[k] = calloc((size_t)N, 8); r2[k] = calloc((size_t)N, 8);
+              if (!isa[k]) continue;
+              if (ln) isa[k]->ln_col_sums(g, N, x, N, mean, 1, rstd, 1, M, r1[k], r2[k], N);
+              else isa[k]->col_sums(x, N, M, r1[k], N);
+            }
+            for (int k = 1; k < 3; ++k)
+              if (isa[k]) CHECK(!memcmp(r1[0], r1[k], (size_t)N * 8) && !memcmp(r2[0], r2[k], (size_t)N * 8),
+                                "col sums ISA %d bits (M %lld N %lld ln %d)", k, (long long)M, (long long)N, ln);
+            for (int k = 0; k < 3; ++k) { free(r1[k]); free(r2[k]); }
+          }
+          free(x); free(g); free(mean); free(rstd); free(o);
+        }
+    }
+  /* errors: operand count, shape, dtype */
+  float buf[64] = {0};
+  tpu_host_view_t x = v2(buf, 4, 4, 0), o = v1(buf + 32, 4, 1), bad = v1(buf + 32, 5, 1);
+  tpu_ir_op_t op = {0};
+  op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_COL_SUMS;
+  tpu_status_t st = tpu_host_k_rows(&op, 1, &x, &bad);
+  CHECK(st != TPU_OK, "col sums with a mismatched result is refused");
+  tpu_status_free(st);
+  op.i1 = 1;
+  st = tpu_host_k_rows(&op, 1, &x, &o);
+  CHECK(st != TPU_OK, "layer-norm col sums with one operand is refused");
+  tpu_status_free(st);
+  op.i1 = 0; x.dtype = TPU_DTYPE_BF16;
+  st = tpu_host_k_rows(&op, 1, &x, &o);
+  CHECK(st != TPU_OK, "bf16 col sums are refused");
+  tpu_status_free(st);
+}
+
 int main(void) {
   srand(7);
   test_random();
@@ -349,6 +422,7 @@ int main(void) {
   test_layer_norm();
   test_errors();
   test_gelu();
+  test_col_sums();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -243,7 +243,71 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
   return TPU_OK;
 }
 
+/* ---- COL_SUMS (f32 [M, N] -> [N], or the layer-norm pair -> [2, N]): column blocks in parallel */
+enum { COL_BLOCK = 256 };
+typedef struct {
+  const tpu_host_rows_ops_t* ops;
+  const tpu_host_view_t *g, *x, *mean, *rstd, *out; /* ln: g, x, mean, rstd; plain: x */
+  int64_t M, N;
+} col_job_t;
+
+static void col_worker(void* ctx, int64_t b0, int64_t b1) {
+  col_job_t* J = ctx;
+  double a1[COL_BLOCK], a2[COL_BLOCK];
+  const tpu_host_view_t *x = J->x, *o = J->out;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t j0 = b * COL_BLOCK, nj = TPU_MIN((int64_t)COL_BLOCK, J->N - j0);
+    for (int64_t j = 0; j < nj; ++j) a1[j] = a2[j] = 0;
+    const float* xp = (const float*)x->data + j0 * x->strides[1];
+    if (!J->g) {
+      if (x->strides[1] == 1) J->ops->col_sums(xp, x->strides[0], J->M, a1, nj);
+      else for (int64_t r = 0; r < J->M; ++r) for (int64_t j = 0; j < nj; ++j) a1[j] += (double)xp[r * x->strides[0] + j * x->strides[1]];
+      float* op = (float*)o->data + j0 * o->strides[0];
+      for (int64_t j = 0; j < nj; ++j) op[j * o->strides[0]] = (float)a1[j];
+      continue;
+    }
+    const tpu_host_view_t* g = J->g;
+    const float* gp = (const float*)g->data + j0 * g->strides[1];
+    const float *mp = (const float*)J->mean->data, *rp = (const float*)J->rstd->data;
+    const int64_t ms = J->mean->strides[0], rs = J->rstd->strides[0];
+    if (x->strides[1] == 1 && g->strides[1] == 1) {
+      J->ops->ln_col_sums(gp, g->strides[0], xp, x->strides[0], mp, ms, rp, rs, J->M, a1, a2, nj);
+    } else {
+      for (int64_t r = 0; r < J->M; ++r) {
+        const float mu = mp[r * ms], rstd = rp[r * rs];
+        for (int64_t j = 0; j < nj; ++j) {
+          const float gv = gp[r * g->strides[0] + j * g->strides[1]], xv = xp[r * x->strides[0] + j * x->strides[1]];
+          a1[j] += (double)(gv * ((xv - mu) * rstd)); a2[j] += (double)gv;
+        }
+      }
+    }
+    float* op = (float*)o->data + j0 * o->strides[1];
+    for (int64_t j = 0; j < nj; ++j) { op[j * o->strides[1]] = (float)a1[j]; op[o->strides[0] + j * o->strides[1]] = (float)a2[j]; }
+  }
+}
+
+static tpu_status_t k_col_sums(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  const int ln = op->i1 == 1;
+  if (n != (ln ? 4 : 1) || out->dtype != TPU_DTYPE_F32 || out->rank != (ln ? 2 : 1))
+    return TPU_ERR(INTERNAL, "host: column sums with %d operands, result rank %d %s", n, out->rank, tpu_dtype_name(out->dtype));
+  const int64_t M = xs[0].sizes[0], N = xs[0].sizes[1];
+  for (int k = 0; k < n; ++k) {
+    const tpu_host_view_t* v = &xs[k];
+    int ok = v->dtype == TPU_DTYPE_F32 && (k < (ln ? 2 : 1) ? v->rank == 2 && v->sizes[0] == M && v->sizes[1] == N
+                                                           : v->rank == 1 && v->sizes[0] == M);
+    if (!ok) return TPU_ERR(INTERNAL, "host: column sums operand %d does not match", k);
+  }
+  if (out->sizes[out->rank - 1] != N || (ln && out->sizes[0] != 2))
+    return TPU_ERR(INTERNAL, "host: column sums result does not match its operands");
+  if (N == 0) return TPU_OK;
+  col_job_t J = {.ops = rows_ops(), .g = ln ? &xs[0] : NULL, .x = &xs[ln ? 1 : 0], .mean = ln ? &xs[2] : NULL,
+                 .rstd = ln ? &xs[3] : NULL, .out = out, .M = M, .N = N};
+  tpu_pool_parallel_for((N + COL_BLOCK - 1) / COL_BLOCK, 1, col_worker, &J);
+  return TPU_OK;
+}
+
 tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  if (op->i0 == TPU_IR_CUSTOM_COL_SUMS) return k_col_sums(op, n, xs, out);
   if (op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM || op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD)
     return k_layer_norm(op, n, xs, out);
   if (op->i0 == TPU_IR_CUSTOM_GELU || op->i0 == TPU_IR_CUSTOM_GELU_BWD) return k_gelu(op, n, xs, out);

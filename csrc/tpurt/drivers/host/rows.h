@@ -30,7 +30,14 @@
  * One pass per element (rows_impl.h): Phi from Abramowitz-Stegun 7.1.26's erfc, as PyTorch's vectorized
  * CPU erf (absolute error <= 1.5e-7 in erf), sharing its exp with the pdf; the composite IR took 5
  * (forward) and ~14 (backward) tile passes and an erf with two branches. Contiguous operands run as one
- * flat array split over the pool; others row by row along the last dim (gathered when strided). */
+ * flat array split over the pool; others row by row along the last dim (gathered when strided).
+ *
+ *   COL_SUMS (x [M, N] f32)                       -> [N]: sum over M (a bias gradient); i1 = 0
+ *            (g [M, N], x, mean [M], rstd [M])    -> [2, N]: sum_M g (x - mean) rstd, sum_M g (layer-norm weight
+ *                                                    and bias gradients); i1 = 1
+ *
+ * Each column adds its f32 terms in row order into a double (the IR's reduce also sums in f64), rounded once;
+ * vectorized across columns, parallel over column blocks. */
 #ifndef TPURT_DRIVERS_HOST_ROWS_H_
 #define TPURT_DRIVERS_HOST_ROWS_H_
 
@@ -46,6 +53,9 @@ typedef struct {
   void (*layer_norm_bwd)(const float* g, const float* x, float mean, float rstd, const float* w, float* dx, int64_t n);
   void (*gelu)(const float* x, float* y, int64_t n);
   void (*gelu_bwd)(const float* g, const float* x, float* o, int64_t n);
+  void (*col_sums)(const float* x, int64_t ld, int64_t m, double* acc, int64_t n);
+  void (*ln_col_sums)(const float* g, int64_t ldg, const float* x, int64_t ldx, const float* mean, int64_t ms,
+                      const float* rstd, int64_t rs, int64_t m, double* a1, double* a2, int64_t n);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 

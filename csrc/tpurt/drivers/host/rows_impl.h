@@ -3,6 +3,7 @@
  * auto-vectorizer: 16 independent lanes per reduction keep the (IEEE, -ffp-contract=off) order
  * fixed, so every ISA build gives the same bits. */
 #include <math.h>
+#include <string.h>
 
 #include "drivers/host/rows.h"
 #include "drivers/host/vmath.h"
@@ -126,5 +127,70 @@ static void RFN(gelu_bwd)(const float* g, const float* x, float* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) { float pd, c = RFN(gelu_cdf)(x[i], &pd); o[i] = g[i] * fmaf(x[i], pd, c); }
 }
 
+/* Column sums of m rows of n contiguous floats (row stride ld) into double acc[n] (added to it), in row
+ * order per column. gcc's vector extensions keep a block of column accumulators in registers over all rows
+ * (its auto-vectorizer unrolls such a loop into scalars); the per-element operations are those of the
+ * scalar tail, so every ISA build adds the same values in the same order. */
+typedef float rows_vf8 __attribute__((vector_size(32)));
+typedef double rows_vd8 __attribute__((vector_size(64)));
+/* acc += the 8 floats at p, widened (a macro: a function returning the 64-byte vector draws -Wpsabi below AVX-512) */
+#define ROWS_ADD8(acc, p) do { rows_vf8 v_; memcpy(&v_, (p), sizeof(v_)); (acc) += __builtin_convertvector(v_, rows_vd8); } while (0)
+enum { COL_ROWS = 64 }; /* rows per pass over the columns: the block of rows stays in L1/L2 */
+static void RFN(col_sums)(const float* x, int64_t ld, int64_t m, double* acc, int64_t n) {
+  for (int64_t r0 = 0; r0 < m; r0 += COL_ROWS) {
+    const int64_t r1 = r0 + COL_ROWS < m ? r0 + COL_ROWS : m;
+    int64_t j0 = 0;
+    for (; j0 + 32 <= n; j0 += 32) {
+      rows_vd8 a0, a1, a2, a3;
+      memcpy(&a0, acc + j0, 64); memcpy(&a1, acc + j0 + 8, 64); memcpy(&a2, acc + j0 + 16, 64); memcpy(&a3, acc + j0 + 24, 64);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * ld + j0;
+        ROWS_ADD8(a0, xr); ROWS_ADD8(a1, xr + 8); ROWS_ADD8(a2, xr + 16); ROWS_ADD8(a3, xr + 24);
+      }
+      memcpy(acc + j0, &a0, 64); memcpy(acc + j0 + 8, &a1, 64); memcpy(acc + j0 + 16, &a2, 64); memcpy(acc + j0 + 24, &a3, 64);
+    }
+    for (; j0 + 8 <= n; j0 += 8) {
+      rows_vd8 a0;
+      memcpy(&a0, acc + j0, 64);
+      for (int64_t r = r0; r < r1; ++r) ROWS_ADD8(a0, x + r * ld + j0);
+      memcpy(acc + j0, &a0, 64);
+    }
+    for (int64_t r = r0; r < r1 && j0 < n; ++r) {
+      const float* xr = x + r * ld;
+      for (int64_t j = j0; j < n; ++j) acc[j] += (double)xr[j];
+    }
+  }
+}
+/* Layer-norm parameter gradients over m rows: a1 += g (x - mean) rstd (the IR's f32 product order), a2 += g */
+static void RFN(ln_col_sums)(const float* g, int64_t ldg, const float* x, int64_t ldx, const float* mean,
+                             int64_t ms, const float* rstd, int64_t rs, int64_t m, double* a1, double* a2, int64_t n) {
+  for (int64_t r0 = 0; r0 < m; r0 += COL_ROWS) {
+    const int64_t r1 = r0 + COL_ROWS < m ? r0 + COL_ROWS : m;
+    int64_t j0 = 0;
+    for (; j0 + 16 <= n; j0 += 16) {
+      rows_vd8 b10, b11, b20, b21;
+      memcpy(&b10, a1 + j0, 64); memcpy(&b11, a1 + j0 + 8, 64); memcpy(&b20, a2 + j0, 64); memcpy(&b21, a2 + j0 + 8, 64);
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* gr = g + r * ldg + j0;
+        const float* xr = x + r * ldx + j0;
+        const float mu = mean[r * ms], rs_ = rstd[r * rs];
+        rows_vf8 g0, g1, x0, x1;
+        memcpy(&g0, gr, 32); memcpy(&g1, gr + 8, 32); memcpy(&x0, xr, 32); memcpy(&x1, xr + 8, 32);
+        b10 += __builtin_convertvector(g0 * ((x0 - mu) * rs_), rows_vd8);
+        b11 += __builtin_convertvector(g1 * ((x1 - mu) * rs_), rows_vd8);
+        b20 += __builtin_convertvector(g0, rows_vd8);
+        b21 += __builtin_convertvector(g1, rows_vd8);
+      }
+      memcpy(a1 + j0, &b10, 64); memcpy(a1 + j0 + 8, &b11, 64); memcpy(a2 + j0, &b20, 64); memcpy(a2 + j0 + 8, &b21, 64);
+    }
+    for (int64_t r = r0; r < r1 && j0 < n; ++r) {
+      const float* gr = g + r * ldg;
+      const float* xr = x + r * ldx;
+      const float mu = mean[r * ms], rs_ = rstd[r * rs];
+      for (int64_t j = j0; j < n; ++j) { a1[j] += (double)(gr[j] * ((xr[j] - mu) * rs_)); a2[j] += (double)gr[j]; }
+    }
+  }
+}
+
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
-                                                     RFN(gelu), RFN(gelu_bwd)};
+                                                     RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums)};
