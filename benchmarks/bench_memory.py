@@ -11,7 +11,7 @@ gradient clipping, optimizer step.
 
 - tpu: `torch.tpu.synchronize(); torch.tpu.reset_peak_memory_stats()` at the start of the step,
   `torch.tpu.max_memory_allocated()` after its end (allocator blocks, rounded to the allocator's size
-  classes: 512 B under 1 MiB, 2 MiB multiples above).
+  classes: 64 B up to 256 B, 512 B under 1 MiB, 1/8 of the power of two above).
 - CPU: PyTorch has no CPU peak counter, so `StorageTracker` below counts it: the baseline is the
   bytes of every distinct storage of the CPU tensors alive at the start of the step (found with
   gc.get_objects(): parameters, gradients, optimizer state, whatever the loop still holds); during

@@ -1,6 +1,8 @@
 /* allocator.c — caching device allocator, one per device, capacity TORCH_TPU_HBM_BYTES.
  *
- * Size classes: requests < 1 MiB round up to 512 B, larger ones to 1/8 of their power of two
+ * Size classes: requests of at most 256 B round up to 64 B (0-dim tensors: a capturable
+ * optimizer's per-parameter step counts took 512 B each), others < 1 MiB to 512 B, larger ones to
+ * 1/8 of their power of two
  * (128 KiB steps in [1, 2) MiB, 256 KiB in [2, 4) MiB, ...): at most 12.5% rounding, where
  * whole 2 MiB multiples made a step's peak of 1-2 MiB activations up to 2x the bytes asked
  * for (benchmarks/bench_memory.py). Freed
@@ -19,6 +21,8 @@
 
 #define SMALL_LIMIT (1ull << 20)
 #define SMALL_ROUND 512ull
+#define TINY_LIMIT 256ull
+#define TINY_ROUND 64ull /* == SMALL_ALIGN */
 #define LARGE_ROUND (2ull << 20)
 #define SMALL_ALIGN 64
 #define LARGE_ALIGN 4096
@@ -261,8 +265,9 @@ tpu_status_t tpu_rt_malloc(int device, size_t nbytes, void** out_ptr) {
     pthread_mutex_unlock(&a->mu);
     return st;
   }
-  uint64_t size = nbytes < SMALL_LIMIT ? (nbytes + SMALL_ROUND - 1) & ~(SMALL_ROUND - 1)
-                                       : large_class((uint64_t)nbytes);
+  uint64_t size = nbytes <= TINY_LIMIT  ? (nbytes + TINY_ROUND - 1) & ~(TINY_ROUND - 1)
+                  : nbytes < SMALL_LIMIT ? (nbytes + SMALL_ROUND - 1) & ~(SMALL_ROUND - 1)
+                                         : large_class((uint64_t)nbytes);
   uint64_t bsize = size;
   void* p = tl_hold.device == device ? hold_take(size, &bsize) : NULL;
   if (p) a->cached -= bsize; /* counted as cached while held */

@@ -205,6 +205,10 @@ static void test_allocator(void) {
   s = stats(0);
   CHECK(s.num_cache_hits == 1 && s.allocated_bytes == 512 && s.reserved_bytes == 1536);
   CHECK_OK(tpu_rt_malloc(0, 3000, &r)); /* class 3072; cached 1 KiB block is not a fit */
+  void* tiny = NULL;
+  CHECK_OK(tpu_rt_malloc(0, 4, &tiny)); /* <= 256 B: 64 B classes (a 0-dim tensor) */
+  CHECK(tiny && (uintptr_t)tiny % 64 == 0 && stats(0).allocated_bytes == 512 + 3072 + 64);
+  tpu_rt_free(0, tiny);
   tpu_rt_free(0, q);
   tpu_rt_free(0, r);
 
