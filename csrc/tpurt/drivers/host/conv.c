@@ -419,6 +419,27 @@ static void ld_row_cl(float* dr, int64_t ld, const char* src, int64_t so, int64_
       for (int64_t w = 0; w < W; ++w) dr[w * ld + c] = ld1_f32(src, so + c * cs + w * ws, dt);
   }
 }
+/* f32 planes (C channels cs apart, SS positions sps apart) into channels-last rows: d[row(s) * ld + c], row(s) =
+ * pos[s] (or s): 16 x 16 blocks through the register transpose where positions are contiguous, the rest one
+ * element at a time */
+static void cl_from_planes_f32(float* d, const int64_t* pos, int64_t ld, const float* src, int64_t cs, int64_t sps,
+                               int64_t SS, int64_t C) {
+  const int64_t cb = C / 16 * 16;
+  const float* sr[16];
+  float* dr[16];
+  int64_t s0 = 0;
+  for (; s0 + 16 <= SS && sps == 1 && cb > 0; s0 += 16)
+    for (int64_t c0 = 0; c0 < cb; c0 += 16) {
+      for (int i = 0; i < 16; ++i) sr[i] = src + (c0 + i) * cs + s0;
+      for (int j = 0; j < 16; ++j) dr[j] = d + (pos ? pos[s0 + j] : s0 + j) * ld + c0;
+      tpu_host_conv_tr16_avx512(sr, dr);
+    }
+  for (int64_t s = 0; s < SS; ++s) {
+    float* row = d + (pos ? pos[s] : s) * ld;
+    for (int64_t c = s < s0 ? cb : 0; c < C; ++c) row[c] = src[c * cs + s * sps];
+  }
+}
+
 static void gk_xt_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
@@ -426,6 +447,11 @@ static void gk_xt_worker(void* ctx, int64_t begin, int64_t end) {
   for (int64_t n = begin; n < end; ++n) {
     float* d = J->xT + n * J->Lg * Cx;
     memset(d, 0, (size_t)(J->Lg * Cx) * sizeof(float));
+    if (J->xpos && g->xdt == TPU_DTYPE_F32) { /* NCHW f32, flat planes */
+      cl_from_planes_f32(d, J->xpos, Cx, (const float*)(const void*)g->xd + n * g->xs[0], g->xs[1], J->xps,
+                         g->S[0] * g->S[1] * g->S[2], g->C);
+      continue;
+    }
     for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
       for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
         float* dr = d + (((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2]) * Cx;
@@ -467,24 +493,26 @@ static void gk_xt16_worker(void* ctx, int64_t begin, int64_t end) {
         }
       }
     if (!J->xpos) continue;
-    /* NCHW, flat planes: blocks of 16 positions x 16 channel pairs through the register transpose, the
-     * rest one element at a time */
-    const int64_t SS = g->S[0] * g->S[1] * g->S[2], xps = J->xps, nb = Cg / 32 * 32;
+    /* NCHW, flat planes: blocks of 16 positions x up to 16 channel pairs (of the group's Cp channels) through
+     * the register transpose, the odd channel's partner read from zeros; the rest one element at a time */
+    static const uint16_t zeros[16];
+    const int64_t SS = g->S[0] * g->S[1] * g->S[2], xps = J->xps;
     const uint16_t* xn = x + n * g->xs[0];
     const uint16_t* src[32];
     uint16_t* dst[16];
     int64_t s0 = 0;
-    for (; s0 + 16 <= SS && xps == 1; s0 += 16)
+    for (; s0 + 16 <= SS && xps == 1 && Cp >= 8; s0 += 16) /* fewer than 4 pairs: not worth a transpose */
       for (int64_t grp = 0; grp < g->G; ++grp)
-        for (int64_t c0 = 0; c0 < nb; c0 += 32) {
-          for (int i = 0; i < 32; ++i) src[i] = xn + (grp * Cg + c0 + i) * cs + s0;
+        for (int64_t c0 = 0; c0 < Cp; c0 += 32) {
+          const int np = (int)TPU_MIN((int64_t)16, (Cp - c0) / 2);
+          for (int i = 0; i < 2 * np; ++i) src[i] = c0 + i < Cg ? xn + (grp * Cg + c0 + i) * cs + s0 : zeros;
           for (int j = 0; j < 16; ++j) dst[j] = d + J->xpos[s0 + j] * Cx + grp * Cp + c0;
-          tpu_host_conv_tr16_pairs_avx512(src, dst);
+          tpu_host_conv_tr16_pairs_avx512(np, src, dst);
         }
-    for (int64_t s = 0; s < SS; ++s) {
+    for (int64_t s = 0; s < SS; ++s) { /* blocks covered channels < Cp / 2 * 2 (all but an odd Cp's last) */
       uint16_t* dr = d + J->xpos[s] * Cx;
       for (int64_t grp = 0; grp < g->G; ++grp)
-        for (int64_t c = s < s0 ? nb : 0; c < Cg; ++c) dr[grp * Cp + c] = xn[(grp * Cg + c) * cs + s * xps];
+        for (int64_t c = s < s0 ? Cp / 2 * 2 : 0; c < Cg; ++c) dr[grp * Cp + c] = xn[(grp * Cg + c) * cs + s * xps];
     }
   }
 }
@@ -492,9 +520,15 @@ static void gk_yt_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
   const int64_t Oy = J->Oy;
+  int64_t yps = 0;
+  const int planes = g->ydt == TPU_DTYPE_F32 && g->ys[1] != 1 && conv_flat(g->Q, g->ys + 2, &yps);
   for (int64_t n = begin; n < end; ++n) {
     float* d = J->yT + n * g->P * Oy;
     if (Oy != g->O) memset(d, 0, (size_t)(g->P * Oy) * sizeof(float));
+    if (planes) { /* NCHW f32, flat planes */
+      cl_from_planes_f32(d, NULL, Oy, (const float*)(const void*)g->yd + n * g->ys[0], g->ys[1], yps, g->P, g->O);
+      continue;
+    }
     int64_t q = 0;
     for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
       for (int64_t q1 = 0; q1 < g->Q[1]; ++q1, q += g->Q[2]) {
@@ -714,22 +748,22 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
   tpu_status_t st = TPU_OK;
   const int64_t T = g->N * g->P;
   const int lanes_o = J->lstep == -1;
-  if (J->bf) {
-    const int64_t SS = g->S[0] * g->S[1] * g->S[2];
-    J->xT16 = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(uint16_t));
-    if (!J->xT16) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
-    if (g->xs[1] != 1 && conv_flat(g->S, g->xs + 2, &J->xps)) {
-      J->xpos = conv_alloc((size_t)SS * sizeof(int64_t));
-      if (!J->xpos) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
-      for (int64_t s = 0; s < SS; ++s) {
-        const int64_t i0 = s / (g->S[1] * g->S[2]), i1 = (s / g->S[2]) % g->S[1], i2 = s % g->S[2];
-        J->xpos[s] = ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2] + i2;
-      }
+  const int64_t SS = g->S[0] * g->S[1] * g->S[2];
+  if (g->xs[1] != 1 && conv_flat(g->S, g->xs + 2, &J->xps)) { /* NCHW x: whole planes at a time */
+    J->xpos = conv_alloc((size_t)SS * sizeof(int64_t));
+    if (!J->xpos) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    for (int64_t s = 0; s < SS; ++s) {
+      const int64_t i0 = s / (g->S[1] * g->S[2]), i1 = (s / g->S[2]) % g->S[1], i2 = s % g->S[2];
+      J->xpos[s] = ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2] + i2;
     }
+  }
+  if (J->bf) {
+    J->xT16 = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(uint16_t));
+    if (!J->xT16) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
     tpu_pool_parallel_for(g->N, 1, gk_xt16_worker, J);
   } else {
     J->xT = conv_alloc((size_t)(g->N * J->Lg * J->Cx) * sizeof(float));
-    if (!J->xT) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    if (!J->xT) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
     tpu_pool_parallel_for(g->N, 1, gk_xt_worker, J);
   }
   if (J->fwd && J->bf) {

@@ -66,9 +66,9 @@ void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* 
                              const float* B, const int64_t* boff, const int64_t* bsh, float* tile, int acc);
 /* conv_avx512.c: dst[j][i] = src[i][j] for i, j < 16 (32-bit elements; rows anywhere; AVX-512F) */
 void tpu_host_conv_tr16_avx512(const float* const* src, float* const* dst);
-/* conv_avx512.c: channel rows to channels-last pairs: dst[j][2 i + e] = src[2 i + e][j] for i, j < 16, e < 2
- * (16-bit elements: 32 source rows of 16, 16 destination rows of 32; AVX-512F) */
-void tpu_host_conv_tr16_pairs_avx512(const uint16_t* const* src, uint16_t* const* dst);
+/* conv_avx512.c: channel rows to channels-last pairs: dst[j][2 i + e] = src[2 i + e][j] for i < np <= 16, j < 16,
+ * e < 2 (16-bit elements: 2 np source rows of 16, 16 destination rows of 2 np; AVX-512F) */
+void tpu_host_conv_tr16_pairs_avx512(int np, const uint16_t* const* src, uint16_t* const* dst);
 /* conv_avx512bf16.c: the same tile from bf16 operands stored in pairs along the reduction: tile (8, 16*ng)
  * (+= when acc) = sum_p sum_e A[aoff[p] + ash[i] + e] * B[boff[p] + bsh[j] + 2 l + e] (offsets in bf16
  * elements, `vdpbf16ps`, f32 lanes; call only with AVX512-BF16) */

@@ -81,21 +81,27 @@ void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* 
 
 /* 16 x 16 transpose of 32-bit words in registers: four butterfly levels (distance 8, 4, 2, 1), each
  * swapping the off-diagonal d x d blocks of every 2d x 2d block (two two-source permutes per row pair). */
+/* level L (distance d = 8 >> L): lane k of the low row takes (k & d) ? hi[k - d] : lo[k], of the high row
+ * (k & d) ? hi[k] : lo[k + d] (indices >= 16 select the second source) */
+static const int32_t tr_idx[4][2][16] = {
+    {{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}, {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31}},
+    {{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27}, {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31}},
+    {{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29}, {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31}},
+    {{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30}, {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31}}};
 static inline void tr16_epi32(__m512i r[16]) {
-  for (int d = 8; d >= 1; d >>= 1) {
-    int ia[16], ib[16];
-    for (int k = 0; k < 16; ++k) {
-      ia[k] = (k & d) ? 16 + k - d : k;
-      ib[k] = (k & d) ? 16 + k : k + d;
-    }
-    const __m512i xa = _mm512_loadu_si512((const void*)ia), xb = _mm512_loadu_si512((const void*)ib);
-    for (int i = 0; i < 16; ++i) {
-      if (i & d) continue;
-      const __m512i lo = r[i], hi = r[i + d];
-      r[i] = _mm512_permutex2var_epi32(lo, xa, hi);
-      r[i + d] = _mm512_permutex2var_epi32(lo, xb, hi);
-    }
-  }
+#define TR_LEVEL(L, d)                                                                        \
+  do {                                                                                        \
+    const __m512i xa = _mm512_loadu_si512((const void*)tr_idx[L][0]);                          \
+    const __m512i xb = _mm512_loadu_si512((const void*)tr_idx[L][1]);                          \
+    for (int i = 0; i < 16; ++i) {                                                            \
+      if (i & d) continue;                                                                    \
+      const __m512i lo = r[i], hi = r[i + d];                                                 \
+      r[i] = _mm512_permutex2var_epi32(lo, xa, hi);                                           \
+      r[i + d] = _mm512_permutex2var_epi32(lo, xb, hi);                                       \
+    }                                                                                         \
+  } while (0)
+  TR_LEVEL(0, 8); TR_LEVEL(1, 4); TR_LEVEL(2, 2); TR_LEVEL(3, 1);
+#undef TR_LEVEL
 }
 
 void tpu_host_conv_tr16_avx512(const float* const* src, float* const* dst) {
@@ -105,13 +111,15 @@ void tpu_host_conv_tr16_avx512(const float* const* src, float* const* dst) {
   for (int j = 0; j < 16; ++j) _mm512_storeu_si512((void*)dst[j], r[j]);
 }
 
-void tpu_host_conv_tr16_pairs_avx512(const uint16_t* const* src, uint16_t* const* dst) {
+void tpu_host_conv_tr16_pairs_avx512(int np, const uint16_t* const* src, uint16_t* const* dst) {
   __m512i r[16];
   for (int i = 0; i < 16; ++i) {
+    if (i >= np) { r[i] = _mm512_setzero_si512(); continue; }
     const __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)src[2 * i]));
     const __m512i b = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)src[2 * i + 1]));
     r[i] = _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
   }
   tr16_epi32(r);
-  for (int j = 0; j < 16; ++j) _mm512_storeu_si512((void*)dst[j], r[j]);
+  const __mmask16 m = (__mmask16)(np >= 16 ? 0xFFFF : (1u << np) - 1);
+  for (int j = 0; j < 16; ++j) _mm512_mask_storeu_epi32((void*)dst[j], m, r[j]);
 }
