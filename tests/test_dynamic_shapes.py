@@ -41,13 +41,13 @@ def _step(fn, module, loss_fn, x):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name,sizes,captured", [
+@pytest.mark.parametrize("name,sizes,captured,varying", [
     # (batch, seq); the sequence stays below the causal-mask buffer's length (`mask[:T]` specializes at T == block)
-    ("mingpt", [(4, 12), (6, 12), (5, 9), (3, 7), (8, 11)], 2),
+    ("mingpt", [(4, 12), (6, 12), (5, 9), (3, 7), (8, 11)], 2, 2),
     # Llama's forward takes CPU scalars (not captured; runs op by op): only its backward is captured
-    ("llama", [(4, 8), (6, 8), (5, 6), (3, 7), (2, 5)], 1),
+    ("llama", [(4, 8), (6, 8), (5, 6), (3, 7), (2, 5)], 1, 2),
 ])
-def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int) -> None:
+def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int, varying: int) -> None:
     model, _, _ = compile_models.build(name)
     eager = model.to("tpu")
     compiled_model = copy.deepcopy(eager)
@@ -82,8 +82,8 @@ def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int) -> Non
     # first size: the template's first sample; the batch, then the sequence length vary for the first time
     # (learned); from then on each captured graph is exactly the instance the template predicted
     n = len(sizes)
-    assert m["compile_size_template"] == {"first": captured, "generalized": 2 * captured,
-                                          "predicted": (n - 3) * captured}, m["compile_size_not_generic"]
+    assert m["compile_size_template"] == {"first": captured, "generalized": varying * captured,
+                                          "predicted": (n - 1 - varying) * captured}, m["compile_size_not_generic"]
     assert m["compile_size_not_generic"] == {}
     # a size seen before: no capture, no host compile
     torch_tpu.reset_metrics()
@@ -161,6 +161,24 @@ def test_new_size_compiles_one_executable() -> None:
                 assert m["compiles"] - before["compiles"] == 1, m
             torch.testing.assert_close(got.cpu(), f(x.to("tpu"), w, b).cpu(), **EXACT)
             torch.testing.assert_close(got.cpu(), f(x, w.cpu(), b.cpu()), rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_running_variance_is_a_size_field() -> None:
+    """BatchNorm in training mode updates its running variance with n / (n - 1): a float constant of the size that
+    the template takes as a field (as ResNet's forward needs), so later batch sizes are predicted."""
+    bn = torch.nn.BatchNorm1d(5).to("tpu")
+    ref = torch.nn.BatchNorm1d(5)
+    f = torch.compile(lambda x: torch.relu(bn(x)), backend="tpu", dynamic=True)
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for batch in (6, 9, 4, 7):
+            x = _g(batch, 5, seed=batch)
+            got = f(x.to("tpu"))
+            torch.testing.assert_close(got.cpu(), torch.relu(ref(x)), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(bn.running_var.cpu(), ref.running_var, rtol=1e-6, atol=1e-7)
+    m = torch_tpu.metrics()
+    assert m["compile_captures"] == 4, m
+    assert m["compile_size_template"] == {"first": 1, "generalized": 1, "predicted": 2}, m["compile_size_not_generic"]
 
 
 def test_size_template_text_and_bad_use() -> None:

@@ -1,8 +1,9 @@
 /* symshape.c — size templates (symshape.h): anti-unification of IR graphs built at different
  * sizes. Slots: per op, its result dims, its attribute arrays a[3][] and, for a non-bool
  * CONSTANT, its value when it is an integer n (i0, or an integral f0 below 2^53: a mean's
- * divisor) or a float that is exactly 1.0 / n (a mean's scale: 1.0 / (double)n is what the
- * lowerings compute, so the instance is bit-exact); everything else must be equal. A slot is constant (the first sample's value) or keeps a list of candidates
+ * divisor) or a float that is exactly 1.0 / n (a mean's scale) or n / (n - 1) (an unbiased
+ * variance's correction), computed in double as the lowerings compute them, so instances are
+ * bit-exact; everything else must be equal. A slot is constant (the first sample's value) or keeps a list of candidates
  * c + k*m that fit every sample; a monomial m is "determined" once it took two values. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,17 +29,22 @@ struct tpu_ir_template_s {
   var_t* vars; int n_vars, cap_vars;
 };
 
-/* For a CONSTANT whose value is a slot: 1 (the integer *out), 2 (a float 1.0 / *out); else 0. */
+/* For a CONSTANT whose value is a slot: 1 (the integer *out), 2 (a float 1.0 / *out), 3 (a float
+ * *out / (*out - 1), *out >= 2); else 0. */
 static int value_slot(const tpu_ir_op_t* op, int64_t* out) {
   if (op->opcode != TPU_IR_CONSTANT || op->type.dtype == TPU_DTYPE_BOOL) return 0;
   if (!tpu_dtype_is_floating(op->type.dtype)) { *out = op->i0; return 1; }
   double f = op->f0;
   if (f >= -EXACT_F && f <= EXACT_F && f == (double)(int64_t)f) { *out = (int64_t)f; return 1; }
-  if (!(f != 0 && 1.0 / f >= -EXACT_F && 1.0 / f <= EXACT_F)) return 0;
-  int64_t n = (int64_t)(1.0 / f + (f > 0 ? 0.5 : -0.5));
-  if (n == 0 || 1.0 / (double)n != f) return 0;
-  *out = n;
-  return 2;
+  if (f != 0 && 1.0 / f >= -EXACT_F && 1.0 / f <= EXACT_F) {
+    int64_t n = (int64_t)(1.0 / f + (f > 0 ? 0.5 : -0.5));
+    if (n != 0 && 1.0 / (double)n == f) { *out = n; return 2; }
+  }
+  if (f > 1.0 && f < 2.0 && f / (f - 1.0) <= EXACT_F) {
+    int64_t n = (int64_t)(f / (f - 1.0) + 0.5);
+    if (n >= 2 && (double)n / (double)(n - 1) == f) { *out = n; return 3; }
+  }
+  return 0;
 }
 static int64_t* slot_ptr(tpu_ir_op_t* op, int s) { return s < MAXD ? &op->type.dims[s] : &op->a[(s - MAXD) / MAXD][(s - MAXD) % MAXD]; }
 static int64_t slot_get(const tpu_ir_op_t* op, int s) {
@@ -51,7 +57,10 @@ static void slot_set(tpu_ir_op_t* op, int s, int64_t v) {
   int64_t old;
   if (s != VAL) *slot_ptr(op, s) = v;
   else if (!tpu_dtype_is_floating(op->type.dtype)) op->i0 = v;
-  else op->f0 = value_slot(op, &old) == 2 ? 1.0 / (double)v : (double)v;
+  else {
+    int kind = value_slot(op, &old);
+    op->f0 = kind == 2 ? 1.0 / (double)v : kind == 3 ? (double)v / (double)(v - 1) : (double)v;
+  }
 }
 
 /* Monomial values at syms; 0 on overflow (such a monomial is skipped: never a candidate). */
@@ -280,7 +289,8 @@ tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64
     if (!ok) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s has %d expression(s) that disagree (or overflow) at these sizes", name, x->n);
     else if (x->slot < MAXD && val < 0) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is negative (%lld) at these sizes", name, (long long)val);
     else if (x->slot == VAL && tpu_dtype_is_floating(out_g->ops[x->op].type.dtype) &&
-             (val > (int64_t)EXACT_F || val < -(int64_t)EXACT_F || (val == 0 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 2)))
+             (val > (int64_t)EXACT_F || val < -(int64_t)EXACT_F || (val == 0 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 2) ||
+             (val < 2 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 3)))
       st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is not exact as a float (or 1 / 0) at these sizes", name);
     else slot_set(&out_g->ops[x->op], x->slot, val);
   }
@@ -309,8 +319,10 @@ size_t tpu_ir_template_print(const tpu_ir_template_t* t, char* buf, size_t cap) 
       if (x->c[0].c) snprintf(e + strlen(e), sizeof e - strlen(e), "%+lld", (long long)x->c[0].c);
     }
     int64_t ref;
-    int len = x->slot == VAL && value_slot(&t->g.ops[x->op], &ref) == 2 ? snprintf(line, sizeof line, "%s = 1/(%s)\n", name, e)
-                                                                        : snprintf(line, sizeof line, "%s = %s\n", name, e);
+    int kind = x->slot == VAL ? value_slot(&t->g.ops[x->op], &ref) : 0;
+    int len = kind == 2 ? snprintf(line, sizeof line, "%s = 1/(%s)\n", name, e)
+            : kind == 3 ? snprintf(line, sizeof line, "%s = n/(n-1), n = %s\n", name, e)
+                        : snprintf(line, sizeof line, "%s = %s\n", name, e);
     if (len > 0 && n + (size_t)len < cap) memcpy(buf + n, line, (size_t)len + 1);
     n += len > 0 ? (size_t)len : 0;
   }

@@ -16,6 +16,9 @@
  *     // 45: only s0*s1 fits both earlier samples and this one; the other candidate is dropped
  *     tpu_ir_graph_t g; tpu_ir_template_instantiate(t, (int64_t[]){3, 7}, &g);  // the 3x7 graph
  *
+ * Size fields: result dims, the attribute arrays a[][] (slice/pad bounds...), and a CONSTANT's
+ * value when it is an integer n, or a float exactly 1.0/n or n/(n-1) (a mean's scale, an unbiased
+ * variance's correction) — n is the field.
  * Field expressions (anti-unification): every integer field is c + k*m with m one of the
  * monomials 1, s_i, s_i*s_j (k, c integers). A field keeps every candidate consistent with all
  * samples so far; a size is PREDICTED when all candidates of every field agree on its value.

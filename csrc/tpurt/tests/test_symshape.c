@@ -15,7 +15,7 @@ static int g_pass, g_fail;
 #define OK(expr) do { tpu_status_t s_ = (expr); CHECK(s_ == TPU_OK, "%s -> %s", #expr, tpu_status_message(s_)); tpu_status_free(s_); } while (0)
 #define FAILS(expr, text) do { tpu_status_t s_ = (expr); CHECK(s_ != TPU_OK && strstr(tpu_status_message(s_), text), "%s -> %s", #expr, s_ ? tpu_status_message(s_) : "OK"); tpu_status_free(s_); } while (0)
 
-enum { PLAIN = 0, OTHER_OP, FLOAT_OF_T, HALF_T, DIV_BY_T, RECIP_T };
+enum { PLAIN = 0, OTHER_OP, FLOAT_OF_T, HALF_T, DIV_BY_T, RECIP_T, BESSEL_T };
 
 /* A block of a transformer-like graph at batch B, sequence T, width C:
  *   x [B*T, C] @ w [C, 3C] -> [B*T, 3C] -> reshape [B, T, 3C] -> slice [B, T, C] (the first third)
@@ -31,7 +31,8 @@ static void build(tpu_ir_graph_t* g, int64_t B, int64_t T, int variant) {
   if (variant == OTHER_OP) s = tpu_ir_unary(g, TPU_IR_EXP, s);
   int red = tpu_ir_reduce(g, TPU_IR_MONOID_SUM, s, (int64_t[]){0, 1, 0});
   /* DIV_BY_T, RECIP_T: a mean's divisor or scale; FLOAT_OF_T: a size-dependent float of no such form */
-  double k = variant == FLOAT_OF_T ? 0.3 * (double)T : variant == DIV_BY_T ? (double)T : variant == RECIP_T ? 1.0 / (double)T : 0.5;
+  double k = variant == FLOAT_OF_T ? 0.3 * (double)T : variant == DIV_BY_T ? (double)T : variant == RECIP_T ? 1.0 / (double)T
+           : variant == BESSEL_T ? (double)(B * T) / (double)(B * T - 1) : 0.5;
   int h = tpu_ir_binary(g, variant == DIV_BY_T ? TPU_IR_DIV : TPU_IR_MUL, red, tpu_ir_broadcast(g, tpu_ir_constant(g, TPU_DTYPE_F32, k), 2, (int64_t[]){B, C}, NULL));
   int64_t extra = variant == HALF_T ? (T + 1) / 2 : T;
   int p = tpu_ir_pad(g, h, tpu_ir_constant(g, TPU_DTYPE_F32, 0), (int64_t[]){0, 0}, (int64_t[]){0, extra});
@@ -88,6 +89,19 @@ static void test_size_constant(void) {
   need = tpu_ir_template_print(t, NULL, 0);
   text = malloc(need);
   CHECK(text && tpu_ir_template_print(t, text, need) == need && strstr(text, "(constant) value = 1/(s1)"), "%s", text ? text : "");
+  free(text);
+  tpu_ir_template_free(t);
+  /* n / (n - 1) with n = B*T (a batch norm's unbiased running variance), bit-exact */
+  build(&g, 4, 12, BESSEL_T);
+  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
+  tpu_ir_graph_free(&g);
+  CHECK(add(t, 6, 12, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
+  CHECK(add(t, 5, 9, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
+  CHECK(add(t, 3, 7, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_PREDICTED, "%s", why);
+  for (int64_t T = 2; T < 40; T += 3) CHECK(instance_equals_built_v(t, 7, T, BESSEL_T), "T=%lld", (long long)T);
+  need = tpu_ir_template_print(t, NULL, 0);
+  text = malloc(need);
+  CHECK(text && tpu_ir_template_print(t, text, need) == need && strstr(text, "(constant) value = n/(n-1), n = s0*s1"), "%s", text ? text : "");
   free(text);
   tpu_ir_template_free(t);
 }
