@@ -3,8 +3,8 @@
  *
  * torch.compile(dynamic=True) hands a graph segment its sizes as int inputs ("size symbols"
  * s0, s1, ...: batch, sequence length). The runtime still builds and compiles one concrete
- * graph per size; a template records which integer fields of those graphs (result dims and
- * the size-like attributes i0, i1, a[][]) are functions of the symbols, so a later size can be
+ * graph per size; a template records which size fields of those graphs (below) are functions
+ * of the symbols, so a later size can be
  * checked (or predicted) without assuming anything:
  *
  *     tpu_ir_template_t* t;
