@@ -68,6 +68,17 @@ void tpu_host_exe_fusion_stats(const tpu_host_exe_t* e, int32_t* out_clusters, i
   *out_clusters = c; *out_fused_ops = f; *out_reduce_producers = r;
 }
 
+void tpu_host_exe_lifetimes(const tpu_host_exe_t* e, int32_t* param_last, int32_t* out_first) {
+  const tpu_ir_graph_t* G = &e->g;
+  for (int p = 0; p < G->n_params; ++p) param_last[p] = -1;
+  for (int k = 0; k < G->n_outputs; ++k) out_first[k] = G->n_ops; /* the copies after the last step */
+  for (int v = 0; v < G->n_ops; ++v) {
+    if (e->kind[v] == K_PARAM && param_last[G->ops[v].i0] < e->last_use[v]) param_last[G->ops[v].i0] = e->last_use[v];
+    int k = e->out_index[v];
+    if (k >= 0 && out_first[k] > v) out_first[k] = v;
+  }
+}
+
 void tpu_host_exe_free(tpu_host_exe_t* e) {
   if (!e) return;
   free(e->g.ops); free(e->g.operands);
@@ -86,17 +97,6 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
   int32_t* users = calloc((size_t)n, sizeof(int32_t));
   int32_t* user = calloc((size_t)n, sizeof(int32_t));
   if (e) {
-void tpu_host_exe_lifetimes(const tpu_host_exe_t* e, int32_t* param_last, int32_t* out_first) {
-  const tpu_ir_graph_t* G = &e->g;
-  for (int p = 0; p < G->n_params; ++p) param_last[p] = -1;
-  for (int k = 0; k < G->n_outputs; ++k) out_first[k] = G->n_ops; /* the copies after the last step */
-  for (int v = 0; v < G->n_ops; ++v) {
-    if (e->kind[v] == K_PARAM && param_last[G->ops[v].i0] < e->last_use[v]) param_last[G->ops[v].i0] = e->last_use[v];
-    int k = e->out_index[v];
-    if (k >= 0 && out_first[k] > v) out_first[k] = v;
-  }
-}
-
     e->g = *g; e->g.status = TPU_OK;
     e->g.ops = malloc((size_t)n * sizeof(tpu_ir_op_t));
     e->g.operands = malloc((size_t)(g->n_operands ? g->n_operands : 1) * sizeof(int32_t));
