@@ -215,7 +215,7 @@ int tpu_host_conv_set_direct(int on) {
 }
 
 static int conv_direct_ok(int kind, const conv_geo_t* g) {
-  /* f32 operands only: bf16 ones go to the GEMM path, whose AVX512-BF16 kernel multiplies them at 2x */
+  /* f32 operands only: bf16 ones take the gk paths below (vdpbf16ps where the CPU has it) */
   if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->prec != 0 || g->ydt != TPU_DTYPE_F32 ||
       g->xdt != TPU_DTYPE_F32 || g->wdt != TPU_DTYPE_F32)
     return 0;
