@@ -129,13 +129,13 @@ static int nonzero_mask(tpu_lower_ctx_t* cx, int x) {
   return tpu_ir_compare(G, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
 }
 
-/* An f32 sum over the leading dims of a graph input (a bias gradient in strict eager) runs as the host's
- * column-sum kernel (custom COL_SUMS, drivers/host/rows.h: double accumulators per column, as the IR's
- * reduce); -1 where it does not apply (then the generic reduce, which also fuses an elementwise producer). */
+/* An f32 sum over the leading dims (a bias gradient) runs as the host's column-sum kernel (custom COL_SUMS,
+ * drivers/host/rows.h: double accumulators per column in row order) in every mode, so strict eager and
+ * fused-eager / compiled graphs give the same bits; -1 where it does not apply (the generic reduce). */
 static int col_sums(tpu_lower_ctx_t* cx, int monoid, int nan_zero, int x, const red_t* r) {
   if (monoid != TPU_IR_MONOID_SUM || nan_zero || x < 0 || !r->n_red || r->rank < 2) return -1;
   const tpu_ir_type_t t = *tpu_ir_type(G, x);
-  if (t.dtype != TPU_DTYPE_F32 || tpu_ir_op(G, x)->opcode != TPU_IR_PARAM) return -1;
+  if (t.dtype != TPU_DTYPE_F32) return -1;
   int k = 0;
   while (k < r->rank && r->flags[k]) ++k;
   for (int d = k; d < r->rank; ++d) if (r->flags[d]) return -1;
