@@ -88,6 +88,11 @@ const char* tpu_cpu_features_string(void);
 typedef void (*tpu_pool_fn)(void* ctx, int64_t begin, int64_t end);
 void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
 int tpu_pool_num_threads(void);
+/* Per calling thread: later parallel_for calls of this thread use grain / div (at least 1), so
+ * mid-size work is split too. The host executor sets it while it runs a multi-step graph (the
+ * host thread is then mostly idle). Kernels must not depend on how [0, n) is chunked (every
+ * kernel's units are computed the same way on any thread). Returns the previous divisor. */
+int tpu_pool_set_grain_div(int div);
 
 /* ---- device queues (runtime/queue.c). A task runs on the device's worker
  * thread in enqueue order. Ownership of ctx passes to the queue: free_fn(ctx)

@@ -41,6 +41,13 @@ static struct {
 
 /* Set on workers for life and on a caller during its parallel_for: nested calls run inline. */
 static _Thread_local bool tl_in_pool;
+static _Thread_local int tl_grain_div = 1; /* tpu_pool_set_grain_div */
+
+int tpu_pool_set_grain_div(int div) {
+  int old = tl_grain_div;
+  tl_grain_div = div < 1 ? 1 : div;
+  return old;
+}
 
 static inline uint32_t claim_gen(uint64_t c) { return (uint32_t)(c >> 32); }
 
@@ -137,6 +144,7 @@ int tpu_pool_num_threads(void) { return tpu_rt_num_threads(); }
 
 void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) {
   if (n <= 0 || !fn) return;
+  if (tl_grain_div > 1) grain /= tl_grain_div;
   if (grain < 1) grain = 1;
   if (n <= grain || tl_in_pool || tpu_pool_num_threads() <= 1) { fn(ctx, 0, n); return; }
   if (!atomic_load_explicit(&g_pool.started, memory_order_acquire)) workers_start();

@@ -3,8 +3,10 @@
  * same executable writing fresh memory, for clusters whose members read the aliased parameter
  * several times, strided (non-contiguous) aliased views, many in-place outputs in one graph (what
  * the _foreach_ optimizer lowerings produce), odd sizes (one tile, several tiles, large enough for
- * the pool to split), f32 / f64 / i64 / bf16. Every result must also be the same whether the run
- * uses the thread pool or runs serially (inside a pool task, where the pool runs inline).
+ * the pool to split), f32 / f64 / i64 / bf16; outputs that are reshapes of a step's result (computed
+ * in the output's memory). Every result must also be the same whether the run uses the thread pool or
+ * runs serially (inside a pool task, where the pool runs inline) or with finer pool chunks
+ * (tpu_pool_set_grain_div, TORCH_TPU_GRAPH_GRAIN_DIV), reductions included.
  * Legend: n elements; x, y parameters; s a runtime scalar. */
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +45,12 @@ static void run_body(void* ctx, int64_t b, int64_t e) {
 }
 static tpu_status_t run(const tpu_host_exe_t* e, const tpu_host_view_t* params, const tpu_host_scalar_t* sc,
                         const tpu_host_view_t* outs, int serial) {
+  if (serial == 2) { /* the pool with grains divided by 16 (TORCH_TPU_GRAPH_GRAIN_DIV): more, smaller chunks */
+    int old = tpu_pool_set_grain_div(16);
+    tpu_status_t st = tpu_host_exe_run(e, params, sc, outs);
+    tpu_pool_set_grain_div(old);
+    return st;
+  }
   if (!serial) return tpu_host_exe_run(e, params, sc, outs);
   run_t r = {e, params, outs, sc, TPU_OK};
   if (tpu_pool_num_threads() > 1) tpu_pool_parallel_for(2, 1, run_body, &r);
@@ -134,9 +142,100 @@ static void test_foreach_like(int K, int64_t n0) {
   for (int k = 0; k < K; ++k) {
     CHECK(!memcmp(bufs[0][k], bufs[2][k], (size_t)n[k] * 4), "foreach-like element %d: in place differs", k);
     CHECK(!memcmp(bufs[0][k], pser[2 * k].data, (size_t)n[k] * 4), "foreach-like element %d: pool vs serial", k);
+  }
+  /* a second step, once with finer pool chunks (grain / 16) and once as before: the same bits */
+  tpu_host_view_t pf[32], of[16];
+  for (int k = 0; k < K; ++k) {
+    pf[2 * k] = pser[2 * k]; /* holds the same values as bufs[0][k] now */
+    pf[2 * k + 1] = p[2 * k + 1];
+    of[k] = pf[2 * k];
+  }
+  CHECK(run(e, pf, &sc, of, 2) == TPU_OK, "in-place run (fine chunks)");
+  CHECK(run(e, p, &sc, o, 0) == TPU_OK, "in-place run (pool), second step");
+  for (int k = 0; k < K; ++k) {
+    CHECK(!memcmp(bufs[0][k], pser[2 * k].data, (size_t)n[k] * 4), "foreach-like element %d: fine chunks differ", k);
     for (int b = 0; b < 3; ++b) free(bufs[b][k]);
     free(pser[2 * k].data);
   }
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
+/* An output that is a reshape of a step's result ([6, m] of r = x * s + x, f32[6m]) gets r computed in
+ * its memory; a later step (z = r * r, output 1) reads r there. Output 0 bound to fresh memory, to a
+ * transposed view (cannot be viewed as [6m]: r goes through a temporary and a copy), and to x's own
+ * memory (in place: r's step is x's last reader). */
+static void test_reshape_outputs(int64_t m, int serial) {
+  int64_t n = 6 * m, d2[2] = {6, m};
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int x = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n), s = tpu_ir_scalar(&g, TPU_DTYPE_F32);
+  int r = tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, x, tpu_ir_broadcast(&g, s, 1, &n, NULL)), x);
+  tpu_ir_output(&g, tpu_ir_reshape(&g, r, 2, d2));
+  tpu_ir_output(&g, tpu_ir_binary(&g, TPU_IR_MUL, r, r));
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile reshape outputs");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  float *xb = malloc((size_t)n * 4), *x0 = malloc((size_t)n * 4), *y = malloc((size_t)n * 4), *z = malloc((size_t)n * 4);
+  float *wy = malloc((size_t)n * 4), *wz = malloc((size_t)n * 4);
+  fill((char*)xb, TPU_DTYPE_F32, n);
+  memcpy(x0, xb, (size_t)n * 4);
+  const float sv = 0.625f;
+  for (int64_t i = 0; i < n; ++i) { float a = x0[i] * sv; wy[i] = a + x0[i]; wz[i] = wy[i] * wy[i]; }
+  tpu_host_scalar_t sc = {sv, 0};
+  for (int bind = 0; bind < 3; ++bind) {
+    memcpy(xb, x0, (size_t)n * 4);
+    memset(y, 0, (size_t)n * 4);
+    tpu_host_view_t p = {(char*)xb, TPU_DTYPE_F32, 1, {n}, {1}};
+    tpu_host_view_t o[2] = {{(char*)y, TPU_DTYPE_F32, 2, {6, m}, {m, 1}}, {(char*)z, TPU_DTYPE_F32, 1, {n}, {1}}};
+    if (bind == 1) { o[0].strides[0] = 1; o[0].strides[1] = 6; } /* a transposed [m, 6] buffer */
+    if (bind == 2) o[0].data = (char*)xb;                          /* in place over x */
+    CHECK(run(e, &p, &sc, o, serial) == TPU_OK, "run reshape outputs bind %d", bind);
+    int ok0 = 1, ok1 = !memcmp(z, wz, (size_t)n * 4);
+    for (int64_t i = 0; i < 6 && ok0; ++i)
+      for (int64_t j = 0; j < m && ok0; ++j)
+        ok0 = ((float*)o[0].data)[i * o[0].strides[0] + j * o[0].strides[1]] == wy[i * m + j];
+    CHECK(ok0, "reshape output: m=%lld bind %d serial %d", (long long)m, bind, serial);
+    CHECK(ok1, "output reading the reshaped step: m=%lld bind %d serial %d", (long long)m, bind, serial);
+  }
+  free(xb); free(x0); free(y); free(z); free(wy); free(wz);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
+/* Reductions of a graph (sums over each dim of x * x, f32[a, b], and a full sum) give the same bits
+ * serially, on the pool, and on the pool with finer chunks: a kernel's units never depend on chunking. */
+static void test_reduce_chunking(int64_t a, int64_t b) {
+  int64_t d[2] = {a, b}, r0[2] = {1, 0}, r1[2] = {0, 1}, r01[2] = {1, 1};
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, d), sq = tpu_ir_binary(&g, TPU_IR_MUL, x, x);
+  tpu_ir_output(&g, tpu_ir_reduce(&g, TPU_IR_MONOID_SUM, sq, r0));
+  tpu_ir_output(&g, tpu_ir_reduce(&g, TPU_IR_MONOID_SUM, tpu_ir_binary(&g, TPU_IR_ADD, x, x), r1));
+  tpu_ir_output(&g, tpu_ir_reduce(&g, TPU_IR_MONOID_SUM, tpu_ir_unary(&g, TPU_IR_EXP, x), r01));
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile reductions");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  float* xb = malloc((size_t)(a * b) * 4);
+  fill((char*)xb, TPU_DTYPE_F32, a * b);
+  float* out[3][3];
+  for (int mode = 0; mode < 3; ++mode) {
+    out[mode][0] = calloc((size_t)b, 4); out[mode][1] = calloc((size_t)a, 4); out[mode][2] = calloc(1, 4);
+    tpu_host_view_t p = {(char*)xb, TPU_DTYPE_F32, 2, {a, b}, {b, 1}};
+    tpu_host_view_t o[3] = {{(char*)out[mode][0], TPU_DTYPE_F32, 1, {b}, {1}},
+                            {(char*)out[mode][1], TPU_DTYPE_F32, 1, {a}, {1}},
+                            {(char*)out[mode][2], TPU_DTYPE_F32, 0, {0}, {0}}};
+    CHECK(run(e, &p, NULL, o, mode) == TPU_OK, "reductions run mode %d", mode);
+  }
+  for (int mode = 1; mode < 3; ++mode) {
+    CHECK(!memcmp(out[0][0], out[mode][0], (size_t)b * 4) && !memcmp(out[0][1], out[mode][1], (size_t)a * 4) &&
+              !memcmp(out[0][2], out[mode][2], 4),
+          "reductions %lldx%lld: mode %d differs from serial", (long long)a, (long long)b, mode);
+  }
+  for (int mode = 0; mode < 3; ++mode) for (int k = 0; k < 3; ++k) free(out[mode][k]);
+  free(xb);
   tpu_host_exe_free(e);
   tpu_ir_graph_free(&g);
 }
@@ -146,7 +245,7 @@ int main(void) {
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
   const int dts[] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_I64, TPU_DTYPE_BF16};
   const int64_t ns[] = {1, 7, 512, 513, 4099, 100003};
-  for (int serial = 0; serial < 2; ++serial)
+  for (int serial = 0; serial < 3; ++serial)
     for (int d = 0; d < 4; ++d)
       for (int i = 0; i < 6; ++i) {
         test_inplace_chain(dts[d], ns[i], 1, serial);
@@ -154,6 +253,14 @@ int main(void) {
       }
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
+  test_reduce_chunking(37, 2053);
+  test_reduce_chunking(3, 300001);
+  test_reduce_chunking(4001, 17);
+  for (int serial = 0; serial < 3; ++serial) {
+    test_reshape_outputs(1, serial);
+    test_reshape_outputs(333, serial);
+    test_reshape_outputs(20011, serial);
+  }
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -29,6 +29,8 @@ struct tpu_host_exe_s {
   int32_t* epi_dot;
   int32_t* param_op;      /* per graph parameter: its PARAM op (-1: none) */
   int32_t* in_dtype;      /* per member/root: dtype of the operand tile_compute reads as its input dtype */
+  int32_t* host_out;      /* per root/library step that is no output itself: an output that is a reshape of it
+                           * (it then computes straight into that output's memory when that is safe), or -1 */
 };
 
 static _Atomic int g_epi_fusion = -1; /* -1: not read from the environment yet */
@@ -48,6 +50,25 @@ int tpu_host_set_epilogue_fusion(int on) {
   int old = epilogue_fusion_on();
   atomic_store_explicit(&g_epi_fusion, on ? 1 : 0, memory_order_relaxed);
   return old;
+}
+
+/* Multi-step graphs (compiled replays, fused-eager traces, _foreach_ lists) run with the pool's grains
+ * divided by this (TORCH_TPU_GRAPH_GRAIN_DIV; default 1 = the kernels' own grains): while a graph runs
+ * the host thread often has nothing to do, so mid-size ops could be split over the pool too. Off by
+ * default: on the shared 2-core machine 4 cost ~0.3 ms more device CPU per compiled minGPT step and
+ * no wall-time gain could be shown under load (benchmarks/RESULTS.md, [exec]). Results do not depend
+ * on it (kernels compute their units the same way whatever the chunking). */
+#define GRAPH_MIN_STEPS 4
+static _Atomic int g_graph_div = 0; /* 0: not read from the environment yet */
+static int graph_grain_div(void) {
+  int v = atomic_load_explicit(&g_graph_div, memory_order_relaxed);
+  if (v == 0) {
+    const char* s = getenv("TORCH_TPU_GRAPH_GRAIN_DIV");
+    long x = s && *s ? strtol(s, NULL, 10) : 1;
+    v = x < 1 ? 1 : x > 64 ? 64 : (int)x;
+    atomic_store_explicit(&g_graph_div, v, memory_order_relaxed);
+  }
+  return v;
 }
 
 const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return &e->g; }
@@ -85,7 +106,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e->reg); free(e->nreg);
-  free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype);
+  free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype); free(e->host_out);
   free(e);
 }
 
@@ -115,10 +136,11 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->epi_dot = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     e->param_op = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof(int32_t));
     e->in_dtype = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    e->host_out = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
       !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused ||
-      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot || !e->param_op || !e->in_dtype) {
+      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot || !e->param_op || !e->in_dtype || !e->host_out) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -297,6 +319,17 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
       if (e->last_use[b] < when[w]) e->last_use[b] = when[w];
     }
   for (int k = 0; k < G->n_outputs; ++k) e->last_use[user[G->outputs[k]]] = INT32_MAX;
+  /* Outputs that are reshapes of a step's result (saved activations of compiled forward graphs): the
+   * step computes into the output's memory viewed in its own shape, so no copy after the last step. */
+  for (int v = 0; v < n; ++v) e->host_out[v] = -1;
+  for (int k = 0; k < G->n_outputs; ++k) {
+    int u = G->outputs[k];
+    if (G->ops[u].opcode != TPU_IR_RESHAPE) continue;
+    while (G->ops[u].opcode == TPU_IR_RESHAPE) u = tpu_ir_operand(G, u, 0);
+    if ((e->kind[u] == K_ROOT || e->kind[u] == K_LIB) && !e->fused[u] && e->epi_root[u] < 0 && e->out_index[u] < 0 &&
+        e->host_out[u] < 0)
+      e->host_out[u] = k;
+  }
   free(users); free(user);
   *out_exe = e;
   return TPU_OK;
@@ -1032,6 +1065,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   tpu_status_t st = TPU_OK;
   unsigned char written[TPU_IR_MAX_GRAPH_OUTPUTS]; /* per output: already written in place */
   uintptr_t prange_small[64], *prange = NULL;     /* per parameter: byte range [lo, hi) */
+  const int grain_div = e->n_steps >= GRAPH_MIN_STEPS ? tpu_pool_set_grain_div(graph_grain_div()) : 0;
   memset(written, 0, (size_t)G->n_outputs);
   for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
@@ -1059,7 +1093,16 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
         }
         /* Destination: the output view when that is safe, else a contiguous temporary. */
         int k = e->out_index[v];
-        int direct = k >= 0 && !written[k];
+        tpu_host_view_t hv; /* host_out: that output viewed in this step's shape */
+        const tpu_host_view_t* o = k >= 0 ? &outs[k] : NULL;
+        if (k < 0 && e->host_out[v] >= 0 && !written[e->host_out[v]]) {
+          k = e->host_out[v];
+          hv = outs[k];
+          hv.rank = op->type.rank;
+          for (int d = 0; d < hv.rank; ++d) hv.sizes[d] = op->type.dims[d];
+          o = hv.dtype == op->type.dtype && reshape_strides(&outs[k], hv.rank, hv.sizes, hv.strides) ? &hv : NULL;
+        }
+        int direct = o && !written[k];
         if (direct && !prange) { /* byte ranges of the parameters, once per run (a graph with many
                                     * in-place outputs checks each against every parameter) */
           prange = G->n_params <= 32 ? prange_small : malloc((size_t)G->n_params * 2 * sizeof(uintptr_t));
@@ -1067,7 +1110,6 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           for (int p = 0; p < G->n_params; ++p) view_range(&params[p], &prange[2 * p], &prange[2 * p + 1]);
         }
         if (direct) {
-          const tpu_host_view_t* o = &outs[k];
           uintptr_t o0, o1;
           view_range(o, &o0, &o1);
           for (int p = 0; p < G->n_params && direct; ++p) {
@@ -1091,7 +1133,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             }
           }
         }
-        if (direct) { x->v = outs[k]; written[k] = 1; }
+        if (direct) { x->v = *o; written[k] = o == &hv ? 2 : 1; } /* 2: holds a step that the output reshapes */
         else if (op->type.rank == 0 && e->kind[v] == K_ROOT) { /* a scalar: its own 8 bytes, no scratch */
           view_contiguous(&x->v, (char*)x->storage.b, &op->type);
         } else {
@@ -1114,11 +1156,13 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   }
   for (int k = 0; k < G->n_outputs && st == TPU_OK; ++k) {
     int v = G->outputs[k];
-    if (written[k] && e->out_index[v] == k) continue;
+    if (written[k] == 1 && e->out_index[v] == k) continue;
+    if (written[k] == 2 && views_identical(&vals[v].v, &outs[k])) continue; /* the reshape is the output itself */
     st = tpu_host_k_copy(&vals[v].v, &outs[k]);
   }
   scratch_free(&s);
   if (vals != small) free(vals);
   if (prange != prange_small) free(prange);
+  if (grain_div) tpu_pool_set_grain_div(grain_div);
   return st;
 }
