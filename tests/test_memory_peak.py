@@ -140,3 +140,26 @@ def test_compiled_backward_keeps_saved_values_the_caller_holds():
     for p, q in zip(model.parameters(), cpu.parameters()):
         torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(h.detach().cpu(), cpu[0](x.cpu()), rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_backward_retain_graph_keeps_saved_values():
+    """backward(retain_graph=True) keeps the saved activations referenced (the autograd context still holds
+    them), so the first replay must not free them: a second backward through the same graph gives the same
+    gradients again."""
+    torch._dynamo.reset()
+    model = _mlp(4).to(DEV)
+    f = torch.compile(model, backend="tpu")
+    x = torch.randn(32, 256, generator=torch.Generator().manual_seed(5)).to(DEV)
+    for _ in range(3):
+        for p in model.parameters():
+            p.grad = None
+        loss = f(x).square().sum()
+        loss.backward(retain_graph=True)
+        first = [p.grad.cpu().clone() for p in model.parameters()]
+        loss.backward()
+        for p, g in zip(model.parameters(), first):
+            assert torch.equal(p.grad.cpu(), g + g)
+    cpu = _mlp(4)
+    cpu(x.cpu()).square().sum().backward()
+    for g, q in zip(first, cpu.parameters()):
+        torch.testing.assert_close(g, q.grad, rtol=1e-4, atol=1e-3)
