@@ -370,6 +370,7 @@ typedef struct {
    * xI (N * Lg rows, Cx words) = (xT16[r, c], xT16[r + st2, c]); yI (T / 2 rows, Oy words) = gy's pair */
   uint32_t *xI, *yI;
   int ng, fwd, bf;
+  int64_t mr, tp; /* forward: rows per block (8, or 12 for the bf16 kernel at ng <= 2) and tile row pitch */
   int64_t nrow, ncol, ntiles, ncb, kc, lstep, Opg, NCHp;
   int64_t *ash, *rw;         /* per row entry: A offset, output offset part (-1: padding) */
   int64_t *bsh, *cw, *clim;  /* per lane group: B offset, output offset part, valid lanes */
@@ -658,21 +659,24 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
   conv_gk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
   float tile[GK_MR * 48];
-  const int64_t ncb = J->ncb;
+  const int64_t ncb = J->ncb, mr = J->mr, tp = J->tp;
   float* yd = (float*)(void*)g->yd;
   for (int64_t t = begin; t < end; ++t) {
     const int64_t cb = t % ncb, grp = (t / ncb) % g->G, rb = t / (ncb * g->G);
-    if (J->bf)
-      tpu_host_conv_gk_bf16_avx512bf16(J->ng, J->kc, J->xT16 + grp * J->Cp, J->aoff, J->ash + rb * GK_MR,
+    if (J->bf && mr == 12)
+      tpu_host_conv_gk12_bf16_avx512bf16(J->ng, J->kc, J->xT16 + grp * J->Cp, J->aoff, J->ash + rb * mr,
+                                         J->wp16 + grp * J->kc * J->Opg * 2, J->boff, J->bsh + cb * J->ng, tile);
+    else if (J->bf)
+      tpu_host_conv_gk_bf16_avx512bf16(J->ng, J->kc, J->xT16 + grp * J->Cp, J->aoff, J->ash + rb * mr,
                                        J->wp16 + grp * J->kc * J->Opg * 2, J->boff, J->bsh + cb * J->ng, tile, 0);
     else
-      tpu_host_conv_gk_avx512(J->ng, J->kc, J->xT + grp * g->Cg, J->aoff, J->ash + rb * GK_MR,
+      tpu_host_conv_gk_avx512(J->ng, J->kc, J->xT + grp * g->Cg, J->aoff, J->ash + rb * mr,
                               J->wp + grp * J->kc * J->Opg, J->boff, J->bsh + cb * J->ng, tile, 0);
-    for (int64_t i = 0; i < GK_MR; ++i) {
-      const int64_t yo = J->rw[rb * GK_MR + i];
+    for (int64_t i = 0; i < mr; ++i) {
+      const int64_t yo = J->rw[rb * mr + i];
       if (yo < 0) continue;
-      if (J->z) { /* row t = rb * 8 + i of z */
-        memcpy(J->z + ((rb * GK_MR + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * 48,
+      if (J->z) { /* row t = rb * mr + i of z */
+        memcpy(J->z + ((rb * mr + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * tp,
                (size_t)J->ng * 16 * sizeof(float));
         continue;
       }
@@ -680,7 +684,7 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
         const int64_t o0 = (cb * J->ng + j) * 16, nl = TPU_MIN((int64_t)16, g->Og - o0);
         if (nl <= 0) break;
         float* yr = yd + yo + (grp * g->Og + o0) * g->ys[1];
-        const float* tr = tile + i * 48 + j * 16;
+        const float* tr = tile + i * tp + j * 16;
         if (g->ys[1] == 1) memcpy(yr, tr, (size_t)nl * sizeof(float));
         else for (int64_t l = 0; l < nl; ++l) yr[l * g->ys[1]] = tr[l];
       }
@@ -768,20 +772,22 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
   }
   if (J->fwd && J->bf) {
     /* pairs p = kk * hp + cp (channels 2 cp, 2 cp + 1 of tap kk) */
-    const int64_t hp = J->Cp / 2, np = g->KK * hp, nrb = (T + GK_MR - 1) / GK_MR, Opg = J->Opg;
+    J->mr = J->ng <= 2 ? 12 : GK_MR;
+    J->tp = J->mr == 12 ? 32 : 48;
+    const int64_t mr = J->mr, hp = J->Cp / 2, np = g->KK * hp, nrb = (T + mr - 1) / mr, Opg = J->Opg;
     J->kc = np;
     J->ncb = J->NCHp / J->ng;
     J->wp16 = conv_alloc((size_t)(g->G * np * Opg * 2) * sizeof(uint16_t));
-    J->aoff = conv_alloc((size_t)(2 * np + 2 * nrb * GK_MR + J->NCHp) * sizeof(int64_t));
+    J->aoff = conv_alloc((size_t)(2 * np + 2 * nrb * mr + J->NCHp) * sizeof(int64_t));
     if (!J->wp16 || !J->aoff) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries"); goto done; }
-    J->boff = J->aoff + np; J->ash = J->boff + np; J->rw = J->ash + nrb * GK_MR; J->bsh = J->rw + nrb * GK_MR;
+    J->boff = J->aoff + np; J->ash = J->boff + np; J->rw = J->ash + nrb * mr; J->bsh = J->rw + nrb * mr;
     for (int64_t kk = 0; kk < g->KK; ++kk) {
       const int64_t sh = gk_shift(g, J, kk) * J->Cx;
       for (int64_t cp = 0; cp < hp; ++cp) J->aoff[kk * hp + cp] = sh + 2 * cp;
     }
     for (int64_t p = 0; p < np; ++p) J->boff[p] = p * Opg * 2;
     gk_pos_tables(g, J, J->ash, J->rw);
-    for (int64_t t = T; t < nrb * GK_MR; ++t) { J->ash[t] = 0; J->rw[t] = -1; }
+    for (int64_t t = T; t < nrb * mr; ++t) { J->ash[t] = 0; J->rw[t] = -1; }
     for (int64_t j = 0; j < J->NCHp; ++j) J->bsh[j] = j * 32;
     const uint16_t* w16 = (const uint16_t*)(const void*)g->wd;
     for (int64_t grp = 0; grp < g->G; ++grp)
@@ -806,6 +812,8 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
   }
   if (J->fwd) {
     const int64_t KcG = g->KcG, nrb = (T + GK_MR - 1) / GK_MR;
+    J->mr = GK_MR;
+    J->tp = 48;
     J->kc = KcG;
     J->ncb = J->NCHp / J->ng;
     J->wp = conv_alloc((size_t)(g->G * KcG * J->Opg) * sizeof(float));

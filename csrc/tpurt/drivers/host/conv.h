@@ -75,6 +75,10 @@ void tpu_host_conv_tr16_pairs_avx512(int np, const uint16_t* const* src, uint16_
 void tpu_host_conv_gk_bf16_avx512bf16(int ng, int64_t np, const uint16_t* A, const int64_t* aoff, const int64_t* ash,
                                       const uint16_t* B, const int64_t* boff, const int64_t* bsh, float* tile,
                                       int acc);
+/* conv_avx512bf16.c: the same with 12 rows and ng 1-2 (tile rows 32 floats apart; no accumulate) */
+void tpu_host_conv_gk12_bf16_avx512bf16(int ng, int64_t np, const uint16_t* A, const int64_t* aoff,
+                                        const int64_t* ash, const uint16_t* B, const int64_t* boff,
+                                        const int64_t* bsh, float* tile);
 /* TPU_IR_CUSTOM entry for the two backward targets (called by tpu_host_k_custom). */
 tpu_status_t tpu_host_k_conv_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
                                     const tpu_host_view_t* out);

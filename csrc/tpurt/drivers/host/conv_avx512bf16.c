@@ -60,3 +60,38 @@ void tpu_host_conv_gk_bf16_avx512bf16(int ng, int64_t np, const uint16_t* A, con
   else if (ng == 2) gkb_2(np, A, aoff, ash, B, boff, bsh, tile, acc);
   else gkb_3(np, A, aoff, ash, B, boff, bsh, tile, acc);
 }
+
+/* 12 rows x 1-2 lane groups (24 accumulators at ng 2; tile rows 32 floats apart): for output-channel counts
+ * up to 32 per group of lanes the 8-row tile spends one broadcast per two products, this one per two as well
+ * but amortizes the lane-group loads over 12 rows and keeps more independent accumulators in flight. */
+#define GKB12_BODY(NG)                                                                        \
+  __m512 c[12][NG];                                                                           \
+  for (int i = 0; i < 12; ++i)                                                                \
+    for (int j = 0; j < NG; ++j) c[i][j] = _mm512_setzero_ps();                               \
+  const uint16_t* r[12];                                                                      \
+  for (int i = 0; i < 12; ++i) r[i] = A + ash[i];                                             \
+  for (int64_t p = 0; p < np; ++p) {                                                          \
+    const uint16_t* b = B + boff[p];                                                          \
+    const int64_t ao = aoff[p];                                                               \
+    __m512bh bv[NG];                                                                          \
+    for (int j = 0; j < NG; ++j) bv[j] = (__m512bh)_mm512_loadu_si512((const void*)(b + bsh[j])); \
+    for (int i = 0; i < 12; ++i) {                                                            \
+      const __m512bh a = gk_pair(r[i] + ao);                                                  \
+      for (int j = 0; j < NG; ++j) c[i][j] = _mm512_dpbf16_ps(c[i][j], a, bv[j]);             \
+    }                                                                                         \
+  }                                                                                           \
+  for (int i = 0; i < 12; ++i)                                                                \
+    for (int j = 0; j < NG; ++j) _mm512_storeu_ps(tile + i * 32 + j * 16, c[i][j]);
+
+static void gkb12_1(int64_t np, const uint16_t* A, const int64_t* aoff, const int64_t* ash, const uint16_t* B,
+                    const int64_t* boff, const int64_t* bsh, float* tile) { GKB12_BODY(1) }
+static void gkb12_2(int64_t np, const uint16_t* A, const int64_t* aoff, const int64_t* ash, const uint16_t* B,
+                    const int64_t* boff, const int64_t* bsh, float* tile) { GKB12_BODY(2) }
+#undef GKB12_BODY
+
+void tpu_host_conv_gk12_bf16_avx512bf16(int ng, int64_t np, const uint16_t* A, const int64_t* aoff,
+                                        const int64_t* ash, const uint16_t* B, const int64_t* boff,
+                                        const int64_t* bsh, float* tile) {
+  if (ng == 1) gkb12_1(np, A, aoff, ash, B, boff, bsh, tile);
+  else gkb12_2(np, A, aoff, ash, B, boff, bsh, tile);
+}
