@@ -95,7 +95,7 @@ void tpu_host_exe_lifetimes(const tpu_host_exe_t* e, int32_t* param_last, int32_
   for (int k = 0; k < G->n_outputs; ++k) out_first[k] = G->n_ops; /* the copies after the last step */
   for (int v = 0; v < G->n_ops; ++v) {
     if (e->kind[v] == K_PARAM && param_last[G->ops[v].i0] < e->last_use[v]) param_last[G->ops[v].i0] = e->last_use[v];
-    int k = e->out_index[v];
+    int k = e->out_index[v] >= 0 ? e->out_index[v] : e->host_out[v]; /* host_out: a reshape of v's result */
     if (k >= 0 && out_first[k] > v) out_first[k] = v;
   }
 }
