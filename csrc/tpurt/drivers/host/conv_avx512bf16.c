@@ -61,9 +61,9 @@ void tpu_host_conv_gk_bf16_avx512bf16(int ng, int64_t np, const uint16_t* A, con
   else gkb_3(np, A, aoff, ash, B, boff, bsh, tile, acc);
 }
 
-/* 12 rows x 1-2 lane groups (24 accumulators at ng 2; tile rows 32 floats apart): for output-channel counts
- * up to 32 per group of lanes the 8-row tile spends one broadcast per two products, this one per two as well
- * but amortizes the lane-group loads over 12 rows and keeps more independent accumulators in flight. */
+/* 12 rows x 1-2 lane groups (tile rows 32 floats apart, no accumulate): at ng 2 the 8-row tile keeps 16
+ * accumulators and loads its two lane groups per 8 rows; this one keeps 24 and loads them per 12 rows, the
+ * same register budget as the 8 x 3 tile. Same summation order per element as the 8-row tile. */
 #define GKB12_BODY(NG)                                                                        \
   __m512 c[12][NG];                                                                           \
   for (int i = 0; i < 12; ++i)                                                                \
