@@ -148,6 +148,11 @@ def test_gather_edge_and_grad():
     raises(IndexError, "index 4 is out of bounds for dimension 1 with size 4", lambda: d.gather(1, idx([4]).to(DEV)))
     raises(RuntimeError, "expected index \\[3, 5\\] to be no larger than self \\[3, 4\\] apart from dimension 0",
            lambda: d.gather(0, torch.zeros(3, 5, dtype=torch.long, device=DEV)))
+    # as ATen: an empty index of any dtype is accepted (nothing read), a non-empty one must be int32/int64
+    for dt in (torch.uint8, torch.int16, torch.bool):
+        check(lambda x, i: torch.gather(x, 0, i), make((5,)), torch.zeros(0, dtype=dt))
+        check(lambda x, i: x.scatter(1, i, 1.0), make((3, 4)), torch.zeros(3, 0, dtype=dt))
+    raises(RuntimeError, "Expected dtype int32/int64 for index", lambda: d.gather(1, torch.zeros(3, 1, dtype=torch.uint8, device=DEV)))
 
 
 # ------------------------------------------------------------------ scatter

@@ -497,9 +497,10 @@ static tpu_status_t lower_index_select(tpu_lower_ctx_t* cx) {
 static tpu_status_t check_gather_scatter_shapes(tpu_lower_ctx_t* cx, const char* what, int dim, int xi, int ii, int si) {
   int xr = lw_rank_of(cx, xi), ir = lw_rank_of(cx, ii);
   const int64_t *xd = lw_sizes_of(cx, xi), *id = lw_sizes_of(cx, ii);
+  /* as ATen: an empty index is accepted whatever its dtype (nothing is read) */
+  if (tpu_numel(ir, id) == 0) return TPU_OK;
   if (lw_dtype_of(cx, ii) != TPU_DTYPE_I64 && lw_dtype_of(cx, ii) != TPU_DTYPE_I32)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index", what);
-  if (tpu_numel(ir, id) == 0) return TPU_OK;
   if (ir != xr && !(xr <= 1 && ir <= 1))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Index tensor must have the same number of dimensions as %s tensor", si >= 0 ? "self" : "input");
   if (si >= 0 && lw_is_tensor(cx, si) && lw_rank_of(cx, si) != xr && !(xr <= 1 && lw_rank_of(cx, si) <= 1))
