@@ -92,7 +92,42 @@ static tpu_status_t lower_floor_divide(tpu_lower_ctx_t* cx) {
   return lw_binary(cx, TPU_IR_FLOOR_DIV, 0, 1, -1, 0);
 }
 
-static tpu_status_t lower_pow(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_POW, 0, 1, -1, 0); }
+/* pow(Tensor, Scalar exponent): the exponent is a key scalar (bit 1) because PyTorch's CPU kernel picks
+ * the algorithm by it for floating results: 0 -> 1, 1 -> copy, 2 -> x*x, 3 -> x*x*x, -1 -> 1/x,
+ * -2 -> 1/(x*x), -0.5 -> 1/sqrt, else pow (0.5, and -0.5 in f16, go through pow there, as the CPU's
+ * results at -0 and -inf show). These forms give the CPU's bits (bf16 rounds after each step, as the
+ * CPU's bf16 vectors do; f16 does not; bf16 ** -0.5 rounds once, as the CPU's vector body does and its
+ * scalar tail does not) in one pass: RMSNorm's backward runs pow(x, 1.0), which went through powf.
+ * A _foreach_ element (cx->sub: the list op's key holds no scalar values) and integer results keep
+ * the general POW. */
+/* v rounded to bf16 and back when the op's dtype is bf16 */
+static int lw_round_to(tpu_lower_ctx_t* cx, int v, int dtype, int opmath) {
+  return dtype != TPU_DTYPE_BF16 ? v : tpu_ir_convert(G, tpu_ir_convert(G, v, dtype), opmath);
+}
+static tpu_status_t lower_pow(tpu_lower_ctx_t* cx) {
+  if (!cx->sub && lw_is_tensor(cx, 0) && lw_is_scalar_arg(cx, 1)) {
+    int idx[2] = {0, 1};
+    int common = lw_result_type(cx, 2, idx), dt = tpu_opmath_dtype(common);
+    double e = lw_key_scalar(cx, 1, NAN);
+    if (tpu_dtype_is_floating(dt) && tpu_can_cast(common, OUT_DT(0)) &&
+        (e == 0 || e == 1 || e == 2 || e == 3 || e == -1 || e == -2 ||
+         (e == -0.5 && common != TPU_DTYPE_F16))) {
+      const tpu_tensor_t* o = &cx->outs[0];
+      int x = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), r;
+      if (e == 0) r = lw_const_like(cx, 1.0, x);
+      else if (e == 1) r = x;
+      else if (e == -1) r = tpu_ir_unary(G, TPU_IR_RECIPROCAL, x);
+      else if (e == -0.5) r = tpu_ir_unary(G, TPU_IR_RSQRT, x);
+      else {
+        r = tpu_ir_binary(G, TPU_IR_MUL, x, x);
+        if (e == 3) r = tpu_ir_binary(G, TPU_IR_MUL, lw_round_to(cx, r, common, dt), x);
+        if (e == -2) r = tpu_ir_unary(G, TPU_IR_RECIPROCAL, lw_round_to(cx, r, common, dt));
+      }
+      return lw_output(cx, 0, r);
+    }
+  }
+  return lw_binary(cx, TPU_IR_POW, 0, 1, -1, 0);
+}
 
 static tpu_status_t lw_logical(tpu_lower_ctx_t* cx, int opcode) {
   const tpu_tensor_t* o = &cx->outs[0];
@@ -178,11 +213,15 @@ static tpu_status_t lower_lerp(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = &cx->outs[0];
   int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
   int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
-  int w = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
-  int diff = tpu_ir_binary(G, TPU_IR_SUB, b, a);
+  /* |w| < 0.5 and 1 - w on w's own shape (a Scalar weight: once, not per element), then broadcast */
+  int w = lw_input(cx, 2, dt);
   int small = tpu_ir_compare(G, TPU_IR_CMP_LT, tpu_ir_unary(G, TPU_IR_ABS, w), lw_const_like(cx, 0.5, w));
-  int r1 = tpu_ir_binary(G, TPU_IR_ADD, a, tpu_ir_binary(G, TPU_IR_MUL, w, diff));
   int one_minus = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, w), w);
+  w = lw_bcast(cx, w, o->ndim, o->sizes);
+  small = lw_bcast(cx, small, o->ndim, o->sizes);
+  one_minus = lw_bcast(cx, one_minus, o->ndim, o->sizes);
+  int diff = tpu_ir_binary(G, TPU_IR_SUB, b, a);
+  int r1 = tpu_ir_binary(G, TPU_IR_ADD, a, tpu_ir_binary(G, TPU_IR_MUL, w, diff));
   int r2 = tpu_ir_binary(G, TPU_IR_SUB, b, tpu_ir_binary(G, TPU_IR_MUL, diff, one_minus));
   return lw_output(cx, 0, tpu_ir_select(G, small, r1, r2));
 }
@@ -730,7 +769,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::mul.out", lower_mul}, {"aten::div.out", lower_div}, {"aten::div.out_mode", lower_div_mode},
   {"aten::floor_divide.out", lower_floor_divide}, {"aten::floor_divide", lower_floor_divide},
   {"aten::remainder.Tensor_out", lower_remainder}, {"aten::fmod.Tensor_out", lower_fmod},
-  {"aten::pow.Tensor_Tensor_out", lower_pow}, {"aten::pow.Tensor_Scalar_out", lower_pow},
+  {"aten::pow.Tensor_Tensor_out", lower_pow}, {"aten::pow.Tensor_Scalar_out", lower_pow, 1u << 1},
   {"aten::pow.Scalar_out", lower_pow}, {"aten::maximum.out", lower_maximum},
   {"aten::minimum.out", lower_minimum}, {"aten::atan2.out", lower_atan2},
   {"aten::bitwise_and.Tensor_out", lower_bitand}, {"aten::bitwise_or.Tensor_out", lower_bitor},

@@ -165,7 +165,7 @@ static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, i
         for (int g = 0; g < h; g += 8) {
           const int64_t have = rows - i - g;
           __m256 v = have >= 8 ? _mm256_loadu_ps(sp + i + g) : _mm256_maskload_ps(sp + i + g, mask8(have));
-          if (h - g >= 8) _mm256_storeu_ps(d + g, v);
+          if (h - g >= 8 || (h < 8 && p + 1 < kc)) _mm256_storeu_ps(d + g, v); /* spill: see below */
           else _mm256_maskstore_ps(d + g, mask8(h - g), v);
         }
     }
@@ -187,8 +187,12 @@ static inline void pack_f32(int h, int64_t rows, int64_t kc, const float* src, i
             v[q] = q >= gr ? _mm256_setzero_ps() : np == 8 ? _mm256_loadu_ps(sq) : _mm256_maskload_ps(sq, pm);
           }
           transpose8(v);
+          /* A strip narrower than 8 (h = 6: A's MR): a full store spills 8 - (h - g) lanes into the
+           * next p's slots, which the next store overwrites; only the strip's last p needs the mask (h < 8
+           * only: with h = 12 the spill would land in the next p's first group, already written)
+           * (vmaskmovps stores are microcoded on AMD: packing A cost a third of the kernel's time). */
           for (int j = 0; j < np; ++j) {
-            if (h - g >= 8) _mm256_storeu_ps(dst + (p + j) * h + g, v[j]);
+            if (h - g >= 8 || (h < 8 && p + j + 1 < kc)) _mm256_storeu_ps(dst + (p + j) * h + g, v[j]);
             else _mm256_maskstore_ps(dst + (p + j) * h + g, sm, v[j]);
           }
         }
