@@ -6,6 +6,7 @@
 
 #include "drivers/host/gemm.h"
 #include "drivers/host/host.h"
+#include "drivers/host/maxpool.h"
 #include "runtime/runtime.h"
 
 const tpu_host_tile_ops_t* tpu_host_tile_ops(void) {
@@ -727,6 +728,7 @@ tpu_status_t tpu_host_k_gather(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
   if (numel_of(out) == 0) return TPU_OK;
   size_t es = tpu_dtype_size(x->dtype);
   int64_t dsize = x->rank ? x->sizes[dim] : 1;
+  if (dim == 1 && tpu_host_gather_rows(x, idx, out, op->i1 == 1)) return TPU_OK; /* maxpool.c: rows in parallel */
   /* i1 = 1: no negative wrap; such an index is reported as PyTorch does (checked first, so a
    * negative index never reaches check_index's wrap) */
 #define GATHER_NO_WRAP(k) if (op->i1 == 1 && (k) < 0) \
@@ -845,6 +847,7 @@ tpu_status_t tpu_host_k_scatter(const tpu_ir_op_t* op, const tpu_host_view_t* x,
                                 const tpu_host_view_t* src, const tpu_host_view_t* out) {
   int dim = (int)op->i0, add = (int)op->i1;
   if (x->data != out->data) TPU_RETURN_IF_ERROR(tpu_host_k_copy(x, out));
+  if (add == 1 && dim == 1 && tpu_host_scatter_add_rows(idx, src, out)) return TPU_OK; /* maxpool.c: rows in parallel */
   int64_t i[TPU_MAX_DIMS] = {0}, d[TPU_MAX_DIMS];
   if (numel_of(idx) == 0) return TPU_OK;
   size_t es = tpu_dtype_size(out->dtype);

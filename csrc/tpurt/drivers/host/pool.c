@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "drivers/host/host.h"
+#include "drivers/host/maxpool.h"
 
 static double rw_identity(int monoid) {
   switch (monoid) {
@@ -170,6 +171,7 @@ static void argmax_worker(void* ctx, int64_t begin, int64_t end) {
 }
 
 tpu_status_t tpu_host_k_pool_argmax(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
+  if (tpu_host_maxpool2d_argmax(op, x, out)) return TPU_OK; /* maxpool.c: 2-d fixed windows, contiguous planes */
   int n = (int)op->i1;
   if (n < 1 || n > 3 || x->rank != out->rank || x->rank < n || out->dtype != TPU_DTYPE_I64)
     return TPU_ERR(INVALID_ARGUMENT, "host: pool_argmax: bad operands (%d spatial dims, rank %d -> %d)", n, x->rank, out->rank);
