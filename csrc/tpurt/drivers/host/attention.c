@@ -6,6 +6,7 @@
 
 #include "drivers/host/attention.h"
 #include "drivers/host/gemm.h"
+#include "drivers/host/vmath.h"
 
 #define BQ 64  /* query rows per block */
 #define BK 128 /* keys per block */
@@ -63,6 +64,21 @@ static tpu_status_t attn_setup(const tpu_ir_op_t* op, int n, const tpu_host_view
   return TPU_OK;
 }
 static int masked(const attn_t* A, int64_t i, int64_t j) { return A->causal && j > i; }
+/* How many of the nk keys from j0 query i sees: all, or (causal) those with j <= i. */
+static int64_t visible(const attn_t* A, int64_t i, int64_t j0, int64_t nk) {
+  if (!A->causal) return nk;
+  int64_t n = i + 1 - j0;
+  return n < 0 ? 0 : n < nk ? n : nk;
+}
+/* sum of x[0..n) in 8 interleaved partial sums (vectorizes; a fixed order, so every build agrees) */
+static float row_sum(const float* x, int64_t n) {
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) a[k] += x[j + k];
+  for (; j < n; ++j) a[j & 7] += x[j];
+  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
 
 /* ---------------------------------------------------------------- forward */
 
@@ -90,18 +106,17 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
       tpu_host_sgemm(nq, nk, E, 1.0f, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, s, nk, 1);
       for (int64_t i = 0; i < nq; ++i) {
         float* sr = s + i * nk;
+        const int64_t lim = visible(A, i0 + i, j0, nk); /* keys [j0, j0 + lim) unmasked */
+        if (A->has_bias)
+          for (int64_t j = 0; j < lim; ++j) sr[j] += bias_at(A, b, h, i0 + i, j0 + j);
         float mx = m[i];
-        for (int64_t j = 0; j < nk; ++j) {
-          float x = sr[j];
-          if (A->has_bias) x += bias_at(A, b, h, i0 + i, j0 + j);
-          if (masked(A, i0 + i, j0 + j)) x = -INFINITY;
-          sr[j] = x;
-          mx = x > mx ? x : mx;
-        }
+        for (int64_t j = 0; j < lim; ++j) mx = sr[j] > mx ? sr[j] : mx;
         if (mx == -INFINITY) { for (int64_t j = 0; j < nk; ++j) sr[j] = 0.0f; continue; }
-        float corr = expf(m[i] - mx), sum = 0.0f; /* m = -inf: corr 0 */
-        for (int64_t j = 0; j < nk; ++j) { float p = expf(sr[j] - mx); sr[j] = p; sum += p; }
-        l[i] = l[i] * corr + sum; m[i] = mx;
+        float corr = tile_expf(m[i] - mx); /* m = -inf: corr 0 */
+        for (int64_t j = 0; j < lim; ++j) sr[j] = tile_expf(sr[j] - mx);
+        for (int64_t j = lim; j < nk; ++j) sr[j] = 0.0f;
+        l[i] = l[i] * corr + row_sum(sr, lim);
+        m[i] = mx;
         if (corr != 1.0f) for (int64_t e = 0; e < Ev; ++e) acc[i * Ev + e] *= corr;
       }
       /* acc (nq, Ev) += p @ v_blk */
@@ -160,11 +175,12 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
           tpu_host_sgemm(nq, nk, E, A->scale, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, p, nk, 1);
           for (int64_t i = 0; i < nq; ++i) {
             float L = ((const float*)A->lse->data)[b * A->lse->strides[0] + h * A->lse->strides[1] + (i0 + i) * A->lse->strides[2]];
-            for (int64_t j = 0; j < nk; ++j) {
-              float x = p[i * nk + j];
-              if (A->has_bias) x += bias_at(A, b, h, i0 + i, j0 + j);
-              p[i * nk + j] = (L == -INFINITY || masked(A, i0 + i, j0 + j)) ? 0.0f : expf(x - L);
-            }
+            float* pr = p + i * nk;
+            const int64_t lim = L == -INFINITY ? 0 : visible(A, i0 + i, j0, nk);
+            if (A->has_bias)
+              for (int64_t j = 0; j < lim; ++j) pr[j] += bias_at(A, b, h, i0 + i, j0 + j);
+            for (int64_t j = 0; j < lim; ++j) pr[j] = tile_expf(pr[j] - L);
+            for (int64_t j = lim; j < nk; ++j) pr[j] = 0.0f;
           }
           /* dv_blk (nk, Ev) += p^T @ dout_blk */
           tpu_host_sgemm(nk, Ev, nq, 1.0f, p, 1, nk, dob, Ev, 1, 1.0f, dv + j0 * Ev, Ev, 1);
