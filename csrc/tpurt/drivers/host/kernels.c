@@ -91,7 +91,10 @@ RAW_ROW(uint32_t)
 RAW_ROW(uint64_t)
 #undef RAW_ROW
 static void copy_row_raw(char* d, int64_t ds, const char* s, int64_t ss, size_t es, int64_t n) {
-  if (ds == 1 && ss == 1) memcpy(d, s, (size_t)n * es);
+  if (ds == 1 && ss == 1 && es == 4 && n <= 16) { /* short rows: no call into memcpy */
+    uint32_t* o = (uint32_t*)(void*)d; const uint32_t* x = (const uint32_t*)(const void*)s;
+    for (int64_t i = 0; i < n; ++i) o[i] = x[i];
+  } else if (ds == 1 && ss == 1) memcpy(d, s, (size_t)n * es);
   else if (es == 4) raw_row_uint32_t(d, ds, s, ss, n);
   else if (es == 2) raw_row_uint16_t(d, ds, s, ss, n);
   else if (es == 8) raw_row_uint64_t(d, ds, s, ss, n);
@@ -106,17 +109,25 @@ static void copy_worker(void* ctx, int64_t b, int64_t e) {
   int64_t ss = r ? s->strides[r - 1] : 0, ds = r ? d->strides[r - 1] : 0;
   size_t se = tpu_dtype_size(s->dtype), de = tpu_dtype_size(d->dtype);
   int raw = s->dtype == d->dtype;
+  /* row b's offsets by division once, then an odometer over the outer dims (short rows, e.g. a
+   * cat's halves of 8 floats, spent most of their time in the per-row divisions) */
+  int64_t idx[TPU_MAX_DIMS], rem = b, so = 0, dof = 0;
+  for (int k = r - 2; k >= 0; --k) {
+    idx[k] = rem % d->sizes[k]; rem /= d->sizes[k];
+    so += idx[k] * s->strides[k]; dof += idx[k] * d->strides[k];
+  }
   for (int64_t row = b; row < e; ++row) {
-    int64_t rem = row, so = 0, dof = 0;
+    if (raw) copy_row_raw(d->data + dof * (int64_t)de, ds, s->data + so * (int64_t)se, ss, se, J->inner);
+    else
+      for (int64_t t = 0; t < J->inner; t += 512) {
+        int64_t n = TPU_MIN(512, J->inner - t);
+        T->load(buf, cls, s->data + (so + t * ss) * (int64_t)se, s->dtype, ss, n);
+        T->store(d->data + (dof + t * ds) * (int64_t)de, d->dtype, ds, buf, cls, n);
+      }
     for (int k = r - 2; k >= 0; --k) {
-      int64_t i = rem % d->sizes[k]; rem /= d->sizes[k];
-      so += i * s->strides[k]; dof += i * d->strides[k];
-    }
-    if (raw) { copy_row_raw(d->data + dof * (int64_t)de, ds, s->data + so * (int64_t)se, ss, se, J->inner); continue; }
-    for (int64_t t = 0; t < J->inner; t += 512) {
-      int64_t n = TPU_MIN(512, J->inner - t);
-      T->load(buf, cls, s->data + (so + t * ss) * (int64_t)se, s->dtype, ss, n);
-      T->store(d->data + (dof + t * ds) * (int64_t)de, d->dtype, ds, buf, cls, n);
+      so += s->strides[k]; dof += d->strides[k];
+      if (++idx[k] < d->sizes[k]) break;
+      so -= idx[k] * s->strides[k]; dof -= idx[k] * d->strides[k]; idx[k] = 0;
     }
   }
 }
