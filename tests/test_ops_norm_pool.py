@@ -111,6 +111,41 @@ def test_batch_norm_eval_functional(dtype):
     _check(lambda x, w, b: F.batch_norm(x, rm.to(x.device), rv.to(x.device), w, b, False, 0.1, 1e-5), [x, w, b], dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_batch_norm_half_input_f32_module(dtype, channels_last):
+    """bf16 / f16 activations through an f32 BatchNorm2d (the autocast pattern: the channel kernels read the
+    half input as it is and write y / d_input in its dtype): forward, input and parameter gradients, running
+    stats, eval mode, odd channel counts and maps."""
+    for C, shape in [(5, (3, 5, 7, 9)), (16, (4, 16, 4, 4)), (3, (2, 3, 1, 13))]:
+        torch.manual_seed(C)
+        m_cpu = torch.nn.BatchNorm2d(C)
+        with torch.no_grad():
+            m_cpu.weight.uniform_(0.5, 1.5)
+            m_cpu.bias.uniform_(-0.5, 0.5)
+        m_dev = torch.nn.BatchNorm2d(C).to(DEV)
+        m_dev.load_state_dict(m_cpu.state_dict())
+        tol = _tol(dtype)
+        for step in range(2):
+            x = _rand(shape, dtype, seed=step, channels_last=channels_last)
+            xc, xd = x.clone().requires_grad_(), x.to(DEV).requires_grad_()
+            yc, yd = m_cpu(xc), m_dev(xd)
+            assert yd.dtype == yc.dtype == dtype
+            torch.testing.assert_close(yd.cpu(), yc, **tol)
+            g = _rand(yc.shape, dtype, seed=10 + step, channels_last=channels_last)
+            yc.backward(g)
+            yd.backward(g.to(DEV))
+            torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+        torch.testing.assert_close(m_dev.running_mean.cpu(), m_cpu.running_mean, **tol)
+        torch.testing.assert_close(m_dev.running_var.cpu(), m_cpu.running_var, **tol)
+        torch.testing.assert_close(m_dev.weight.grad.cpu(), m_cpu.weight.grad, **tol)
+        torch.testing.assert_close(m_dev.bias.grad.cpu(), m_cpu.bias.grad, **tol)
+        m_cpu.eval()
+        m_dev.eval()
+        x = _rand(shape, dtype, seed=7, channels_last=channels_last)
+        torch.testing.assert_close(m_dev(x.to(DEV)).cpu(), m_cpu(x), **tol)
+
+
 def test_batch_norm_bf16_module():
     m_cpu = torch.nn.BatchNorm2d(3).to(torch.bfloat16)
     m_dev = torch.nn.BatchNorm2d(3).to(torch.bfloat16).to(DEV)

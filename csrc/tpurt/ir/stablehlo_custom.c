@@ -216,9 +216,9 @@ static int chan_sum(shlo_t* P, int x) { /* [A, B, I] f64 -> [1, B] */
   int64_t d2[2] = {1, shlo_type(P, r)->dims[0]};
   return shlo_reshape(P, r, 2, d2);
 }
-static int channel_stats(shlo_t* P, int n, const int* in) {
+static int channel_stats(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
   const tpu_ir_type_t tx = *shlo_type(P, in[0]);
-  int dt = tx.dtype, F64 = TPU_DTYPE_F64;
+  int dt = op->type.dtype, F64 = TPU_DTYPE_F64; /* f32 statistics of bf16 / f16 operands too */
   int r0, r1;
   if (n == 1) {
     int x = shlo_convert(P, in[0], F64);
@@ -238,12 +238,19 @@ static int channel_stats(shlo_t* P, int n, const int* in) {
   int both[2] = {r0, r1};
   return shlo_convert(P, shlo_concat(P, 2, both, 0), dt);
 }
-static int channel_affine(shlo_t* P, int n, const int* in) {
-  const tpu_ir_type_t tx = *shlo_type(P, in[0]);
-  int two = n == 5;
-  int r = shlo_bin(P, "stablehlo.multiply", in[0], chan_bcast(P, in[two ? 2 : 1], &tx));
-  if (two) r = shlo_bin(P, "stablehlo.add", r, shlo_bin(P, "stablehlo.multiply", in[1], chan_bcast(P, in[3], &tx)));
-  return shlo_bin(P, "stablehlo.add", r, chan_bcast(P, in[two ? 4 : 2], &tx));
+static int channel_affine(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  tpu_ir_type_t tx = *shlo_type(P, in[0]);
+  int two = n == 5, vdt = shlo_type(P, in[n - 1])->dtype; /* bf16 / f16 operands: f32 math, rounded once */
+  int u = in[0], v = two ? in[1] : -1;
+  if (tx.dtype != vdt) {
+    u = shlo_convert(P, u, vdt);
+    if (two) v = shlo_convert(P, v, vdt);
+    tx.dtype = vdt;
+  }
+  int r = shlo_bin(P, "stablehlo.multiply", u, chan_bcast(P, in[two ? 2 : 1], &tx));
+  if (two) r = shlo_bin(P, "stablehlo.add", r, shlo_bin(P, "stablehlo.multiply", v, chan_bcast(P, in[3], &tx)));
+  r = shlo_bin(P, "stablehlo.add", r, chan_bcast(P, in[two ? 4 : 2], &tx));
+  return vdt != op->type.dtype ? shlo_convert(P, r, op->type.dtype) : r;
 }
 
 /* ROWS_SOFTMAX / ROWS_SOFTMAX_BWD (drivers/host/rows.h) over [A, N, I], reducing dim 1 */
@@ -329,8 +336,8 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_LOGCUMSUMEXP: return logcumsumexp(P, op, in[0]);
     case TPU_IR_CUSTOM_TRI_SOLVE: return shlo_tri_solve(P, op, in[0], in[1]);   /* stablehlo_linalg.c */
     case TPU_IR_CUSTOM_CHOLESKY: return shlo_cholesky(P, op, in[0]);
-    case TPU_IR_CUSTOM_CHANNEL_STATS: return channel_stats(P, op->n_in, in);
-    case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op->n_in, in);
+    case TPU_IR_CUSTOM_CHANNEL_STATS: return channel_stats(P, op, op->n_in, in);
+    case TPU_IR_CUSTOM_CHANNEL_AFFINE: return channel_affine(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_ROWS_SOFTMAX: case TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD: return rows_softmax(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_ROWS_LAYER_NORM: case TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD: return rows_layer_norm(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_GELU: case TPU_IR_CUSTOM_GELU_BWD: return gelu(P, op, in);

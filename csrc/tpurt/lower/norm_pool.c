@@ -94,6 +94,12 @@ static int chan_affine(tpu_lower_ctx_t* cx, int u3, int v3, int a, int b, int c,
   return r < 0 ? -1 : tpu_ir_reshape(G, r, tl.rank, tl.dims);
 }
 
+/* the channel kernels read input i as it is: bf16 / f16 with f32 statistics (dt, the op-math dtype) */
+static int half_ok(tpu_lower_ctx_t* cx, int i, int dt) {
+  int xdt = lw_dtype_of(cx, i);
+  return dt == TPU_DTYPE_F32 && (xdt == TPU_DTYPE_BF16 || xdt == TPU_DTYPE_F16);
+}
+
 /* ---------------------------------------------------------------- batch norm */
 
 /* Argument / output layout of one batch-norm forward overload: input, weight, bias,
@@ -123,13 +129,14 @@ static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
   }
   int64_t fl[TPU_MAX_DIMS] = {0};
   for (int d = 0; d < rank; ++d) fl[d] = d != 1;
-  int x = lw_input(cx, sp->ix, dt);
-  int mean, invstd, var = -1;
-  int eps = lw_scalar(cx, sp->ieps, dt);
-  /* non-empty: the host's channel kernels over x as [N, C, rest] (one pass for each statistic, one
-   * for y = x * scale + shift, as PyTorch's CPU kernel writes it) */
   int64_t d3[3] = {xs[0], C, C > 0 && xs[0] > 0 ? n / xs[0] : 0};
   int chan = n > 0 && C > 0;
+  /* non-empty: the host's channel kernels over x as [N, C, rest] (one pass for each statistic, one
+   * for y = x * scale + shift, as PyTorch's CPU kernel writes it); they read bf16 / f16 x as it is and
+   * write y in its dtype (no widened copy of x, no f32 y to convert) */
+  int x = lw_input(cx, sp->ix, chan && half_ok(cx, sp->ix, dt) ? -1 : dt);
+  int mean, invstd, var = -1;
+  int eps = lw_scalar(cx, sp->ieps, dt);
   int x3 = chan ? tpu_ir_reshape(G, x, 3, d3) : -1;
   if (training && chan) {
     int st = chan_stats(cx, 1, &x3, C, dt);
@@ -233,8 +240,12 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
   int train = (int)lw_int(cx, 7, 0);
   int64_t fl[TPU_MAX_DIMS] = {0};
   for (int d = 0; d < rank; ++d) fl[d] = d != 1;
-  int x = lw_input(cx, 1, dt);
-  int g = lw_bcast_like(cx, lw_input(cx, 0, dt), x);
+  int64_t C = xs[1];
+  /* channel kernels on bf16 / f16 g and x as they are (same dtype and shape) */
+  int nat = n > 0 && C > 0 && half_ok(cx, 1, dt) && lw_dtype_of(cx, 0) == lw_dtype_of(cx, 1) &&
+            lw_rank_of(cx, 0) == rank && !memcmp(lw_sizes_of(cx, 0), xs, (size_t)rank * sizeof(int64_t));
+  int x = lw_input(cx, 1, nat ? -1 : dt);
+  int g = lw_bcast_like(cx, lw_input(cx, 0, nat ? -1 : dt), x);
   int mean, invstd;
   if (train) {
     if (lw_is_none(cx, 5) || lw_is_none(cx, 6)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "batch_norm_backward: save_mean/save_invstd must be defined in training mode");
@@ -246,7 +257,6 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
     int rv = lw_input(cx, 4, dt);
     invstd = BIN(DIV, lw_const_like(cx, 1.0, rv), UN(SQRT, BIN(ADD, rv, lw_bcast_like(cx, lw_scalar(cx, 8, dt), rv))));
   }
-  int64_t C = xs[1];
   if (n > 0 && C > 0) { /* the host's channel kernels: one pass for the sums, one for d_input */
     int64_t d3[3] = {xs[0], C, n / xs[0]};
     int x3 = tpu_ir_reshape(G, x, 3, d3), g3 = tpu_ir_reshape(G, g, 3, d3);
@@ -306,7 +316,7 @@ static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
   if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: stats per (n, group), one affine pass */
     int64_t dg[3] = {1, N * Gp, n}, dc[3] = {1, N * C, HW}, d2[2] = {N, Gp}, d3[3] = {N, Gp, C / Gp}, nc = N * C;
     int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2}, sb[2] = {0, 1};
-    int x0 = lw_input(cx, 0, dt);
+    int x0 = lw_input(cx, 0, half_ok(cx, 0, dt) ? -1 : dt); /* bf16 / f16 read as they are, y in their dtype */
     int st = chan_stats(cx, 1, (int[]){tpu_ir_reshape(G, x0, 3, dg)}, N * Gp, dt);
     int mean = chan_row(cx, st, 0, N * Gp), var = chan_row(cx, st, 1, N * Gp);
     int rstd = UN(RSQRT, BIN(ADD, var, lw_bcast_like(cx, lw_scalar(cx, 7, dt), var)));
@@ -348,8 +358,9 @@ static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
   if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: sums per (n, c), one affine pass */
     int64_t dc[3] = {1, N * C, HW}, d3[3] = {N, Gp, C / Gp}, sb[2] = {0, 1}, nc = N * C, c1 = C;
     int64_t dnc[2] = {N, C}, f0[2] = {1, 0}, f2[3] = {0, 0, 1};
-    int x0 = lw_input(cx, 1, dt);
-    int x3 = tpu_ir_reshape(G, x0, 3, dc), g3 = tpu_ir_reshape(G, lw_input(cx, 0, dt), 3, dc);
+    const int nat = half_ok(cx, 1, dt) && lw_dtype_of(cx, 0) == lw_dtype_of(cx, 1); /* bf16 / f16 as they are */
+    int x0 = lw_input(cx, 1, nat ? -1 : dt);
+    int x3 = tpu_ir_reshape(G, x0, 3, dc), g3 = tpu_ir_reshape(G, lw_input(cx, 0, nat ? -1 : dt), 3, dc);
     int mean = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), 3, d3, sb); /* [N, G, Cg] */
     int rstd = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2), 3, d3, sb);
     int st = chan_stats(cx, 3, (int[]){g3, x3, tpu_ir_reshape(G, mean, 1, &nc)}, nc, dt);

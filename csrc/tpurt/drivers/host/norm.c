@@ -7,14 +7,14 @@
 
 /* ---- runs of n elements (stride st) in double: sum x, sum (x - m)^2, sum g (x - m). Eight
  * partial sums so contiguous f32/f64 runs vectorize (the build keeps IEEE order otherwise). */
-#define NORM_RUNS(T, SUF)                                                                          \
+#define NORM_RUNS(T, SUF, LD, ST, CT)                                                                          \
   static double run_sum_##SUF(const T* x, int64_t n, int64_t st) {                                 \
     double acc[8] = {0}, s = 0;                                                                    \
     int64_t i = 0;                                                                                 \
     if (st == 1)                                                                                   \
       for (; i + 8 <= n; i += 8)                                                                   \
-        for (int l = 0; l < 8; ++l) acc[l] += (double)x[i + l];                                    \
-    for (; i < n; ++i) s += (double)x[i * st];                                                     \
+        for (int l = 0; l < 8; ++l) acc[l] += (double)LD(x[i + l]);                                    \
+    for (; i < n; ++i) s += (double)LD(x[i * st]);                                                     \
     for (int l = 0; l < 8; ++l) s += acc[l];                                                       \
     return s;                                                                                      \
   }                                                                                                \
@@ -23,8 +23,8 @@
     int64_t i = 0;                                                                                 \
     if (st == 1)                                                                                   \
       for (; i + 8 <= n; i += 8)                                                                   \
-        for (int l = 0; l < 8; ++l) { double d = (double)x[i + l] - m; acc[l] += d * d; }          \
-    for (; i < n; ++i) { double d = (double)x[i * st] - m; s += d * d; }                           \
+        for (int l = 0; l < 8; ++l) { double d = (double)LD(x[i + l]) - m; acc[l] += d * d; }          \
+    for (; i < n; ++i) { double d = (double)LD(x[i * st]) - m; s += d * d; }                           \
     for (int l = 0; l < 8; ++l) s += acc[l];                                                       \
     return s;                                                                                      \
   }                                                                                                \
@@ -33,35 +33,69 @@
     int64_t i = 0;                                                                                 \
     if (gs == 1 && xs == 1)                                                                        \
       for (; i + 8 <= n; i += 8)                                                                   \
-        for (int l = 0; l < 8; ++l) acc[l] += (double)g[i + l] * ((double)x[i + l] - m);           \
-    for (; i < n; ++i) s += (double)g[i * gs] * ((double)x[i * xs] - m);                           \
+        for (int l = 0; l < 8; ++l) acc[l] += (double)LD(g[i + l]) * ((double)LD(x[i + l]) - m);           \
+    for (; i < n; ++i) s += (double)LD(g[i * gs]) * ((double)LD(x[i * xs]) - m);                           \
     for (int l = 0; l < 8; ++l) s += acc[l];                                                       \
     return s;                                                                                      \
   }                                                                                                \
   /* o = u * a + c, or u * a + v * b + c (v may be NULL) */                                        \
   static void run_affine_##SUF(T* o, int64_t os, const T* u, int64_t us, const T* v, int64_t vs,   \
-                               int64_t n, T a, T b, T c) {                                         \
+                               int64_t n, CT a, CT b, CT c) {                                         \
     if (os == 1 && us == 1 && (!v || vs == 1)) {                                                   \
-      if (v) for (int64_t i = 0; i < n; ++i) o[i] = u[i] * a + v[i] * b + c;                       \
-      else for (int64_t i = 0; i < n; ++i) o[i] = u[i] * a + c;                                    \
+      if (v) for (int64_t i = 0; i < n; ++i) o[i] = ST(LD(u[i]) * a + LD(v[i]) * b + c);                       \
+      else for (int64_t i = 0; i < n; ++i) o[i] = ST(LD(u[i]) * a + c);                                    \
     } else if (v) {                                                                                \
-      for (int64_t i = 0; i < n; ++i) o[i * os] = u[i * us] * a + v[i * vs] * b + c;               \
+      for (int64_t i = 0; i < n; ++i) o[i * os] = ST(LD(u[i * us]) * a + LD(v[i * vs]) * b + c);               \
     } else {                                                                                       \
-      for (int64_t i = 0; i < n; ++i) o[i * os] = u[i * us] * a + c;                               \
+      for (int64_t i = 0; i < n; ++i) o[i * os] = ST(LD(u[i * us]) * a + c);                               \
     }                                                                                              \
   }
-NORM_RUNS(float, f32)
-NORM_RUNS(double, f64)
+#define NORM_ID(v) (v)
+NORM_RUNS(float, f32, NORM_ID, NORM_ID, float)
+NORM_RUNS(double, f64, NORM_ID, NORM_ID, double)
+/* bf16 / f16 full operands (vectors and statistics f32): widened exactly, the affine map in f32 as the f32
+ * kernel and rounded once to the output dtype (what the f32 kernel followed by a convert gave) */
+NORM_RUNS(uint16_t, bf16, tpu_bf16_to_f32, tpu_f32_to_bf16, float)
+NORM_RUNS(uint16_t, f16, tpu_f16_to_f32, tpu_f32_to_f16, float)
 #undef NORM_RUNS
+#undef NORM_ID
 
 typedef struct {
   int affine, n, f64;
+  int kind; /* full operands (and the affine result): 0 f32, 1 f64, 2 bf16, 3 f16 (vectors / statistics f32) */
   const tpu_host_view_t *xs, *out;
   int64_t A, B, I;
 } ch_job_t;
 
 static double vec_at(const tpu_host_view_t* v, int64_t b, int f64) {
   return f64 ? ((const double*)v->data)[b * v->strides[0]] : (double)((const float*)v->data)[b * v->strides[0]];
+}
+
+/* one run of the full operand(s) at element offsets, by kind */
+static double k_sum(int kind, const char* d, int64_t off, int64_t n, int64_t st) {
+  switch (kind) {
+    case 1: return run_sum_f64((const double*)(const void*)d + off, n, st);
+    case 2: return run_sum_bf16((const uint16_t*)(const void*)d + off, n, st);
+    case 3: return run_sum_f16((const uint16_t*)(const void*)d + off, n, st);
+    default: return run_sum_f32((const float*)(const void*)d + off, n, st);
+  }
+}
+static double k_sq(int kind, const char* d, int64_t off, int64_t n, int64_t st, double m) {
+  switch (kind) {
+    case 1: return run_sq_f64((const double*)(const void*)d + off, n, st, m);
+    case 2: return run_sq_bf16((const uint16_t*)(const void*)d + off, n, st, m);
+    case 3: return run_sq_f16((const uint16_t*)(const void*)d + off, n, st, m);
+    default: return run_sq_f32((const float*)(const void*)d + off, n, st, m);
+  }
+}
+static double k_dot(int kind, const char* g, int64_t go, int64_t gs, const char* x, int64_t xo, int64_t xs, int64_t n,
+                    double m) {
+  switch (kind) {
+    case 1: return run_dot_f64((const double*)(const void*)g + go, gs, (const double*)(const void*)x + xo, xs, n, m);
+    case 2: return run_dot_bf16((const uint16_t*)(const void*)g + go, gs, (const uint16_t*)(const void*)x + xo, xs, n, m);
+    case 3: return run_dot_f16((const uint16_t*)(const void*)g + go, gs, (const uint16_t*)(const void*)x + xo, xs, n, m);
+    default: return run_dot_f32((const float*)(const void*)g + go, gs, (const float*)(const void*)x + xo, xs, n, m);
+  }
 }
 
 /* CHANNEL_STATS over channels [b0, b1) */
@@ -72,29 +106,18 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
     double r0 = 0, r1 = 0;
     if (!g) {
-      for (int64_t a = 0; a < J->A; ++a) {
-        int64_t off = a * x->strides[0] + b * x->strides[1];
-        r0 += J->f64 ? run_sum_f64((const double*)x->data + off, J->I, x->strides[2])
-                     : run_sum_f32((const float*)x->data + off, J->I, x->strides[2]);
-      }
+      for (int64_t a = 0; a < J->A; ++a)
+        r0 += k_sum(J->kind, x->data, a * x->strides[0] + b * x->strides[1], J->I, x->strides[2]);
       r0 = cnt > 0 ? r0 / cnt : NAN;
-      for (int64_t a = 0; a < J->A; ++a) {
-        int64_t off = a * x->strides[0] + b * x->strides[1];
-        r1 += J->f64 ? run_sq_f64((const double*)x->data + off, J->I, x->strides[2], r0)
-                     : run_sq_f32((const float*)x->data + off, J->I, x->strides[2], r0);
-      }
+      for (int64_t a = 0; a < J->A; ++a)
+        r1 += k_sq(J->kind, x->data, a * x->strides[0] + b * x->strides[1], J->I, x->strides[2], r0);
       r1 = cnt > 0 ? r1 / cnt : NAN;
     } else {
       double m = vec_at(&J->xs[2], b, J->f64);
       for (int64_t a = 0; a < J->A; ++a) {
         int64_t go = a * g->strides[0] + b * g->strides[1], xo = a * x->strides[0] + b * x->strides[1];
-        if (J->f64) {
-          r0 += run_sum_f64((const double*)g->data + go, J->I, g->strides[2]);
-          r1 += run_dot_f64((const double*)g->data + go, g->strides[2], (const double*)x->data + xo, x->strides[2], J->I, m);
-        } else {
-          r0 += run_sum_f32((const float*)g->data + go, J->I, g->strides[2]);
-          r1 += run_dot_f32((const float*)g->data + go, g->strides[2], (const float*)x->data + xo, x->strides[2], J->I, m);
-        }
+        r0 += k_sum(J->kind, g->data, go, J->I, g->strides[2]);
+        r1 += k_dot(J->kind, g->data, go, g->strides[2], x->data, xo, x->strides[2], J->I, m);
       }
     }
     const tpu_host_view_t* o = J->out;
@@ -119,13 +142,17 @@ static void affine_worker(void* ctx, int64_t r0, int64_t r1) {
     int64_t uo = a * u->strides[0] + b * u->strides[1], oo = a * o->strides[0] + b * o->strides[1];
     int64_t vo = v ? a * v->strides[0] + b * v->strides[1] : 0;
     double ca = vec_at(va, b, J->f64), cb = vb ? vec_at(vb, b, J->f64) : 0, cc = vec_at(vc, b, J->f64);
-    if (J->f64)
-      run_affine_f64((double*)o->data + oo, o->strides[2], (const double*)u->data + uo, u->strides[2],
-                     v ? (const double*)v->data + vo : NULL, v ? v->strides[2] : 0, J->I, ca, cb, cc);
-    else
-      run_affine_f32((float*)o->data + oo, o->strides[2], (const float*)u->data + uo, u->strides[2],
-                     v ? (const float*)v->data + vo : NULL, v ? v->strides[2] : 0, J->I, (float)ca, (float)cb,
-                     (float)cc);
+    const int64_t vs = v ? v->strides[2] : 0;
+#define AFF(SUF, T, CT)                                                                                          \
+  run_affine_##SUF((T*)(void*)o->data + oo, o->strides[2], (const T*)(const void*)u->data + uo, u->strides[2],  \
+                   v ? (const T*)(const void*)v->data + vo : NULL, vs, J->I, (CT)ca, (CT)cb, (CT)cc)
+    switch (J->kind) {
+      case 1: AFF(f64, double, double); break;
+      case 2: AFF(bf16, uint16_t, float); break;
+      case 3: AFF(f16, uint16_t, float); break;
+      default: AFF(f32, float, float); break;
+    }
+#undef AFF
   }
 }
 
@@ -136,15 +163,20 @@ static tpu_status_t ch_check(const tpu_ir_op_t* op, int n, const tpu_host_view_t
     return TPU_ERR(INTERNAL, "host: channel %s with %d operands", affine ? "affine" : "stats", n);
   int nfull = affine ? (n == 5 ? 2 : 1) : (n == 3 ? 2 : 1);
   const tpu_host_view_t* x = &xs[0];
-  int dt = out->dtype;
+  /* dt: the vectors' and statistics' dtype (f32 or f64); hdt: the full operands' (dt, or bf16 / f16 with f32) */
+  int dt = affine ? xs[n - 1].dtype : out->dtype, hdt = x->dtype;
   if (dt != TPU_DTYPE_F32 && dt != TPU_DTYPE_F64) return TPU_ERR(UNSUPPORTED, "host: channel norm of %s", tpu_dtype_name(dt));
+  if (hdt != dt && !(dt == TPU_DTYPE_F32 && (hdt == TPU_DTYPE_BF16 || hdt == TPU_DTYPE_F16)))
+    return TPU_ERR(UNSUPPORTED, "host: channel norm of %s with %s statistics", tpu_dtype_name(hdt), tpu_dtype_name(dt));
+  if (affine && out->dtype != hdt) return TPU_ERR(INTERNAL, "host: channel affine result dtype does not match");
   if (x->rank != 3) return TPU_ERR(INTERNAL, "host: channel norm operand of rank %d", x->rank);
   *J = (ch_job_t){.affine = affine, .n = n, .f64 = dt == TPU_DTYPE_F64, .xs = xs, .out = out,
+                  .kind = hdt == TPU_DTYPE_F64 ? 1 : hdt == TPU_DTYPE_BF16 ? 2 : hdt == TPU_DTYPE_F16 ? 3 : 0,
                   .A = x->sizes[0], .B = x->sizes[1], .I = x->sizes[2]};
   for (int k = 0; k < n; ++k) {
     const tpu_host_view_t* v = &xs[k];
-    int ok = v->dtype == dt && (k < nfull ? v->rank == 3 && v->sizes[0] == J->A && v->sizes[1] == J->B && v->sizes[2] == J->I
-                                          : v->rank == 1 && v->sizes[0] == J->B);
+    int ok = k < nfull ? v->dtype == hdt && v->rank == 3 && v->sizes[0] == J->A && v->sizes[1] == J->B && v->sizes[2] == J->I
+                       : v->dtype == dt && v->rank == 1 && v->sizes[0] == J->B;
     if (!ok) return TPU_ERR(INTERNAL, "host: channel norm operand %d does not match", k);
   }
   int ook = affine ? out->rank == 3 && out->sizes[0] == J->A && out->sizes[1] == J->B && out->sizes[2] == J->I
@@ -169,8 +201,9 @@ tpu_status_t tpu_host_k_channel_ref(const tpu_ir_op_t* op, int n, const tpu_host
   TPU_RETURN_IF_ERROR(ch_check(op, n, xs, out, &J));
   const int dt = out->dtype;
   const int64_t es = (int64_t)tpu_dtype_size(dt);
-#define AT(v, a, b, i) tpu_host_load_f64((v)->data + ((a) * (v)->strides[0] + (b) * (v)->strides[1] + (i) * (v)->strides[2]) * es, dt)
-#define VEC(v, b) tpu_host_load_f64((v)->data + (b) * (v)->strides[0] * es, dt)
+#define ES(v) ((int64_t)tpu_dtype_size((v)->dtype))
+#define AT(v, a, b, i) tpu_host_load_f64((v)->data + ((a) * (v)->strides[0] + (b) * (v)->strides[1] + (i) * (v)->strides[2]) * ES(v), (v)->dtype)
+#define VEC(v, b) tpu_host_load_f64((v)->data + (b) * (v)->strides[0] * ES(v), (v)->dtype)
   for (int64_t b = 0; b < J.B; ++b) {
     if (J.affine) {
       int two = n == 5;
@@ -202,5 +235,6 @@ tpu_status_t tpu_host_k_channel_ref(const tpu_ir_op_t* op, int n, const tpu_host
   }
 #undef AT
 #undef VEC
+#undef ES
   return TPU_OK;
 }

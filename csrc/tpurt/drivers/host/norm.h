@@ -8,7 +8,9 @@
  *
  * Legend: A outer (batch), B channels (or batch x groups), I inner (spatial). Every view may
  * have any strides (channels_last included); all operands and the result share one dtype, f32 or
- * f64. Sums accumulate in double (two passes for the variance). `_ref` twins are plain loops. */
+ * f64, or the full [A, B, I] operands (and CHANNEL_AFFINE's result) are bf16 / f16 with f32 vectors and
+ * statistics (read widened, the affine map in f32 rounded once: no converted copies). Sums accumulate
+ * in double (two passes for the variance). `_ref` twins are plain loops. */
 #ifndef TPURT_DRIVERS_HOST_NORM_H_
 #define TPURT_DRIVERS_HOST_NORM_H_
 
