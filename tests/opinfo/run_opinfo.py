@@ -212,6 +212,46 @@ def compare(actual: Any, expected: Any, tol: tuple[float, float] | None, shape_o
         raise AssertionError(f"{path}: expected {expected!r}, got {actual!r}")
 
 
+def to_f64(obj: Any) -> Any:
+    """Floating tensors (nested) as float64 CPU copies; everything else unchanged."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().double() if obj.is_floating_point() else obj
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(to_f64(x) for x in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_f64(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: to_f64(v) for k, v in obj.items()}
+    return obj
+
+
+def max_err(a: Any, ref: Any) -> float | None:
+    """Largest |a - ref| over the floating tensors of two nested outputs (None: nothing comparable)."""
+    if isinstance(ref, torch.Tensor) and isinstance(a, torch.Tensor):
+        if not ref.is_floating_point() or a.shape != ref.shape or a.numel() == 0:
+            return None
+        d = (a.double() - ref.double()).abs()
+        d = d[~(a.double().isnan() & ref.double().isnan())]
+        return float(d.max()) if d.numel() else 0.0
+    if isinstance(ref, (list, tuple)) and isinstance(a, (list, tuple)) and len(a) == len(ref):
+        errs = [e for e in (max_err(x, r) for x, r in zip(a, ref)) if e is not None]
+        return max(errs) if errs else None
+    return None
+
+
+def f64_reference_note(op: Any, sample: Any, actual: Any, expected: Any) -> str:
+    """For a float mismatch: how far CPU's and tpu's outputs are from the op run in float64 on the CPU,
+    which tells a tpu error from an ill-conditioned sample or an inaccurate CPU kernel (no verdict changes)."""
+    try:
+        ref = project(op, sample, to_cpu(op(to_f64(sample.input), *to_f64(sample.args), **to_f64(sample.kwargs))))
+    except Exception:  # noqa: BLE001  (the op has no float64 path on the CPU for this sample)
+        return ""
+    e_cpu, e_tpu = max_err(expected, ref), max_err(actual, ref)
+    if e_cpu is None or e_tpu is None:
+        return ""
+    return f" [float64 CPU reference: max abs error cpu {e_cpu:.3g}, tpu {e_tpu:.3g}]"
+
+
 def describe(sample: Any, index: int) -> str:
     try:
         text = sample.summary()
@@ -308,7 +348,8 @@ def run_entry(op: Any, dtype: torch.dtype, limit: int | None, timeout: float) ->
             try:
                 compare(actual, expected, tol, random_sample)
             except AssertionError as e:
-                res.status, res.reason = "fail", f"{describe(sample, i)}: {str(e)[:400]}"
+                note = "" if random_sample or dtype == torch.float64 else f64_reference_note(op, sample, actual, expected)
+                res.status, res.reason = "fail", f"{describe(sample, i)}: {str(e)[:400]}{note}"
                 break
             shape_only_samples += random_sample
         else:
