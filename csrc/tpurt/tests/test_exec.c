@@ -6,7 +6,9 @@
  * the pool to split), f32 / f64 / i64 / bf16; outputs that are reshapes of a step's result (computed
  * in the output's memory). Every result must also be the same whether the run uses the thread pool or
  * runs serially (inside a pool task, where the pool runs inline) or with finer pool chunks
- * (tpu_pool_set_grain_div, TORCH_TPU_GRAPH_GRAIN_DIV), reductions included.
+ * (tpu_pool_set_grain_div, TORCH_TPU_GRAPH_GRAIN_DIV), reductions included; outputs that are views
+ * (transposed slices) of a step's result, copied after the last step (small copies on the executor's
+ * thread, large ones on the pool).
  * Legend: n elements; x, y parameters; s a runtime scalar. */
 #include <math.h>
 #include <stdio.h>
@@ -204,6 +206,129 @@ static void test_reshape_outputs(int64_t m, int serial) {
   tpu_ir_graph_free(&g);
 }
 
+/* Outputs that are views of a step's result the output memory cannot host (what compiled forward
+ * graphs save: heads split from a qkv projection, x[:, :, h].transpose(1, 2); a transpose of a
+ * step) are copied after the last step. r = x * s + x over [a, b, 3c]; output 0 = r[:, :, c:2c]
+ * transposed to [b, a, c] (rows of c elements), output 1 = r[:, :, 0:c] as [a, c, b] (inner dim
+ * strided), output 2 = r itself; outputs bound to fresh contiguous memory and to a strided buffer
+ * (every other element of a larger one: the untouched elements stay). Small copies run on the
+ * executor's thread, large ones (over 256 KiB) through tpu_host_k_copy: both give the reference. */
+static void test_view_outputs(int dt, int64_t a, int64_t b, int64_t c, int strided, int serial) {
+  int64_t d3[3] = {a, b, 3 * c}, n = a * b * 3 * c;
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int x = tpu_ir_param(&g, dt, 3, d3), s = tpu_ir_scalar(&g, dt);
+  int r = tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, x, tpu_ir_broadcast(&g, s, 3, d3, NULL)), x);
+  int64_t st1[3] = {0, 0, c}, li1[3] = {a, b, 2 * c}, st0[3] = {0, 0, 0}, li0[3] = {a, b, c}, one[3] = {1, 1, 1};
+  int64_t p0[3] = {1, 0, 2}, p1[3] = {0, 2, 1};
+  tpu_ir_output(&g, tpu_ir_transpose(&g, tpu_ir_slice(&g, r, st1, li1, one), p0)); /* [b, a, c] */
+  tpu_ir_output(&g, tpu_ir_transpose(&g, tpu_ir_slice(&g, r, st0, li0, one), p1)); /* [a, c, b] */
+  tpu_ir_output(&g, r);
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile view outputs");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  const int64_t es = (int64_t)tpu_dtype_size(dt), m = a * b * c, k = strided ? 2 : 1;
+  char *xb = malloc((size_t)(n * es)), *rr = malloc((size_t)(n * es));
+  char *o0 = malloc((size_t)(m * k * es)), *o1 = malloc((size_t)(m * k * es)), *o2 = malloc((size_t)(n * es));
+  char *u0 = malloc((size_t)(m * k * es)), *u1 = malloc((size_t)(m * k * es));
+  fill(xb, dt, n);
+  fill(o0, dt, m * k); fill(o1, dt, m * k);
+  memcpy(u0, o0, (size_t)(m * k * es)); memcpy(u1, o1, (size_t)(m * k * es));
+  tpu_host_scalar_t sc = {0.625, 3};
+  { /* the reference r: the same graph's r output alone, fresh and contiguous */
+    tpu_host_view_t p = {xb, dt, 3, {a, b, 3 * c}, {3 * b * c, 3 * c, 1}};
+    tpu_host_view_t o[3] = {{o0, dt, 3, {b, a, c}, {a * c * k, c * k, k}}, {o1, dt, 3, {a, c, b}, {c * b * k, b * k, k}},
+                            {rr, dt, 3, {a, b, 3 * c}, {3 * b * c, 3 * c, 1}}};
+    o[2].data = o2;
+    CHECK(run(e, &p, &sc, o, serial) == TPU_OK, "run view outputs");
+    o[2].data = rr;
+    memcpy(rr, o2, (size_t)(n * es));
+  }
+  int ok0 = 1, ok1 = 1, kept = 1;
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t l = 0; l < c; ++l) {
+        const char* r1 = rr + ((i * b + j) * 3 * c + c + l) * es; /* r[i, j, c + l] */
+        const char* r0 = rr + ((i * b + j) * 3 * c + l) * es;     /* r[i, j, l] */
+        ok0 &= !memcmp(o0 + ((j * a + i) * c + l) * k * es, r1, (size_t)es);
+        ok1 &= !memcmp(o1 + ((i * c + l) * b + j) * k * es, r0, (size_t)es);
+      }
+  for (int64_t i = 1; i < m * k && strided; i += 2)
+    kept &= !memcmp(o0 + i * es, u0 + i * es, (size_t)es) && !memcmp(o1 + i * es, u1 + i * es, (size_t)es);
+  /* r itself against x * s + x computed by a graph with r as its only output */
+  tpu_ir_graph_t g2;
+  tpu_ir_graph_init(&g2);
+  int x2 = tpu_ir_param(&g2, dt, 3, d3), s2 = tpu_ir_scalar(&g2, dt);
+  tpu_ir_output(&g2, tpu_ir_binary(&g2, TPU_IR_ADD, tpu_ir_binary(&g2, TPU_IR_MUL, x2, tpu_ir_broadcast(&g2, s2, 3, d3, NULL)), x2));
+  tpu_host_exe_t* e2 = NULL;
+  int ok2 = 0;
+  if (tpu_host_compile(&g2, &e2) == TPU_OK) {
+    char* w = malloc((size_t)(n * es));
+    tpu_host_view_t p = {xb, dt, 3, {a, b, 3 * c}, {3 * b * c, 3 * c, 1}}, o = {w, dt, 3, {a, b, 3 * c}, {3 * b * c, 3 * c, 1}};
+    ok2 = run(e2, &p, &sc, &o, serial) == TPU_OK && !memcmp(w, rr, (size_t)(n * es));
+    free(w);
+    tpu_host_exe_free(e2);
+  }
+  tpu_ir_graph_free(&g2);
+  CHECK(ok0 && ok1 && ok2 && kept, "view outputs %s [%lld, %lld, %lld] strided %d serial %d: transposed slice %d, "
+        "inner-strided %d, step %d, untouched %d", tpu_dtype_name(dt), (long long)a, (long long)b, (long long)(3 * c),
+        strided, serial, ok0, ok1, ok2, kept);
+  free(xb); free(rr); free(o0); free(o1); free(o2); free(u0); free(u1);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
+/* In-place outputs over parameters that are pieces of one buffer, laid out in memory in the reverse of
+ * their parameter order, plus a parameter viewing the whole buffer (a flat parameter store) read by a
+ * step before (late = 0) or after (late = 1) the in-place updates: x_k = x_k * s + y_k bound over x_k,
+ * and all * s to fresh memory. Results must be those of the same graph writing fresh memory: when the
+ * whole-buffer read comes last no update may be written in place before it (the executor finds the
+ * parameters an output overlaps through ranges sorted by start, see prange_t in exec.c). */
+static void test_flat_params(int K, int late, int serial) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int64_t n[40], off[40], N = 0;
+  for (int k = K - 1; k >= 0; --k) { n[k] = 37 + 61 * k; off[k] = N; N += n[k]; }
+  int s = tpu_ir_scalar(&g, TPU_DTYPE_F32), all = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &N);
+  int allout = -1;
+  if (!late) allout = tpu_ir_binary(&g, TPU_IR_MUL, all, tpu_ir_broadcast(&g, s, 1, &N, NULL));
+  for (int k = 0; k < K; ++k) {
+    int x = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[k]), y = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[k]);
+    tpu_ir_output(&g, tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, x, tpu_ir_broadcast(&g, s, 1, &n[k], NULL)), y));
+  }
+  if (late) allout = tpu_ir_binary(&g, TPU_IR_MUL, all, tpu_ir_broadcast(&g, s, 1, &N, NULL));
+  tpu_ir_output(&g, allout);
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile flat params");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  float *B = malloc((size_t)N * 4), *B0 = malloc((size_t)N * 4), *Y = malloc((size_t)N * 4);
+  float *F = malloc((size_t)N * 4), *A1 = malloc((size_t)N * 4), *A2 = malloc((size_t)N * 4);
+  fill((char*)B, TPU_DTYPE_F32, N); fill((char*)Y, TPU_DTYPE_F32, N);
+  memcpy(B0, B, (size_t)N * 4);
+  tpu_host_view_t p[81], fo[41], io[41];
+  p[0] = (tpu_host_view_t){(char*)B, TPU_DTYPE_F32, 1, {N}, {1}};
+  for (int k = 0; k < K; ++k) {
+    p[1 + 2 * k] = (tpu_host_view_t){(char*)(B + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    p[2 + 2 * k] = (tpu_host_view_t){(char*)(Y + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    fo[k] = (tpu_host_view_t){(char*)(F + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    io[k] = p[1 + 2 * k];
+  }
+  fo[K] = (tpu_host_view_t){(char*)A1, TPU_DTYPE_F32, 1, {N}, {1}};
+  io[K] = (tpu_host_view_t){(char*)A2, TPU_DTYPE_F32, 1, {N}, {1}};
+  tpu_host_scalar_t sc = {0.75, 0};
+  CHECK(run(e, p, &sc, fo, serial) == TPU_OK, "flat params fresh run");
+  CHECK(!memcmp(B, B0, (size_t)N * 4), "flat params: a fresh run wrote its parameters");
+  CHECK(run(e, p, &sc, io, serial) == TPU_OK, "flat params in-place run");
+  CHECK(!memcmp(B, F, (size_t)N * 4) && !memcmp(A1, A2, (size_t)N * 4),
+        "flat params K=%d late=%d serial %d: in place differs from fresh (updates %d, whole-buffer read %d)", K, late,
+        serial, !memcmp(B, F, (size_t)N * 4), !memcmp(A1, A2, (size_t)N * 4));
+  free(B); free(B0); free(Y); free(F); free(A1); free(A2);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
 /* Reductions of a graph (sums over each dim of x * x, f32[a, b], and a full sum) give the same bits
  * serially, on the pool, and on the pool with finer chunks: a kernel's units never depend on chunking. */
 static void test_reduce_chunking(int64_t a, int64_t b) {
@@ -261,6 +386,18 @@ int main(void) {
     test_reshape_outputs(333, serial);
     test_reshape_outputs(20011, serial);
   }
+  for (int serial = 0; serial < 3; ++serial)
+    for (int late = 0; late < 2; ++late) {
+      test_flat_params(1, late, serial);
+      test_flat_params(5, late, serial);
+      test_flat_params(40, late, serial);
+    }
+  const int64_t vs[][3] = {{1, 1, 1}, {2, 3, 1}, {16, 16, 8}, {5, 7, 3}, {3, 2, 17}, {64, 33, 9}, {40, 40, 40}};
+  for (int serial = 0; serial < 2; ++serial)
+    for (int d = 0; d < 4; ++d)
+      for (int i = 0; i < 7; ++i)
+        for (int strided = 0; strided < 2; ++strided)
+          test_view_outputs(dts[d], vs[i][0], vs[i][1], vs[i][2], strided, serial);
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -31,6 +31,10 @@ struct tpu_host_exe_s {
   int32_t* in_dtype;      /* per member/root: dtype of the operand tile_compute reads as its input dtype */
   int32_t* host_out;      /* per root/library step that is no output itself: an output that is a reshape of it
                            * (it then computes straight into that output's memory when that is safe), or -1 */
+  int32_t* out_alias;     /* outputs whose value may lie in a parameter's or another output's memory when a
+                           * later step writes in place (views, parameters, values written into another
+                           * output): the only ones the run loop checks against such a write */
+  int n_out_alias;
 };
 
 static _Atomic int g_epi_fusion = -1; /* -1: not read from the environment yet */
@@ -107,6 +111,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e->reg); free(e->nreg);
   free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype); free(e->host_out);
+  free(e->out_alias);
   free(e);
 }
 
@@ -330,6 +335,15 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
         e->host_out[u] < 0)
       e->host_out[u] = k;
   }
+  /* A root or library output written into its own slot (or else into a temporary) never lies in
+   * parameter or output memory while later steps run; every other output might. */
+  e->out_alias = malloc((size_t)(G->n_outputs ? G->n_outputs : 1) * sizeof(int32_t));
+  if (!e->out_alias) { free(users); free(user); tpu_host_exe_free(e); return TPU_ERR(OUT_OF_MEMORY, "host: out of memory"); }
+  for (int k = 0; k < G->n_outputs; ++k) {
+    int w = G->outputs[k];
+    if ((e->kind[w] != K_ROOT && e->kind[w] != K_LIB) || e->out_index[w] != k || e->fused[w] || e->epi_root[w] >= 0)
+      e->out_alias[e->n_out_alias++] = k;
+  }
   free(users); free(user);
   *out_exe = e;
   return TPU_OK;
@@ -371,6 +385,69 @@ static int views_identical(const tpu_host_view_t* a, const tpu_host_view_t* b) {
     if (a->sizes[d] != b->sizes[d] || (a->sizes[d] > 1 && a->strides[d] != b->strides[d])) return 0;
   return 1;
 }
+
+/* A copy between two views of one dtype (an output copied from a view of a step's result: slices,
+ * transposes) run here on this thread when it is small: dims coalesced, outer dims walked as an
+ * odometer (tpu_host_k_copy divides per row and calls memcpy per row; the rows of these views are
+ * often 8-32 bytes), short contiguous rows moved in 8-byte words. Returns 0 (nothing done) when
+ * the dtypes differ or it is large: tpu_host_k_copy splits those over the pool. Bytes move as
+ * they are, so the result is tpu_host_k_copy's. */
+#define SMALL_COPY_BYTES (256 << 10)
+#define COPY_STRIDED_ROW(ES)                                                 \
+  do {                                                                       \
+    const char* s_ = s;                                                      \
+    char* d_ = d;                                                            \
+    for (int64_t i = 0; i < inner; ++i, s_ += sin, d_ += din) memcpy(d_, s_, (size_t)(ES)); \
+  } while (0)
+static int copy_small(const tpu_host_view_t* src, const tpu_host_view_t* dst) {
+  if (src->dtype != dst->dtype || src->rank != dst->rank) return 0;
+  const int64_t es = (int64_t)tpu_dtype_size(dst->dtype), total = view_numel(dst);
+  if (total == 0) return 1;
+  if (total * es > SMALL_COPY_BYTES) return 0;
+  int64_t sz[TPU_MAX_DIMS], ss[TPU_MAX_DIMS], ds[TPU_MAX_DIMS];
+  int r = 0;
+  for (int k = 0; k < dst->rank; ++k) {
+    int64_t n = dst->sizes[k];
+    if (n == 1) continue;
+    if (r > 0 && ss[r - 1] == src->strides[k] * n && ds[r - 1] == dst->strides[k] * n) {
+      sz[r - 1] *= n; ss[r - 1] = src->strides[k]; ds[r - 1] = dst->strides[k];
+      continue;
+    }
+    sz[r] = n; ss[r] = src->strides[k]; ds[r] = dst->strides[k]; r++;
+  }
+  const int64_t inner = r ? sz[r - 1] : 1, sin = r ? ss[r - 1] * es : 0, din = r ? ds[r - 1] * es : 0;
+  const int64_t rows = total / inner, row_bytes = inner * es;
+  const int unit = sin == es && din == es;
+  int64_t idx[TPU_MAX_DIMS] = {0};
+  const char* s = src->data;
+  char* d = dst->data;
+  for (int64_t row = 0; row < rows; ++row) {
+    if (unit && row_bytes <= 64) {
+      int64_t b = 0;
+      for (; b + 16 <= row_bytes; b += 16) memcpy(d + b, s + b, 16);
+      for (; b + 4 <= row_bytes; b += 4) memcpy(d + b, s + b, 4);
+      for (; b < row_bytes; ++b) d[b] = s[b];
+    } else if (unit) {
+      memcpy(d, s, (size_t)row_bytes);
+    } else if (es == 4) {
+      COPY_STRIDED_ROW(4);
+    } else if (es == 2) {
+      COPY_STRIDED_ROW(2);
+    } else if (es == 8) {
+      COPY_STRIDED_ROW(8);
+    } else {
+      COPY_STRIDED_ROW(es);
+    }
+    for (int k = r - 2; k >= 0; --k) { /* odometer over the outer dims */
+      s += ss[k] * es; d += ds[k] * es;
+      if (++idx[k] < sz[k]) break;
+      s -= sz[k] * ss[k] * es; d -= sz[k] * ds[k] * es;
+      idx[k] = 0;
+    }
+  }
+  return 1;
+}
+#undef COPY_STRIDED_ROW
 
 /* Strides for viewing `src` with new sizes without copying (PyTorch's computeStride
  * rule); returns 0 if impossible. */
@@ -953,7 +1030,7 @@ static tpu_status_t materialize(val_t* x, const tpu_ir_type_t* t, scratch_t* s) 
   if (!buf) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
   tpu_host_view_t dst;
   view_contiguous(&dst, buf, t);
-  TPU_RETURN_IF_ERROR(tpu_host_k_copy(&x->v, &dst));
+  if (!copy_small(&x->v, &dst)) TPU_RETURN_IF_ERROR(tpu_host_k_copy(&x->v, &dst));
   x->v = dst;
   return TPU_OK;
 }
@@ -1047,6 +1124,32 @@ static tpu_status_t run_lib(const tpu_host_exe_t* e, int v, val_t* vals, const t
 #undef IN
 }
 
+/* The parameters' byte ranges [lo, hi), sorted by lo, with maxhi the largest hi among entries
+ * 0..i: the parameters an output's range overlaps are found by a binary search and a short walk
+ * down (a _foreach_ graph writes hundreds of outputs in place over hundreds of parameters; a scan
+ * of every parameter per output was most of its run loop). Empty views touch nothing: left out. */
+typedef struct { uintptr_t lo, hi, maxhi; int p; } prange_t;
+static int prange_cmp(const void* a, const void* b) {
+  const prange_t *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : x->p - y->p;
+}
+static int prange_build(const tpu_host_view_t* params, int n, prange_t* pr) {
+  int m = 0;
+  for (int p = 0; p < n; ++p) {
+    view_range(&params[p], &pr[m].lo, &pr[m].hi);
+    if (pr[m].lo < pr[m].hi) pr[m++].p = p;
+  }
+  qsort(pr, (size_t)m, sizeof(*pr), prange_cmp);
+  for (int i = 0; i < m; ++i) pr[i].maxhi = i && pr[i - 1].maxhi > pr[i].hi ? pr[i - 1].maxhi : pr[i].hi;
+  return m;
+}
+/* The number of entries with lo < x. */
+static int prange_below(const prange_t* pr, int n, uintptr_t x) {
+  int a = 0, b = n;
+  while (a < b) { int mid = a + (b - a) / 2; if (pr[mid].lo < x) a = mid + 1; else b = mid; }
+  return a;
+}
+
 static void scalar_store(val_t* x, int dtype, double f, int64_t i) {
   memset(&x->storage, 0, sizeof(x->storage));
   if (tpu_dtype_is_floating(dtype)) tpu_host_store_f64((char*)x->storage.b, dtype, f);
@@ -1064,7 +1167,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   scratch_t s = {0};
   tpu_status_t st = TPU_OK;
   unsigned char written[TPU_IR_MAX_GRAPH_OUTPUTS]; /* per output: already written in place */
-  uintptr_t prange_small[64], *prange = NULL;     /* per parameter: byte range [lo, hi) */
+  prange_t pr_small[32], *pr = NULL;             /* parameter byte ranges (built at the first direct write) */
+  int n_pr = 0;
   const int grain_div = e->n_steps >= GRAPH_MIN_STEPS ? tpu_pool_set_grain_div(graph_grain_div()) : 0;
   memset(written, 0, (size_t)G->n_outputs);
   for (int v = 0; v < n && st == TPU_OK; ++v) {
@@ -1103,17 +1207,17 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           o = hv.dtype == op->type.dtype && reshape_strides(&outs[k], hv.rank, hv.sizes, hv.strides) ? &hv : NULL;
         }
         int direct = o && !written[k];
-        if (direct && !prange) { /* byte ranges of the parameters, once per run (a graph with many
-                                    * in-place outputs checks each against every parameter) */
-          prange = G->n_params <= 32 ? prange_small : malloc((size_t)G->n_params * 2 * sizeof(uintptr_t));
-          if (!prange) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory"); break; }
-          for (int p = 0; p < G->n_params; ++p) view_range(&params[p], &prange[2 * p], &prange[2 * p + 1]);
+        if (direct && !pr) { /* parameter byte ranges, once per run, sorted by start (see prange_t) */
+          pr = G->n_params <= 32 ? pr_small : malloc((size_t)G->n_params * sizeof(prange_t));
+          if (!pr) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory"); break; }
+          n_pr = prange_build(params, G->n_params, pr);
         }
         if (direct) {
           uintptr_t o0, o1;
           view_range(o, &o0, &o1);
-          for (int p = 0; p < G->n_params && direct; ++p) {
-            if (!(o0 < prange[2 * p + 1] && prange[2 * p] < o1)) continue; /* views_overlap(o, &params[p]) */
+          for (int i = prange_below(pr, n_pr, o1) - 1; i >= 0 && pr[i].maxhi > o0 && direct; --i) {
+            if (pr[i].hi <= o0) continue; /* [lo, hi) overlaps the output's [o0, o1) */
+            int p = pr[i].p;
             /* writing over a parameter is safe once every step reading it has run (last_use of
              * its op; INT32_MAX when the parameter or a view of it is itself an output) */
             int lu = e->param_op[p] >= 0 ? e->last_use[e->param_op[p]] : INT32_MAX;
@@ -1122,9 +1226,10 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             const int32_t* lv = e->leaves + e->leaf_off[v];
             for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
               if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
-            /* other outputs still to be copied from (views of) that parameter read it after us */
-            for (int k2 = 0; k2 < G->n_outputs && direct; ++k2) {
-              int w = G->outputs[k2];
+            /* other outputs still to be copied from (views of) that parameter read it after us (only
+             * out_alias ones can: any other is in its own slot already, in a temporary, or not run) */
+            for (int a = 0; a < e->n_out_alias && direct; ++a) {
+              int k2 = e->out_alias[a], w = G->outputs[k2];
               if (k2 == k || w == v || (w < v && (!vals[w].ready || (written[k2] && e->out_index[w] == k2)))) continue;
               /* not evaluated yet: it cannot read p (every read of p or of a view of p is at
                * step <= lu == v), so only an output that is a parameter itself is checked */
@@ -1158,11 +1263,11 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
     int v = G->outputs[k];
     if (written[k] == 1 && e->out_index[v] == k) continue;
     if (written[k] == 2 && views_identical(&vals[v].v, &outs[k])) continue; /* the reshape is the output itself */
-    st = tpu_host_k_copy(&vals[v].v, &outs[k]);
+    if (!copy_small(&vals[v].v, &outs[k])) st = tpu_host_k_copy(&vals[v].v, &outs[k]);
   }
   scratch_free(&s);
   if (vals != small) free(vals);
-  if (prange != prange_small) free(prange);
+  if (pr != pr_small) free(pr);
   if (grain_div) tpu_pool_set_grain_div(grain_div);
   return st;
 }
