@@ -76,9 +76,16 @@ class CaptureHandle {
       fill_tensor_record(bufs[b], &rec[b], "captured graph output");
     };
     std::vector<int> dead;  // donated inputs, by last read
-    std::vector<int32_t> last(inputs.size()), first(static_cast<size_t>(nb));
+    std::vector<int32_t> last, first;
     if (donate && nb > 0 && !tpu_trace_recording(device_)) {
-      check_status(tpu_capture_lifetimes(c_, last.data(), first.data()));
+      if (life_last_.size() != inputs.size() || life_first_.size() != static_cast<size_t>(nb)) {  // once per capture
+        std::vector<int32_t> l(inputs.size()), f(static_cast<size_t>(nb));
+        check_status(tpu_capture_lifetimes(c_, l.data(), f.data()));
+        life_last_ = std::move(l);
+        life_first_ = std::move(f);
+      }
+      last = life_last_;
+      first = life_first_;
       int32_t latest = *std::max_element(first.begin(), first.end());
       // the same tensor more than once (a value and its detached alias): one entry, its last read
       std::unordered_map<const c10::TensorImpl*, std::pair<int, size_t>> first_of;  // -> (first index, copies)
@@ -152,6 +159,7 @@ class CaptureHandle {
   tpu_capture_t* c_;
   int device_;
   std::vector<at::Tensor> constants_;
+  std::vector<int32_t> life_last_, life_first_;  // tpu_capture_lifetimes, once (per input / per buffer)
 };
 
 int g_capture_device = -1;  // the device of the last _capture_begin (default for _capture_end)
