@@ -8,6 +8,7 @@
  *   ROWS_SOFTMAX(_BWD)  max / exp / sum / divide (or log) along dim 1 of [A, N, I]
  *   ROWS_LAYER_NORM(_BWD)  broadcast multiply-adds and row sums over [M, N]
  *   GELU(_BWD)     x (1 + erf(x / sqrt 2)) / 2 and its derivative times g
+ *   SILU(_BWD)     x logistic(x) and its derivative times g
  *   COL_SUMS       reduces over dim 0 (the layer-norm pair concatenated)
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
@@ -312,6 +313,17 @@ static int gelu(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   return shlo_bin(P, "stablehlo.multiply", in[0], shlo_bin(P, "stablehlo.add", cdf, shlo_bin(P, "stablehlo.multiply", x, pdf)));
 }
 
+/* SILU(_BWD) (drivers/host/rows.h): x s, s = logistic(x); g s (1 + x (1 - s)) */
+static int silu(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
+  const int bwd = op->i0 == TPU_IR_CUSTOM_SILU_BWD, x = in[bwd];
+  const tpu_ir_type_t t = *shlo_type(P, x);
+  int s = shlo_un(P, "stablehlo.logistic", x);
+  if (!bwd) return shlo_bin(P, "stablehlo.multiply", x, s);
+  int one = shlo_const_like(P, x, t.dtype, 1.0);
+  int d = shlo_bin(P, "stablehlo.add", one, shlo_bin(P, "stablehlo.multiply", x, shlo_bin(P, "stablehlo.subtract", one, s)));
+  return shlo_bin(P, "stablehlo.multiply", shlo_bin(P, "stablehlo.multiply", in[0], s), d);
+}
+
 /* COL_SUMS (drivers/host/rows.h): sums over dim 0 of [M, N]; the layer-norm pair stacked as [2, N] */
 static int col_sums(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   static const int64_t fl[2] = {1, 0};
@@ -342,6 +354,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_ROWS_LAYER_NORM: case TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD: return rows_layer_norm(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_GELU: case TPU_IR_CUSTOM_GELU_BWD: return gelu(P, op, in);
     case TPU_IR_CUSTOM_COL_SUMS: return col_sums(P, op, in);
+    case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_SILU_BWD: return silu(P, op, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

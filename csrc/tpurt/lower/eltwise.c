@@ -379,13 +379,26 @@ static tpu_status_t lower_gelu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, *
   }
   return lw_output(cx, 0, r);
 }
+/* SiLU on f32 values (f32, or bf16/f16 widened) runs as the host's one-pass kernel (custom SILU /
+ * SILU_BWD, drivers/host/rows.h) in every mode, so fused eager keeps strict eager's bits; f64 keeps the
+ * composite IR. */
 static tpu_status_t lower_silu(tpu_lower_ctx_t* cx) {
   int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
+  if (gelu_kernel_ok(cx, 1, &x)) {
+    const tpu_ir_type_t t = *tpu_ir_type(G, x);
+    return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_SILU, 0, &t, 1, &x));
+  }
   return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_unary(G, TPU_IR_LOGISTIC, x)));
 }
 static tpu_status_t lower_silu_backward(tpu_lower_ctx_t* cx) { /* g * s * (1 + x (1 - s)) */
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
+  const int gx[2] = {g, x};
+  if (gelu_kernel_ok(cx, 2, gx) && tpu_ir_type(G, g)->rank == tpu_ir_type(G, x)->rank &&
+      !memcmp(tpu_ir_type(G, g)->dims, tpu_ir_type(G, x)->dims, sizeof(int64_t) * (size_t)tpu_ir_type(G, x)->rank)) {
+    const tpu_ir_type_t t = *tpu_ir_type(G, x);
+    return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_SILU_BWD, 0, &t, 2, gx));
+  }
   int s = tpu_ir_unary(G, TPU_IR_LOGISTIC, x), one = lw_const_like(cx, 1.0, x);
   int d = tpu_ir_binary(G, TPU_IR_MUL, s, tpu_ir_binary(G, TPU_IR_ADD, one, tpu_ir_binary(G, TPU_IR_MUL, x, tpu_ir_binary(G, TPU_IR_SUB, one, s))));
   return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, g, d));

@@ -3,7 +3,8 @@
  * (contiguous, strided, the softmax dim in the middle) and dtypes; fully -inf rows give NaN;
  * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly.
  * ROWS_LAYER_NORM(_BWD) likewise against double loops (contiguous / strided rows, with and
- * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. COL_SUMS: equal to
+ * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. SILU /
+ * SILU_BWD: ISA builds bit-identical, a few ulp of double, driver paths. COL_SUMS: equal to
  * double loops, ISA builds bit-identical. */
 #include <math.h>
 #include <stdio.h>
@@ -342,6 +343,89 @@ static void test_gelu(void) {
   free(x); free(g); free(o1); free(o2); free(ref);
 }
 
+/* SILU / SILU_BWD: every ISA build gives the same bits (specials included), results stay within a few ulp of
+ * double (the backward's 1 - s, as in PyTorch's formula, adds up to |x| ulp(1)), and the driver's flat and
+ * strided-row paths agree with the contiguous kernel. */
+static void test_silu(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -87.0f, -88.8f,
+                            -103.9f, -104.0f, -150.0f, 87.5f, 88.8f, 104.0f, -1e30f, 1e30f, 3.4e38f, -3.4e38f};
+  const int ns = (int)(sizeof(specials) / sizeof(specials[0]));
+  for (int64_t n = 1; n < 700; n += 37) {
+    float *x = malloc((size_t)(n + ns) * 4), *g = malloc((size_t)(n + ns) * 4), *r[3];
+    for (int64_t i = 0; i < n; ++i) { x[i] = (float)(drand_() * (i % 3 ? 6 : 40)); g[i] = (float)drand_(); }
+    for (int i = 0; i < ns; ++i) { x[n + i] = specials[i]; g[n + i] = 1.0f; }
+    const int64_t m = n + ns;
+    for (int k = 0; k < 3; ++k) {
+      r[k] = calloc((size_t)m * 2, 4);
+      if (!isa[k]) continue;
+      isa[k]->silu(x, r[k], m);
+      isa[k]->silu_bwd(g, x, r[k] + m, m);
+    }
+    for (int k = 1; k < 3; ++k)
+      if (isa[k]) CHECK(!memcmp(r[0], r[k], (size_t)m * 8), "silu: ISA %d differs at n = %lld", k, (long long)n);
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      /* exp(-x) past f32's range is inf on the CPU too (x < -88.72: y = -0) */
+      const double xd = x[i], e = exp(-xd) > 3.4028234663852886e38 ? INFINITY : exp(-xd);
+      const double sd = 1.0 / (1.0 + e), y = xd / (1.0 + e), d = sd * (1.0 + xd * (1.0 - sd)), dx = g[i] * d;
+      const double ey = fabs(r[0][i] - y), ed = fabs(r[0][m + i] - dx);
+      int ok_y, ok_d;
+      if (isnan(x[i])) ok_y = ok_d = isnan(r[0][i]) && isnan(r[0][m + i]);
+      else if (isinf(x[i])) {
+        ok_y = x[i] > 0 ? r[0][i] == INFINITY : isnan(r[0][i]); /* -inf / (1 + inf): NaN, as on the CPU */
+        ok_d = x[i] > 0 ? isnan(r[0][m + i]) || r[0][m + i] == g[i] : r[0][m + i] == 0 || isnan(r[0][m + i]);
+      } else {
+        ok_y = ey <= 6 * 0x1p-24 * fabs(y) + 0x1p-146;
+        ok_d = ed <= fabs(g[i]) * 0x1p-24 * (8 * fabs(d) + 2 * fabs(xd)) + 0x1p-146;
+      }
+      if (!(ok_y && ok_d) && bad++ < 3) printf("  silu x = %.9g: y %.9g want %.9g, dx %.9g want %.9g\n", x[i], r[0][i], y, r[0][m + i], dx);
+    }
+    CHECK(!bad, "silu within a few ulp of double at n = %lld (%d bad)", (long long)n, bad);
+    for (int k = 0; k < 3; ++k) free(r[k]);
+    free(x); free(g);
+  }
+  enum { A = 5, B = 7, C = 9, T = A * B * C };
+  float *x = frand(2 * T, 8, 0), *g = frand(2 * T, 1, 0), *o1 = calloc(T, 4), *o2 = calloc(2 * T, 4), *ref = calloc(2 * T, 4);
+  isa[0]->silu(x, ref, T);
+  isa[0]->silu_bwd(g, x, ref + T, T);
+  for (int bwd = 0; bwd < 2; ++bwd) {
+    tpu_ir_op_t op = {0};
+    op.opcode = TPU_IR_CUSTOM; op.i0 = bwd ? TPU_IR_CUSTOM_SILU_BWD : TPU_IR_CUSTOM_SILU;
+    tpu_host_view_t in[2], out;
+    memset(in, 0, sizeof(in)); memset(&out, 0, sizeof(out));
+    for (int k = 0; k < 2; ++k) {
+      in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == bwd ? x : g);
+      in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
+      in[k].strides[0] = B * C; in[k].strides[1] = C; in[k].strides[2] = 1;
+    }
+    out = in[0]; out.data = (char*)o1;
+    tpu_status_t st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, T * 4), "silu driver (flat) bwd %d", bwd);
+    tpu_status_free(st);
+    float *x2 = calloc(2 * T, 4), *g2 = calloc(2 * T, 4);
+    for (int64_t i = 0; i < T; ++i) { x2[2 * i] = x[i]; g2[2 * i] = g[i]; }
+    for (int k = 0; k < 2; ++k) {
+      in[k].data = (char*)(k == bwd ? x2 : g2);
+      in[k].strides[0] = 2 * B * C; in[k].strides[1] = 2 * C; in[k].strides[2] = 2;
+    }
+    out = in[0]; out.data = (char*)o2;
+    memset(o2, 0, 2 * T * 4);
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    int same = st == TPU_OK;
+    for (int64_t i = 0; same && i < T; ++i) same = !memcmp(&o2[2 * i], &ref[bwd * T + i], 4) && o2[2 * i + 1] == 0;
+    CHECK(same, "silu driver (strided rows) bwd %d", bwd);
+    tpu_status_free(st);
+    st = tpu_host_k_rows(&op, bwd ? 1 : 2, in, &out);
+    CHECK(st != TPU_OK, "silu with a wrong operand count is refused");
+    tpu_status_free(st);
+    free(x2); free(g2);
+  }
+  free(x); free(g); free(o1); free(o2); free(ref);
+}
+
 /* COL_SUMS: the kernel adds each column's f32 terms in row order in double, so a plain double loop in the
  * same order gives the same bits; every ISA build likewise; strided and contiguous operands agree. */
 static void test_col_sums(void) {
@@ -422,6 +506,7 @@ int main(void) {
   test_layer_norm();
   test_errors();
   test_gelu();
+  test_silu();
   test_col_sums();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -156,10 +156,11 @@ static tpu_status_t k_layer_norm(const tpu_ir_op_t* op, int n, const tpu_host_vi
   return TPU_OK;
 }
 
-/* ---- GELU (f32, any rank): flat when every operand is contiguous, else rows along the last dim */
+/* ---- GELU and SILU (f32, any rank): flat when every operand is contiguous, else rows along the last dim */
 enum { GELU_CHUNK = 4096 };
 typedef struct {
-  const tpu_host_rows_ops_t* ops;
+  void (*fwd)(const float* x, float* y, int64_t n);                  /* the forward kernel, or */
+  void (*bwd)(const float* g, const float* x, float* o, int64_t n);  /* the backward one */
   const tpu_host_view_t *g, *x, *out; /* g: backward only */
   int64_t N, flat;                    /* last-dim length; flat: operands are contiguous */
   int oom;
@@ -192,8 +193,8 @@ static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
     const int64_t total = J->N, a = r0 * GELU_CHUNK, b = TPU_MIN(total, r1 * GELU_CHUNK);
     const float* x = (const float*)J->x->data + a;
     float* o = (float*)J->out->data + a;
-    if (J->g) J->ops->gelu_bwd((const float*)J->g->data + a, x, o, b - a);
-    else J->ops->gelu(x, o, b - a);
+    if (J->g) J->bwd((const float*)J->g->data + a, x, o, b - a);
+    else J->fwd(x, o, b - a);
     return;
   }
   const int64_t N = J->N, ost = J->out->rank ? J->out->strides[J->out->rank - 1] : 1;
@@ -203,15 +204,16 @@ static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
     const float* x = gelu_row(J->x, r, tmp, N);
     float* op = (float*)J->out->data + view_row_off(J->out, r);
     float* o = ost == 1 ? op : tmp + 2 * N;
-    if (J->g) J->ops->gelu_bwd(gelu_row(J->g, r, tmp + N, N), x, o, N);
-    else J->ops->gelu(x, o, N);
+    if (J->g) J->bwd(gelu_row(J->g, r, tmp + N, N), x, o, N);
+    else J->fwd(x, o, N);
     if (ost != 1) for (int64_t i = 0; i < N; ++i) op[i * ost] = o[i];
   }
   free(tmp);
 }
 
 static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
-  const int bwd = op->i0 == TPU_IR_CUSTOM_GELU_BWD;
+  const int bwd = op->i0 == TPU_IR_CUSTOM_GELU_BWD || op->i0 == TPU_IR_CUSTOM_SILU_BWD;
+  const int silu = op->i0 == TPU_IR_CUSTOM_SILU || op->i0 == TPU_IR_CUSTOM_SILU_BWD;
   if (n != (bwd ? 2 : 1) || out->dtype != TPU_DTYPE_F32)
     return TPU_ERR(INTERNAL, "host: gelu with %d operands, result %s", n, tpu_dtype_name(out->dtype));
   int contig = view_contig(out);
@@ -225,7 +227,9 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
     contig &= view_contig(v);
   }
   if (total == 0) return TPU_OK;
-  gelu_job_t J = {.ops = rows_ops(), .g = bwd ? &xs[0] : NULL, .x = &xs[bwd], .out = out};
+  const tpu_host_rows_ops_t* ops = rows_ops();
+  gelu_job_t J = {.fwd = silu ? ops->silu : ops->gelu, .bwd = silu ? ops->silu_bwd : ops->gelu_bwd,
+                  .g = bwd ? &xs[0] : NULL, .x = &xs[bwd], .out = out};
   if (contig || out->rank <= 1) {
     if (!contig) { /* rank 1 strided: one row */
       J.N = total;
@@ -310,7 +314,9 @@ tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t
   if (op->i0 == TPU_IR_CUSTOM_COL_SUMS) return k_col_sums(op, n, xs, out);
   if (op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM || op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD)
     return k_layer_norm(op, n, xs, out);
-  if (op->i0 == TPU_IR_CUSTOM_GELU || op->i0 == TPU_IR_CUSTOM_GELU_BWD) return k_gelu(op, n, xs, out);
+  if (op->i0 == TPU_IR_CUSTOM_GELU || op->i0 == TPU_IR_CUSTOM_GELU_BWD || op->i0 == TPU_IR_CUSTOM_SILU ||
+      op->i0 == TPU_IR_CUSTOM_SILU_BWD)
+    return k_gelu(op, n, xs, out);
   const int bwd = op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD;
   if (n != (bwd ? 2 : 1) || out->rank != 3)
     return TPU_ERR(INTERNAL, "host: row softmax with %d operands of result rank %d", n, out->rank);

@@ -37,7 +37,13 @@
  *                                                    and bias gradients); i1 = 1
  *
  * Each column adds its f32 terms in row order into a double (the IR's reduce also sums in f64), rounded once;
- * vectorized across columns, parallel over column blocks. */
+ * vectorized across columns, parallel over column blocks.
+ *
+ *   SILU     (x [any shape] f32)     -> same: x / (1 + exp(-x))
+ *   SILU_BWD (g, x [same shape] f32) -> g s (1 + x (1 - s)), s = 1 / (1 + exp(-x))
+ *
+ * PyTorch's CPU formulas in its order of operations, one pass (the composite IR took 2 forward and 7
+ * backward tile passes); exp is vmath's with explicit fmaf. Run as GELU (flat or row by row). */
 #ifndef TPURT_DRIVERS_HOST_ROWS_H_
 #define TPURT_DRIVERS_HOST_ROWS_H_
 
@@ -56,6 +62,8 @@ typedef struct {
   void (*col_sums)(const float* x, int64_t ld, int64_t m, double* acc, int64_t n);
   void (*ln_col_sums)(const float* g, int64_t ldg, const float* x, int64_t ldx, const float* mean, int64_t ms,
                       const float* rstd, int64_t rs, int64_t m, double* a1, double* a2, int64_t n);
+  void (*silu)(const float* x, float* y, int64_t n);
+  void (*silu_bwd)(const float* g, const float* x, float* o, int64_t n);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 

@@ -192,5 +192,37 @@ static void RFN(ln_col_sums)(const float* g, int64_t ldg, const float* x, int64_
   }
 }
 
+/* exp(x) for any x: tile_expf's range reduction and polynomial with explicit fmaf (bit-identical builds) */
+static inline float RFN(expf_fma)(float x) {
+  const float xc = x < -103.972084f ? -103.972084f : (x > 88.7228394f ? 88.7228394f : x);
+  const float n = fmaf(xc, 1.44269504088896341f, 12582912.0f) - 12582912.0f; /* round(x log2 e) */
+  float r = fmaf(n, -0.693359375f, xc);
+  r = fmaf(n, 2.12194440e-4f, r);
+  float p = 1.9875691500E-4f;
+  p = fmaf(p, r, 1.3981999507E-3f); p = fmaf(p, r, 8.3334519073E-3f); p = fmaf(p, r, 4.1665795894E-2f);
+  p = fmaf(p, r, 1.6666665459E-1f); p = fmaf(p, r, 5.0000001201E-1f);
+  const int32_t ni = (int32_t)n, n1 = ni / 2, n2 = ni - n1; /* two normal powers of two: n in [-150, 128] */
+  float y = (fmaf(p, r * r, r) + 1.0f) * tile_bits2f((uint32_t)(n1 + 127) << 23) * tile_bits2f((uint32_t)(n2 + 127) << 23);
+  y = x > 88.7228394f ? INFINITY : y;
+  y = x < -103.972084f ? 0.0f : y;
+  return x != x ? x : y;
+}
+/* SiLU in PyTorch's CPU order: x / (1 + exp(-x)); backward dy s (1 + x (1 - s)), s = 1 / (1 + exp(-x)).
+ * A NaN x is returned as it is (which NaN operand an instruction propagates differs between the scalar
+ * and vector builds). */
+static void RFN(silu)(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] / (1.0f + RFN(expf_fma)(-x[i]));
+    y[i] = x[i] != x[i] ? x[i] : v;
+  }
+}
+static void RFN(silu_bwd)(const float* g, const float* x, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = 1.0f / (1.0f + RFN(expf_fma)(-x[i])), v = g[i] * s * (1.0f + x[i] * (1.0f - s));
+    o[i] = x[i] != x[i] ? x[i] : v;
+  }
+}
+
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
-                                                     RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums)};
+                                                     RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
+                                                     RFN(silu), RFN(silu_bwd)};
