@@ -122,6 +122,53 @@ static void test_kernels(void) {
   }
 }
 
+/* the im2col band (conv_impl.h: 2-d, innermost stride 1, output rows of 8+): maps 8-21 wide, stride 1-3 along
+ * rows, dilation, padding, groups, every layout, f32 / bf16 / f16 x, tiles that start and end mid-row and
+ * sample groups, with the padded-grid and gathered-operand kernels off (so im2col + GEMM runs on every CPU) */
+static void test_kernels_im2col_band(void) {
+  static const char* kn[3] = {"fwd", "bwd_input", "bwd_weight"};
+  for (int it = 0; it < 90; ++it) {
+    int64_t G = irand(1, 2), N = irand(1, 3), Cg = irand(1, 5), Og = irand(1, 4);
+    int64_t st[2] = {irand(1, 3), 1}, pd[2] = {irand(0, 2), irand(0, 2)}, dl[2] = {irand(1, 2), irand(1, 2)};
+    int64_t K[2] = {irand(1, 3), irand(1, 4)}, S[2] = {irand(3, 12), irand(8, 21)}, Q[2];
+    int ok = 1;
+    for (int d = 0; d < 2; ++d) {
+      int64_t q = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1) - 1;
+      if (q < 0) ok = 0;
+      Q[d] = q / st[d] + 1;
+    }
+    if (!ok || Q[1] < 8) continue;
+    int64_t xs[4] = {N, G * Cg, S[0], S[1]}, ws[4] = {G * Og, Cg, K[0], K[1]}, ys[4] = {N, G * Og, Q[0], Q[1]};
+    for (int kind = 0; kind < 3; kind += 2) { /* the kinds that run im2col (backward-input scatters col2im) */
+      int la = irand(0, 2), lb = irand(0, 2), lo = irand(0, 2);
+      int dt = it % 4 == 1 ? TPU_DTYPE_BF16 : it % 4 == 3 ? TPU_DTYPE_F16 : TPU_DTYPE_F32;
+      const int64_t *as = xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : ws;
+      hview_t a = hview(dt, 4, as, la), b = hview(dt, 4, bs, lb);
+      hview_t o = hview(TPU_DTYPE_F32, 4, os, lo), r = hview(TPU_DTYPE_F32, 4, os, 0);
+      fill(&a); fill(&b); fill(&o);
+      int64_t tile = it % 3 == 0 ? irand(1, 3 * Q[1]) : 0;
+      int64_t group = it % 3 == 1 ? irand(2, 3) : 0;
+      tpu_host_conv_set_tile(tile);
+      tpu_host_conv_set_group(group);
+      tpu_host_conv_set_direct(0);
+      tpu_host_conv_set_gk(0);
+      OK(tpu_host_conv_run(kind, 2, st, pd, dl, G, &a.v, &b.v, &o.v));
+      tpu_host_conv_set_gk(1);
+      tpu_host_conv_set_direct(1);
+      tpu_host_conv_set_tile(0);
+      tpu_host_conv_set_group(0);
+      OK(tpu_host_conv_run_ref(kind, 2, st, pd, dl, G, &a.v, &b.v, &r.v));
+      double mag, e = vdiff(&o.v, &r.v, &mag);
+      CHECK(e <= 1e-5 * (1 + mag), "im2col band %s N=%lld G=%lld Cg=%lld Og=%lld S %lldx%lld K %lldx%lld st %lld pd %lld,%lld "
+            "dl %lld,%lld layouts %d%d%d tile %lld group %lld dtype %d: err %g", kn[kind], (long long)N, (long long)G,
+            (long long)Cg, (long long)Og, (long long)S[0], (long long)S[1], (long long)K[0], (long long)K[1],
+            (long long)st[0], (long long)pd[0], (long long)pd[1], (long long)dl[0], (long long)dl[1], la, lb, lo,
+            (long long)tile, (long long)group, dt, e);
+      free(a.buf); free(b.buf); free(o.buf); free(r.buf);
+    }
+  }
+}
+
 /* a larger case that takes several tiles and threads */
 static void test_kernels_big(void) {
   int64_t st[2] = {1, 1}, pd[2] = {1, 1}, dl[2] = {1, 1};
@@ -391,6 +438,7 @@ int main(void) {
   OK(tpu_rt_init());
   test_kernels();
   test_kernels_big();
+  test_kernels_im2col_band();
   test_kernels_groups();
   test_kernels_gk();
   test_kernels_bf16_isa();

@@ -27,9 +27,57 @@ static inline CT CFN(ld1)(const char* base, int64_t off, int dt) {
   return ((const CT*)base)[off];
 }
 
+/* im2col for 2-d, innermost-stride-1 convolutions: the input rows the tile reads are first copied (widened)
+ * into a zero-padded band per channel, rows Wp = S2 + 2 pd2 apart, so every run of an im2col row is one
+ * unconditional copy of consecutive band elements (no per-run bounds, zero fills or per-element widening:
+ * the general walk below cost more than the GEMM on 16-channel maps). 0 when the case is not one it
+ * takes or the band is not allocated (the general walk then runs). */
+static int CFN(im2col_band)(const conv_geo_t* g, const char* x, const conv_tile_t* t, CT* col, int64_t ld) {
+  /* rows of fewer than 8 outputs (4x4, 2x2 maps): the tables' per-element walk costs less than the band */
+  if (g->S[0] != 1 || g->K[0] != 1 || g->Q[0] != 1 || g->st[2] != 1 || g->Q[2] < 8 || t->pt <= 0) return 0;
+  const int64_t Q2 = g->Q[2], Wp = g->S[2] + 2 * g->pd[2];
+  const int64_t q1a = t->p0 / Q2, q1b = (t->p0 + t->pt - 1) / Q2; /* output rows of the tile */
+  const int64_t r0 = q1a * g->st[1] - g->pd[1], r1 = q1b * g->st[1] - g->pd[1] + (g->K[1] - 1) * g->dl[1] + 1;
+  const int64_t nr = r1 - r0, plane = nr * Wp;
+  if (Q2 - 1 + (g->K[2] - 1) * g->dl[2] >= Wp) return 0; /* a window past the padded row */
+  CT* band = conv_alloc((size_t)(g->C * plane) * sizeof(CT));
+  if (!band) return 0;
+  for (int64_t c = 0; c < g->C; ++c) {
+    CT* bc = band + c * plane;
+    for (int64_t r = 0; r < nr; ++r) {
+      CT* br = bc + r * Wp;
+      const int64_t i1 = r0 + r;
+      if ((uint64_t)i1 >= (uint64_t)g->S[1]) {
+        memset(br, 0, (size_t)Wp * sizeof(CT));
+        continue;
+      }
+      memset(br, 0, (size_t)g->pd[2] * sizeof(CT));
+      CFN(ldrun)(br + g->pd[2], x, c * g->xs[1] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
+      memset(br + g->pd[2] + g->S[2], 0, (size_t)g->pd[2] * sizeof(CT));
+    }
+  }
+  for (int64_t c = 0; c < g->C; ++c)
+    for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g->K[2]; ++k2) {
+        CT* dst = col + (c * g->KK + k1 * g->K[2] + k2) * ld;
+        const CT* src = band + c * plane + k1 * g->dl[1] * Wp + k2 * g->dl[2]; /* + (q1 st1 - r0 - pd1) Wp + q2 */
+        int64_t q1 = q1a, q2 = t->p0 - q1a * Q2;
+        for (int64_t j = 0; j < t->pt;) {
+          const int64_t len = TPU_MIN(Q2 - q2, t->pt - j);
+          const CT* sr = src + (q1 * g->st[1] - g->pd[1] - r0) * Wp + q2;
+          CT* d = dst + j;
+          for (int64_t q = 0; q < len; ++q) d[q] = sr[q];
+          j += len; q2 = 0; ++q1;
+        }
+      }
+  conv_free(band);
+  return 1;
+}
+
 /* im2col of sample x (at n) for tile positions j < pt: col (C*KK, pt), rows ld apart. Walks the
  * tile in runs along the innermost output dim, where the valid input range is known. */
 static void CFN(im2col)(const conv_geo_t* g, const char* x, const conv_tile_t* t, CT* col, int64_t ld) {
+  if (CFN(im2col_band)(g, x, t, col, ld)) return;
   const int64_t* xs = g->xs;
   int64_t Q2 = g->Q[2], st2 = g->st[2], xs4 = xs[4];
   const int xdt = g->xdt;
@@ -315,7 +363,8 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
     for (int64_t s = 0; s < nn; ++s)
-      CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
+      if (!CFN(im2col_band)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols))
+        CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
     for (int64_t grp = 0; grp < g->G; ++grp)
       CGEMMX(CDT, CDT, g->prec, g->Og, cols, g->KcG, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
              (const char*)(col + grp * g->KcG * cols), cols, 1, (CT)0, ct + grp * g->Og * cols, cols, 1);
@@ -385,7 +434,8 @@ static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) 
     for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
       const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
       for (int64_t s = 0; s < nn; ++s)
-        CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
+        if (!CFN(im2col_band)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols))
+          CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
       CFN(gather_gy)(g, &t, n0, nn, gt);
       /* acc_g (Og, KcG) += gy_g (Og, cols) @ col_g^T (cols, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
