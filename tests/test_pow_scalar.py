@@ -3,7 +3,8 @@
 them (fill, copy, x*x, x*x*x, 1/sqrt (not f16), 1/x, 1/(x*x); bf16 rounds each step as the CPU does), so their results are the CPU's bits; other
 exponents keep pow. Random inputs with special values, odd sizes, non-contiguous views, bf16/f16/f64,
 integer tensors with float exponents, in-place, _foreach_pow, autograd (RMSNorm's pow(x, 1.0) backward),
-and fused eager (same bits as strict eager). lerp with Scalar and Tensor weights rides along."""
+and fused eager (same bits as strict eager). lerp (the host's LERP kernel: the CPU's bits) with Scalar,
+0-dim, full-shape and broadcast weights, in place, _foreach_lerp_, fused eager."""
 from __future__ import annotations
 
 import math
@@ -117,28 +118,59 @@ def test_pow_fused_eager_same_bits():
         torch.testing.assert_close(fused, strict, rtol=0, atol=0, equal_nan=True)
 
 
-@pytest.mark.parametrize("w", [0.1, 0.5, 0.7, -0.3, 1.0, 1.7, 0.0])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+# lerp: f32 (and bf16/f16 through f32) with a scalar or full-shape weight is the host's LERP kernel, PyTorch's
+# CPU formula with its single rounding (fma): the CPU's bits. f64 and broadcast weights keep the composite IR.
+def exact(dtype):
+    return dict(rtol=0, atol=0) if dtype != torch.float64 else {}
+
+
+@pytest.mark.parametrize("w", [0.1, 0.5, 0.7, -0.3, 1.0, 1.7, 0.0, -0.5, 0.4999, math.inf, math.nan])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_lerp_scalar_weight(w, dtype):
     a = sample((41, 17), dtype, seed=12)
     b = torch.randn(41, 17, generator=gen(13)).to(dtype)
-    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), w).cpu(), torch.lerp(a, b, w), equal_nan=True)
+    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), w).cpu(), torch.lerp(a, b, w), equal_nan=True,
+                               **exact(dtype))
     ad = a.to(DEV)[:, ::2]
     ad.lerp_(b.to(DEV)[:, ::2], w)
-    torch.testing.assert_close(ad.cpu(), a[:, ::2].clone().lerp_(b[:, ::2], w), equal_nan=True)
+    torch.testing.assert_close(ad.cpu(), a[:, ::2].clone().lerp_(b[:, ::2], w), equal_nan=True, **exact(dtype))
+    w0 = torch.tensor(w, dtype=dtype)  # a 0-dim weight tensor
+    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), w0.to(DEV)).cpu(), torch.lerp(a, b, w0),
+                               equal_nan=True, **exact(dtype))
 
 
-def test_lerp_tensor_weight_and_foreach():
-    a = torch.randn(23, 9, generator=gen(14))
-    b = torch.randn(23, 9, generator=gen(15))
-    w = torch.rand(23, 9, generator=gen(16)) * 2 - 0.5
-    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), w.to(DEV)).cpu(), torch.lerp(a, b, w))
-    wb = w[0]  # broadcast weight row
-    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), wb.to(DEV)).cpu(), torch.lerp(a, b, wb))
-    xs, ys = [a, a[:5].t()], [b, b[:5].t()]
-    t = [x.to(DEV) for x in xs]
-    torch._foreach_lerp_(t, [y.to(DEV) for y in ys], 0.1)
-    c = [x.clone() for x in xs]
-    torch._foreach_lerp_(c, ys, 0.1)
-    for p, q in zip(t, c):
-        torch.testing.assert_close(p.cpu(), q)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lerp_tensor_weight_and_foreach(dtype):
+    a = sample((23, 9), dtype, seed=14)
+    b = torch.randn(23, 9, generator=gen(15)).to(dtype)
+    w = (torch.rand(23, 9, generator=gen(16)) * 2 - 0.5).to(dtype)
+    w[0, :3] = torch.tensor([math.nan, math.inf, -math.inf])
+    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), w.to(DEV)).cpu(), torch.lerp(a, b, w),
+                               equal_nan=True, rtol=0, atol=0)
+    wt = w.t().contiguous().t()  # a transposed weight: rows gathered
+    torch.testing.assert_close(torch.lerp(a.to(DEV).t(), b.to(DEV).t(), wt.to(DEV).t()).cpu(),
+                               torch.lerp(a.t(), b.t(), wt.t()), equal_nan=True, rtol=0, atol=0)
+    wb = w[1]  # broadcast weight row: the composite
+    torch.testing.assert_close(torch.lerp(a.to(DEV), b.to(DEV), wb.to(DEV)).cpu(), torch.lerp(a, b, wb),
+                               equal_nan=True)
+    xs, ys = [a, a[:5].t(), a[0]], [b, b[:5].t(), b[0]]
+    for wf in (0.1, 0.9):
+        t = [x.to(DEV) for x in xs]
+        torch._foreach_lerp_(t, [y.to(DEV) for y in ys], wf)
+        c = [x.clone() for x in xs]
+        torch._foreach_lerp_(c, ys, wf)
+        for p, q in zip(t, c):
+            torch.testing.assert_close(p.cpu(), q, equal_nan=True, rtol=0, atol=0)
+
+
+def test_lerp_fused_eager_same_bits():
+    import torch_tpu
+    a = torch.randn(33, 65, generator=gen(17))
+    b = torch.randn(33, 65, generator=gen(18))
+    ad, bd = a.to(DEV), b.to(DEV)
+    for w in (0.1, 0.8):
+        strict = torch.lerp(ad * 2, bd + 1, w).cpu()
+        with torch_tpu.fused_eager():
+            fused = torch.lerp(ad * 2, bd + 1, w).cpu()
+        assert torch.equal(fused, strict)
+        assert torch.equal(strict, torch.lerp(a * 2, b + 1, w))

@@ -147,6 +147,7 @@ typedef enum tpu_ir_custom_e {
                                    -> [2, N]: sum_M g (x - mean) rstd, sum_M g (drivers/host/rows.h) */
   TPU_IR_CUSTOM_SILU,           /* (x f32, any shape) -> x / (1 + exp(-x)) (drivers/host/rows.h) */
   TPU_IR_CUSTOM_SILU_BWD,       /* (g, x f32, same shape) -> g s (1 + x (1 - s)), s = sigmoid(x) */
+  TPU_IR_CUSTOM_LERP,           /* (start, end f32 [same shape], weight f32 [rank 0 or same shape]) -> lerp, one rounding */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

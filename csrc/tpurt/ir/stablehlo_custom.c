@@ -9,6 +9,7 @@
  *   ROWS_LAYER_NORM(_BWD)  broadcast multiply-adds and row sums over [M, N]
  *   GELU(_BWD)     x (1 + erf(x / sqrt 2)) / 2 and its derivative times g
  *   SILU(_BWD)     x logistic(x) and its derivative times g
+ *   LERP           the two-sided lerp formula and a select
  *   COL_SUMS       reduces over dim 0 (the layer-norm pair concatenated)
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
@@ -324,6 +325,18 @@ static int silu(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   return shlo_bin(P, "stablehlo.multiply", shlo_bin(P, "stablehlo.multiply", in[0], s), d);
 }
 
+/* LERP (drivers/host/rows.h): |w| < 0.5 ? start + w (end - start) : end - (end - start) (1 - w) */
+static int lerp(shlo_t* P, const int* in) {
+  const tpu_ir_type_t t = *shlo_type(P, in[0]);
+  int w = shlo_type(P, in[2])->rank == 0 ? shlo_bcast_to(P, in[2], &t, NULL) : in[2];
+  int d = shlo_bin(P, "stablehlo.subtract", in[1], in[0]);
+  int one = shlo_const_like(P, in[0], t.dtype, 1.0);
+  int small = shlo_cmp(P, TPU_IR_CMP_LT, shlo_un(P, "stablehlo.abs", w), shlo_const_like(P, in[0], t.dtype, 0.5));
+  int r1 = shlo_bin(P, "stablehlo.add", in[0], shlo_bin(P, "stablehlo.multiply", w, d));
+  int r2 = shlo_bin(P, "stablehlo.subtract", in[1], shlo_bin(P, "stablehlo.multiply", d, shlo_bin(P, "stablehlo.subtract", one, w)));
+  return shlo_select(P, small, r1, r2);
+}
+
 /* COL_SUMS (drivers/host/rows.h): sums over dim 0 of [M, N]; the layer-norm pair stacked as [2, N] */
 static int col_sums(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   static const int64_t fl[2] = {1, 0};
@@ -355,6 +368,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_GELU: case TPU_IR_CUSTOM_GELU_BWD: return gelu(P, op, in);
     case TPU_IR_CUSTOM_COL_SUMS: return col_sums(P, op, in);
     case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_SILU_BWD: return silu(P, op, in);
+    case TPU_IR_CUSTOM_LERP: return lerp(P, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

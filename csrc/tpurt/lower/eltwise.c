@@ -207,14 +207,26 @@ static tpu_status_t lower_clamp(tpu_lower_ctx_t* cx) { return lw_clamp(cx, 1, 2)
 static tpu_status_t lower_clamp_min(tpu_lower_ctx_t* cx) { return lw_clamp(cx, 1, -1); }
 static tpu_status_t lower_clamp_max(tpu_lower_ctx_t* cx) { return lw_clamp(cx, -1, 1); }
 
+static int gelu_kernel_ok(tpu_lower_ctx_t* cx, int n, const int* v);
+static int same_dims(tpu_lower_ctx_t* cx, int u, int v) {
+  const tpu_ir_type_t *tu = tpu_ir_type(G, u), *tv = tpu_ir_type(G, v);
+  return tu->rank == tv->rank && !memcmp(tu->dims, tv->dims, sizeof(int64_t) * (size_t)tu->rank);
+}
 /* lerp(self, end, weight): self + w * (end - self); PyTorch uses the other form for |w| >= 0.5. */
 static tpu_status_t lower_lerp(tpu_lower_ctx_t* cx) {
   int dt = tpu_opmath_dtype(OUT_DT(0));
   const tpu_tensor_t* o = &cx->outs[0];
   int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
   int b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
-  /* |w| < 0.5 and 1 - w on w's own shape (a Scalar weight: once, not per element), then broadcast */
   int w = lw_input(cx, 2, dt);
+  /* f32 with a scalar (rank-0) or full-shape weight: the host's one-pass kernel (custom LERP), PyTorch's
+   * CPU formula with its one rounding, in every mode (fused eager keeps strict eager's bits) */
+  const int abw[3] = {a, b, w};
+  if (gelu_kernel_ok(cx, 3, abw) && (tpu_ir_type(G, w)->rank == 0 || same_dims(cx, w, a))) {
+    const tpu_ir_type_t t = *tpu_ir_type(G, a);
+    return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_LERP, 0, &t, 3, abw));
+  }
+  /* |w| < 0.5 and 1 - w on w's own shape (a Scalar weight: once, not per element), then broadcast */
   int small = tpu_ir_compare(G, TPU_IR_CMP_LT, tpu_ir_unary(G, TPU_IR_ABS, w), lw_const_like(cx, 0.5, w));
   int one_minus = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, w), w);
   w = lw_bcast(cx, w, o->ndim, o->sizes);

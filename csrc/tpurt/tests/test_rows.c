@@ -4,7 +4,8 @@
  * every ISA build of the contiguous f32 kernels gives the same bits; bad operands fail cleanly.
  * ROWS_LAYER_NORM(_BWD) likewise against double loops (contiguous / strided rows, with and
  * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. SILU /
- * SILU_BWD: ISA builds bit-identical, a few ulp of double, driver paths. COL_SUMS: equal to
+ * SILU_BWD: ISA builds bit-identical, a few ulp of double, driver paths. LERP: equal to an fmaf loop in every
+ * ISA build, driver paths. COL_SUMS: equal to
  * double loops, ISA builds bit-identical. */
 #include <math.h>
 #include <stdio.h>
@@ -426,6 +427,71 @@ static void test_silu(void) {
   free(x); free(g); free(o1); free(o2); free(ref);
 }
 
+/* LERP: every ISA build equals a scalar loop of libm's fmaf (PyTorch's CPU formula, one rounding) for scalar
+ * and per-element weights (specials included); the driver's flat and strided-row paths with rank-0 and
+ * full-shape weights agree; bad operands fail cleanly. */
+static float lerp_ref(float a, float b, float w) {
+  return fabsf(w) < 0.5f ? fmaf(w, b - a, a) : fmaf(w - 1.0f, b - a, b);
+}
+static void test_lerp(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const float ws[] = {0.1f, 0.5f, -0.5f, 0.4999f, 0.7f, -0.3f, 1.0f, 0.0f, 2.5f, INFINITY, NAN};
+  for (int64_t n = 1; n < 300; n += 23) {
+    float *a = frand(n, 3, 0), *b = frand(n, 3, 0), *w = frand(n, 1, 0.25), *o = malloc((size_t)n * 4), *r = malloc((size_t)n * 4);
+    if (n > 3) { a[0] = NAN; b[1] = INFINITY; w[2] = NAN; w[3] = -INFINITY; }
+    for (int k = 0; k < 3; ++k) {
+      if (!isa[k]) continue;
+      int same = 1;
+      for (int q = 0; q < (int)(sizeof(ws) / sizeof(ws[0])); ++q) {
+        isa[k]->lerp(a, b, &ws[q], 0, o, n);
+        for (int64_t i = 0; i < n; ++i) { r[i] = lerp_ref(a[i], b[i], ws[q]); same &= !memcmp(&o[i], &r[i], 4) || (isnan(o[i]) && isnan(r[i])); }
+      }
+      isa[k]->lerp(a, b, w, 1, o, n);
+      for (int64_t i = 0; i < n; ++i) { r[i] = lerp_ref(a[i], b[i], w[i]); same &= !memcmp(&o[i], &r[i], 4) || (isnan(o[i]) && isnan(r[i])); }
+      CHECK(same, "lerp: ISA %d equals the fmaf loop at n = %lld", k, (long long)n);
+    }
+    free(a); free(b); free(w); free(o); free(r);
+  }
+  enum { A = 5, B = 7, C = 9, T = A * B * C };
+  float *a = frand(2 * T, 3, 0), *b = frand(2 * T, 3, 0), *w = frand(2 * T, 1, 0.25), *o = calloc(2 * T, 4);
+  const float w0 = 0.3f;
+  for (int per = 0; per < 2; ++per) {      /* weight rank 0 / full shape */
+    for (int strided = 0; strided < 2; ++strided) {
+      const int64_t s = strided ? 2 : 1;
+      tpu_ir_op_t op = {0};
+      op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_LERP;
+      tpu_host_view_t in[3], out;
+      memset(in, 0, sizeof(in));
+      for (int k = 0; k < 3; ++k) {
+        in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == 0 ? a : k == 1 ? b : w);
+        in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
+        in[k].strides[0] = s * B * C; in[k].strides[1] = s * C; in[k].strides[2] = s;
+      }
+      if (!per) { in[2].rank = 0; in[2].data = (char*)&w0; }
+      out = in[0]; out.data = (char*)o;
+      memset(o, 0, 2 * T * 4);
+      tpu_status_t st = tpu_host_k_rows(&op, 3, in, &out);
+      int same = st == TPU_OK;
+      for (int64_t i = 0; same && i < T; ++i) {
+        const float want = lerp_ref(a[i * s], b[i * s], per ? w[i * s] : w0);
+        same = !memcmp(&o[i * s], &want, 4) && (!strided || o[i * s + 1] == 0);
+      }
+      CHECK(same, "lerp driver (weight %s, %s)", per ? "per element" : "rank 0", strided ? "strided rows" : "flat");
+      tpu_status_free(st);
+      st = tpu_host_k_rows(&op, 2, in, &out);
+      CHECK(st != TPU_OK, "lerp with 2 operands is refused");
+      tpu_status_free(st);
+      in[2].rank = 1; in[2].sizes[0] = C;
+      st = tpu_host_k_rows(&op, 3, in, &out);
+      CHECK(st != TPU_OK, "lerp with a broadcast weight is refused");
+      tpu_status_free(st);
+    }
+  }
+  free(a); free(b); free(w); free(o);
+}
+
 /* COL_SUMS: the kernel adds each column's f32 terms in row order in double, so a plain double loop in the
  * same order gives the same bits; every ISA build likewise; strided and contiguous operands agree. */
 static void test_col_sums(void) {
@@ -507,6 +573,7 @@ int main(void) {
   test_errors();
   test_gelu();
   test_silu();
+  test_lerp();
   test_col_sums();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -43,7 +43,11 @@
  *   SILU_BWD (g, x [same shape] f32) -> g s (1 + x (1 - s)), s = 1 / (1 + exp(-x))
  *
  * PyTorch's CPU formulas in its order of operations, one pass (the composite IR took 2 forward and 7
- * backward tile passes); exp is vmath's with explicit fmaf. Run as GELU (flat or row by row). */
+ * backward tile passes); exp is vmath's with explicit fmaf. Run as GELU (flat or row by row).
+ *
+ *   LERP (start, end [same shape] f32, weight [rank 0 or same shape] f32) -> fma(c, end - start, base):
+ *        c, base = w, start if |w| < 0.5 else w - 1, end (PyTorch's CPU lerp, one rounding; AdamW's
+ *        exp_avg.lerp_ took 6 tile passes). */
 #ifndef TPURT_DRIVERS_HOST_ROWS_H_
 #define TPURT_DRIVERS_HOST_ROWS_H_
 
@@ -64,6 +68,7 @@ typedef struct {
                       const float* rstd, int64_t rs, int64_t m, double* a1, double* a2, int64_t n);
   void (*silu)(const float* x, float* y, int64_t n);
   void (*silu_bwd)(const float* g, const float* x, float* o, int64_t n);
+  void (*lerp)(const float* a, const float* b, const float* w, int64_t ws, float* o, int64_t n);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 

@@ -223,6 +223,21 @@ static void RFN(silu_bwd)(const float* g, const float* x, float* o, int64_t n) {
   }
 }
 
+/* lerp as PyTorch's CPU kernel: fma(c, end - start, base), c = w and base = start when |w| < 0.5, else
+ * c = w - 1 and base = end (one rounding: its vectorized lerp uses fmadd). ws = 0: one weight for all. */
+static void RFN(lerp)(const float* a, const float* b, const float* w, int64_t ws, float* o, int64_t n) {
+  if (ws == 0) {
+    const float w0 = w[0], c = fabsf(w0) < 0.5f ? w0 : w0 - 1.0f;
+    if (fabsf(w0) < 0.5f) for (int64_t i = 0; i < n; ++i) o[i] = fmaf(c, b[i] - a[i], a[i]);
+    else for (int64_t i = 0; i < n; ++i) o[i] = fmaf(c, b[i] - a[i], b[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int small = fabsf(w[i]) < 0.5f;
+    o[i] = fmaf(small ? w[i] : w[i] - 1.0f, b[i] - a[i], small ? a[i] : b[i]);
+  }
+}
+
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
                                                      RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
-                                                     RFN(silu), RFN(silu_bwd)};
+                                                     RFN(silu), RFN(silu_bwd), RFN(lerp)};
