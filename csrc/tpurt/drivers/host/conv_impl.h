@@ -203,6 +203,27 @@ done:
   conv_free(col); conv_free(ct); conv_tile_free(&t);
 }
 
+/* gx of one sample (xn: the x view at the sample) = acc (C, S0*S1*S2): a copy per channel where the spatial
+ * dims are one run, else rows along the innermost dim (no index division per element) */
+static void CFN(store_planes)(const conv_geo_t* g, const CT* acc, CT* xn) {
+  const int64_t SS = g->S[0] * g->S[1] * g->S[2], S2 = g->S[2], x4 = g->xs[4];
+  int64_t run = 0;
+  const int flat = conv_flat(g->S, g->xs + 2, &run) && run == 1;
+  for (int64_t c = 0; c < g->C; ++c) {
+    const CT* a = acc + c * SS;
+    CT* xc = xn + c * g->xs[1];
+    if (flat) {
+      memcpy(xc, a, (size_t)SS * sizeof(CT));
+      continue;
+    }
+    for (int64_t s0 = 0; s0 < g->S[0]; ++s0)
+      for (int64_t s1 = 0; s1 < g->S[1]; ++s1, a += S2) {
+        CT* xr = xc + s0 * g->xs[2] + s1 * g->xs[3];
+        for (int64_t s2 = 0; s2 < S2; ++s2) xr[s2 * x4] = a[s2];
+      }
+  }
+}
+
 /* backward input: unit = n (the scatter of overlapping windows stays in one thread) */
 static void CFN(bwd_input_worker)(void* ctx, int64_t begin, int64_t end) {
   CFN(conv_job_t)* J = ctx;
@@ -234,12 +255,7 @@ static void CFN(bwd_input_worker)(void* ctx, int64_t begin, int64_t end) {
                B + grp * g->Og * b_rs * b_es, b_rs, b_cs, (CT)0, col + grp * g->KcG * t.pt, t.pt, 1);
       CFN(col2im)(g, col, &t, acc, t.pt);
     }
-    CT* xn = xd + n * g->xs[0];
-    for (int64_t c = 0; c < g->C; ++c)
-      for (int64_t s = 0; s < SS; ++s) {
-        int64_t s0 = s / (g->S[1] * g->S[2]), s1 = (s / g->S[2]) % g->S[1], s2 = s % g->S[2];
-        xn[c * g->xs[1] + s0 * g->xs[2] + s1 * g->xs[3] + s2 * g->xs[4]] = acc[c * SS + s];
-      }
+    CFN(store_planes)(g, acc, xd + n * g->xs[0]);
   }
 done:
   conv_free(col); conv_free(gt); conv_free(acc); conv_tile_free(&t);
@@ -405,12 +421,7 @@ static void CFN(bwd_input_group_worker)(void* ctx, int64_t begin, int64_t end) {
     for (int64_t s = 0; s < nn; ++s) {
       memset(acc, 0, (size_t)(g->C * SS) * sizeof(CT));
       CFN(col2im_tab)(g, col + s * g->P, so, g->P, acc, cols);
-      CT* xn = (CT*)g->xd + (n0 + s) * g->xs[0];
-      for (int64_t c = 0; c < g->C; ++c)
-        for (int64_t q = 0; q < SS; ++q) {
-          int64_t s0 = q / (g->S[1] * g->S[2]), s1 = (q / g->S[2]) % g->S[1], s2 = q % g->S[2];
-          xn[c * g->xs[1] + s0 * g->xs[2] + s1 * g->xs[3] + s2 * g->xs[4]] = acc[c * SS + q];
-        }
+      CFN(store_planes)(g, acc, (CT*)g->xd + (n0 + s) * g->xs[0]);
     }
   }
 done:
