@@ -112,6 +112,9 @@ static void test_kernels(void) {
   run_case(1, 4, 1, 130, 130, 16, 16, 1, 2, 1); /* MQA, causal, fully masked row 0 */
   run_case(1, 1, 1, 3, 200, 3, 2, 1, 0, 0);    /* causal with S > T */
   run_case(1, 2, 2, 1, 1, 1, 1, 0, 0, 0);
+  run_case(2, 6, 1, 70, 70, 8, 8, 1, 1, 1);    /* 6 heads per kv head: stacked chunks of 4 + 2, causal, bias */
+  run_case(1, 8, 2, 33, 150, 5, 3, 0, 2, 0);   /* 4 + 4 stacked, several key blocks, fully masked row */
+  run_case(2, 8, 2, 32, 32, 16, 16, 1, 0, 1);  /* Llama's grouping, causal, transposed */
   /* bad operand count is an error, never a crash */
   tpu_ir_op_t op = {0};
   op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_ATTENTION;

@@ -10,6 +10,7 @@
 
 #define BQ 64  /* query rows per block */
 #define BK 128 /* keys per block */
+#define HROWS 256 /* stacked query rows per task at most (heads sharing a kv head x BQ) */
 
 typedef struct {
   int64_t B, Hq, Hk, T, S, E, Ev;
@@ -82,52 +83,68 @@ static float row_sum(const float* x, int64_t n) {
 
 /* ---------------------------------------------------------------- forward */
 
-/* task = (b, h, query block) */
+/* Query heads that share a kv head are stacked into one block of rows (up to HC of them), so each GEMM
+ * runs (heads x queries) rows against the shared keys: for Llama's 4 heads of 32 queries and head dim 16,
+ * one 128-row product instead of four 32-row ones (the per-call packing and setup dominated). */
+static int64_t heads_per_task(const attn_t* A) {
+  const int64_t grp = A->Hq / A->Hk, hc = HROWS / BQ;
+  return hc < grp ? hc : grp;
+}
+/* row r of a stacked block: head h0 + r / nq, query i0 + r % nq */
+
+/* task = (b, kv head, chunk of its query heads, query block) */
 static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
   attn_t* A = ctx;
   const int64_t E = A->E, Ev = A->Ev, S = A->S, T = A->T, nqb = (T + BQ - 1) / BQ, grp = A->Hq / A->Hk;
-  float* buf = malloc(sizeof(float) * (size_t)(BQ * E + BQ * BK + BQ * Ev + 2 * BQ));
+  const int64_t hc = heads_per_task(A), nch = (grp + hc - 1) / hc, R = hc * BQ;
+  float* buf = malloc(sizeof(float) * (size_t)(R * E + R * BK + R * Ev + 2 * R));
   if (!buf) { A->err = TPU_ERR(OUT_OF_MEMORY, "attention: out of memory"); return; }
-  float *qs = buf, *s = qs + BQ * E, *acc = s + BQ * BK, *m = acc + BQ * Ev, *l = m + BQ;
+  float *qs = buf, *s = qs + R * E, *acc = s + R * BK, *m = acc + R * Ev, *l = m + R;
   for (int64_t t = begin; t < end; ++t) {
-    int64_t b = t / (A->Hq * nqb), h = t / nqb % A->Hq, i0 = t % nqb * BQ, hk = h / grp;
-    int64_t nq = T - i0 < BQ ? T - i0 : BQ;
-    for (int64_t i = 0; i < nq; ++i) {
-      const float* qr = fp(A->q, b, h, i0 + i);
-      for (int64_t e = 0; e < E; ++e) qs[i * E + e] = qr[e * A->q->strides[3]] * A->scale;
-      m[i] = -INFINITY; l[i] = 0.0f;
+    const int64_t qb = t % nqb, c = t / nqb % nch, hk = t / (nqb * nch) % A->Hk, b = t / (nqb * nch * A->Hk);
+    const int64_t i0 = qb * BQ, nq = T - i0 < BQ ? T - i0 : BQ, h0 = hk * grp + c * hc;
+    const int64_t nh = grp - c * hc < hc ? grp - c * hc : hc, rows = nh * nq;
+    const float sc = A->scale; /* locals: stores to qs may not alias them, so the copy vectorizes */
+    const int64_t qst = A->q->strides[3];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* qr = fp(A->q, b, h0 + r / nq, i0 + r % nq);
+      float* qd = qs + r * E;
+      if (qst == 1) for (int64_t e = 0; e < E; ++e) qd[e] = qr[e] * sc;
+      else for (int64_t e = 0; e < E; ++e) qd[e] = qr[e * qst] * sc;
+      m[r] = -INFINITY; l[r] = 0.0f;
     }
-    memset(acc, 0, sizeof(float) * (size_t)(nq * Ev));
+    memset(acc, 0, sizeof(float) * (size_t)(rows * Ev));
     int64_t jend = A->causal ? (i0 + nq < S ? i0 + nq : S) : S;
     for (int64_t j0 = 0; j0 < jend; j0 += BK) {
       int64_t nk = jend - j0 < BK ? jend - j0 : BK;
       const float* kp = fp(A->k, b, hk, j0);
-      /* s (nq, nk) = qs @ k_blk^T */
-      tpu_host_sgemm(nq, nk, E, 1.0f, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, s, nk, 1);
-      for (int64_t i = 0; i < nq; ++i) {
-        float* sr = s + i * nk;
-        const int64_t lim = visible(A, i0 + i, j0, nk); /* keys [j0, j0 + lim) unmasked */
+      /* s (rows, nk) = qs @ k_blk^T */
+      tpu_host_sgemm(rows, nk, E, 1.0f, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, s, nk, 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t h = h0 + r / nq, i = i0 + r % nq;
+        float* sr = s + r * nk;
+        const int64_t lim = visible(A, i, j0, nk); /* keys [j0, j0 + lim) unmasked */
         if (A->has_bias)
-          for (int64_t j = 0; j < lim; ++j) sr[j] += bias_at(A, b, h, i0 + i, j0 + j);
-        float mx = m[i];
+          for (int64_t j = 0; j < lim; ++j) sr[j] += bias_at(A, b, h, i, j0 + j);
+        float mx = m[r];
         for (int64_t j = 0; j < lim; ++j) mx = sr[j] > mx ? sr[j] : mx;
         if (mx == -INFINITY) { for (int64_t j = 0; j < nk; ++j) sr[j] = 0.0f; continue; }
-        float corr = tile_expf(m[i] - mx); /* m = -inf: corr 0 */
+        float corr = tile_expf(m[r] - mx); /* m = -inf: corr 0 */
         for (int64_t j = 0; j < lim; ++j) sr[j] = tile_expf(sr[j] - mx);
         for (int64_t j = lim; j < nk; ++j) sr[j] = 0.0f;
-        l[i] = l[i] * corr + row_sum(sr, lim);
-        m[i] = mx;
-        if (corr != 1.0f) for (int64_t e = 0; e < Ev; ++e) acc[i * Ev + e] *= corr;
+        l[r] = l[r] * corr + row_sum(sr, lim);
+        m[r] = mx;
+        if (corr != 1.0f) for (int64_t e = 0; e < Ev; ++e) acc[r * Ev + e] *= corr;
       }
-      /* acc (nq, Ev) += p @ v_blk */
+      /* acc (rows, Ev) += p @ v_blk */
       const float* vp = fp(A->v, b, hk, j0);
-      tpu_host_sgemm(nq, Ev, nk, 1.0f, s, nk, 1, vp, A->v->strides[2], A->v->strides[3], 1.0f, acc, Ev, 1);
+      tpu_host_sgemm(rows, Ev, nk, 1.0f, s, nk, 1, vp, A->v->strides[2], A->v->strides[3], 1.0f, acc, Ev, 1);
     }
-    for (int64_t i = 0; i < nq; ++i) {
-      float* orow = A->out + ((b * A->Hq + h) * T + i0 + i) * (Ev + 1);
-      float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-      for (int64_t e = 0; e < Ev; ++e) orow[e] = acc[i * Ev + e] * inv;
-      orow[Ev] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* orow = A->out + ((b * A->Hq + h0 + r / nq) * T + i0 + r % nq) * (Ev + 1);
+      float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+      for (int64_t e = 0; e < Ev; ++e) orow[e] = acc[r * Ev + e] * inv;
+      orow[Ev] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
     }
   }
   free(buf);
@@ -135,63 +152,70 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
 
 /* ---------------------------------------------------------------- backward */
 
-/* task = (b, kv head): owns dk, dv of that head and dq of its query heads */
+/* task = (b, kv head): owns dk, dv of that head and dq of its query heads, which it runs in stacked
+ * chunks per query block (dq rows gathered in a scratch block, written once) */
 static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
   attn_t* A = ctx;
   const int64_t E = A->E, Ev = A->Ev, S = A->S, T = A->T, grp = A->Hq / A->Hk;
+  const int64_t hc = heads_per_task(A), R = hc * BQ;
   float* dq_all = A->out;
   float* dk_all = dq_all + A->B * A->Hq * T * E;
   float* dv_all = dk_all + A->B * A->Hk * S * E;
-  float* buf = malloc(sizeof(float) * (size_t)(2 * BQ * BK + BQ * E + BQ * Ev + BQ));
+  float* buf = malloc(sizeof(float) * (size_t)(2 * R * BK + 2 * R * E + R * Ev + R));
   if (!buf) { A->err = TPU_ERR(OUT_OF_MEMORY, "attention: out of memory"); return; }
-  float *p = buf, *dp = p + BQ * BK, *qs = dp + BQ * BK, *dob = qs + BQ * E, *dd = dob + BQ * Ev;
+  float *p = buf, *dp = p + R * BK, *qs = dp + R * BK, *dqs = qs + R * E, *dob = dqs + R * E, *dd = dob + R * Ev;
   for (int64_t t = begin; t < end; ++t) {
     int64_t b = t / A->Hk, hk = t % A->Hk;
     float* dk = dk_all + (b * A->Hk + hk) * S * E;
     float* dv = dv_all + (b * A->Hk + hk) * S * Ev;
     memset(dk, 0, sizeof(float) * (size_t)(S * E));
     memset(dv, 0, sizeof(float) * (size_t)(S * Ev));
-    for (int64_t h = hk * grp; h < (hk + 1) * grp; ++h) {
-      float* dq = dq_all + (b * A->Hq + h) * T * E;
-      memset(dq, 0, sizeof(float) * (size_t)(T * E));
+    for (int64_t hs = 0; hs < grp; hs += hc) {
+      const int64_t h0 = hk * grp + hs, nh = grp - hs < hc ? grp - hs : hc;
       for (int64_t i0 = 0; i0 < T; i0 += BQ) {
-        int64_t nq = T - i0 < BQ ? T - i0 : BQ;
-        for (int64_t i = 0; i < nq; ++i) {
-          const float *qr = fp(A->q, b, h, i0 + i), *gr = fp(A->dout, b, h, i0 + i), *orow = fp(A->o, b, h, i0 + i);
+        const int64_t nq = T - i0 < BQ ? T - i0 : BQ, rows = nh * nq;
+        const int64_t qst = A->q->strides[3], gst = A->dout->strides[3], ost = A->o->strides[3];
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t h = h0 + r / nq, i = i0 + r % nq;
+          const float *qr = fp(A->q, b, h, i), *gr = fp(A->dout, b, h, i), *orow = fp(A->o, b, h, i);
           double d = 0;
-          for (int64_t e = 0; e < E; ++e) qs[i * E + e] = qr[e * A->q->strides[3]];
+          for (int64_t e = 0; e < E; ++e) qs[r * E + e] = qr[e * qst];
           for (int64_t e = 0; e < Ev; ++e) {
-            float g = gr[e * A->dout->strides[3]];
-            dob[i * Ev + e] = g;
-            d += (double)g * orow[e * A->o->strides[3]];
+            float g = gr[e * gst];
+            dob[r * Ev + e] = g;
+            d += (double)g * orow[e * ost];
           }
-          dd[i] = (float)d;
+          dd[r] = (float)d;
         }
+        memset(dqs, 0, sizeof(float) * (size_t)(rows * E));
         int64_t jend = A->causal ? (i0 + nq < S ? i0 + nq : S) : S;
         for (int64_t j0 = 0; j0 < jend; j0 += BK) {
           int64_t nk = jend - j0 < BK ? jend - j0 : BK;
           const float *kp = fp(A->k, b, hk, j0), *vp = fp(A->v, b, hk, j0);
-          /* p (nq, nk) = softmax rows recomputed: exp(scale * q k^T + bias - lse) */
-          tpu_host_sgemm(nq, nk, E, A->scale, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, p, nk, 1);
-          for (int64_t i = 0; i < nq; ++i) {
-            float L = ((const float*)A->lse->data)[b * A->lse->strides[0] + h * A->lse->strides[1] + (i0 + i) * A->lse->strides[2]];
-            float* pr = p + i * nk;
-            const int64_t lim = L == -INFINITY ? 0 : visible(A, i0 + i, j0, nk);
+          /* p (rows, nk) = softmax rows recomputed: exp(scale * q k^T + bias - lse) */
+          tpu_host_sgemm(rows, nk, E, A->scale, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, p, nk, 1);
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t h = h0 + r / nq, i = i0 + r % nq;
+            float L = ((const float*)A->lse->data)[b * A->lse->strides[0] + h * A->lse->strides[1] + i * A->lse->strides[2]];
+            float* pr = p + r * nk;
+            const int64_t lim = L == -INFINITY ? 0 : visible(A, i, j0, nk);
             if (A->has_bias)
-              for (int64_t j = 0; j < lim; ++j) pr[j] += bias_at(A, b, h, i0 + i, j0 + j);
+              for (int64_t j = 0; j < lim; ++j) pr[j] += bias_at(A, b, h, i, j0 + j);
             for (int64_t j = 0; j < lim; ++j) pr[j] = tile_expf(pr[j] - L);
             for (int64_t j = lim; j < nk; ++j) pr[j] = 0.0f;
           }
           /* dv_blk (nk, Ev) += p^T @ dout_blk */
-          tpu_host_sgemm(nk, Ev, nq, 1.0f, p, 1, nk, dob, Ev, 1, 1.0f, dv + j0 * Ev, Ev, 1);
-          /* dp (nq, nk) = dout_blk @ v_blk^T */
-          tpu_host_sgemm(nq, nk, Ev, 1.0f, dob, Ev, 1, vp, A->v->strides[3], A->v->strides[2], 0.0f, dp, nk, 1);
-          for (int64_t i = 0; i < nq; ++i)
-            for (int64_t j = 0; j < nk; ++j) dp[i * nk + j] = p[i * nk + j] * (dp[i * nk + j] - dd[i]); /* ds */
-          /* dq (nq, E) += scale * ds @ k_blk ; dk_blk (nk, E) += scale * ds^T @ q_blk */
-          tpu_host_sgemm(nq, E, nk, A->scale, dp, nk, 1, kp, A->k->strides[2], A->k->strides[3], 1.0f, dq + i0 * E, E, 1);
-          tpu_host_sgemm(nk, E, nq, A->scale, dp, 1, nk, qs, E, 1, 1.0f, dk + j0 * E, E, 1);
+          tpu_host_sgemm(nk, Ev, rows, 1.0f, p, 1, nk, dob, Ev, 1, 1.0f, dv + j0 * Ev, Ev, 1);
+          /* dp (rows, nk) = dout_blk @ v_blk^T */
+          tpu_host_sgemm(rows, nk, Ev, 1.0f, dob, Ev, 1, vp, A->v->strides[3], A->v->strides[2], 0.0f, dp, nk, 1);
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < nk; ++j) dp[r * nk + j] = p[r * nk + j] * (dp[r * nk + j] - dd[r]); /* ds */
+          /* dq (rows, E) += scale * ds @ k_blk ; dk_blk (nk, E) += scale * ds^T @ q_blk */
+          tpu_host_sgemm(rows, E, nk, A->scale, dp, nk, 1, kp, A->k->strides[2], A->k->strides[3], 1.0f, dqs, E, 1);
+          tpu_host_sgemm(nk, E, rows, A->scale, dp, 1, nk, qs, E, 1, 1.0f, dk + j0 * E, E, 1);
         }
+        for (int64_t r = 0; r < rows; ++r)
+          memcpy(dq_all + ((b * A->Hq + h0 + r / nq) * T + i0 + r % nq) * E, dqs + r * E, sizeof(float) * (size_t)E);
       }
     }
   }
@@ -204,7 +228,8 @@ tpu_status_t tpu_host_k_attention(const tpu_ir_op_t* op, int n, const tpu_host_v
   tpu_status_t st = attn_setup(op, n, xs, out, &A);
   if (st) return st;
   if (op->i0 == TPU_IR_CUSTOM_ATTENTION) {
-    int64_t tasks = A.B * A.Hq * ((A.T + BQ - 1) / BQ);
+    const int64_t hc = heads_per_task(&A), nch = (A.Hq / A.Hk + hc - 1) / hc;
+    int64_t tasks = A.B * A.Hk * nch * ((A.T + BQ - 1) / BQ);
     if (tasks) tpu_pool_parallel_for(tasks, 1, fwd_worker, &A);
   } else {
     if (A.B > 0 && A.Hk > 0) tpu_pool_parallel_for(A.B * A.Hk, 1, bwd_worker, &A);
