@@ -279,26 +279,35 @@ static void test_view_outputs(int dt, int64_t a, int64_t b, int64_t c, int strid
   tpu_ir_graph_free(&g);
 }
 
-/* In-place outputs over parameters that are pieces of one buffer, laid out in memory in the reverse of
- * their parameter order, plus a parameter viewing the whole buffer (a flat parameter store) read by a
- * step before (late = 0) or after (late = 1) the in-place updates: x_k = x_k * s + y_k bound over x_k,
- * and all * s to fresh memory. Results must be those of the same graph writing fresh memory: when the
- * whole-buffer read comes last no update may be written in place before it (the executor finds the
- * parameters an output overlaps through ranges sorted by start, see prange_t in exec.c). */
-static void test_flat_params(int K, int late, int serial) {
+/* In-place outputs over parameters that are pieces of one buffer (a flat parameter store), the pieces
+ * laid out in memory in the reverse of their parameter order or in a random order: x_k = x_k * s + y_k
+ * bound over x_k. mode 0: a parameter viewing the whole buffer is read (all * s, fresh memory) before
+ * the updates; mode 1: after them (no update may then be written in place before that read: the
+ * executor finds the parameters an output overlaps through ranges sorted by start with a running
+ * maximum end, see prange_t in exec.c); mode 2: each piece also bound to a second parameter (its alias,
+ * same range) read after the updates (every range the sort could lose changes a result). Results must
+ * be those of the same graph writing fresh memory. */
+static void test_flat_params(int K, int mode, int serial, int shuffled) {
   tpu_ir_graph_t g;
   tpu_ir_graph_init(&g);
   int64_t n[40], off[40], N = 0;
-  for (int k = K - 1; k >= 0; --k) { n[k] = 37 + 61 * k; off[k] = N; N += n[k]; }
-  int s = tpu_ir_scalar(&g, TPU_DTYPE_F32), all = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &N);
-  int allout = -1;
-  if (!late) allout = tpu_ir_binary(&g, TPU_IR_MUL, all, tpu_ir_broadcast(&g, s, 1, &N, NULL));
+  int order[40]; /* memory order of the pieces */
+  for (int k = 0; k < K; ++k) order[k] = K - 1 - k;
+  for (int k = K - 1; k > 0 && shuffled; --k) { int j = (int)(rnd() % (uint64_t)(k + 1)), t = order[k]; order[k] = order[j]; order[j] = t; }
+  for (int i = 0; i < K; ++i) { int k = order[i]; n[k] = 37 + 61 * k; off[k] = N; N += n[k]; }
+  const int na = mode == 2 ? K : 1; /* the late/early readers: aliases, or the whole buffer */
+  int s = tpu_ir_scalar(&g, TPU_DTYPE_F32), rd[40];
+  for (int i = 0; i < na; ++i) rd[i] = mode == 2 ? tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[i]) : tpu_ir_param(&g, TPU_DTYPE_F32, 1, &N);
+  int rdout[40];
+#define READER(i) tpu_ir_binary(&g, TPU_IR_MUL, rd[i], tpu_ir_broadcast(&g, s, 1, mode == 2 ? &n[i] : &N, NULL))
+  if (mode == 0) rdout[0] = READER(0);
   for (int k = 0; k < K; ++k) {
     int x = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[k]), y = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n[k]);
     tpu_ir_output(&g, tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, x, tpu_ir_broadcast(&g, s, 1, &n[k], NULL)), y));
   }
-  if (late) allout = tpu_ir_binary(&g, TPU_IR_MUL, all, tpu_ir_broadcast(&g, s, 1, &N, NULL));
-  tpu_ir_output(&g, allout);
+  for (int i = 0; i < na && mode; ++i) rdout[i] = READER(i);
+#undef READER
+  for (int i = 0; i < na; ++i) tpu_ir_output(&g, rdout[i]);
   tpu_host_exe_t* e = NULL;
   tpu_status_t st = tpu_host_compile(&g, &e);
   CHECK(st == TPU_OK, "compile flat params");
@@ -307,23 +316,26 @@ static void test_flat_params(int K, int late, int serial) {
   float *F = malloc((size_t)N * 4), *A1 = malloc((size_t)N * 4), *A2 = malloc((size_t)N * 4);
   fill((char*)B, TPU_DTYPE_F32, N); fill((char*)Y, TPU_DTYPE_F32, N);
   memcpy(B0, B, (size_t)N * 4);
-  tpu_host_view_t p[81], fo[41], io[41];
-  p[0] = (tpu_host_view_t){(char*)B, TPU_DTYPE_F32, 1, {N}, {1}};
-  for (int k = 0; k < K; ++k) {
-    p[1 + 2 * k] = (tpu_host_view_t){(char*)(B + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
-    p[2 + 2 * k] = (tpu_host_view_t){(char*)(Y + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
-    fo[k] = (tpu_host_view_t){(char*)(F + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
-    io[k] = p[1 + 2 * k];
+  tpu_host_view_t p[120], fo[80], io[80];
+  for (int i = 0; i < na; ++i) {
+    p[i] = mode == 2 ? (tpu_host_view_t){(char*)(B + off[i]), TPU_DTYPE_F32, 1, {n[i]}, {1}}
+                     : (tpu_host_view_t){(char*)B, TPU_DTYPE_F32, 1, {N}, {1}};
+    fo[K + i] = (tpu_host_view_t){(char*)(A1 + (mode == 2 ? off[i] : 0)), TPU_DTYPE_F32, 1, {p[i].sizes[0]}, {1}};
+    io[K + i] = (tpu_host_view_t){(char*)(A2 + (mode == 2 ? off[i] : 0)), TPU_DTYPE_F32, 1, {p[i].sizes[0]}, {1}};
   }
-  fo[K] = (tpu_host_view_t){(char*)A1, TPU_DTYPE_F32, 1, {N}, {1}};
-  io[K] = (tpu_host_view_t){(char*)A2, TPU_DTYPE_F32, 1, {N}, {1}};
+  for (int k = 0; k < K; ++k) {
+    p[na + 2 * k] = (tpu_host_view_t){(char*)(B + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    p[na + 2 * k + 1] = (tpu_host_view_t){(char*)(Y + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    fo[k] = (tpu_host_view_t){(char*)(F + off[k]), TPU_DTYPE_F32, 1, {n[k]}, {1}};
+    io[k] = p[na + 2 * k];
+  }
   tpu_host_scalar_t sc = {0.75, 0};
   CHECK(run(e, p, &sc, fo, serial) == TPU_OK, "flat params fresh run");
   CHECK(!memcmp(B, B0, (size_t)N * 4), "flat params: a fresh run wrote its parameters");
   CHECK(run(e, p, &sc, io, serial) == TPU_OK, "flat params in-place run");
   CHECK(!memcmp(B, F, (size_t)N * 4) && !memcmp(A1, A2, (size_t)N * 4),
-        "flat params K=%d late=%d serial %d: in place differs from fresh (updates %d, whole-buffer read %d)", K, late,
-        serial, !memcmp(B, F, (size_t)N * 4), !memcmp(A1, A2, (size_t)N * 4));
+        "flat params K=%d mode %d serial %d shuffled %d: in place differs from fresh (updates %d, reads %d)", K, mode,
+        serial, shuffled, !memcmp(B, F, (size_t)N * 4), !memcmp(A1, A2, (size_t)N * 4));
   free(B); free(B0); free(Y); free(F); free(A1); free(A2);
   tpu_host_exe_free(e);
   tpu_ir_graph_free(&g);
@@ -387,10 +399,13 @@ int main(void) {
     test_reshape_outputs(20011, serial);
   }
   for (int serial = 0; serial < 3; ++serial)
-    for (int late = 0; late < 2; ++late) {
-      test_flat_params(1, late, serial);
-      test_flat_params(5, late, serial);
-      test_flat_params(40, late, serial);
+    for (int mode = 0; mode < 3; ++mode) {
+      for (int shuffled = 0; shuffled < 2; ++shuffled) {
+        test_flat_params(1, mode, serial, shuffled);
+        test_flat_params(5, mode, serial, shuffled);
+        test_flat_params(12, mode, serial, shuffled);
+        test_flat_params(40, mode, serial, shuffled);
+      }
     }
   const int64_t vs[][3] = {{1, 1, 1}, {2, 3, 1}, {16, 16, 8}, {5, 7, 3}, {3, 2, 17}, {64, 33, 9}, {40, 40, 40}};
   for (int serial = 0; serial < 2; ++serial)
