@@ -148,6 +148,8 @@ typedef enum tpu_ir_custom_e {
   TPU_IR_CUSTOM_SILU,           /* (x f32, any shape) -> x / (1 + exp(-x)) (drivers/host/rows.h) */
   TPU_IR_CUSTOM_SILU_BWD,       /* (g, x f32, same shape) -> g s (1 + x (1 - s)), s = sigmoid(x) */
   TPU_IR_CUSTOM_LERP,           /* (start, end f32 [same shape], weight f32 [rank 0 or same shape]) -> lerp, one rounding */
+  TPU_IR_CUSTOM_ADDC,           /* (self, t1, t2 f32 [same shape], value f32 [rank 0]) -> i1 0: fma(value t1, t2, self),
+                                   1: self + (value t1) / t2 (drivers/host/rows.h) */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

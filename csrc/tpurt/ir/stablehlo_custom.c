@@ -10,6 +10,7 @@
  *   GELU(_BWD)     x (1 + erf(x / sqrt 2)) / 2 and its derivative times g
  *   SILU(_BWD)     x logistic(x) and its derivative times g
  *   LERP           the two-sided lerp formula and a select
+ *   ADDC           self + (value t1) * t2 or / t2
  *   COL_SUMS       reduces over dim 0 (the layer-norm pair concatenated)
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
@@ -337,6 +338,13 @@ static int lerp(shlo_t* P, const int* in) {
   return shlo_select(P, small, r1, r2);
 }
 
+/* ADDC (drivers/host/rows.h): self + (value t1) * t2 or self + (value t1) / t2 */
+static int addc(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
+  const tpu_ir_type_t t = *shlo_type(P, in[0]);
+  int vt = shlo_bin(P, "stablehlo.multiply", shlo_bcast_to(P, in[3], &t, NULL), in[1]);
+  return shlo_bin(P, "stablehlo.add", in[0], shlo_bin(P, op->i1 == 1 ? "stablehlo.divide" : "stablehlo.multiply", vt, in[2]));
+}
+
 /* COL_SUMS (drivers/host/rows.h): sums over dim 0 of [M, N]; the layer-norm pair stacked as [2, N] */
 static int col_sums(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   static const int64_t fl[2] = {1, 0};
@@ -369,6 +377,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_COL_SUMS: return col_sums(P, op, in);
     case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_SILU_BWD: return silu(P, op, in);
     case TPU_IR_CUSTOM_LERP: return lerp(P, in);
+    case TPU_IR_CUSTOM_ADDC: return addc(P, op, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

@@ -247,9 +247,17 @@ static tpu_status_t lw_addc(tpu_lower_ctx_t* cx, int opcode) {
   int s = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes);
   int a = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
   int b = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
-  int v = lw_bcast(cx, lw_scalar(cx, 3, dt), o->ndim, o->sizes);
-  int t = tpu_ir_binary(G, opcode, a, b);
-  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_ADD, s, tpu_ir_binary(G, TPU_IR_MUL, v, t)));
+  int v0 = lw_scalar(cx, 3, dt);
+  /* f32 (bf16/f16 widened): the host's one-pass kernel (custom ADDC) in PyTorch's CPU order and
+   * roundings, fma(v t1, t2, self) / self + (v t1) / t2, in every mode (fused eager keeps strict's bits) */
+  const int in4[4] = {s, a, b, v0};
+  if (gelu_kernel_ok(cx, 4, in4) && tpu_ir_type(G, v0)->rank == 0) {
+    const tpu_ir_type_t t = *tpu_ir_type(G, s);
+    return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_ADDC, opcode == TPU_IR_DIV, &t, 4, in4));
+  }
+  int v = lw_bcast(cx, v0, o->ndim, o->sizes);
+  int t = tpu_ir_binary(G, TPU_IR_MUL, v, a); /* (v t1) op t2, as the CPU */
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_ADD, s, tpu_ir_binary(G, opcode, t, b)));
 }
 static tpu_status_t lower_addcmul(tpu_lower_ctx_t* cx) { return lw_addc(cx, TPU_IR_MUL); }
 static tpu_status_t lower_addcdiv(tpu_lower_ctx_t* cx) { return lw_addc(cx, TPU_IR_DIV); }

@@ -5,7 +5,7 @@
  * ROWS_LAYER_NORM(_BWD) likewise against double loops (contiguous / strided rows, with and
  * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. SILU /
  * SILU_BWD: ISA builds bit-identical, a few ulp of double, driver paths. LERP: equal to an fmaf loop in every
- * ISA build, driver paths. COL_SUMS: equal to
+ * ISA build, driver paths. ADDC: equal to the CPU-order scalar loops, driver paths. COL_SUMS: equal to
  * double loops, ISA builds bit-identical. */
 #include <math.h>
 #include <stdio.h>
@@ -492,6 +492,64 @@ static void test_lerp(void) {
   free(a); free(b); free(w); free(o);
 }
 
+/* ADDC: every ISA build equals a scalar loop of fmaf(v a, b, s) (addcmul) / s + (v a) / b (addcdiv); the
+ * driver's flat and strided paths agree; a non-scalar value is refused. */
+static void test_addc(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  for (int64_t n = 1; n < 300; n += 29) {
+    float *sv = frand(n, 3, 0), *a = frand(n, 3, 0), *b = frand(n, 3, 0), *o = malloc((size_t)n * 4);
+    if (n > 3) { sv[0] = NAN; a[1] = INFINITY; b[2] = 0.0f; }
+    for (int div = 0; div < 2; ++div)
+      for (int k = 0; k < 3; ++k) {
+        if (!isa[k]) continue;
+        int same = 1;
+        const float v = div ? -0.0110701f : 1e-3f;
+        isa[k]->addc(sv, a, b, v, o, n, div);
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = div ? sv[i] + (v * a[i]) / b[i] : fmaf(v * a[i], b[i], sv[i]);
+          same &= !memcmp(&o[i], &want, 4) || (isnan(o[i]) && isnan(want));
+        }
+        CHECK(same, "addc div %d: ISA %d equals the scalar loop at n = %lld", div, k, (long long)n);
+      }
+    free(sv); free(a); free(b); free(o);
+  }
+  enum { A = 4, B = 6, C = 11, T = A * B * C };
+  float *sv = frand(2 * T, 3, 0), *a = frand(2 * T, 3, 0), *b = frand(2 * T, 3, 0), *o = calloc(2 * T, 4);
+  const float v = 0.37f;
+  for (int div = 0; div < 2; ++div)
+    for (int strided = 0; strided < 2; ++strided) {
+      const int64_t st = strided ? 2 : 1;
+      tpu_ir_op_t op = {0};
+      op.opcode = TPU_IR_CUSTOM; op.i0 = TPU_IR_CUSTOM_ADDC; op.i1 = div;
+      tpu_host_view_t in[4], out;
+      memset(in, 0, sizeof(in));
+      for (int k = 0; k < 3; ++k) {
+        in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == 0 ? sv : k == 1 ? a : b);
+        in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
+        in[k].strides[0] = st * B * C; in[k].strides[1] = st * C; in[k].strides[2] = st;
+      }
+      in[3].dtype = TPU_DTYPE_F32; in[3].rank = 0; in[3].data = (char*)&v;
+      out = in[0]; out.data = (char*)o;
+      memset(o, 0, 2 * T * 4);
+      tpu_status_t stt = tpu_host_k_rows(&op, 4, in, &out);
+      int same = stt == TPU_OK;
+      for (int64_t i = 0; same && i < T; ++i) {
+        const int64_t j = i * st;
+        const float want = div ? sv[j] + (v * a[j]) / b[j] : fmaf(v * a[j], b[j], sv[j]);
+        same = !memcmp(&o[j], &want, 4) && (!strided || o[j + 1] == 0);
+      }
+      CHECK(same, "addc driver div %d %s", div, strided ? "strided rows" : "flat");
+      tpu_status_free(stt);
+      in[3].rank = 1; in[3].sizes[0] = 1; in[3].strides[0] = 1;
+      stt = tpu_host_k_rows(&op, 4, in, &out);
+      CHECK(stt != TPU_OK, "addc with a non-scalar value is refused");
+      tpu_status_free(stt);
+    }
+  free(sv); free(a); free(b); free(o);
+}
+
 /* COL_SUMS: the kernel adds each column's f32 terms in row order in double, so a plain double loop in the
  * same order gives the same bits; every ISA build likewise; strided and contiguous operands agree. */
 static void test_col_sums(void) {
@@ -574,6 +632,7 @@ int main(void) {
   test_gelu();
   test_silu();
   test_lerp();
+  test_addc();
   test_col_sums();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -32,7 +32,8 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX || op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD ||
       op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM || op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD ||
       op->i0 == TPU_IR_CUSTOM_GELU || op->i0 == TPU_IR_CUSTOM_GELU_BWD || op->i0 == TPU_IR_CUSTOM_COL_SUMS ||
-      op->i0 == TPU_IR_CUSTOM_SILU || op->i0 == TPU_IR_CUSTOM_SILU_BWD || op->i0 == TPU_IR_CUSTOM_LERP)
+      op->i0 == TPU_IR_CUSTOM_SILU || op->i0 == TPU_IR_CUSTOM_SILU_BWD || op->i0 == TPU_IR_CUSTOM_LERP ||
+      op->i0 == TPU_IR_CUSTOM_ADDC)
     return tpu_host_k_rows(op, n, xs, out); /* rows.c */
   return TPU_ERR(UNSUPPORTED, "host: custom_call target %lld not implemented", (long long)op->i0);
 }

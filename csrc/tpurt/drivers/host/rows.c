@@ -163,7 +163,10 @@ typedef struct {
   void (*bwd)(const float* g, const float* x, float* o, int64_t n);  /* the backward one, or */
   void (*lerp)(const float* a, const float* b, const float* w, int64_t ws, float* o, int64_t n);
   const tpu_host_view_t *g, *x, *out; /* g: backward only (lerp: g = start, x = end) */
-  const tpu_host_view_t* w;           /* lerp's weight: rank 0, or the result's shape */
+  const tpu_host_view_t* w;           /* lerp's weight: rank 0, or the result's shape; addc: t2 */
+  const tpu_host_view_t* s;           /* addc: self (x = t1) */
+  float v; int div;                   /* addc: value, addcdiv */
+  const tpu_host_rows_ops_t* ops;
   int64_t N, flat;                    /* last-dim length; flat: operands are contiguous */
   int oom;
 } gelu_job_t;
@@ -195,7 +198,8 @@ static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
     const int64_t total = J->N, a = r0 * GELU_CHUNK, b = TPU_MIN(total, r1 * GELU_CHUNK);
     const float* x = (const float*)J->x->data + a;
     float* o = (float*)J->out->data + a;
-    if (J->lerp) {
+    if (J->s) J->ops->addc((const float*)J->s->data + a, x, (const float*)J->w->data + a, J->v, o, b - a, J->div);
+    else if (J->lerp) {
       const int ws = J->w->rank != 0;
       J->lerp((const float*)J->g->data + a, x, (const float*)J->w->data + (ws ? a : 0), ws, o, b - a);
     } else if (J->g) J->bwd((const float*)J->g->data + a, x, o, b - a);
@@ -203,13 +207,15 @@ static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
     return;
   }
   const int64_t N = J->N, ost = J->out->rank ? J->out->strides[J->out->rank - 1] : 1;
-  float* tmp = malloc((size_t)N * 4 * sizeof(float)); /* x, g, out, w */
+  float* tmp = malloc((size_t)N * 5 * sizeof(float)); /* x, g, out, w, s */
   if (!tmp) { __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED); return; }
   for (int64_t r = r0; r < r1; ++r) {
     const float* x = gelu_row(J->x, r, tmp, N);
     float* op = (float*)J->out->data + view_row_off(J->out, r);
     float* o = ost == 1 ? op : tmp + 2 * N;
-    if (J->lerp) {
+    if (J->s)
+      J->ops->addc(gelu_row(J->s, r, tmp + 4 * N, N), x, gelu_row(J->w, r, tmp + 3 * N, N), J->v, o, N, J->div);
+    else if (J->lerp) {
       const int ws = J->w->rank != 0;
       J->lerp(gelu_row(J->g, r, tmp + N, N), x, ws ? gelu_row(J->w, r, tmp + 3 * N, N) : (const float*)J->w->data, ws, o, N);
     } else if (J->g) J->bwd(gelu_row(J->g, r, tmp + N, N), x, o, N);
@@ -222,8 +228,12 @@ static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
 static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
   const int bwd = op->i0 == TPU_IR_CUSTOM_GELU_BWD || op->i0 == TPU_IR_CUSTOM_SILU_BWD;
   const int silu = op->i0 == TPU_IR_CUSTOM_SILU || op->i0 == TPU_IR_CUSTOM_SILU_BWD;
-  const int lerp = op->i0 == TPU_IR_CUSTOM_LERP;
-  if (lerp) { /* (start, end, weight): the weight is rank 0 or shaped as the result */
+  const int lerp = op->i0 == TPU_IR_CUSTOM_LERP, addc = op->i0 == TPU_IR_CUSTOM_ADDC;
+  if (addc) { /* (self, t1, t2, value): value rank 0 */
+    if (n != 4 || out->dtype != TPU_DTYPE_F32 || xs[3].dtype != TPU_DTYPE_F32 || xs[3].rank != 0)
+      return TPU_ERR(INTERNAL, "host: addcmul/addcdiv with %d operands", n);
+    n = 3;
+  } else if (lerp) { /* (start, end, weight): the weight is rank 0 or shaped as the result */
     if (n != 3 || out->dtype != TPU_DTYPE_F32 || xs[2].dtype != TPU_DTYPE_F32 ||
         (xs[2].rank != 0 && xs[2].rank != out->rank))
       return TPU_ERR(INTERNAL, "host: lerp with %d operands", n);
@@ -244,7 +254,8 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
   const tpu_host_rows_ops_t* ops = rows_ops();
   gelu_job_t J = {.fwd = silu ? ops->silu : ops->gelu, .bwd = silu ? ops->silu_bwd : ops->gelu_bwd,
                   .lerp = lerp ? ops->lerp : NULL, .g = bwd || lerp ? &xs[0] : NULL, .x = &xs[bwd || lerp],
-                  .w = lerp ? &xs[2] : NULL, .out = out};
+                  .w = lerp || addc ? &xs[2] : NULL, .out = out, .ops = ops};
+  if (addc) { J.s = &xs[0]; J.x = &xs[1]; J.g = NULL; J.v = *(const float*)xs[3].data; J.div = op->i1 == 1; }
   if (contig || out->rank <= 1) {
     if (!contig) { /* rank 1 strided: one row */
       J.N = total;
@@ -330,7 +341,7 @@ tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t
   if (op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM || op->i0 == TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD)
     return k_layer_norm(op, n, xs, out);
   if (op->i0 == TPU_IR_CUSTOM_GELU || op->i0 == TPU_IR_CUSTOM_GELU_BWD || op->i0 == TPU_IR_CUSTOM_SILU ||
-      op->i0 == TPU_IR_CUSTOM_SILU_BWD || op->i0 == TPU_IR_CUSTOM_LERP)
+      op->i0 == TPU_IR_CUSTOM_SILU_BWD || op->i0 == TPU_IR_CUSTOM_LERP || op->i0 == TPU_IR_CUSTOM_ADDC)
     return k_gelu(op, n, xs, out);
   const int bwd = op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD;
   if (n != (bwd ? 2 : 1) || out->rank != 3)

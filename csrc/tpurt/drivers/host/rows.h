@@ -47,7 +47,10 @@
  *
  *   LERP (start, end [same shape] f32, weight [rank 0 or same shape] f32) -> fma(c, end - start, base):
  *        c, base = w, start if |w| < 0.5 else w - 1, end (PyTorch's CPU lerp, one rounding; AdamW's
- *        exp_avg.lerp_ took 6 tile passes). */
+ *        exp_avg.lerp_ took 6 tile passes).
+ *   ADDC (self, t1, t2 [same shape] f32, value [rank 0] f32) -> i1 = 0: fma(value t1, t2, self) (addcmul),
+ *        i1 = 1: self + (value t1) / t2 (addcdiv): PyTorch's CPU order and roundings (AdamW's second
+ *        moment and update). */
 #ifndef TPURT_DRIVERS_HOST_ROWS_H_
 #define TPURT_DRIVERS_HOST_ROWS_H_
 
@@ -69,6 +72,7 @@ typedef struct {
   void (*silu)(const float* x, float* y, int64_t n);
   void (*silu_bwd)(const float* g, const float* x, float* o, int64_t n);
   void (*lerp)(const float* a, const float* b, const float* w, int64_t ws, float* o, int64_t n);
+  void (*addc)(const float* s, const float* a, const float* b, float v, float* o, int64_t n, int div);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 

@@ -238,6 +238,13 @@ static void RFN(lerp)(const float* a, const float* b, const float* w, int64_t ws
   }
 }
 
+/* addcmul / addcdiv in PyTorch's CPU order: fma(v t1, t2, self) (its vectorized addcmul fuses the add) and
+ * self + (v t1) / t2 */
+static void RFN(addc)(const float* s, const float* a, const float* b, float v, float* o, int64_t n, int div) {
+  if (div) for (int64_t i = 0; i < n; ++i) o[i] = s[i] + (v * a[i]) / b[i];
+  else for (int64_t i = 0; i < n; ++i) o[i] = fmaf(v * a[i], b[i], s[i]);
+}
+
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
                                                      RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
-                                                     RFN(silu), RFN(silu_bwd), RFN(lerp)};
+                                                     RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc)};
