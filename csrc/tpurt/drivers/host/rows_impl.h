@@ -187,6 +187,24 @@ static void RFN(ln_col_sums)(const float* g, int64_t ldg, const float* x, int64_
   for (int64_t r0 = 0; r0 < m; r0 += COL_ROWS) {
     const int64_t r1 = r0 + COL_ROWS < m ? r0 + COL_ROWS : m;
     int64_t j0 = 0;
+#ifndef __AVX512F__
+    for (; j0 + 16 <= n; j0 += 16) { /* one register per accumulator (see col_sums); same float ops */
+      rows_vd4 b1[4], b2[4];
+      memcpy(b1, a1 + j0, sizeof(b1)); memcpy(b2, a2 + j0, sizeof(b2));
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* gr = g + r * ldg + j0;
+        const float* xr = x + r * ldx + j0;
+        const float mu = mean[r * ms], rs_ = rstd[r * rs];
+        for (int q = 0; q < 4; ++q) {
+          rows_vf4 gq, xq;
+          memcpy(&gq, gr + 4 * q, 16); memcpy(&xq, xr + 4 * q, 16);
+          b1[q] += __builtin_convertvector(gq * ((xq - mu) * rs_), rows_vd4);
+          b2[q] += __builtin_convertvector(gq, rows_vd4);
+        }
+      }
+      memcpy(a1 + j0, b1, sizeof(b1)); memcpy(a2 + j0, b2, sizeof(b2));
+    }
+#endif
     for (; j0 + 16 <= n; j0 += 16) {
       rows_vd8 b10, b11, b20, b21;
       memcpy(&b10, a1 + j0, 64); memcpy(&b11, a1 + j0 + 8, 64); memcpy(&b20, a2 + j0, 64); memcpy(&b21, a2 + j0 + 8, 64);
