@@ -253,6 +253,68 @@ static double gelu_ref(double x, double* d) {
   *d = cdf + x * pdf;
   return x * cdf;
 }
+/* The driver of a one-pass f32 pointwise pair (custom id_fwd(x) / id_bwd(g, x)): [5, 7, 9] contiguous (flat),
+ * transposed-strided (rows gathered) and rank-0 views equal the ISA-0 kernel bit for bit; a wrong operand
+ * count, mismatched shapes and bf16 are refused. */
+static void check_pointwise_driver(const char* name, void (*fwd)(const float*, float*, int64_t),
+                                   void (*bwd)(const float*, const float*, float*, int64_t), int id_fwd, int id_bwd,
+                                   double xscale) {
+  enum { A = 5, B = 7, C = 9, T = A * B * C };
+  float *x = frand(2 * T, xscale, 0), *g = frand(2 * T, 1, 0), *o1 = calloc(T, 4), *o2 = calloc(2 * T, 4), *ref = calloc(2 * T, 4);
+  fwd(x, ref, T);
+  bwd(g, x, ref + T, T);
+  for (int bwd = 0; bwd < 2; ++bwd) {
+    tpu_ir_op_t op = {0};
+    op.opcode = TPU_IR_CUSTOM; op.i0 = bwd ? id_bwd : id_fwd;
+    tpu_host_view_t in[2], out;
+    memset(in, 0, sizeof(in)); memset(&out, 0, sizeof(out));
+    for (int k = 0; k < 2; ++k) {
+      in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == bwd ? x : g);
+      in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
+      in[k].strides[0] = B * C; in[k].strides[1] = C; in[k].strides[2] = 1;
+    }
+    out = in[0]; out.data = (char*)o1;
+    tpu_status_t st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, T * 4), "%s driver (flat) bwd %d", name, bwd);
+    tpu_status_free(st);
+    /* the same elements through views with last-dim stride 2 (x, g) and a strided result */
+    float *x2 = calloc(2 * T, 4), *g2 = calloc(2 * T, 4);
+    for (int64_t i = 0; i < T; ++i) { x2[2 * i] = x[i]; g2[2 * i] = g[i]; }
+    for (int k = 0; k < 2; ++k) {
+      in[k].data = (char*)(k == bwd ? x2 : g2);
+      in[k].strides[0] = 2 * B * C; in[k].strides[1] = 2 * C; in[k].strides[2] = 2;
+    }
+    out = in[0]; out.data = (char*)o2;
+    memset(o2, 0, 2 * T * 4);
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    int same = st == TPU_OK;
+    for (int64_t i = 0; same && i < T; ++i) same = !memcmp(&o2[2 * i], &ref[bwd * T + i], 4) && o2[2 * i + 1] == 0;
+    CHECK(same, "%s driver (strided rows) bwd %d", name, bwd);
+    tpu_status_free(st);
+    /* rank 0 */
+    for (int k = 0; k < 2; ++k) { in[k].rank = 0; in[k].data = (char*)(k == bwd ? x : g); }
+    out = in[0]; out.data = (char*)o1;
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, 4), "%s driver (rank 0) bwd %d", name, bwd);
+    tpu_status_free(st);
+    /* errors: wrong operand count, shape mismatch, bf16 */
+    st = tpu_host_k_rows(&op, bwd ? 1 : 2, in, &out);
+    CHECK(st != TPU_OK, "%s with a wrong operand count is refused", name);
+    tpu_status_free(st);
+    for (int k = 0; k < 2; ++k) { in[k].rank = 1; in[k].sizes[0] = 4; in[k].strides[0] = 1; }
+    out = in[0]; out.sizes[0] = 5;
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st != TPU_OK, "%s with mismatched shapes is refused", name);
+    tpu_status_free(st);
+    out.sizes[0] = 4; out.dtype = TPU_DTYPE_BF16;
+    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
+    CHECK(st != TPU_OK, "bf16 %s is refused", name);
+    tpu_status_free(st);
+    free(x2); free(g2);
+  }
+  free(x); free(g); free(o1); free(o2); free(ref);
+}
+
 static void test_gelu(void) {
   const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
   if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
@@ -287,61 +349,7 @@ static void test_gelu(void) {
     for (int k = 0; k < 3; ++k) free(r[k]);
     free(x); free(g);
   }
-  /* the driver: [5, 7, 9] contiguous (flat), transposed-strided (rows gathered), a rank-0 view */
-  enum { A = 5, B = 7, C = 9, T = A * B * C };
-  float *x = frand(2 * T, 4, 0), *g = frand(2 * T, 1, 0), *o1 = calloc(T, 4), *o2 = calloc(2 * T, 4), *ref = calloc(2 * T, 4);
-  isa[0]->gelu(x, ref, T);
-  isa[0]->gelu_bwd(g, x, ref + T, T);
-  for (int bwd = 0; bwd < 2; ++bwd) {
-    tpu_ir_op_t op = {0};
-    op.opcode = TPU_IR_CUSTOM; op.i0 = bwd ? TPU_IR_CUSTOM_GELU_BWD : TPU_IR_CUSTOM_GELU;
-    tpu_host_view_t in[2], out;
-    memset(in, 0, sizeof(in)); memset(&out, 0, sizeof(out));
-    for (int k = 0; k < 2; ++k) {
-      in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == bwd ? x : g);
-      in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
-      in[k].strides[0] = B * C; in[k].strides[1] = C; in[k].strides[2] = 1;
-    }
-    out = in[0]; out.data = (char*)o1;
-    tpu_status_t st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, T * 4), "gelu driver (flat) bwd %d", bwd);
-    tpu_status_free(st);
-    /* the same elements through views with last-dim stride 2 (x, g) and a strided result */
-    float *x2 = calloc(2 * T, 4), *g2 = calloc(2 * T, 4);
-    for (int64_t i = 0; i < T; ++i) { x2[2 * i] = x[i]; g2[2 * i] = g[i]; }
-    for (int k = 0; k < 2; ++k) {
-      in[k].data = (char*)(k == bwd ? x2 : g2);
-      in[k].strides[0] = 2 * B * C; in[k].strides[1] = 2 * C; in[k].strides[2] = 2;
-    }
-    out = in[0]; out.data = (char*)o2;
-    memset(o2, 0, 2 * T * 4);
-    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    int same = st == TPU_OK;
-    for (int64_t i = 0; same && i < T; ++i) same = !memcmp(&o2[2 * i], &ref[bwd * T + i], 4) && o2[2 * i + 1] == 0;
-    CHECK(same, "gelu driver (strided rows) bwd %d", bwd);
-    tpu_status_free(st);
-    /* rank 0 */
-    for (int k = 0; k < 2; ++k) { in[k].rank = 0; in[k].data = (char*)(k == bwd ? x : g); }
-    out = in[0]; out.data = (char*)o1;
-    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, 4), "gelu driver (rank 0) bwd %d", bwd);
-    tpu_status_free(st);
-    /* errors: wrong operand count, shape mismatch, bf16 */
-    st = tpu_host_k_rows(&op, bwd ? 1 : 2, in, &out);
-    CHECK(st != TPU_OK, "gelu with a wrong operand count is refused");
-    tpu_status_free(st);
-    for (int k = 0; k < 2; ++k) { in[k].rank = 1; in[k].sizes[0] = 4; in[k].strides[0] = 1; }
-    out = in[0]; out.sizes[0] = 5;
-    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    CHECK(st != TPU_OK, "gelu with mismatched shapes is refused");
-    tpu_status_free(st);
-    out.sizes[0] = 4; out.dtype = TPU_DTYPE_BF16;
-    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    CHECK(st != TPU_OK, "bf16 gelu is refused");
-    tpu_status_free(st);
-    free(x2); free(g2);
-  }
-  free(x); free(g); free(o1); free(o2); free(ref);
+  check_pointwise_driver("gelu", isa[0]->gelu, isa[0]->gelu_bwd, TPU_IR_CUSTOM_GELU, TPU_IR_CUSTOM_GELU_BWD, 4);
 }
 
 /* SILU / SILU_BWD: every ISA build gives the same bits (specials included), results stay within a few ulp of
@@ -388,43 +396,7 @@ static void test_silu(void) {
     for (int k = 0; k < 3; ++k) free(r[k]);
     free(x); free(g);
   }
-  enum { A = 5, B = 7, C = 9, T = A * B * C };
-  float *x = frand(2 * T, 8, 0), *g = frand(2 * T, 1, 0), *o1 = calloc(T, 4), *o2 = calloc(2 * T, 4), *ref = calloc(2 * T, 4);
-  isa[0]->silu(x, ref, T);
-  isa[0]->silu_bwd(g, x, ref + T, T);
-  for (int bwd = 0; bwd < 2; ++bwd) {
-    tpu_ir_op_t op = {0};
-    op.opcode = TPU_IR_CUSTOM; op.i0 = bwd ? TPU_IR_CUSTOM_SILU_BWD : TPU_IR_CUSTOM_SILU;
-    tpu_host_view_t in[2], out;
-    memset(in, 0, sizeof(in)); memset(&out, 0, sizeof(out));
-    for (int k = 0; k < 2; ++k) {
-      in[k].dtype = TPU_DTYPE_F32; in[k].rank = 3; in[k].data = (char*)(k == bwd ? x : g);
-      in[k].sizes[0] = A; in[k].sizes[1] = B; in[k].sizes[2] = C;
-      in[k].strides[0] = B * C; in[k].strides[1] = C; in[k].strides[2] = 1;
-    }
-    out = in[0]; out.data = (char*)o1;
-    tpu_status_t st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    CHECK(st == TPU_OK && !memcmp(o1, ref + bwd * T, T * 4), "silu driver (flat) bwd %d", bwd);
-    tpu_status_free(st);
-    float *x2 = calloc(2 * T, 4), *g2 = calloc(2 * T, 4);
-    for (int64_t i = 0; i < T; ++i) { x2[2 * i] = x[i]; g2[2 * i] = g[i]; }
-    for (int k = 0; k < 2; ++k) {
-      in[k].data = (char*)(k == bwd ? x2 : g2);
-      in[k].strides[0] = 2 * B * C; in[k].strides[1] = 2 * C; in[k].strides[2] = 2;
-    }
-    out = in[0]; out.data = (char*)o2;
-    memset(o2, 0, 2 * T * 4);
-    st = tpu_host_k_rows(&op, bwd + 1, in, &out);
-    int same = st == TPU_OK;
-    for (int64_t i = 0; same && i < T; ++i) same = !memcmp(&o2[2 * i], &ref[bwd * T + i], 4) && o2[2 * i + 1] == 0;
-    CHECK(same, "silu driver (strided rows) bwd %d", bwd);
-    tpu_status_free(st);
-    st = tpu_host_k_rows(&op, bwd ? 1 : 2, in, &out);
-    CHECK(st != TPU_OK, "silu with a wrong operand count is refused");
-    tpu_status_free(st);
-    free(x2); free(g2);
-  }
-  free(x); free(g); free(o1); free(o2); free(ref);
+  check_pointwise_driver("silu", isa[0]->silu, isa[0]->silu_bwd, TPU_IR_CUSTOM_SILU, TPU_IR_CUSTOM_SILU_BWD, 8);
 }
 
 /* LERP: every ISA build equals a scalar loop of libm's fmaf (PyTorch's CPU formula, one rounding) for scalar
