@@ -207,7 +207,13 @@ static tpu_status_t lower_clamp(tpu_lower_ctx_t* cx) { return lw_clamp(cx, 1, 2)
 static tpu_status_t lower_clamp_min(tpu_lower_ctx_t* cx) { return lw_clamp(cx, 1, -1); }
 static tpu_status_t lower_clamp_max(tpu_lower_ctx_t* cx) { return lw_clamp(cx, -1, 1); }
 
-static int gelu_kernel_ok(tpu_lower_ctx_t* cx, int n, const int* v);
+/* The host's one-pass f32 kernels (custom GELU/SILU/LERP/ADDC, drivers/host/rows.h) take f32 values only:
+ * every operand built and f32 (bf16/f16 arrive widened, f64 keeps the composite IR). */
+static int f32_operands(tpu_lower_ctx_t* cx, int n, const int* v) {
+  for (int k = 0; k < n; ++k)
+    if (v[k] < 0 || tpu_ir_type(G, v[k])->dtype != TPU_DTYPE_F32) return 0;
+  return 1;
+}
 static int same_dims(tpu_lower_ctx_t* cx, int u, int v) {
   const tpu_ir_type_t *tu = tpu_ir_type(G, u), *tv = tpu_ir_type(G, v);
   return tu->rank == tv->rank && !memcmp(tu->dims, tv->dims, sizeof(int64_t) * (size_t)tu->rank);
@@ -222,7 +228,7 @@ static tpu_status_t lower_lerp(tpu_lower_ctx_t* cx) {
   /* f32 with a scalar (rank-0) or full-shape weight: the host's one-pass kernel (custom LERP), PyTorch's
    * CPU formula with its one rounding, in every mode (fused eager keeps strict eager's bits) */
   const int abw[3] = {a, b, w};
-  if (gelu_kernel_ok(cx, 3, abw) && (tpu_ir_type(G, w)->rank == 0 || same_dims(cx, w, a))) {
+  if (f32_operands(cx, 3, abw) && (tpu_ir_type(G, w)->rank == 0 || same_dims(cx, w, a))) {
     const tpu_ir_type_t t = *tpu_ir_type(G, a);
     return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_LERP, 0, &t, 3, abw));
   }
@@ -251,7 +257,7 @@ static tpu_status_t lw_addc(tpu_lower_ctx_t* cx, int opcode) {
   /* f32 (bf16/f16 widened): the host's one-pass kernel (custom ADDC) in PyTorch's CPU order and
    * roundings, fma(v t1, t2, self) / self + (v t1) / t2, in every mode (fused eager keeps strict's bits) */
   const int in4[4] = {s, a, b, v0};
-  if (gelu_kernel_ok(cx, 4, in4) && tpu_ir_type(G, v0)->rank == 0) {
+  if (f32_operands(cx, 4, in4) && tpu_ir_type(G, v0)->rank == 0) {
     const tpu_ir_type_t t = *tpu_ir_type(G, s);
     return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_ADDC, opcode == TPU_IR_DIV, &t, 4, in4));
   }
@@ -357,15 +363,10 @@ static int approx_arg(tpu_lower_ctx_t* cx, int i) {
  * drivers/host/rows.h) in every mode, so strict eager, fused-eager traces and compiled graphs give the same
  * bits (a GELU after a linear is therefore not fused into the GEMM epilogue; the kernel's pass is cheaper
  * than the composite erf it replaces). f64 and the tanh form keep the composite IR. */
-static int gelu_kernel_ok(tpu_lower_ctx_t* cx, int n, const int* v) {
-  for (int k = 0; k < n; ++k)
-    if (v[k] < 0 || tpu_ir_type(G, v[k])->dtype != TPU_DTYPE_F32) return 0;
-  return 1;
-}
 static tpu_status_t lower_gelu(tpu_lower_ctx_t* cx) { /* (self, *, approximate, out) */
   int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
   int tanh_approx = approx_arg(cx, 1);
-  if (!tanh_approx && gelu_kernel_ok(cx, 1, &x)) {
+  if (!tanh_approx && f32_operands(cx, 1, &x)) {
     const tpu_ir_type_t t = *tpu_ir_type(G, x); /* copied: adding ops may move the graph's arrays */
     return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_GELU, 0, &t, 1, &x));
   }
@@ -376,8 +377,7 @@ static tpu_status_t lower_gelu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, *
   int gr = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
   int r;
   const int tanh_approx = approx_arg(cx, 2), gx[2] = {gr, x};
-  if (!tanh_approx && gelu_kernel_ok(cx, 2, gx) && tpu_ir_type(G, gr)->rank == tpu_ir_type(G, x)->rank &&
-      !memcmp(tpu_ir_type(G, gr)->dims, tpu_ir_type(G, x)->dims, sizeof(int64_t) * (size_t)tpu_ir_type(G, x)->rank)) {
+  if (!tanh_approx && f32_operands(cx, 2, gx) && same_dims(cx, gr, x)) {
     const tpu_ir_type_t t = *tpu_ir_type(G, x);
     return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_GELU_BWD, 0, &t, 2, gx));
   }
@@ -404,7 +404,7 @@ static tpu_status_t lower_gelu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, *
  * composite IR. */
 static tpu_status_t lower_silu(tpu_lower_ctx_t* cx) {
   int x = lw_input(cx, 0, tpu_opmath_dtype(OUT_DT(0)));
-  if (gelu_kernel_ok(cx, 1, &x)) {
+  if (f32_operands(cx, 1, &x)) {
     const tpu_ir_type_t t = *tpu_ir_type(G, x);
     return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_SILU, 0, &t, 1, &x));
   }
@@ -414,8 +414,7 @@ static tpu_status_t lower_silu_backward(tpu_lower_ctx_t* cx) { /* g * s * (1 + x
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt);
   const int gx[2] = {g, x};
-  if (gelu_kernel_ok(cx, 2, gx) && tpu_ir_type(G, g)->rank == tpu_ir_type(G, x)->rank &&
-      !memcmp(tpu_ir_type(G, g)->dims, tpu_ir_type(G, x)->dims, sizeof(int64_t) * (size_t)tpu_ir_type(G, x)->rank)) {
+  if (f32_operands(cx, 2, gx) && same_dims(cx, g, x)) {
     const tpu_ir_type_t t = *tpu_ir_type(G, x);
     return lw_output(cx, 0, lw_custom(cx, TPU_IR_CUSTOM_SILU_BWD, 0, &t, 2, gx));
   }
