@@ -388,10 +388,12 @@ static int views_identical(const tpu_host_view_t* a, const tpu_host_view_t* b) {
 
 /* A copy between two views of one dtype (an output copied from a view of a step's result: slices,
  * transposes) run here on this thread when it is small: dims coalesced, outer dims walked as an
- * odometer (tpu_host_k_copy divides per row and calls memcpy per row; the rows of these views are
- * often 8-32 bytes), short contiguous rows moved in 8-byte words. Returns 0 (nothing done) when
- * the dtypes differ or it is large: tpu_host_k_copy splits those over the pool. Bytes move as
- * they are, so the result is tpu_host_k_copy's. */
+ * odometer, short contiguous rows moved in 16/4-byte pieces. Returns 0 (nothing done) when the
+ * dtypes differ or it is large: tpu_host_k_copy splits those over the pool. Bytes move as they are,
+ * so the result is tpu_host_k_copy's. Measured against tpu_host_k_copy as it was before 6c9323a
+ * (a division per row, memcpy per row); that commit gave tpu_host_k_copy an odometer and inline short
+ * rows too, written at the same time: this is now a second copy of the same walk, to be folded into
+ * tpu_host_k_copy's serial path once a benchmark shows what the executor's version still gains. */
 #define SMALL_COPY_BYTES (256 << 10)
 #define COPY_STRIDED_ROW(ES)                                                 \
   do {                                                                       \
