@@ -82,3 +82,21 @@ def test_default_coeffs_compile_to_one_add(tmp_path):
     assert len(files) == 1, os.listdir(tmp_path)
     text = (tmp_path / files[0]).read_text()
     assert "dot_general" in text and "add(" in text and "select" not in text and "multiply" not in text, text
+
+
+def test_coeffs_other_than_one_share_one_executable():
+    """beta / alpha are keyed only by whether they equal 1 (lower/matmul.c addmm_coeff_class): after one
+    general (beta, alpha) pair has compiled, other float pairs (beta = 0 included: the select reads beta at
+    run time, so NaN in self is still ignored) reuse it."""
+    import torch_tpu
+    a = torch.randn(29, 13, generator=gen(20)); b = torch.randn(13, 17, generator=gen(21))
+    s = torch.randn(29, 17, generator=gen(22))
+    s[1, 2] = float("nan")
+    ad, bd, sd = a.to(DEV), b.to(DEV), s.to(DEV)
+    close(torch.addmm(sd, ad, bd, beta=2.0, alpha=0.5), torch.addmm(s, a, b, beta=2.0, alpha=0.5))
+    before = torch_tpu.metrics()
+    for beta, alpha in [(0.0, 3.0), (-1.5, 0.25), (0.0, 0.0), (4.0, -2.0)]:
+        close(torch.addmm(sd, ad, bd, beta=beta, alpha=alpha), torch.addmm(s, a, b, beta=beta, alpha=alpha))
+    after = torch_tpu.metrics()
+    assert after["exec_cache_misses"] == before["exec_cache_misses"]
+    assert after["compiles"] == before["compiles"]

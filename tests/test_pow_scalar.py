@@ -174,3 +174,21 @@ def test_lerp_fused_eager_same_bits():
             fused = torch.lerp(ad * 2, bd + 1, w).cpu()
         assert torch.equal(fused, strict)
         assert torch.equal(strict, torch.lerp(a * 2, b + 1, w))
+
+
+def test_general_exponents_share_one_executable():
+    """Only the exponent's form is in the key (lower/eltwise.c pow_exponent_class): after one general
+    exponent has compiled, every other general float exponent reuses that executable with its value bound
+    at run time, and a special exponent still takes its own form (CPU bits)."""
+    import torch_tpu
+    x = sample((13, 21), seed=5).abs() + 0.5
+    xd = x.to(DEV)
+    torch.testing.assert_close(xd.pow(2.5).cpu(), x.pow(2.5), equal_nan=True)
+    before = torch_tpu.metrics()
+    for e in [1.7, -1.25, 0.3, 7.0, 1e-3, float("nan"), float("inf"), -0.75]:
+        torch.testing.assert_close(xd.pow(e).cpu(), x.pow(e), equal_nan=True)
+    after = torch_tpu.metrics()
+    assert after["exec_cache_misses"] == before["exec_cache_misses"]
+    assert after["compiles"] == before["compiles"]
+    for e in [2.0, -0.5, 3.0, 1.0]:
+        torch.testing.assert_close(xd.pow(e).cpu(), x.pow(e), equal_nan=True, rtol=0, atol=0)

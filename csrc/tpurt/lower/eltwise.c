@@ -92,7 +92,7 @@ static tpu_status_t lower_floor_divide(tpu_lower_ctx_t* cx) {
   return lw_binary(cx, TPU_IR_FLOOR_DIV, 0, 1, -1, 0);
 }
 
-/* pow(Tensor, Scalar exponent): the exponent is a key scalar (bit 1) because PyTorch's CPU kernel picks
+/* pow(Tensor, Scalar exponent): the exponent's form is a key scalar (bit 1) because PyTorch's CPU kernel picks
  * the algorithm by it for floating results: 0 -> 1, 1 -> copy, 2 -> x*x, 3 -> x*x*x, -1 -> 1/x,
  * -2 -> 1/(x*x), -0.5 -> 1/sqrt, else pow (0.5, and -0.5 in f16, go through pow there, as the CPU's
  * results at -0 and -inf show). These forms give the CPU's bits (bf16 rounds after each step, as the
@@ -103,6 +103,14 @@ static tpu_status_t lower_floor_divide(tpu_lower_ctx_t* cx) {
 /* v rounded to bf16 and back when the op's dtype is bf16 */
 static int lw_round_to(tpu_lower_ctx_t* cx, int v, int dtype, int opmath) {
   return dtype != TPU_DTYPE_BF16 ? v : tpu_ir_convert(G, tpu_ir_convert(G, v, dtype), opmath);
+}
+/* pow's key holds the exponent's form (key_class), not its value: 2.5 and 1.7 share one executable */
+static int32_t pow_exponent_class(int arg, double e) {
+  (void)arg;
+  static const double special[] = {0, 1, 2, 3, -1, -2, -0.5};
+  for (int32_t c = 0; c < (int32_t)(sizeof(special) / sizeof(special[0])); ++c)
+    if (e == special[c]) return c + 1;
+  return 0; /* any other exponent (NaN included): pow(x, e) with e a runtime parameter */
 }
 static tpu_status_t lower_pow(tpu_lower_ctx_t* cx) {
   if (!cx->sub && lw_is_tensor(cx, 0) && lw_is_scalar_arg(cx, 1)) {
@@ -801,7 +809,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::mul.out", lower_mul}, {"aten::div.out", lower_div}, {"aten::div.out_mode", lower_div_mode},
   {"aten::floor_divide.out", lower_floor_divide}, {"aten::floor_divide", lower_floor_divide},
   {"aten::remainder.Tensor_out", lower_remainder}, {"aten::fmod.Tensor_out", lower_fmod},
-  {"aten::pow.Tensor_Tensor_out", lower_pow}, {"aten::pow.Tensor_Scalar_out", lower_pow, 1u << 1},
+  {"aten::pow.Tensor_Tensor_out", lower_pow}, {"aten::pow.Tensor_Scalar_out", lower_pow, 1u << 1, pow_exponent_class},
   {"aten::pow.Scalar_out", lower_pow}, {"aten::maximum.out", lower_maximum},
   {"aten::minimum.out", lower_minimum}, {"aten::atan2.out", lower_atan2},
   {"aten::bitwise_and.Tensor_out", lower_bitand}, {"aten::bitwise_or.Tensor_out", lower_bitor},

@@ -67,8 +67,14 @@ typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
  * argument i part of the executable-cache key, for the rare argument that picks
  * an algorithm rather than feeding arithmetic (a vector norm's order: inf -> max,
  * 2 -> sqrt(sum x^2), p -> pow). Only such declared arguments may be read with
- * lw_key_scalar(); every other Scalar stays a runtime parameter. */
-typedef struct { const char* name; tpu_lower_fn fn; uint32_t key_scalars; } tpu_lowering_t;
+ * lw_key_scalar(); every other Scalar stays a runtime parameter.
+ * key_class (optional): when set, the key holds key_class(i, value) instead of the
+ * value, for an argument whose few special values pick a form and whose other
+ * values all lower to one graph that reads it as a runtime parameter (pow's
+ * exponent: 2 -> x*x, any other -> pow(x, e)); the lowering must then decide only
+ * on what the class tells apart, so every value of a class shares one executable. */
+typedef int32_t (*tpu_key_class_fn)(int arg, double value);
+typedef struct { const char* name; tpu_lower_fn fn; uint32_t key_scalars; tpu_key_class_fn key_class; } tpu_lowering_t;
 /* Tables write entries as {name, fn}: key_scalars defaults to 0 without a warning. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 /* Value of a Scalar/float argument declared in key_scalars; dflt if None. */

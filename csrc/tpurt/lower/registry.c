@@ -101,7 +101,8 @@ static void key_tensor(key_t_* k, const tpu_tensor_t* t) {
   if (t->ndim > 0) key_put(k, t->sizes, (size_t)t->ndim * sizeof(int64_t));
 }
 static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args, int nargs,
-                              const tpu_tensor_t* outs, int nouts, uint32_t key_scalars, int precision) {
+                              const tpu_tensor_t* outs, int nouts, uint32_t key_scalars,
+                              tpu_key_class_fn key_class, int precision) {
   /* a non-default matmul precision leads the key (a byte no op name starts with) */
   if (precision) { uint8_t b = (uint8_t)precision; key_put(k, &b, 1); }
   key_put(k, name, strlen(name) + 1);
@@ -133,9 +134,16 @@ static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args
       default: break; /* NONE, DOUBLE: kind only */
     }
     if (i < 32 && ((key_scalars >> i) & 1u) && (a->kind == TPU_ARG_SCALAR || a->kind == TPU_ARG_DOUBLE)) {
-      /* a structural scalar (see tpu_lowering_t.key_scalars) */
-      if (a->kind == TPU_ARG_DOUBLE || tpu_dtype_is_floating(a->scalar_dtype)) key_put(k, &a->f, sizeof(a->f));
-      else key_put(k, &a->i, sizeof(a->i));
+      /* a structural scalar (see tpu_lowering_t.key_scalars / key_class) */
+      int fl = a->kind == TPU_ARG_DOUBLE || tpu_dtype_is_floating(a->scalar_dtype);
+      if (key_class) {
+        int32_t c = key_class(i, fl ? a->f : (double)a->i);
+        key_put(k, &c, sizeof(c));
+      } else if (fl) {
+        key_put(k, &a->f, sizeof(a->f));
+      } else {
+        key_put(k, &a->i, sizeof(a->i));
+      }
     }
   }
   int32_t n = nouts;
@@ -437,7 +445,7 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
   k.p = k.inline_buf; k.len = 0; k.cap = sizeof(k.inline_buf); k.oom = 0;
   const int uses_precision = __atomic_load_n(&op->uses_precision, __ATOMIC_ACQUIRE);
   int precision = uses_precision ? tpu_rt_matmul_precision() : 0;
-  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, precision);
+  tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, l->key_class, precision);
   if (st) { if (k.p != k.inline_buf) free(k.p); return st; }
   uint64_t h = hash_bytes(k.p, k.len);
   tpu_exec_entry_t* e = memo_lookup(h, k.p, k.len);
@@ -468,7 +476,7 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
       __atomic_store_n(&((struct tpu_op_s*)op)->uses_precision, 1, __ATOMIC_RELEASE);
       if (precision) {
         k.len = 0;
-        st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, precision);
+        st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, l->key_class, precision);
         h = hash_bytes(k.p, k.len);
         if (st) { tpu_host_exe_free(e->exe); free(e); e = NULL; }
       }
