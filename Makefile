@@ -92,7 +92,7 @@ run: build
 	$(VPY) examples/train_mlp.py --device tpu --steps 300
 
 test-py: build $(VENV)/.oracle
-	$(VPY) -m pytest -q tests
+	$(VPY) -m pytest -q --durations=25 tests
 
 test: build test-c test-sanitize test-py
 
