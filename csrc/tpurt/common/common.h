@@ -88,6 +88,9 @@ const char* tpu_cpu_features_string(void);
 typedef void (*tpu_pool_fn)(void* ctx, int64_t begin, int64_t end);
 void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
 int tpu_pool_num_threads(void);
+/* Same, in up to 4 chunks per thread taken as threads come free (for units of uneven cost, or
+ * many units: a thread that starts late leaves its share to the others). */
+void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
 /* Per calling thread: later parallel_for calls of this thread use grain / div (at least 1), so
  * mid-size work is split too. The host executor sets it while it runs a multi-step graph (the
  * host thread is then mostly idle). Kernels must not depend on how [0, n) is chunked (every

@@ -4,18 +4,38 @@
  * gen:32 | nchunks:16 | next:16. Workers and the caller take chunks by CAS on that word, so a
  * worker that wakes late for an old job can never take a chunk of a newer one (the gen
  * differs), and a successful claim proves the job is still running (its fields are stable).
- * Hand-off: workers spin ~50 us on the claim word, then sleep on a condvar; the caller
- * signals only if someone sleeps (seq_cst Dekker pair: sleepers/claim, waiting/done).
+ * Hand-off: workers spin ~50 us on the claim word, then poll it with sched_yield for up to
+ * ~1 ms more, then sleep on a condvar; the caller signals only if someone sleeps (seq_cst
+ * Dekker pair: sleepers/claim, waiting/done); the caller waits for the last chunk the same way.
+ * The yield phase keeps a worker awake across the gaps between a step's ops (most are < 1 ms)
+ * without holding a core another thread wants: a sleeping worker woke late (on a quiet virtual
+ * machine an idle vCPU halts, and waking it costs far more than 50 us), so small ops ran on
+ * the caller alone and large ones waited for the late chunk.
+ * tpu_pool_parallel_for_dynamic splits into up to POOL_DYN_CHUNKS chunks per thread, so a late
+ * or slower thread leaves its share to the others.
  * A second concurrent caller (another device queue) does not wait: it runs inline, so the
  * pool can never deadlock. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "runtime/runtime.h"
 
-#define POOL_SPIN_NS 50000ull
+#define POOL_SPIN_NS 50000ull    /* pause loop */
+#define POOL_YIELD_NS 1000000ull /* then sched_yield loop, then sleep */
+#define POOL_DYN_CHUNKS 4        /* tpu_pool_parallel_for_dynamic: chunks per thread */
+
+/* Called every 64 polls while waiting since t0: 0 keep polling (yielding the core once past
+ * the pause phase), 1 go to sleep. */
+static int pool_wait_step(uint64_t t0) {
+  uint64_t el = tpu_rt_now_ns() - t0;
+  if (el <= POOL_SPIN_NS) return 0;
+  if (el > POOL_SPIN_NS + POOL_YIELD_NS) return 1;
+  sched_yield();
+  return 0;
+}
 
 static struct {
   pthread_mutex_t start_mu; /* guards nthreads / workers / started */
@@ -84,7 +104,7 @@ static void* worker_main(void* arg) {
           atomic_load_explicit(&g_pool.stop, memory_order_relaxed))
         break;
       tpu_rt_cpu_relax();
-      if ((i & 63) == 0 && tpu_rt_now_ns() - t0 > POOL_SPIN_NS) {
+      if ((i & 63) == 0 && pool_wait_step(t0)) {
         pthread_mutex_lock(&g_pool.mu);
         atomic_fetch_add(&g_pool.sleepers, 1);
         while (claim_gen(atomic_load(&g_pool.claim)) == seen && !atomic_load(&g_pool.stop))
@@ -142,13 +162,13 @@ void tpu_pool_shutdown(void) {
 
 int tpu_pool_num_threads(void) { return tpu_rt_num_threads(); }
 
-void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) {
+static void pool_run(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx, int64_t per_thread) {
   if (n <= 0 || !fn) return;
   if (tl_grain_div > 1) grain /= tl_grain_div;
   if (grain < 1) grain = 1;
   if (n <= grain || tl_in_pool || tpu_pool_num_threads() <= 1) { fn(ctx, 0, n); return; }
   if (!atomic_load_explicit(&g_pool.started, memory_order_acquire)) workers_start();
-  int64_t nch = TPU_MIN((int64_t)g_pool.nworkers + 1, n / grain);
+  int64_t nch = TPU_MIN(TPU_MIN(per_thread * (g_pool.nworkers + 1), (int64_t)0xffff), n / grain);
   if (nch <= 1 || pthread_mutex_trylock(&g_pool.call_mu) != 0) { fn(ctx, 0, n); return; }
   tl_in_pool = true;
   g_pool.fn = fn;
@@ -166,7 +186,7 @@ void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) 
   uint64_t t0 = tpu_rt_now_ns();
   for (int i = 1; atomic_load_explicit(&g_pool.done, memory_order_acquire) < nch; ++i) {
     tpu_rt_cpu_relax();
-    if ((i & 63) == 0 && tpu_rt_now_ns() - t0 > POOL_SPIN_NS) {
+    if ((i & 63) == 0 && pool_wait_step(t0)) {
       pthread_mutex_lock(&g_pool.mu);
       atomic_store(&g_pool.waiting, true);
       while (atomic_load(&g_pool.done) < nch) pthread_cond_wait(&g_pool.cv_done, &g_pool.mu);
@@ -177,4 +197,10 @@ void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) 
   }
   tl_in_pool = false;
   pthread_mutex_unlock(&g_pool.call_mu);
+}
+
+void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) { pool_run(n, grain, fn, ctx, 1); }
+
+void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) {
+  pool_run(n, grain, fn, ctx, POOL_DYN_CHUNKS);
 }

@@ -499,9 +499,11 @@ static void pool_body(void* p, int64_t begin, int64_t end) {
   while (end - begin < m && !atomic_compare_exchange_weak(&c->min_chunk, &m, end - begin)) {}
 }
 
-static void pool_run_check(int64_t n, int64_t grain, int max_chunks) {
+/* dyn: tpu_pool_parallel_for_dynamic (up to 4 chunks per thread) */
+static void pool_run_check_ex(int64_t n, int64_t grain, int max_chunks, int dyn) {
   pool_ctx_t c = {.seen = calloc((size_t)n, 1), .min_chunk = INT64_MAX};
-  tpu_pool_parallel_for(n, grain, pool_body, &c);
+  if (dyn) tpu_pool_parallel_for_dynamic(n, grain, pool_body, &c);
+  else tpu_pool_parallel_for(n, grain, pool_body, &c);
   int once = 1;
   for (int64_t i = 0; i < n; ++i) once &= c.seen[i] == 1;
   CHECK(once);
@@ -510,6 +512,7 @@ static void pool_run_check(int64_t n, int64_t grain, int max_chunks) {
   CHECK(atomic_load(&c.chunks) == 1 || atomic_load(&c.min_chunk) >= grain);
   free(c.seen);
 }
+static void pool_run_check(int64_t n, int64_t grain, int max_chunks) { pool_run_check_ex(n, grain, max_chunks, 0); }
 
 typedef struct { pthread_t caller; atomic_int calls, other_thread; } nest_ctx_t;
 static void nest_inner(void* p, int64_t b, int64_t e) {
@@ -529,7 +532,7 @@ static void* pool_thread(void* arg) {
 }
 
 static tpu_status_t task_pool(void* arg) {
-  for (int k = 0; k < 20; ++k) pool_run_check(50000, 1000, 4);
+  for (int k = 0; k < 20; ++k) pool_run_check_ex(50000, 1000, k % 2 ? 16 : 4, k % 2);
   return TPU_OK;
 }
 
@@ -540,6 +543,11 @@ static void test_pool(void) {
   pool_run_check(1999, 1000, 1); /* < 2 grains: one chunk */
   pool_run_check(7, 0, 4);       /* grain 0 behaves as 1 */
   pool_run_check(1, 1, 1);
+  pool_run_check_ex(1000000, 1000, 16, 1);
+  pool_run_check_ex(4500, 1000, 4, 1);
+  pool_run_check_ex(1999, 1000, 1, 1);
+  pool_run_check_ex(7, 0, 7, 1);
+  tpu_pool_parallel_for_dynamic(0, 1, pool_body, NULL);
   tpu_pool_parallel_for(0, 1, pool_body, NULL); /* n == 0: fn never called */
   tpu_pool_parallel_for(-5, 1, pool_body, NULL);
   nest_ctx_t small = {.caller = pthread_self()};

@@ -622,15 +622,16 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
     if (g->cl) CFN(pack_w_cl)(g, g->wd, wp, 0);
     else CFN(pack_w)(g, g->wd, wp);
     J.wp = wp;
+    /* units are independent (each writes its own outputs): taken dynamically, a few per thread */
     const int64_t ngroups = (g->N + g->ns - 1) / g->ns;
     if (kind == TPU_HOST_CONV_FWD && g->ns > 1)
-      tpu_pool_parallel_for(ngroups, 1, CFN(fwd_group_worker), &J);
+      tpu_pool_parallel_for_dynamic(ngroups, 1, CFN(fwd_group_worker), &J);
     else if (kind == TPU_HOST_CONV_FWD)
-      tpu_pool_parallel_for(g->N * g->ntiles, 1, g->cl ? CFN(fwd_cl_worker) : CFN(fwd_worker), &J);
+      tpu_pool_parallel_for_dynamic(g->N * g->ntiles, 1, g->cl ? CFN(fwd_cl_worker) : CFN(fwd_worker), &J);
     else if (g->ns > 1)
-      tpu_pool_parallel_for(ngroups, 1, CFN(bwd_input_group_worker), &J);
+      tpu_pool_parallel_for_dynamic(ngroups, 1, CFN(bwd_input_group_worker), &J);
     else
-      tpu_pool_parallel_for(g->N, 1, g->cl ? CFN(bwd_input_cl_worker) : CFN(bwd_input_worker), &J);
+      tpu_pool_parallel_for_dynamic(g->N, 1, g->cl ? CFN(bwd_input_cl_worker) : CFN(bwd_input_worker), &J);
     conv_free(wp);
   } else {
     int64_t nunits = g->ns > 1 ? (g->N + g->ns - 1) / g->ns : g->N * g->ntiles;
