@@ -2,7 +2,8 @@
  *
  * Random shapes (1, odd sizes, edge tiles, 127, 257), k = 0, every layout (row-major, transposed,
  * strided, zero and negative strides), alpha/beta values, beta = 0 over NaN-filled C, m == 1 / n == 1 vector
- * paths, batched with broadcast batch strides, concurrent callers; each kernel ISA the CPU has.
+ * paths, batched with broadcast batch strides, concurrent callers; A read in place (narrow C) equal bitwise
+ * to packed A; each kernel ISA the CPU has.
  * Buffers are sized exactly and C's padding holds sentinels, so an out-of-bounds read shows up
  * under ASan and an out-of-bounds write as a failed check. Prints "N passed, M failed" last. */
 #include <math.h>
@@ -513,6 +514,52 @@ static void run_bf16_denormals(void) {
   tpu_host_gemm_set_isa(old);
 }
 
+/* A read in place (ukr_a, narrow tiles of C) gives the packed kernel's bits: the same products in the
+ * same order. Every A layout, edge rows (m % MR), several k blocks (beta applied once), strided C. */
+static void run_direct_a(uint64_t seed) {
+  uint64_t s = seed;
+  for (int r = 0; r < (SANITIZED ? 30 : 120); ++r) {
+    const int64_t m = rng_int(&s, 1, r % 10 == 0 ? 300 : 40), n = rng_int(&s, 1, r % 7 == 0 ? 200 : 64);
+    const int64_t k = r % 5 == 0 ? rng_int(&s, 257, 700) : rng_int(&s, 1, 80), batch = r % 4 == 0 ? 3 : 1;
+    int64_t a_rs = k, a_cs = 1, a_off = 0;
+    switch (rng_int(&s, 0, 5)) { /* row-major, column-major, both strided, zero rows, flipped rows, flipped k */
+      case 1: a_rs = 1, a_cs = m; break;
+      case 2: a_rs = 3 * k + 1, a_cs = 3; break;
+      case 3: a_rs = 0; break;
+      case 4: a_rs = -k, a_off = (m - 1) * k; break;
+      case 5: a_cs = -1, a_off = k - 1; break;
+      default: break;
+    }
+    const int tb = (int)rng_int(&s, 0, 1), c_tr = r % 6 == 5;
+    const float beta = rng_int(&s, 0, 1) ? 0.0f : 0.5f;
+    const int64_t a_span = 3 * m * k + 3 * k + 1, a_bs = a_span;
+    float* a = malloc((size_t)(batch * a_span) * sizeof(float));
+    float* b = malloc((size_t)(batch * k * n) * sizeof(float));
+    float* c0 = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* c1 = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* c2 = malloc((size_t)(batch * m * n) * sizeof(float));
+    for (int64_t i = 0; i < batch * a_span; ++i) a[i] = (float)rng_unit(&s);
+    for (int64_t i = 0; i < batch * k * n; ++i) b[i] = (float)rng_unit(&s);
+    for (int64_t i = 0; i < batch * m * n; ++i) c0[i] = (float)rng_unit(&s);
+    memcpy(c1, c0, (size_t)(batch * m * n) * sizeof(float));
+    memcpy(c2, c0, (size_t)(batch * m * n) * sizeof(float));
+    const int64_t b_rs = tb ? 1 : n, b_cs = tb ? k : 1, c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1;
+    int old = tpu_host_gemm_set_direct_a(1 << 30);
+    tpu_host_sgemm_batched(batch, m, n, k, 1.25f, a + a_off, a_bs, a_rs, a_cs, b, k * n, b_rs, b_cs, beta, c1, m * n,
+                           c_rs, c_cs);
+    tpu_host_gemm_set_direct_a(0);
+    tpu_host_sgemm_batched(batch, m, n, k, 1.25f, a + a_off, a_bs, a_rs, a_cs, b, k * n, b_rs, b_cs, beta, c2, m * n,
+                           c_rs, c_cs);
+    tpu_host_gemm_set_direct_a(old);
+    case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1.25, .beta = beta, .tb = tb};
+    char what[96];
+    snprintf(what, sizeof what, "A in place == packed, bitwise, a=(%lld,%lld) c_cs=%lld", (long long)a_rs, (long long)a_cs,
+             (long long)c_cs);
+    report(!memcmp(c1, c2, (size_t)(batch * m * n) * sizeof(float)), &info, what, 0, 0);
+    free(a); free(b); free(c0); free(c1); free(c2);
+  }
+}
+
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */
 static void* concurrent_main(void* arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg;
@@ -537,6 +584,7 @@ int main(void) {
     run_batched(1234 + (uint64_t)i);
     run_formats(4321 + (uint64_t)i);
     run_bf16_layouts(555 + (uint64_t)i);
+    run_direct_a(999 + (uint64_t)i);
     printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
   }
   run_bf16_denormals();

@@ -20,6 +20,13 @@
 #define GEMM_PAR_GRAIN (96 * 96 * 96)     /* m*n*k per thread below which splitting does not pay */
 #define GEMM_BATCH_SMALL (192 * 192 * 192) /* m*n*k below which a batch is split over matrices */
 #define GEMV_CHUNK 4096                  /* max columns per gemv task (acc lives on the stack) */
+/* A tile of C at most this many columns wide (twice that for row-major A) reads A in place (the kernel's
+ * ukr_a) instead of packing it: a packed A strip would serve only a few B strips, and packing it cost
+ * about as much as the multiply (attention's bmm 64x64 @ 64x32 on AVX2: pack_a 0.7-0.9x the microkernel's
+ * time; 128 x (64x32x64) one thread 560-740 -> 465 us; 2048x128x128 row-major A 900 -> 830 us). Strided
+ * A columns over a long k (weight gradients, A^T with k = 2048) stay packed: the in-place reads then
+ * conflict in L1 (4-10% slower). */
+#define GEMM_DIRECT_A_MAX_N 64
 
 static const float kOneF = 1.0f;
 static const double kOneD = 1.0;
@@ -214,6 +221,9 @@ static int fmt_of_dtype(int dtype) {
 /* ------------------------------------------------------------------ dispatch */
 
 static _Atomic int g_isa_limit = TPU_HOST_GEMM_ISA_BEST;
+static _Atomic int g_direct_a = GEMM_DIRECT_A_MAX_N;
+
+int tpu_host_gemm_set_direct_a(int max_cols) { return atomic_exchange(&g_direct_a, max_cols < 0 ? GEMM_DIRECT_A_MAX_N : max_cols); }
 
 tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa) {
   if ((int)isa < 0 || isa >= TPU_HOST_GEMM_ISA_COUNT) isa = TPU_HOST_GEMM_ISA_BEST;
@@ -370,6 +380,7 @@ typedef struct gemm_plan_s {
   size_t abytes, bbytes;       /* packing buffer sizes */
   size_t tbytes;               /* conversion scratch (formats other than plain) */
   size_t cbytes;               /* epi_local: one (mc, nc) block of C */
+  int direct_a;                /* A is read in place (kernel's ukr_a) where its format is plain */
 } gemm_plan_t;
 
 
@@ -391,6 +402,8 @@ static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
                   ? (size_t)round_up(TPU_MAX(cvt_rows(kr->mr), cvt_rows(kr->nr)) * pl.kc * 4, GEMM_ALIGN)
                   : 0;
   pl.cbytes = g->epi_local ? (size_t)round_up(pl.mc * pl.nc * kr->elem_size, GEMM_ALIGN) : 0;
+  const int64_t dmax = atomic_load_explicit(&g_direct_a, memory_order_relaxed);
+  pl.direct_a = kr->ukr_a && (cols <= dmax || (g->a_cs == 1 && cols <= 2 * dmax));
   return pl;
 }
 
@@ -408,21 +421,28 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
     for (int t = 0; t < g->npass; ++t)
       for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
         const int64_t kc = TPU_MIN(pl->kc, g->k - pc), kcp = pack_kc(kr, kc);
+        const int direct = pl->direct_a && g->fa[t] == FMT_PLAIN;
         const void* beta = (pc == 0 && t == 0) ? g->beta : g->one;
         gemm_pack_fmt(kr, kr->pack_b, kr->pack_b_hi, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * g->b_es, g->b_cs,
                       g->b_rs, g->fb[t], g->b_es, bbuf, tmp);
         for (int64_t ic = i0; ic < i1; ic += pl->mc) {
           const int64_t mc = TPU_MIN(pl->mc, i1 - ic);
-          gemm_pack_fmt(kr, kr->pack_a, kr->pack_a_hi, kr->mr, mc, kc, g->a + (ic * g->a_rs + pc * g->a_cs) * g->a_es,
-                        g->a_rs, g->a_cs, g->fa[t], g->a_es, abuf, tmp);
+          const char* a0 = g->a + (ic * g->a_rs + pc * g->a_cs) * g->a_es;
+          if (!direct)
+            gemm_pack_fmt(kr, kr->pack_a, kr->pack_a_hi, kr->mr, mc, kc, a0, g->a_rs, g->a_cs, g->fa[t], g->a_es, abuf, tmp);
           for (int64_t jr = 0; jr < nc; jr += NR) {
             const int nr = (int)TPU_MIN(NR, nc - jr);
             const char* bp = bbuf + jr * kcp * pes;
             const int64_t crs = g->epi_local ? nc : g->c_rs, ccs = g->epi_local ? 1 : g->c_cs;
             char* cj = g->epi_local ? cbuf + jr * es : g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
-            for (int64_t ir = 0; ir < mc; ir += MR)
-              kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * crs * es, crs, ccs,
-                      (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
+            if (direct)
+              for (int64_t ir = 0; ir < mc; ir += MR)
+                kr->ukr_a(kc, a0 + ir * g->a_rs * es, g->a_rs, g->a_cs, bp, cj + ir * crs * es, crs, ccs,
+                          (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
+            else
+              for (int64_t ir = 0; ir < mc; ir += MR)
+                kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * crs * es, crs, ccs,
+                        (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
           }
           if (t == g->npass - 1 && pc + kc >= g->k) { /* block is final */
             if (g->epi_local) gemm_epi_at(g, ic, jc, mc, nc, (const float*)cbuf, nc, 1);

@@ -120,6 +120,9 @@ typedef enum tpu_host_gemm_isa_e {
   TPU_HOST_GEMM_ISA_COUNT
 } tpu_host_gemm_isa_t;
 tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
+/* Tiles of C at most max_cols wide (2 max_cols for row-major A) read A in place (the kernels' ukr_a)
+ * instead of packing it; 0: never, negative: the default (64). For every thread; returns the previous value. Same bits either way. */
+int tpu_host_gemm_set_direct_a(int max_cols);
 /* The kernels sgemm uses now, e.g. "avx512 14x32", with the bf16 kernel when it is enabled
  * ("avx512 14x32 + avx512bf16 14x32"). */
 const char* tpu_host_gemm_isa_name(void);
@@ -141,6 +144,12 @@ const char* tpu_host_gemm_isa_name(void);
 typedef void (*tpu_host_gemm_ukr_fn)(int64_t kc, const void* ap, const void* bp, void* c,
                                      int64_t c_rs, int64_t c_cs, int mr, int nr,
                                      const void* alpha, const void* beta);
+/* ukr_a: the same tile reading A in place, A(i, p) = a[i * a_rs + p * a_cs] (i < mr: never past the edge),
+ * same products in the same order (same bits): the driver skips packing A where each A strip would
+ * be used by few B strips (narrow C). */
+typedef void (*tpu_host_gemm_ukr_a_fn)(int64_t kc, const void* a, int64_t a_rs, int64_t a_cs, const void* bp,
+                                       void* c, int64_t c_rs, int64_t c_cs, int mr, int nr, const void* alpha,
+                                       const void* beta);
 typedef void (*tpu_host_gemm_pack_fn)(int64_t rows, int64_t kc, const void* src, int64_t s_rs,
                                       int64_t s_cs, void* dst);
 typedef void (*tpu_host_gemv_rows_fn)(int64_t n, int64_t k, const float* x, int64_t xs,
@@ -155,6 +164,7 @@ typedef struct tpu_host_gemm_kernel_s {
   int mr, nr;             /* microkernel tile */
   int64_t kc, mc, nc;     /* cache blocking: kc x nc B panel (L3), mc x kc A block (L2) */
   tpu_host_gemm_ukr_fn ukr;
+  tpu_host_gemm_ukr_a_fn ukr_a; /* (optional, plain A only) A read in place */
   tpu_host_gemm_pack_fn pack_a; /* rows = mc: MR-high strips of A */
   tpu_host_gemm_pack_fn pack_b; /* rows = nc: NR-high strips of B^T */
   /* (optional, bf16 kernel) pack from f32 rounding each value to bf16 (the HI format) in one pass;

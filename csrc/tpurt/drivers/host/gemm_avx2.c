@@ -31,28 +31,10 @@ static void store_tile_f64(const double* t, int ld, double* c, int64_t c_rs, int
     }
 }
 
-/* ap (kc, 6), bp (kc, 16) -> C (mr, nr) */
-static void sgemm_ukr_6x16(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,
-                           int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
-  const float* ap = (const float*)ap_;
-  const float* bp = (const float*)bp_;
-  float* c = (float*)c_;
-  __m256 acc[S_MR][2];
-#pragma GCC unroll 6
-  for (int i = 0; i < S_MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-  for (int i = 0; i < mr; ++i) _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
-#pragma GCC unroll 4
-  for (int64_t p = 0; p < kc; ++p) {
-    __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < S_MR; ++i) {
-      __m256 a = _mm256_broadcast_ss(ap + i);
-      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
-    }
-    ap += S_MR;
-    bp += S_NR;
-  }
+/* The 6x16 tile's write-back: alpha * acc (+ beta * C), full tiles with vector stores. */
+static inline __attribute__((always_inline)) void store_6x16(__m256 acc[S_MR][2], float* c, int64_t c_rs,
+                                                             int64_t c_cs, int mr, int nr, const void* alpha_,
+                                                             const void* beta_) {
   const float alpha = *(const float*)alpha_, beta = *(const float*)beta_;
   if (mr == S_MR && nr == S_NR && c_cs == 1) {
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
@@ -76,6 +58,75 @@ static void sgemm_ukr_6x16(int64_t kc, const void* ap_, const void* bp_, void* c
     _mm256_store_ps(t + i * S_NR + 8, acc[i][1]);
   }
   store_tile_f32(t, S_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
+}
+
+/* ap (kc, 6), bp (kc, 16) -> C (mr, nr) */
+static void sgemm_ukr_6x16(int64_t kc, const void* ap_, const void* bp_, void* c_, int64_t c_rs,
+                           int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
+  const float* ap = (const float*)ap_;
+  const float* bp = (const float*)bp_;
+  float* c = (float*)c_;
+  __m256 acc[S_MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < S_MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < mr; ++i) _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < S_MR; ++i) {
+      __m256 a = _mm256_broadcast_ss(ap + i);
+      acc[i][0] = _mm256_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(a, b1, acc[i][1]);
+    }
+    ap += S_MR;
+    bp += S_NR;
+  }
+  store_6x16(acc, c, c_rs, c_cs, mr, nr, alpha_, beta_);
+}
+
+/* The same tile with A read in place (no packed strip): A(i, p) = a[i * a_rs + p * a_cs] for i < mr; the
+ * rows past mr re-read row mr - 1 (never stored). Same products in the same order as the packed kernel,
+ * so the same bits. Rows with unit column stride (row-major A) index six row pointers by p. */
+static void sgemm_ukr_6x16_a(int64_t kc, const void* a_, int64_t a_rs, int64_t a_cs, const void* bp_, void* c_,
+                             int64_t c_rs, int64_t c_cs, int mr, int nr, const void* alpha_, const void* beta_) {
+  const float* a = (const float*)a_;
+  const float* bp = (const float*)bp_;
+  float* c = (float*)c_;
+  const float* r[S_MR];
+#pragma GCC unroll 6
+  for (int i = 0; i < S_MR; ++i) r[i] = a + (i < mr ? i : mr - 1) * a_rs;
+  __m256 acc[S_MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < S_MR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < mr; ++i) _mm_prefetch((const char*)(c + i * c_rs), _MM_HINT_T0);
+  if (a_cs == 1) {
+#pragma GCC unroll 4
+    for (int64_t p = 0; p < kc; ++p) {
+      __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < S_MR; ++i) {
+        __m256 av = _mm256_broadcast_ss(r[i] + p);
+        acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+      }
+      bp += S_NR;
+    }
+  } else {
+#pragma GCC unroll 2
+    for (int64_t p = 0; p < kc; ++p) {
+      __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + 8);
+      const int64_t o = p * a_cs;
+#pragma GCC unroll 6
+      for (int i = 0; i < S_MR; ++i) {
+        __m256 av = _mm256_broadcast_ss(r[i] + o);
+        acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+      }
+      bp += S_NR;
+    }
+  }
+  store_6x16(acc, c, c_rs, c_cs, mr, nr, alpha_, beta_);
 }
 
 /* ap (kc, 6), bp (kc, 8) -> C (mr, nr) */
@@ -272,7 +323,7 @@ static float sdot_avx2(int64_t k, const float* x, const float* y) {
 
 const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2 = {
     .name = "avx2 6x16", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256, .mc = 144, .nc = 3072,
-    .ukr = sgemm_ukr_6x16, .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2};
+    .ukr = sgemm_ukr_6x16, .ukr_a = sgemm_ukr_6x16_a, .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx2 = {
     .name = "avx2 6x8", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256, .mc = 72, .nc = 2048,
     .ukr = dgemm_ukr_6x8};

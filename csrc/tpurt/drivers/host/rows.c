@@ -273,21 +273,24 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
   return TPU_OK;
 }
 
-/* ---- COL_SUMS (f32 [M, N] -> [N], or the layer-norm pair -> [2, N]): column blocks in parallel */
-enum { COL_BLOCK = 256 };
+/* ---- COL_SUMS (f32 [M, N] -> [N], or the layer-norm pair -> [2, N]): column blocks in parallel. Plain sums
+ * stream whole rows (blocks up to COL_WIDE columns, one per thread where N allows); the layer-norm pair
+ * keeps register blocks down COL_ROWS rows (blocks of COL_BLOCK columns). */
+enum { COL_BLOCK = 256, COL_WIDE = 2048 };
 typedef struct {
   const tpu_host_rows_ops_t* ops;
   const tpu_host_view_t *g, *x, *mean, *rstd, *out; /* ln: g, x, mean, rstd; plain: x */
-  int64_t M, N;
+  int64_t M, N, bw; /* bw: columns per block */
 } col_job_t;
 
 static void col_worker(void* ctx, int64_t b0, int64_t b1) {
   col_job_t* J = ctx;
-  double a1[COL_BLOCK], a2[COL_BLOCK];
+  double a1[COL_WIDE], a2[COL_BLOCK];
   const tpu_host_view_t *x = J->x, *o = J->out;
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t j0 = b * COL_BLOCK, nj = TPU_MIN((int64_t)COL_BLOCK, J->N - j0);
-    for (int64_t j = 0; j < nj; ++j) a1[j] = a2[j] = 0;
+    const int64_t j0 = b * J->bw, nj = TPU_MIN(J->bw, J->N - j0);
+    for (int64_t j = 0; j < nj; ++j) a1[j] = 0;
+    if (J->g) for (int64_t j = 0; j < nj; ++j) a2[j] = 0;
     const float* xp = (const float*)x->data + j0 * x->strides[1];
     if (!J->g) {
       if (x->strides[1] == 1) J->ops->col_sums(xp, x->strides[0], J->M, a1, nj);
@@ -331,8 +334,12 @@ static tpu_status_t k_col_sums(const tpu_ir_op_t* op, int n, const tpu_host_view
     return TPU_ERR(INTERNAL, "host: column sums result does not match its operands");
   if (N == 0) return TPU_OK;
   col_job_t J = {.ops = rows_ops(), .g = ln ? &xs[0] : NULL, .x = &xs[ln ? 1 : 0], .mean = ln ? &xs[2] : NULL,
-                 .rstd = ln ? &xs[3] : NULL, .out = out, .M = M, .N = N};
-  tpu_pool_parallel_for((N + COL_BLOCK - 1) / COL_BLOCK, 1, col_worker, &J);
+                 .rstd = ln ? &xs[3] : NULL, .out = out, .M = M, .N = N, .bw = COL_BLOCK};
+  if (!ln) { /* ceil(N / COL_WIDE) blocks, or one per thread (at least 64 columns each) */
+    const int64_t nb = TPU_MAX((N + COL_WIDE - 1) / COL_WIDE, TPU_MIN((int64_t)tpu_pool_num_threads(), N / 64));
+    J.bw = TPU_MIN((int64_t)COL_WIDE, ((N + nb - 1) / nb + 7) / 8 * 8);
+  }
+  tpu_pool_parallel_for((N + J.bw - 1) / J.bw, 1, col_worker, &J);
   return TPU_OK;
 }
 
