@@ -2,7 +2,10 @@
  * steps) and the runner. See host.h for the model. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "drivers/host/gemm.h"
 #include "drivers/host/host.h"
@@ -74,6 +77,59 @@ static int graph_grain_div(void) {
   }
   return v;
 }
+
+
+/* TORCH_TPU_EXEC_PROFILE=1 (a diagnostic, off by default): every executable step's CPU time on the
+ * thread that runs it, summed per kind of step (library op / custom_call target / elementwise cluster by
+ * its root and size / output copies), printed to stderr at exit, with the executables run and their steps. */
+#define PROF_SLOTS 512
+typedef struct { char key[48]; double ns; int64_t n; } prof_slot_t;
+static prof_slot_t g_prof[PROF_SLOTS];
+static pthread_mutex_t g_prof_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int g_prof_on = -1;
+static double prof_now(void) { /* this thread's CPU time (robust to other jobs; pool workers' not counted) */
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+static void prof_dump(void) {
+  double total = 0;
+  int idx[PROF_SLOTS], m = 0;
+  for (int i = 0; i < PROF_SLOTS; ++i)
+    if (g_prof[i].n) { idx[m++] = i; if (strncmp(g_prof[i].key, "exe", 3)) total += g_prof[i].ns; }
+  for (int i = 1; i < m; ++i) /* insertion sort by time, descending */
+    for (int j = i; j > 0 && g_prof[idx[j]].ns > g_prof[idx[j - 1]].ns; --j) { int t = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = t; }
+  fprintf(stderr, "exec profile: %.3f ms in steps\n", total / 1e6);
+  for (int i = 0; i < m; ++i)
+    fprintf(stderr, "  %-48s %10.3f ms %8lld calls %8.2f us/call\n", g_prof[idx[i]].key, g_prof[idx[i]].ns / 1e6,
+            (long long)g_prof[idx[i]].n, g_prof[idx[i]].ns / 1e3 / (double)g_prof[idx[i]].n);
+}
+static int prof_on(void) {
+  int v = atomic_load_explicit(&g_prof_on, memory_order_relaxed);
+  if (v < 0) {
+    const char* s = getenv("TORCH_TPU_EXEC_PROFILE");
+    v = s && *s && *s != '0';
+    int expected = -1;
+    if (atomic_compare_exchange_strong(&g_prof_on, &expected, v) && v) atexit(prof_dump);
+    v = atomic_load_explicit(&g_prof_on, memory_order_relaxed);
+  }
+  return v;
+}
+static void prof_add(const char* key, double ns) {
+  uint32_t h = 2166136261u;
+  for (const char* c = key; *c; ++c) h = (h ^ (uint8_t)*c) * 16777619u;
+  pthread_mutex_lock(&g_prof_mu);
+  for (int i = 0; i < PROF_SLOTS; ++i) {
+    prof_slot_t* sl = &g_prof[(h + (uint32_t)i) % PROF_SLOTS];
+    if (!sl->n) snprintf(sl->key, sizeof(sl->key), "%s", key);
+    else if (strcmp(sl->key, key)) continue;
+    sl->ns += ns;
+    sl->n++;
+    break;
+  }
+  pthread_mutex_unlock(&g_prof_mu);
+}
+static void prof_step(const tpu_host_exe_t* e, int v, double ns);
 
 const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return &e->g; }
 int tpu_host_exe_num_steps(const tpu_host_exe_t* e) { return e->n_steps; }
@@ -1178,6 +1234,22 @@ static void scalar_store(val_t* x, int dtype, double f, int64_t i) {
   x->v.data = (char*)x->storage.b; x->v.dtype = dtype; x->v.rank = 0; x->ready = 1;
 }
 
+static void prof_step(const tpu_host_exe_t* e, int v, double ns) {
+  const tpu_ir_op_t* op = &e->g.ops[v];
+  char key[48];
+  int64_t numel = tpu_ir_numel(&op->type);
+  const char* sz = numel < 1024 ? "<1K" : numel < 16384 ? "<16K" : numel < 262144 ? "<256K" : ">=256K";
+  if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) snprintf(key, sizeof(key), "dot+epilogue %s", sz);
+  else if (e->kind[v] == K_ROOT)
+    snprintf(key, sizeof(key), "cluster%s %s n%s", e->mem_cnt[v] > 1 ? "" : "1", tpu_ir_opcode_name(op->opcode),
+             e->mem_cnt[v] > 4 ? ">4" : e->mem_cnt[v] > 1 ? "2-4" : "1");
+  else if (op->opcode == TPU_IR_CUSTOM) snprintf(key, sizeof(key), "custom %lld %s", (long long)op->i0, sz);
+  else if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(&e->g, v, 0)])
+    snprintf(key, sizeof(key), "reduce(fused) %s", sz);
+  else snprintf(key, sizeof(key), "%s %s", tpu_ir_opcode_name(op->opcode), sz);
+  prof_add(key, ns);
+}
+
 tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* params,
                               const tpu_host_scalar_t* scalars, const tpu_host_view_t* outs) {
   const tpu_ir_graph_t* G = &e->g;
@@ -1192,6 +1264,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   int n_pr = 0;
   const int grain_div = e->n_steps >= GRAPH_MIN_STEPS ? tpu_pool_set_grain_div(graph_grain_div()) : 0;
   memset(written, 0, (size_t)G->n_outputs);
+  const int prof = prof_on();
+  const double prof_t0 = prof ? prof_now() : 0;
   for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
     val_t* x = &vals[v];
@@ -1202,7 +1276,10 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
       case K_CONST: scalar_store(x, op->type.dtype, op->f0, op->i0); break;
       case K_VIEW: {
         int u = tpu_ir_operand(G, v, 0);
+        const double tv = prof ? prof_now() : 0;
+        const char* was = prof ? vals[u].v.data : NULL;
         st = apply_view(op, &vals[u], x, &s, &G->ops[u].type);
+        if (prof) prof_add(vals[u].v.data != was ? "view (materialized)" : "view", prof_now() - tv);
         break;
       }
       case K_MEMBER: break;
@@ -1217,6 +1294,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           break;
         }
         /* Destination: the output view when that is safe, else a contiguous temporary. */
+        const double t_dest = prof ? prof_now() : 0;
         int k = e->out_index[v];
         tpu_host_view_t hv; /* host_out: that output viewed in this step's shape */
         const tpu_host_view_t* o = k >= 0 ? &outs[k] : NULL;
@@ -1269,22 +1347,33 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           view_contiguous(&x->v, buf, &op->type);
         }
         x->ready = 1;
+        const double t_step = prof ? prof_now() : 0;
+        if (prof) prof_add("destination choice", t_step - t_dest);
         if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) st = run_dot_epilogue(e, e->epi_dot[v], v, vals, &x->v);
         else if (e->kind[v] == K_ROOT) st = run_cluster(e, v, vals, &x->v);
         else if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)])
           st = run_fused_reduce(e, v, tpu_ir_operand(G, v, 0), vals, &x->v, &s);
         else st = run_lib(e, v, vals, &x->v, scalars);
+        if (prof) prof_step(e, v, prof_now() - t_step);
         if (st == TPU_OK) tpu_metrics_add_kernels(1);
         scratch_release(&s, v);
         break;
       }
     }
   }
+  const double prof_t1 = prof ? prof_now() : 0;
   for (int k = 0; k < G->n_outputs && st == TPU_OK; ++k) {
     int v = G->outputs[k];
     if (written[k] == 1 && e->out_index[v] == k) continue;
     if (written[k] == 2 && views_identical(&vals[v].v, &outs[k])) continue; /* the reshape is the output itself */
     if (!copy_small(&vals[v].v, &outs[k])) st = tpu_host_k_copy(&vals[v].v, &outs[k]);
+  }
+  if (prof) {
+    double t2 = prof_now();
+    prof_add("output copies", t2 - prof_t1);
+    char key[48];
+    snprintf(key, sizeof(key), "exe total, %s steps", e->n_steps < 4 ? "<4" : e->n_steps < 64 ? "<64" : ">=64");
+    prof_add(key, t2 - prof_t0);
   }
   scratch_free(&s);
   if (vals != small) free(vals);
