@@ -265,3 +265,47 @@ def test_small_special_functions(fn):
         fn(x, b).sum().backward()
         fn(xt, b.to("tpu")).sum().backward()
         torch.testing.assert_close(xt.grad.cpu(), x.grad, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.bool])
+def test_add_sub_alpha_one_and_others(dtype):
+    """add/sub's alpha is keyed only by whether it is 1 (lower/eltwise.c alpha_class): alpha = 1 drops the
+    b * alpha pass (same bits), other values share one executable that reads alpha at run time. One value
+    after another in the same process, so an executable for one class must never serve the other; NaN/inf
+    and -0 in b (b * 1 keeps them), broadcast, in-place, out=."""
+    g = torch.Generator().manual_seed(7)
+    a, b = rand((5, 9), dtype, gen=g), rand((9,), dtype, gen=g)
+    if dtype.is_floating_point:
+        b[1], b[2], b[3] = float("nan"), float("-inf"), -0.0
+    alphas = [True, False, True] if dtype == torch.bool else [1, 2, 1, -3, 1] if not dtype.is_floating_point \
+        else [1, 0.5, 1, -3, 1.0, 2.5, 1]
+    for al in alphas:
+        # alpha = 1: the CPU's bits exactly; other alphas: the CPU fuses a + alpha * b (one rounding, then one to
+        # bf16/f16), we round the product too: a last-place difference, relatively large where a + alpha b cancels
+        tol = {"rtol": 0, "atol": 0} if al == 1 or not dtype.is_floating_point else \
+            {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+        ops = [torch.add] if dtype == torch.bool else [torch.add, torch.sub]
+        for op in ops:
+            want = op(a, b, alpha=al)
+            got = op(a.to("tpu"), b.to("tpu"), alpha=al).cpu()
+            torch.testing.assert_close(got, want, equal_nan=True, **tol)
+        if dtype != torch.bool:
+            x = a.clone().to("tpu")
+            x.add_(b.to("tpu"), alpha=al)
+            torch.testing.assert_close(x.cpu(), a.add(b, alpha=al), equal_nan=True, **tol)
+            out = torch.empty_like(a).to("tpu")
+            torch.sub(a.to("tpu"), b.to("tpu"), alpha=al, out=out)
+            torch.testing.assert_close(out.cpu(), a.sub(b, alpha=al), equal_nan=True, **tol)
+
+
+def test_add_alpha_other_than_one_share_one_executable():
+    import torch_tpu
+    a, b = torch.randn(6, 11), torch.randn(6, 11)
+    ad, bd = a.to("tpu"), b.to("tpu")
+    torch.testing.assert_close(torch.add(ad, bd, alpha=2.0).cpu(), torch.add(a, b, alpha=2.0))
+    before = torch_tpu.metrics()
+    for al in [0.5, -1.25, 3.0, 0.0]:
+        torch.testing.assert_close(torch.add(ad, bd, alpha=al).cpu(), torch.add(a, b, alpha=al))
+    after = torch_tpu.metrics()
+    assert after["exec_cache_misses"] == before["exec_cache_misses"]
+    assert after["compiles"] == before["compiles"]
