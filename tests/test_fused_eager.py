@@ -249,6 +249,29 @@ def test_environment_variable():
     assert bad.returncode != 0 and "TORCH_TPU_FUSED_EAGER" in bad.stderr
 
 
+def test_trace_profile_alternates_fused_and_op_by_op(tmp_path):
+    """TORCH_TPU_TRACE_PROFILE: after two warm-up runs a repeated trace runs fused and op by op in turn (same
+    results every run), and the file written at exit counts the runs of each side (timings not checked)."""
+    prof = tmp_path / "profile.txt"
+    code = ("import torch, torch_tpu\n"
+            "torch.manual_seed(0); x = torch.randn(37, 5); w = torch.randn(5)\n"
+            "ref = torch.softmax(torch.relu(x * w + 1) * 2, 1).sum(0)\n"
+            "xt, wt = x.to('tpu'), w.to('tpu')\n"
+            "torch_tpu.set_fused_eager(True)\n"
+            "outs = [torch.softmax(torch.relu(xt * wt + 1) * 2, 1).sum(0).cpu() for _ in range(8)]\n"
+            "assert all(torch.equal(o, outs[0]) for o in outs)\n"
+            "assert torch.allclose(outs[0], ref, rtol=1e-5, atol=1e-6)\n"
+            "m = torch_tpu.metrics(); print(m['trace_flushes'], m['trace_fallbacks'])\n")
+    env = dict(os.environ, TORCH_TPU_TRACE_PROFILE=str(prof))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["8", "0"]  # op-by-op profile runs are not counted as fallbacks
+    lines = [ln for ln in prof.read_text().splitlines() if not ln.startswith("#")]
+    assert len(lines) == 1, lines
+    fields = lines[0].split(" ", 5)
+    assert (fields[0], fields[2]) == ("3", "3") and "fused graph (" in fields[5] and "_softmax" in fields[5]
+
+
 @pytest.mark.parametrize("name", ["mingpt", "llama"])
 def test_examples_bit_identical(name):
     sys.path.insert(0, str(ROOT / "examples"))

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache/disk_cache.h"
 #include "cache/graph_codec.h"
@@ -140,6 +141,7 @@ typedef struct fentry_s {
   fbind_t* tb;     /* per graph param */
   fbind_t* sb;     /* per runtime scalar (src = tpu_sbind_kind_t) */
   int32_t* outv;   /* per graph output: trace value id */
+  char* name;      /* "fused graph (op, op, ...)": the task name, made once */
   int refcount;    /* atomic */
   struct fentry_s* chain;
 } fentry_t;
@@ -150,7 +152,7 @@ static int g_cache_count;
 static void fentry_release(fentry_t* f) {
   if (!f || __atomic_sub_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   tpu_host_exe_free(f->exe);
-  free(f->key); free(f->tb); free(f->sb); free(f->outv); free(f);
+  free(f->key); free(f->tb); free(f->sb); free(f->outv); free(f->name); free(f);
 }
 static fentry_t* cache_lookup(uint64_t h, const uint8_t* key, size_t len) {
   pthread_mutex_lock(&g_cache_mu);
@@ -403,12 +405,67 @@ typedef struct {
   tpu_debug_graph_t* rec; /* debug recording (lower/record.h), usually NULL */
   void* scratch;          /* outputs of detached values (freed, kept for their readers' layout) */
   tpu_host_scalar_t* scalars;
+  int64_t* prof_ns;       /* TORCH_TPU_TRACE_PROFILE: where this task adds its device thread CPU time (or NULL) */
   tpu_host_view_t views[]; /* np params, then nout outputs; scalars follow */
 } ftask_t;
+/* TORCH_TPU_TRACE_PROFILE=<file> (a measurement mode, not for production runs): after two warm-up runs,
+ * the runs of each distinct trace alternate between its fused executable and its ops run one by one
+ * (strict eager's single-op executables; the same bits either way), and each run's device thread CPU
+ * time is added to the trace's fused or op-by-op total; at exit <file> gets one line per trace: runs
+ * and mean ms fused, runs and mean ms op by op, their ratio, the trace's name. With
+ * TORCH_TPU_NUM_THREADS=1 every kernel runs on the device thread, so its CPU time is the whole
+ * device time of the trace, and interleaving makes both sides see the same machine load
+ * (benchmarks/RESULTS.md, [fused]). */
+#define PROF_SLOTS 1024
+typedef struct { uint64_t hash; int runs; int64_t n[2], ns[2]; char name[160]; } prof_t;
+static prof_t* g_prof;
+static const char* g_prof_path;
+static pthread_once_t g_prof_once = PTHREAD_ONCE_INIT;
+static void prof_write(void) {
+  FILE* f = fopen(g_prof_path, "w");
+  if (!f) { fprintf(stderr, "torch_tpu: TORCH_TPU_TRACE_PROFILE: cannot write %s\n", g_prof_path); return; }
+  fprintf(f, "# fused_runs fused_ms op_by_op_runs op_by_op_ms fused/op_by_op name\n");
+  for (int i = 0; i < PROF_SLOTS; ++i) {
+    const prof_t* p = &g_prof[i];
+    int64_t n0 = __atomic_load_n(&p->n[0], __ATOMIC_RELAXED), n1 = __atomic_load_n(&p->n[1], __ATOMIC_RELAXED);
+    if (!n0 && !n1) continue;
+    double m0 = n0 ? (double)__atomic_load_n(&p->ns[0], __ATOMIC_RELAXED) / (double)n0 * 1e-6 : 0;
+    double m1 = n1 ? (double)__atomic_load_n(&p->ns[1], __ATOMIC_RELAXED) / (double)n1 * 1e-6 : 0;
+    fprintf(f, "%lld %.3f %lld %.3f %.3f %s\n", (long long)n0, m0, (long long)n1, m1, m1 > 0 ? m0 / m1 : 0.0, p->name);
+  }
+  fclose(f);
+}
+static void prof_init(void) {
+  const char* v = getenv("TORCH_TPU_TRACE_PROFILE");
+  if (!v || !*v || !(g_prof = calloc(PROF_SLOTS, sizeof(prof_t)))) return;
+  g_prof_path = v;
+  atexit(prof_write);
+}
+/* The profile slot of trace hash h (mu held; NULL: profiling off or the table is full). */
+static prof_t* prof_slot(uint64_t h) {
+  pthread_once(&g_prof_once, prof_init);
+  if (!g_prof) return NULL;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* traces of several devices */
+  pthread_mutex_lock(&mu);
+  prof_t* p = NULL;
+  for (int i = 0; i < PROF_SLOTS && !p; ++i) {
+    prof_t* q = &g_prof[(h + (uint64_t)i) % PROF_SLOTS];
+    if (q->hash == h || (!q->hash && !q->name[0])) { p = q; p->hash = h; }
+  }
+  pthread_mutex_unlock(&mu);
+  return p;
+}
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 static tpu_status_t ftask_run(void* ctx) {
   ftask_t* t = ctx;
   if (t->rec) tpu_record_inputs(t->rec, t->views, t->np);
+  int64_t t0 = t->prof_ns ? thread_cpu_ns() : 0;
   tpu_status_t st = tpu_host_exe_run(t->exe, t->views, t->scalars, t->views + t->np);
+  if (t->prof_ns) __atomic_add_fetch(t->prof_ns, thread_cpu_ns() - t0, __ATOMIC_RELAXED);
   if (t->rec) { tpu_record_finish(t->rec, t->views + t->np, t->nout, st); t->rec = NULL; }
   return st;
 }
@@ -454,8 +511,9 @@ static const tpu_tensor_t* bound_tensor(const rec_t* r, int src, int arg, int in
 }
 static const tpu_tensor_t* value_tensor(const trace_t* tr, int id) { return tr->vals[id].t; }
 
-/* Strict-eager fallback: one task per recorded op, bound exactly as tpu_op_run binds. */
-static tpu_status_t enqueue_single(trace_t* tr, const rec_t* r) {
+/* Strict-eager fallback: one task per recorded op, bound exactly as tpu_op_run binds. prof_ns: see
+ * TORCH_TPU_TRACE_PROFILE (NULL: off). */
+static tpu_status_t enqueue_single(trace_t* tr, const rec_t* r, int64_t* prof_ns) {
   tpu_exec_entry_t* e = r->e;
   static double sink;
   if (!e->exe) TPU_RETURN_IF_ERROR(tpu_exec_entry_materialize(e, r->l, r->name, r->args, r->nargs, r->outs, r->nouts));
@@ -473,6 +531,7 @@ static tpu_status_t enqueue_single(trace_t* tr, const rec_t* r) {
   }
   for (int j = 0; j < e->n_arg_outs; ++j) to_view(&t->views[t->np + r->nouts + j], r->args[e->arg_outs[j]].tensor);
   ftask_record(t, r->name);
+  t->prof_ns = prof_ns;
   return tpu_rt_queue_enqueue(tr->device, r->name, ftask_run, t, ftask_free);
 }
 
@@ -628,10 +687,10 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
   }
   if (st == TPU_OK) {
-    char name[256];
-    fused_name(tr, name, sizeof name);
-    st = tpu_compiler_compile(&cx->g, name, &f->exe); /* passes + host plan, as every compile */
+    if (!(f->name = malloc(256))) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+    else fused_name(tr, f->name, 256);
   }
+  if (st == TPU_OK) st = tpu_compiler_compile(&cx->g, f->name, &f->exe); /* passes + host plan, as every compile */
   if (st == TPU_OK) {
     memcpy(f->key, key, key_len);
     f->key_len = key_len; f->hash = h; f->refcount = 1;
@@ -640,7 +699,7 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     tpu_metrics_add_compile((double)tpu_rt_now_ns() * 1e-9 - t0);
     *out = f;
   } else if (f) {
-    free(f->outv); free(f->key); free(f);
+    free(f->outv); free(f->key); free(f->name); free(f);
   }
   free(em.tb); free(em.sb); free(em.val_ir);
   tpu_ir_graph_free(&cx->g);
@@ -721,6 +780,7 @@ static fentry_t* disk_load(const trace_t* tr, const uint8_t* key, size_t key_len
     f->tb = p.tb; f->n_tb = p.n_tb; p.tb = NULL;
     f->sb = p.sb; f->n_sb = p.n_sb; p.sb = NULL;
     f->outv = p.outv; f->n_out = p.n_out; p.outv = NULL;
+    if ((f->name = malloc(256))) fused_name(tr, f->name, 256);
   }
   tpu_graph_payload_free(&p);
   tpu_disk_cache_add_load_seconds((double)(tpu_rt_now_ns() - t0) * 1e-9);
@@ -749,8 +809,8 @@ typedef struct tpu_capture_s tpu_capture_t;
 static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out);
 
 /* Enqueues the pending trace (mu held). Never loses work: if the fused graph cannot be built
- * the ops run one by one; an enqueue failure is returned. */
-static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
+ * the ops run one by one; an enqueue failure is returned (err_name, if given: the trace's name then). */
+static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out, char* err_name, size_t err_cap) {
   if (tr->n_ops == 0) return TPU_OK;
   int prev = tl_flushing;
   tl_flushing = tr->device;
@@ -762,8 +822,10 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
     key_put(tr, &b, 1);
   }
   fentry_t* f = NULL;
+  int64_t* prof_ns = NULL;
   if (!tr->oom) {
     uint64_t h = hash_bytes(tr->key, tr->key_len);
+    prof_t* prof = capture_out ? NULL : prof_slot(h);
     f = cache_lookup(h, tr->key, tr->key_len);
     atomic_fetch_add(f ? &g_st_hits : &g_st_misses, 1);
     if (!f && (f = disk_load(tr, tr->key, tr->key_len, h))) cache_insert(f);
@@ -783,11 +845,20 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
       }
     }
     if (f && !f->exe) { fentry_release(f); f = NULL; }
+    if (prof && f) { /* warm-up runs untimed, then fused (even) and op by op (odd) alternate */
+      if (!prof->name[0]) fused_name(tr, prof->name, sizeof prof->name);
+      int run = prof->runs++;
+      if (run >= 2) {
+        prof_ns = &prof->ns[run & 1];
+        __atomic_add_fetch(&prof->n[run & 1], 1, __ATOMIC_RELAXED);
+        if (run & 1) { fentry_release(f); f = NULL; }
+      }
+    }
   }
   tr->key_len = base;
   atomic_fetch_add(&g_st_flushes, 1);
   atomic_fetch_add(&g_st_ops, (uint64_t)tr->n_ops);
-  if (!f) atomic_fetch_add(&g_st_fallbacks, 1);
+  if (!f && !prof_ns) atomic_fetch_add(&g_st_fallbacks, 1);
   if (f) {
     ftask_t* t = ftask_new(f->n_tb, f->n_sb, f->n_out);
     if (!t) { fentry_release(f); f = NULL; st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
@@ -829,20 +900,27 @@ static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
         st = capture_make(tr, f, capture_out);
       }
       if (t) {
-        char name[256];
-        fused_name(tr, name, sizeof name);
+        char buf[256];
+        const char* name = f->name;
+        if (!name) { fused_name(tr, buf, sizeof buf); name = buf; }
         ftask_record(t, name);
+        t->prof_ns = prof_ns;
         tpu_status_t est = tpu_rt_queue_enqueue(tr->device, name, ftask_run, t, ftask_free);
         if (est) { if (!st) st = est; else tpu_status_free(est); }
       }
     }
   } else {
     if (capture_out) { *capture_out = NULL; }
-    for (int j = 0; j < tr->n_ops && st == TPU_OK; ++j) st = enqueue_single(tr, &tr->ops[j]);
+    for (int j = 0; j < tr->n_ops && st == TPU_OK; ++j) st = enqueue_single(tr, &tr->ops[j], prof_ns);
   }
+  if (st && err_name) fused_name(tr, err_name, err_cap);
   trace_reset(tr);
   tl_flushing = prev;
   return st;
+}
+
+static tpu_status_t flush_locked(trace_t* tr, tpu_capture_t** capture_out) {
+  return flush_locked_named(tr, capture_out, NULL, 0);
 }
 
 /* Flush from a runtime hook: errors become a failing task (reported at the next synchronize). */
@@ -852,8 +930,7 @@ static void flush_reporting(trace_t* tr, const char* why) {
     snprintf(tr->capture_reason, sizeof tr->capture_reason, "the trace was flushed while capturing (%s)", why);
   }
   char name[256];
-  fused_name(tr, name, sizeof name);
-  tpu_status_t st = flush_locked(tr, NULL);
+  tpu_status_t st = flush_locked_named(tr, NULL, name, sizeof name);
   if (!st) return;
   char* msg = malloc(512);
   if (msg) {
@@ -1163,7 +1240,7 @@ tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* o
                  .nargs = nargs, .nouts = nouts, .seed = seed, .offset = offset, .gen = g};
     int prev = tl_flushing;
     tl_flushing = device;
-    if (!st) st = enqueue_single(tr, &one);
+    if (!st) st = enqueue_single(tr, &one, NULL);
     tl_flushing = prev;
     pthread_mutex_unlock(&tr->mu);
     return st;
