@@ -8,7 +8,8 @@ cannot express (writes into a slice/box of a pending result, e.g. `cat(..., out=
 expressed), or every 64 ops. Fused graphs go through the compiler passes and the persistent
 compilation cache like single-op executables. Results are bit-identical to strict eager; errors in the arguments of an op are still
 raised by the op itself, errors found while running (an index out of range) at the next
-synchronization, naming the fused ops.
+synchronization, naming the fused ops. TORCH_TPU_TRACE_PROFILE=<file> compares each repeated trace's
+device time fused and op by op (a diagnostic; docs/execution_modes.md).
 
 Graph capture (the torch.compile backend's building block, /work/notes/trace_api.md):
 `torch_tpu._C._capture_begin(device)`, run tpu ops, then
