@@ -1238,11 +1238,11 @@ static void prof_step(const tpu_host_exe_t* e, int v, double ns) {
   const tpu_ir_op_t* op = &e->g.ops[v];
   char key[48];
   int64_t numel = tpu_ir_numel(&op->type);
-  const char* sz = numel < 1024 ? "<1K" : numel < 16384 ? "<16K" : numel < 262144 ? "<256K" : ">=256K";
+  const char* sz = numel <= 1 ? "1" : numel < 1024 ? "<1K" : numel < 16384 ? "<16K" : numel < 262144 ? "<256K" : ">=256K";
   if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) snprintf(key, sizeof(key), "dot+epilogue %s", sz);
   else if (e->kind[v] == K_ROOT)
-    snprintf(key, sizeof(key), "cluster%s %s n%s", e->mem_cnt[v] > 1 ? "" : "1", tpu_ir_opcode_name(op->opcode),
-             e->mem_cnt[v] > 4 ? ">4" : e->mem_cnt[v] > 1 ? "2-4" : "1");
+    snprintf(key, sizeof(key), "cluster %s n%s %s", tpu_ir_opcode_name(op->opcode),
+             e->mem_cnt[v] > 4 ? ">4" : e->mem_cnt[v] > 1 ? "2-4" : "1", sz);
   else if (op->opcode == TPU_IR_CUSTOM) snprintf(key, sizeof(key), "custom %lld %s", (long long)op->i0, sz);
   else if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(&e->g, v, 0)])
     snprintf(key, sizeof(key), "reduce(fused) %s", sz);
