@@ -274,8 +274,9 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
 }
 
 /* ---- COL_SUMS (f32 [M, N] -> [N], or the layer-norm pair -> [2, N]): column blocks in parallel. Plain sums
- * stream whole rows (blocks up to COL_WIDE columns, one per thread where N allows); the layer-norm pair
- * keeps register blocks down COL_ROWS rows (blocks of COL_BLOCK columns). */
+ * stream whole rows (blocks up to COL_WIDE columns); the layer-norm pair keeps register blocks down
+ * COL_ROWS rows (blocks up to COL_BLOCK columns). Both split N into one block per thread where N allows
+ * (minGPT's N = 128 ran on one thread). */
 enum { COL_BLOCK = 256, COL_WIDE = 2048 };
 typedef struct {
   const tpu_host_rows_ops_t* ops;
@@ -335,9 +336,10 @@ static tpu_status_t k_col_sums(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (N == 0) return TPU_OK;
   col_job_t J = {.ops = rows_ops(), .g = ln ? &xs[0] : NULL, .x = &xs[ln ? 1 : 0], .mean = ln ? &xs[2] : NULL,
                  .rstd = ln ? &xs[3] : NULL, .out = out, .M = M, .N = N, .bw = COL_BLOCK};
-  if (!ln) { /* ceil(N / COL_WIDE) blocks, or one per thread (at least 64 columns each) */
-    const int64_t nb = TPU_MAX((N + COL_WIDE - 1) / COL_WIDE, TPU_MIN((int64_t)tpu_pool_num_threads(), N / 64));
-    J.bw = TPU_MIN((int64_t)COL_WIDE, ((N + nb - 1) / nb + 7) / 8 * 8);
+  { /* ceil(N / width) blocks, or one per thread (at least 64 / 32 columns each): columns only, same bits */
+    const int64_t wide = ln ? COL_BLOCK : COL_WIDE, minw = ln ? 32 : 64;
+    const int64_t nb = TPU_MAX((N + wide - 1) / wide, TPU_MIN((int64_t)tpu_pool_num_threads(), N / minw));
+    J.bw = TPU_MIN(wide, ((N + nb - 1) / nb + 7) / 8 * 8);
   }
   tpu_pool_parallel_for((N + J.bw - 1) / J.bw, 1, col_worker, &J);
   return TPU_OK;
