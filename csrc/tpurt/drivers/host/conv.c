@@ -166,6 +166,18 @@ static void conv_plan(int kind, conv_geo_t* g, size_t elem) {
   }
 }
 
+/* 1 if the weight-like view (O, Cg, *K) is contiguous (one run, spatial dims innermost) */
+static int conv_w_contig(const conv_geo_t* g) {
+  if (!((g->O <= 1 || g->ws[0] == g->Cg * g->KK) && (g->Cg <= 1 || g->ws[1] == g->KK))) return 0;
+  int64_t step = 1;
+  for (int sl = 2; sl >= 0; --sl) {
+    if (g->K[sl] > 1 && g->ws[2 + sl] != step) return 0;
+    step *= g->K[sl];
+  }
+  return 1;
+}
+enum { BW_SUM_BLOCK = 4096 }; /* conv_impl.h bw_sum_worker */
+
 /* CGEMMX(a_dtype, b_dtype, precision, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, c_rs, c_cs):
  * C = A @ B + beta C with A, B given as byte pointers in their dtypes. */
 #define CT float

@@ -138,15 +138,7 @@ static void CFN(col2im)(const conv_geo_t* g, const CT* col, const conv_tile_t* t
 
 /* weight (O, Cg, *K) strided -> wp (O, Cg*KK) contiguous */
 static void CFN(pack_w)(const conv_geo_t* g, const char* w, CT* wp) {
-  int contig = (g->O <= 1 || g->ws[0] == g->Cg * g->KK) && (g->Cg <= 1 || g->ws[1] == g->KK);
-  if (contig) { /* (O, Cg, *K) contiguous: one converting copy */
-    int64_t step = 1;
-    for (int sl = 2; sl >= 0; --sl) {
-      if (g->K[sl] > 1 && g->ws[2 + sl] != step) contig = 0;
-      step *= g->K[sl];
-    }
-  }
-  if (contig) {
+  if (conv_w_contig(g)) { /* (O, Cg, *K) contiguous: one converting copy */
     CFN(ldrun)(wp, w, 0, 1, g->O * g->Cg * g->KK, g->wdt);
     return;
   }
@@ -612,6 +604,18 @@ done:
   conv_free(col); conv_free(gt); conv_tile_free(&t);
 }
 
+/* weight gradient: acc[i] = ((acc[i] + acc[M + i]) + acc[2M + i]) + ... (the per-chunk partial sums in chunk
+ * order, as one thread adds them) for blocks [begin, end) of BW_SUM_BLOCK elements */
+typedef struct { CT* acc; int64_t M, nchunks; } CFN(bw_sum_t);
+static void CFN(bw_sum_worker)(void* ctx, int64_t begin, int64_t end) {
+  const CFN(bw_sum_t)* S = ctx;
+  const int64_t i0 = begin * BW_SUM_BLOCK, i1 = TPU_MIN(S->M, end * BW_SUM_BLOCK);
+  for (int64_t k = 1; k < S->nchunks; ++k) {
+    const CT* src = S->acc + k * S->M;
+    for (int64_t i = i0; i < i1; ++i) S->acc[i] += src[i];
+  }
+}
+
 static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
   CFN(conv_job_t) J = {.g = g};
   tpu_status_t st = TPU_OK;
@@ -644,12 +648,14 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
     if (nunits > 0)
       tpu_pool_parallel_for(nchunks, 1, g->ns > 1 ? CFN(bwd_weight_group_worker)
                                         : g->cl ? CFN(bwd_weight_cl_worker) : CFN(bwd_weight_worker), &J);
-    int64_t M = g->O * g->KcG;
-    for (int64_t k = 1; k < nchunks; ++k)
-      for (int64_t i = 0; i < M; ++i) J.acc[i] += J.acc[k * M + i];
+    CFN(bw_sum_t) S = {.acc = J.acc, .M = g->O * g->KcG, .nchunks = nchunks};
+    if (nchunks > 1) /* blocks of BW_SUM_BLOCK elements, 4+ blocks per pool chunk */
+      tpu_pool_parallel_for((S.M + BW_SUM_BLOCK - 1) / BW_SUM_BLOCK, 4, CFN(bw_sum_worker), &S);
     CT* wd = (CT*)g->wd;
     if (g->cl) {
       CFN(pack_w_cl)(g, (char*)wd, J.acc, 1);
+    } else if (conv_w_contig(g)) {
+      memcpy(wd, J.acc, (size_t)S.M * sizeof(CT));
     } else {
       for (int64_t o = 0; o < g->O; ++o)
         for (int64_t c = 0; c < g->Cg; ++c)
