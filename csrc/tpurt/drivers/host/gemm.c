@@ -393,8 +393,9 @@ static int gemm_needs_cvt(const gemm_args_t* g) {
 static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
   gemm_plan_t pl;
-  pl.kc = even_block(g->k, kr->kc, TPU_MAX(kr->kunit, 1));
-  pl.mc = even_block(rows, kr->mc, kr->mr);
+  const int rm = kr->kc_rm && g->a_cs == 1 && g->k > kr->kc; /* layout only: bf16/f16 A = its widened f32 copy, bitwise */
+  pl.kc = even_block(g->k, rm ? kr->kc_rm : kr->kc, TPU_MAX(kr->kunit, 1));
+  pl.mc = even_block(rows, rm ? kr->mc_rm : kr->mc, kr->mr);
   pl.nc = even_block(cols, kr->nc, kr->nr);
   pl.abytes = (size_t)round_up(pl.mc * pack_kc(kr, pl.kc) * pack_es(kr), GEMM_ALIGN);
   pl.bbytes = (size_t)round_up(pl.nc * pack_kc(kr, pl.kc) * pack_es(kr), GEMM_ALIGN);

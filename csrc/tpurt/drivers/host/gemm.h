@@ -163,6 +163,7 @@ typedef struct tpu_host_gemm_kernel_s {
   int kunit;              /* k is packed in groups of kunit (0 or 1: none; 2: bf16 pairs) */
   int mr, nr;             /* microkernel tile */
   int64_t kc, mc, nc;     /* cache blocking: kc x nc B panel (L3), mc x kc A block (L2) */
+  int64_t kc_rm, mc_rm;   /* (optional) kc, mc for plain row-major A (unit column stride) when k > kc */
   tpu_host_gemm_ukr_fn ukr;
   tpu_host_gemm_ukr_a_fn ukr_a; /* (optional, plain A only) A read in place */
   tpu_host_gemm_pack_fn pack_a; /* rows = mc: MR-high strips of A */
