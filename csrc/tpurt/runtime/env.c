@@ -103,7 +103,7 @@ static const char* env_get(const char* var) {
 }
 
 tpu_status_t tpu_rt_config_from_env(tpu_rt_config_t* out_config) {
-  tpu_rt_config_t c = {.num_devices = 1, .launch_blocking = false};
+  tpu_rt_config_t c = {.num_devices = 1, .launch_blocking = false, .pool_wait_us = 1000};
   int64_t i;
   const char* v;
   if ((v = env_get("TORCH_TPU_NUM_DEVICES"))) {
@@ -122,6 +122,10 @@ tpu_status_t tpu_rt_config_from_env(tpu_rt_config_t* out_config) {
     c.num_threads = (int)i;
   } else {
     c.num_threads = tpu_rt_default_num_threads();
+  }
+  if ((v = env_get("TORCH_TPU_POOL_WAIT_US"))) {
+    TPU_RETURN_IF_ERROR(tpu_rt_env_parse_int("TORCH_TPU_POOL_WAIT_US", v, 0, 100000, &i));
+    c.pool_wait_us = (int)i;
   }
   *out_config = c;
   return TPU_OK;

@@ -25,8 +25,8 @@
 
 #define POOL_SPIN_NS 50000ull /* pause loop */
 #define POOL_DYN_CHUNKS 4     /* tpu_pool_parallel_for_dynamic: chunks per thread */
-/* then the sched_yield loop: TORCH_TPU_POOL_WAIT_US (0..100000, default 1000; 0: sleep right after the
- * pause loop, as before session 7), read once when the workers start */
+/* then the sched_yield loop: TORCH_TPU_POOL_WAIT_US (tpu_rt_config_t.pool_wait_us, 0..100000, default 1000;
+ * 0: sleep right after the pause loop, as before session 7), read once when the workers start */
 static uint64_t g_pool_yield_ns = 1000000ull;
 
 /* Called every 64 polls while waiting since t0: 0 keep polling (yielding the core once past
@@ -123,9 +123,7 @@ static void* worker_main(void* arg) {
 static void workers_start(void) {
   pthread_mutex_lock(&g_pool.start_mu);
   if (!atomic_load(&g_pool.started)) {
-    const char* env = getenv("TORCH_TPU_POOL_WAIT_US");
-    long us = env && *env ? strtol(env, NULL, 10) : 1000;
-    g_pool_yield_ns = (uint64_t)(us < 0 ? 0 : us > 100000 ? 100000 : us) * 1000ull;
+    g_pool_yield_ns = (uint64_t)tpu_rt_config()->pool_wait_us * 1000ull;
     int want = g_pool.nthreads - 1;
     g_pool.workers = want > 0 ? calloc((size_t)want, sizeof(pthread_t)) : NULL;
     uint32_t gen = claim_gen(atomic_load(&g_pool.claim));

@@ -33,6 +33,7 @@ typedef struct tpu_rt_config_s {
   uint64_t hbm_bytes;     /* TORCH_TPU_HBM_BYTES, > 0, default tpu_rt_default_hbm_bytes() */
   bool launch_blocking;   /* TORCH_TPU_LAUNCH_BLOCKING, 0/1, default 0 */
   int num_threads;        /* TORCH_TPU_NUM_THREADS, 1..1024, default tpu_rt_default_num_threads() */
+  int pool_wait_us;       /* TORCH_TPU_POOL_WAIT_US, 0..100000, default 1000 (pool.c's polling window) */
 } tpu_rt_config_t;
 
 /* Parsers for one environment value; `var` only names the variable in error messages. A NULL

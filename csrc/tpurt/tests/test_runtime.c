@@ -145,6 +145,24 @@ static void test_env_parsers(void) {
   setenv("TORCH_TPU_NUM_THREADS", "0", 1);
   CHECK_ERR(tpu_rt_config_from_env(&c), INVALID_ARGUMENT, "TORCH_TPU_NUM_THREADS='0' is invalid");
   unsetenv("TORCH_TPU_NUM_THREADS");
+  const char* saved_wait = getenv("TORCH_TPU_POOL_WAIT_US");
+  char* saved_copy = saved_wait ? strdup(saved_wait) : NULL;
+  unsetenv("TORCH_TPU_POOL_WAIT_US");
+  CHECK_OK(tpu_rt_config_from_env(&c));
+  CHECK(c.pool_wait_us == 1000);
+  setenv("TORCH_TPU_POOL_WAIT_US", "0", 1);
+  CHECK_OK(tpu_rt_config_from_env(&c));
+  CHECK(c.pool_wait_us == 0);
+  setenv("TORCH_TPU_POOL_WAIT_US", "250", 1);
+  CHECK_OK(tpu_rt_config_from_env(&c));
+  CHECK(c.pool_wait_us == 250);
+  setenv("TORCH_TPU_POOL_WAIT_US", "100001", 1);
+  CHECK_ERR(tpu_rt_config_from_env(&c), INVALID_ARGUMENT, "TORCH_TPU_POOL_WAIT_US='100001' is invalid");
+  setenv("TORCH_TPU_POOL_WAIT_US", "1ms", 1);
+  CHECK_ERR(tpu_rt_config_from_env(&c), INVALID_ARGUMENT, "TORCH_TPU_POOL_WAIT_US='1ms' is invalid");
+  if (saved_copy) { setenv("TORCH_TPU_POOL_WAIT_US", saved_copy, 1); free(saved_copy); }
+  else unsetenv("TORCH_TPU_POOL_WAIT_US");
+  unsetenv("TORCH_TPU_NUM_THREADS");
 }
 
 /* A failed init leaves the runtime uninitialized; fixing the environment makes it work. */
