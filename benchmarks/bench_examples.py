@@ -1,14 +1,17 @@
 """Training-step time of each example (examples/<name>/train.py) on PyTorch CPU vs tpu, same process.
 
-Per-step time = (time of a run with S2 steps - time with S1 steps) / (S2 - S1), so model set-up,
-data generation and first-step compiles drop out. f32 and bf16 autocast. Prints tpu speed relative
-to CPU (higher is better; issue 3 targets >= 1.0x for the transformer examples, >= 0.8x for
-ResNet/UNet/DLRM). Usage: python benchmarks/bench_examples.py [--tiny] [--only mingpt,llama]
+Per-step time = the median gap between consecutive steps of one run (each step ends with `loss.item()`),
+after the first two steps, so model set-up, data generation and first-step compiles drop out. f32 and bf16
+autocast. Prints tpu speed relative to CPU (higher is better; issue 3 targets >= 1.0x for the transformer examples, >= 0.8x for
+ResNet/UNet/DLRM). f32 runs --rounds alternating cpu/tpu rounds (default 5) and prints the median round's
+ratio with the spread of all rounds: on a shared virtual machine single runs of one side vary by up to 2x.
+Usage: python benchmarks/bench_examples.py [--tiny] [--only mingpt,llama] [--rounds 5]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -34,23 +37,40 @@ def _import_examples_common():
 NAMES = ["mingpt", "llama", "qwen", "resnet", "unet", "dlrm"]
 
 
-def step_time(train, device: str, amp: bool, tiny: bool, s1: int = 2, s2: int = 5) -> float:
-    def run(steps: int) -> float:
-        t0 = time.perf_counter()
-        train(device=device, steps=steps, amp=amp, tiny=tiny, log=lambda *a, **k: None)
-        if device.startswith("tpu"):
-            torch.tpu.synchronize()
-        return time.perf_counter() - t0
-    run(s1)  # warm caches (executables, allocator)
-    t1 = min(run(s1) for _ in range(2))
-    t2 = min(run(s2) for _ in range(2))
-    return max(t2 - t1, 1e-9) / (s2 - s1)
+def step_time(train, device: str, amp: bool, tiny: bool, steps: int = 7, skip: int = 2) -> float:
+    """Median time between consecutive steps of one run: each example's LossLog calls `log` once per
+    step after `loss.item()`, which waits for the step, so the gap between two calls is one whole step
+    (host and device). The first `skip` steps (compiles, allocator warm-up) are dropped."""
+    stamps: list[float] = []
+
+    def log(msg: str, *a, **k) -> None:
+        if msg.startswith("step "):
+            stamps.append(time.perf_counter())
+    train(device=device, steps=steps, amp=amp, tiny=tiny, log=log)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])][skip - 1 if skip > 0 else 0:]
+    if len(stamps) != steps or not gaps:
+        raise RuntimeError(f"expected one 'step' log line per step, got {len(stamps)} for {steps} steps")
+    return statistics.median(gaps)
+
+
+def compare(train, amp: bool, tiny: bool, rounds: int) -> tuple[float, float, list[float]]:
+    """CPU and tpu step times measured in alternating rounds (cpu, tpu, cpu, tpu, ...), so a slow spell of
+    the machine (a virtual machine's neighbours, frequency changes) hits both sides alike: the median of each
+    side's step times and every round's speed ratio."""
+    cpus, tpus, ratios = [], [], []
+    for r in range(rounds):
+        c = step_time(train, "cpu", amp, tiny, steps=7 if rounds > 1 else 5)
+        t = step_time(train, "tpu", amp, tiny, steps=7 if rounds > 1 else 5)
+        cpus.append(c); tpus.append(t); ratios.append(c / t)
+    return statistics.median(cpus), statistics.median(tpus), ratios
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="alternating cpu/tpu rounds for f32 (bf16 autocast: 1, the CPU's bf16 is emulated and slow)")
     args = ap.parse_args()
     ex = _import_examples_common()
     print("machine:", machine())
@@ -59,10 +79,10 @@ def main() -> None:
         train = ex.import_example(name).train
         for amp in (False, True):
             try:
-                cpu = step_time(train, "cpu", amp, args.tiny)
-                tpu = step_time(train, "tpu", amp, args.tiny)
+                cpu, tpu, ratios = compare(train, amp, args.tiny, 1 if amp else max(1, args.rounds))
+                spread = f"  (median of {len(ratios)} rounds; rounds {min(ratios):.2f}-{max(ratios):.2f}x)" if len(ratios) > 1 else ""
                 print(f"{name:7s} {'bf16' if amp else 'f32 '}: cpu {cpu * 1e3:8.1f} ms/step  tpu {tpu * 1e3:8.1f} ms/step"
-                      f"  tpu speed / cpu {cpu / tpu:5.2f}x")
+                      f"  tpu speed / cpu {statistics.median(ratios):5.2f}x{spread}")
             except Exception as e:  # an op not lowered yet: say which
                 print(f"{name:7s} {'bf16' if amp else 'f32 '}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
 
