@@ -51,8 +51,7 @@ tpu_status_t lw_binary(tpu_lower_ctx_t* cx, int opcode, int ia, int ib, int ialp
 /* add/sub's alpha is keyed by whether it is 1 (key_class): alpha == 1 drops the b * alpha pass (b * 1 is b,
  * bit for bit, in every dtype), which the tile executor otherwise runs as a second loop over each tile
  * (x + y of 32x64x128 f32: 40% of the kernel time). A foreach element (cx->sub) has no alpha in its key. */
-static int32_t alpha_class(int arg, double v) { (void)arg; return v == 1.0; }
-static int alpha_is_one(tpu_lower_ctx_t* cx) { return !cx->sub && lw_is_scalar_arg(cx, 2) && lw_key_scalar(cx, 2, 0) == 1.0; }
+static int alpha_is_one(tpu_lower_ctx_t* cx) { return !cx->sub && lw_key_scalar_is_one(cx, 2); }
 static tpu_status_t lower_add(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_ADD, 0, 1, alpha_is_one(cx) ? -1 : 2, 0); }
 static tpu_status_t lower_sub(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_SUB, 0, 1, alpha_is_one(cx) ? -1 : 2, 0); }
 static tpu_status_t lower_rsub(tpu_lower_ctx_t* cx) { /* other - self * alpha */
@@ -810,7 +809,7 @@ static tpu_status_t lower_masked_fill(tpu_lower_ctx_t* cx) { /* masked_fill_(sel
 }
 
 TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
-  {"aten::add.out", lower_add, 1u << 2, alpha_class}, {"aten::sub.out", lower_sub, 1u << 2, alpha_class}, {"aten::rsub.Tensor", lower_rsub},
+  {"aten::add.out", lower_add, 1u << 2, lw_key_class_is_one}, {"aten::sub.out", lower_sub, 1u << 2, lw_key_class_is_one}, {"aten::rsub.Tensor", lower_rsub},
   {"aten::mul.out", lower_mul}, {"aten::div.out", lower_div}, {"aten::div.out_mode", lower_div_mode},
   {"aten::floor_divide.out", lower_floor_divide}, {"aten::floor_divide", lower_floor_divide},
   {"aten::remainder.Tensor_out", lower_remainder}, {"aten::fmod.Tensor_out", lower_fmod},

@@ -75,6 +75,8 @@ typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
  * on what the class tells apart, so every value of a class shares one executable. */
 typedef int32_t (*tpu_key_class_fn)(int arg, double value);
 typedef struct { const char* name; tpu_lower_fn fn; uint32_t key_scalars; tpu_key_class_fn key_class; } tpu_lowering_t;
+/* key_class for coefficients whose only special value is 1 (add/sub's alpha, addmm's beta/alpha) */
+static inline int32_t lw_key_class_is_one(int arg, double value) { (void)arg; return value == 1.0; }
 /* Tables write entries as {name, fn}: key_scalars defaults to 0 without a warning. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 /* Value of a Scalar/float argument declared in key_scalars; dflt if None. */
@@ -84,6 +86,12 @@ static inline double lw_key_scalar(const tpu_lower_ctx_t* cx, int i, double dflt
   if (a->kind == TPU_ARG_DOUBLE || (a->kind == TPU_ARG_SCALAR && tpu_dtype_is_floating(a->scalar_dtype))) return a->f;
   if (a->kind == TPU_ARG_SCALAR || a->kind == TPU_ARG_INT || a->kind == TPU_ARG_BOOL) return (double)a->i;
   return dflt;
+}
+/* Argument i is a Scalar (not a tensor) declared in key_scalars and equal to 1. */
+static inline int lw_key_scalar_is_one(const tpu_lower_ctx_t* cx, int i) {
+  if (i < 0 || i >= cx->nargs) return 0;
+  const tpu_arg_t* a = &cx->args[i];
+  return (a->kind == TPU_ARG_SCALAR || a->kind == TPU_ARG_DOUBLE) && lw_key_scalar(cx, i, 0) == 1.0;
 }
 
 /* ---- argument access (i = schema argument index) */

@@ -64,17 +64,15 @@ static tpu_status_t check_expand(tpu_lower_ctx_t* cx, int i, int rank, const int
  * defaults beta = alpha = 1 (nn.Linear's bias) the result is self + prod, the same bits as the general
  * select(beta == 0, alpha prod, beta self + alpha prod) (1 x is exact, NaN and -0 included) in one
  * elementwise op instead of five, which the GEMM epilogue applies per block. */
+/* keyed only by whether each is 1 (lw_key_class_is_one): other values are runtime parameters */
 #define ADDMM_KEY_SCALARS ((1u << 3) | (1u << 4))
-/* beta and alpha are keyed only by whether they are 1 (key_class): other values are runtime parameters */
-static int32_t addmm_coeff_class(int arg, double v) { (void)arg; return v == 1.0; }
 static int epilogue(tpu_lower_ctx_t* cx, int prod, int i_self, int i_beta, int i_alpha, int ct) {
   if (prod < 0) return -1;
   const tpu_ir_type_t* t = tpu_ir_type(G, prod);
   int rank = t->rank;
   int64_t dims[TPU_MAX_DIMS];
   memcpy(dims, t->dims, sizeof(dims));
-  if (lw_is_scalar_arg(cx, i_beta) && lw_is_scalar_arg(cx, i_alpha) && lw_key_scalar(cx, i_beta, 0) == 1.0 &&
-      lw_key_scalar(cx, i_alpha, 0) == 1.0)
+  if (lw_key_scalar_is_one(cx, i_beta) && lw_key_scalar_is_one(cx, i_alpha))
     return tpu_ir_binary(G, TPU_IR_ADD, lw_bcast(cx, lw_input(cx, i_self, ct), rank, dims), prod);
   int alpha = lw_scalar(cx, i_alpha, ct), beta = lw_scalar(cx, i_beta, ct);
   int r = tpu_ir_binary(G, TPU_IR_MUL, lw_bcast(cx, alpha, rank, dims), prod);
@@ -257,9 +255,9 @@ static tpu_status_t lower_dot(tpu_lower_ctx_t* cx) {
 
 TPU_LOWERING_TABLE(tpu_lowerings_matmul) = {
   {"aten::mm.out", lower_mm}, {"aten::bmm.out", lower_bmm},
-  {"aten::addmm.out", lower_addmm, ADDMM_KEY_SCALARS, addmm_coeff_class}, {"aten::_addmm_activation.out", lower_addmm_activation, ADDMM_KEY_SCALARS, addmm_coeff_class},
-  {"aten::baddbmm.out", lower_baddbmm, ADDMM_KEY_SCALARS, addmm_coeff_class},
-  {"aten::addbmm", lower_addbmm, ADDMM_KEY_SCALARS, addmm_coeff_class}, {"aten::addbmm.out", lower_addbmm, ADDMM_KEY_SCALARS, addmm_coeff_class},
-  {"aten::addbmm_", lower_addbmm, ADDMM_KEY_SCALARS, addmm_coeff_class}, {"aten::addmv.out", lower_addmv, ADDMM_KEY_SCALARS, addmm_coeff_class}, {"aten::dot", lower_dot}, {"aten::vdot", lower_dot},
+  {"aten::addmm.out", lower_addmm, ADDMM_KEY_SCALARS, lw_key_class_is_one}, {"aten::_addmm_activation.out", lower_addmm_activation, ADDMM_KEY_SCALARS, lw_key_class_is_one},
+  {"aten::baddbmm.out", lower_baddbmm, ADDMM_KEY_SCALARS, lw_key_class_is_one},
+  {"aten::addbmm", lower_addbmm, ADDMM_KEY_SCALARS, lw_key_class_is_one}, {"aten::addbmm.out", lower_addbmm, ADDMM_KEY_SCALARS, lw_key_class_is_one},
+  {"aten::addbmm_", lower_addbmm, ADDMM_KEY_SCALARS, lw_key_class_is_one}, {"aten::addmv.out", lower_addmv, ADDMM_KEY_SCALARS, lw_key_class_is_one}, {"aten::dot", lower_dot}, {"aten::vdot", lower_dot},
   TPU_LOWERING_END
 };

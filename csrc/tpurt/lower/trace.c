@@ -606,6 +606,12 @@ static void fused_name(const trace_t* tr, char* buf, size_t cap) {
     n += (size_t)snprintf(buf + n, cap - n, j ? ", %s" : "%s", tr->ops[j].name);
   if (n + 2 < cap) snprintf(buf + n, cap - n, ")");
 }
+/* fused_name in a new 256-byte buffer (a cache entry's task name, made once); NULL when out of memory */
+static char* fused_name_dup(const trace_t* tr) {
+  char* name = malloc(256);
+  if (name) fused_name(tr, name, 256);
+  return name;
+}
 
 /* Builds the fused graph of the pending trace. */
 static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len, uint64_t h, fentry_t** out) {
@@ -687,8 +693,7 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
   }
   if (st == TPU_OK) {
-    if (!(f->name = malloc(256))) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
-    else fused_name(tr, f->name, 256);
+    if (!(f->name = fused_name_dup(tr))) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   }
   if (st == TPU_OK) st = tpu_compiler_compile(&cx->g, f->name, &f->exe); /* passes + host plan, as every compile */
   if (st == TPU_OK) {
@@ -780,7 +785,7 @@ static fentry_t* disk_load(const trace_t* tr, const uint8_t* key, size_t key_len
     f->tb = p.tb; f->n_tb = p.n_tb; p.tb = NULL;
     f->sb = p.sb; f->n_sb = p.n_sb; p.sb = NULL;
     f->outv = p.outv; f->n_out = p.n_out; p.outv = NULL;
-    if ((f->name = malloc(256))) fused_name(tr, f->name, 256);
+    f->name = fused_name_dup(tr); /* NULL (out of memory): the task is named at each flush instead */
   }
   tpu_graph_payload_free(&p);
   tpu_disk_cache_add_load_seconds((double)(tpu_rt_now_ns() - t0) * 1e-9);
