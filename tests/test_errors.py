@@ -113,7 +113,8 @@ def test_index_out_of_range_launch_blocking_is_immediate():
 
 
 @pytest.mark.parametrize("var,value", [("TORCH_TPU_NUM_DEVICES", "zero"), ("TORCH_TPU_HBM_BYTES", "-5"),
-                                       ("TORCH_TPU_LAUNCH_BLOCKING", "maybe")])
+                                       ("TORCH_TPU_LAUNCH_BLOCKING", "maybe"), ("TORCH_TPU_POOL_WAIT_US", "1ms"),
+                                       ("TORCH_TPU_POOL_WAIT_US", "100001"), ("TORCH_TPU_EXEC_PROFILE", "yes")])
 def test_invalid_env_fails_at_import(var, value):
     r = _run("import torch; print(torch.ones(1, device='tpu'))", **{var: value})
     assert r.returncode != 0 and var in r.stderr
