@@ -7,7 +7,11 @@
   the earlier sizes predicted: for minGPT and Llama every size after the batch and the sequence length have each
   varied once is predicted exactly; a graph with a size-dependent non-integer constant is refused with its reason
   (and still runs per size, as before);
-- outputs and gradients at every size equal eager tpu bit for bit and are close to PyTorch CPU.
+- outputs and gradients at every size equal eager tpu bit for bit and are close to PyTorch CPU;
+- once a segment's template predicted two captures in a row, a new size is instantiated from it (graph and bindings
+  with the sizes substituted, compiled for that size) instead of captured: 0 captures, the same bits as eager, and
+  (VERIFY_SIZE_TEMPLATES) the instantiated graph and bindings equal what a capture records at that size;
+  TORCH_TPU_SIZE_TEMPLATES=0 turns that off; a graph the template refuses keeps capturing.
 """
 from __future__ import annotations
 
@@ -43,7 +47,9 @@ def _step(fn, module, loss_fn, x):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,sizes,captured,varying", [
     # (batch, seq); the sequence stays below the causal-mask buffer's length (`mask[:T]` specializes at T == block)
-    ("mingpt", [(4, 12), (6, 12), (5, 9), (3, 7), (8, 11)], 2, 2),
+    # minGPT's backward also takes B*T and 4*B as size inputs: a coincidence at the first three sizes keeps a
+    # field ambiguous until the fourth (generalized three times)
+    ("mingpt", [(4, 12), (6, 12), (5, 9), (3, 7), (8, 11)], 2, 3),
     # Llama's forward takes CPU scalars (not captured; runs op by op): only its backward is captured
     ("llama", [(4, 8), (6, 8), (5, 6), (3, 7), (2, 5)], 1, 2),
 ])
@@ -82,11 +88,12 @@ def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int, varyin
     # Dynamo compiled the model's frame(s) at the first size only
     assert m["compile_recompiles"] == 0 and m["compile_frames"] == frames, torch_tpu.recompile_reasons()
     # first size: the template's first sample; the batch, then the sequence length vary for the first time
-    # (learned); from then on each captured graph is exactly the instance the template predicted
+    # (learned); from then on each captured graph is exactly the instance the template predicted (no size here is
+    # instantiated: that needs two predicted captures in a row before a new size)
     n = len(sizes)
     assert m["compile_size_template"] == {"first": captured, "generalized": varying * captured,
                                           "predicted": (n - 1 - varying) * captured}, m["compile_size_not_generic"]
-    assert m["compile_size_not_generic"] == {}
+    assert m["compile_size_not_generic"] == {} and m["compile_size_instantiated"] == 0
     # a size seen before: no capture, no host compile
     torch_tpu.reset_metrics()
     _, inputs, loss_fn = compile_models.build(name, batch=sizes[2][0], seq=sizes[2][1])
@@ -94,6 +101,87 @@ def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int, varyin
     torch.tpu.synchronize()
     m = torch_tpu.metrics()
     assert (m["compile_captures"], m["trace_cache_misses"], m["compile_replays"]) == (0, 0, captured), m
+
+
+LEARN = {  # sizes after which both models' templates are ready (two predicted captures in a row)
+    "mingpt": [(4, 12), (6, 12), (5, 9), (3, 7), (8, 11), (7, 10)],
+    "llama": [(4, 8), (6, 8), (5, 6), (3, 7), (2, 5)],
+}
+NEW = {"mingpt": [(2, 6), (9, 13), (5, 5), (6, 3)], "llama": [(7, 4), (3, 3), (8, 6), (2, 2)]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("verify", [False, True])
+@pytest.mark.parametrize("name,captured", [("mingpt", 2), ("llama", 1)])
+def test_new_sizes_instantiated(name: str, captured: int, verify: bool, monkeypatch) -> None:
+    """After learning, a new batch / sequence length is instantiated from the size template: no capture (no
+    recording run), one host compile per segment (test_new_size_compiles_one_executable counts it), outputs and gradients bit-identical to eager tpu and close to
+    PyTorch CPU. verify: each such size is captured too and the instantiated graph and bindings must equal the
+    captured ones exactly."""
+    from torch_tpu import _compile
+    monkeypatch.setattr(_compile, "VERIFY_SIZE_TEMPLATES", verify)
+    model, _, _ = compile_models.build(name)
+    eager = model.to("tpu")
+    compiled_model = copy.deepcopy(eager)
+    compiled = torch.compile(compiled_model, backend="tpu", dynamic=True)
+    cpu_model, _, _ = compile_models.build(name)
+    for batch, seq in LEARN[name]:
+        _, inputs, loss_fn = compile_models.build(name, batch=batch, seq=seq)
+        _step(compiled, compiled_model, loss_fn, compile_models.to(inputs, "tpu"))
+    torch.tpu.synchronize()
+    for batch, seq in NEW[name]:
+        _, inputs, loss_fn = compile_models.build(name, batch=batch, seq=seq)
+        x = compile_models.to(inputs, "tpu")
+        torch_tpu.reset_metrics()
+        out_c, loss_c, grads_c = _step(compiled, compiled_model, loss_fn, x)
+        torch.tpu.synchronize()
+        m = torch_tpu.metrics()
+        assert m["compile_size_instantiated"] == captured, (m["compile_size_refused"], m["compile_size_not_generic"])
+        assert m["compile_recompiles"] == 0 and m["trace_cache_misses"] + m["trace_cache_hits"] == (captured if verify else 0)
+        if verify:
+            assert m["compile_captures"] == captured and m["compile_size_verified"] == captured, m["compile_size_mismatch"]
+        else:
+            assert m["compile_captures"] == 0, m  # (compiles also counts the eager loss's ops at this size)
+        out_e, loss_e, grads_e = _step(eager, eager, loss_fn, x)
+        out_cpu, loss_cpu, grads_cpu = _step(cpu_model, cpu_model, loss_fn, inputs)
+        torch.testing.assert_close(out_c.cpu(), out_e.cpu(), **EXACT)
+        torch.testing.assert_close(loss_c.cpu(), loss_e.cpu(), **EXACT)
+        assert grads_c.keys() == grads_e.keys() == grads_cpu.keys()
+        for n in grads_c:
+            torch.testing.assert_close(grads_c[n].cpu(), grads_e[n].cpu(), **EXACT, msg=lambda s: f"{n}: {s}")
+            torch.testing.assert_close(grads_c[n].cpu(), grads_cpu[n], rtol=1e-3, atol=1e-5, msg=lambda s: f"{n}: {s}")
+        torch.testing.assert_close(out_c.cpu(), out_cpu.detach(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(loss_c.cpu(), loss_cpu.detach(), rtol=1e-4, atol=0)
+    # an instantiated size seen again replays: no capture, no compile
+    torch_tpu.reset_metrics()
+    _, inputs, loss_fn = compile_models.build(name, batch=NEW[name][0][0], seq=NEW[name][0][1])
+    _step(compiled, compiled_model, loss_fn, compile_models.to(inputs, "tpu"))
+    torch.tpu.synchronize()
+    m = torch_tpu.metrics()
+    assert (m["compile_captures"], m["compile_size_instantiated"], m["compile_replays"]) == (0, 0, captured), m
+
+
+def test_size_templates_off(monkeypatch) -> None:
+    """TORCH_TPU_SIZE_TEMPLATES=0: every new size captures (read when the graph is compiled); an invalid value fails
+    naming the variable."""
+    from torch_tpu import _env
+    monkeypatch.setenv("TORCH_TPU_SIZE_TEMPLATES", "yes")
+    with pytest.raises(ValueError, match="TORCH_TPU_SIZE_TEMPLATES"):
+        _env.size_templates_enabled()
+    monkeypatch.setenv("TORCH_TPU_SIZE_TEMPLATES", "0")
+
+    def f(x, w):
+        return torch.tanh(x @ w).sum(0)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    w = _g(7, 4).to("tpu")
+    torch_tpu.reset_metrics()
+    with torch.no_grad():
+        for batch in (3, 6, 11, 4, 9, 5):
+            x = _g(batch, 7, seed=batch).to("tpu")
+            torch.testing.assert_close(compiled(x, w).cpu(), f(x, w).cpu(), **EXACT)
+    m = torch_tpu.metrics()
+    assert m["compile_captures"] == 6 and m["compile_size_instantiated"] == 0, m
 
 
 def _g(*shape, seed=0):
@@ -119,6 +207,7 @@ def test_size_template_refuses_a_size_dependent_float() -> None:
     m = torch_tpu.metrics()
     assert m["compile_captures"] == 4 and m["trace_cache_misses"] + m["trace_cache_hits"] == 4, m
     assert m["compile_size_template"] == {"first": 1, "not_instance": 3}, m
+    assert m["compile_size_instantiated"] == 0  # not an instance: never instantiated, every size captures
     reasons = m["compile_size_not_generic"]
     assert len(reasons) == 3 and all("size-dependent constant" in r for r in reasons), reasons
 
@@ -140,13 +229,15 @@ def test_size_template_takes_integer_size_constants() -> None:
             torch.testing.assert_close(got.cpu(), f(x, w).cpu(), **EXACT)
             torch.testing.assert_close(got.cpu(), f(x.cpu(), w.cpu()), rtol=1e-5, atol=1e-5)
     m = torch_tpu.metrics()
-    assert m["compile_size_template"] == {"first": 1, "generalized": 1, "predicted": 3}, m
-    assert m["compile_size_not_generic"] == {}
+    # the last size: two predicted captures in a row, so it is instantiated from the template, not captured
+    assert m["compile_size_template"] == {"first": 1, "generalized": 1, "predicted": 2}, m
+    assert m["compile_size_not_generic"] == {} and m["compile_size_instantiated"] == 1
 
 
 def test_new_size_compiles_one_executable() -> None:
     """The ops a capture records at a new size are lowered (their bindings and checks) but not compiled one by
-    one: the only host compile of a new size is the captured graph's executable."""
+    one: the only host compile of a new size is the captured graph's executable (or, from the fourth size on, the
+    executable instantiated from the size template: no capture)."""
     def f(x, w, b):
         return (torch.sigmoid(x @ w + b) * x[:, :6]).sum(-1)
 
@@ -159,7 +250,10 @@ def test_new_size_compiles_one_executable() -> None:
             got = compiled(x.to("tpu"), w, b)
             m = torch_tpu.metrics()
             if batch != 5:  # the first call also compiles what Dynamo's guards and wrappers run
-                assert m["compile_captures"] - before["compile_captures"] == 1, m
+                new = ("compile_size_instantiated",) if batch == 6 else ("compile_captures",)
+                assert m[new[0]] - before[new[0]] == 1, m
+                assert m["compile_captures"] + m["compile_size_instantiated"] - before["compile_captures"] - \
+                    before["compile_size_instantiated"] == 1, m
                 assert m["compiles"] - before["compiles"] == 1, m
             torch.testing.assert_close(got.cpu(), f(x.to("tpu"), w, b).cpu(), **EXACT)
             torch.testing.assert_close(got.cpu(), f(x, w.cpu(), b.cpu()), rtol=1e-5, atol=1e-5)

@@ -39,6 +39,7 @@ def _load() -> None:
     _env.read_bool("TORCH_TPU_FUSED_EAGER")  # validated here too; libtpurt reads it at its first op
     _env.read_bool("TORCH_TPU_GEMM_BF16")  # validated here; libtpurt reads it at its first bf16 GEMM
     _env.read_bool("TORCH_TPU_EXEC_PROFILE")  # validated here; the host executor reads it at its first run
+    _env.size_templates_enabled()  # TORCH_TPU_SIZE_TEMPLATES, validated here; read when a compiled graph runs
     _state.init_at_import()
     _backend.register(tpu)
     _conv_meta.register()  # meta kernels for the convolution ops the glue registers by name

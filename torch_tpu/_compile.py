@@ -51,6 +51,11 @@ from torch_tpu import _env
 COMPILE_STRICT = "TORCH_TPU_COMPILE_STRICT"
 _MAX_REASONS = 256  # recompile records kept (oldest dropped first)
 _MAX_CAPTURES = 32  # captured signatures kept per graph segment (least recently used dropped first)
+_TEMPLATE_READY = 2  # predicted captures in a row before a segment's size template is instantiated
+# Tests: every new size that a ready template would instantiate is ALSO captured, and the instantiated graph and
+# bindings must equal the captured ones (counted in compile_size_verified / compile_size_mismatch); the captured
+# graph runs.
+VERIFY_SIZE_TEMPLATES = False
 
 _lock = threading.Lock()
 
@@ -69,6 +74,11 @@ class _Stats:
     reinplaced: int = 0             # functional nodes turned back into in-place ops (see _reinplace)
     size_checks: dict[str, int] = field(default_factory=dict)        # size-template verdict -> captures
     size_not_generic: dict[str, int] = field(default_factory=dict)   # why a capture was no template instance
+    size_instantiated: int = 0      # new sizes run from an instantiated size template (no capture)
+    size_instantiate_seconds: float = 0.0  # wall time of those instantiations (substitute, check, compile)
+    size_refused: dict[str, int] = field(default_factory=dict)       # why a ready template was not instantiated
+    size_verified: int = 0          # VERIFY_SIZE_TEMPLATES: instantiations equal to the capture made anyway
+    size_mismatch: dict[str, int] = field(default_factory=dict)      # ... and the ones that were not (reason)
     capture_failures: dict[str, int] = field(default_factory=dict)     # reason -> count
     unsupported_ops: dict[str, int] = field(default_factory=dict)      # op -> graphs that contain it
     reasons: list[dict[str, Any]] = field(default_factory=list)        # one record per recompile
@@ -454,6 +464,68 @@ def _plan_outputs(outs: list[Any]) -> tuple[Optional[list[tuple[str, Any]]], lis
     return (None if direct else specs), handed
 
 
+def _template_key(args: list[Any]) -> tuple:
+    """What a size template cannot vary: each argument's kind (tensor, size, or another value and its value), and
+    which tensor arguments share storage with an earlier one, at which byte offset from it."""
+    key: list[Any] = []
+    first: dict[int, tuple[int, int]] = {}
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            storage = a.untyped_storage()
+            offset = a.storage_offset() * a.element_size()
+            if storage.nbytes() == 0:
+                key.append(("t",))
+                continue
+            alias, base = first.setdefault(storage.data_ptr(), (i, offset))
+            key.append(("t",) if alias == i else ("t", alias, offset - base))
+        elif type(a) is int:
+            key.append(("i",))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+def _spec_ints(specs: Optional[list[tuple[str, Any]]]) -> tuple[list[int], Any]:
+    """(the integers among a capture's non-tensor outputs: int values, sizes and strides of empty tensors; the
+    specs with those taken out). Sizes a forward graph returns for its backward are such integers."""
+    if specs is None:
+        return [], None
+    ints: list[int] = []
+    shape: list[tuple] = []
+    for kind, v in specs:
+        if kind == "value" and type(v) is int:
+            ints.append(v)
+            shape.append(("int",))
+        elif kind == "empty":
+            size, stride, dtype, device = v
+            ints.extend(size)
+            ints.extend(stride)
+            shape.append(("empty", len(size), dtype, device))
+        else:
+            shape.append((kind, v))
+    return ints, tuple(shape)
+
+
+def _specs_from(shape: Any, ints: list[int]) -> Optional[list[tuple[str, Any]]]:
+    """_spec_ints' inverse: the specs with the integers (instantiated at new sizes) put back."""
+    if shape is None:
+        return None
+    specs: list[tuple[str, Any]] = []
+    pos = 0
+    for entry in shape:
+        if entry[0] == "int":
+            specs.append(("value", ints[pos]))
+            pos += 1
+        elif entry[0] == "empty":
+            n = entry[1]
+            size, stride = tuple(ints[pos:pos + n]), tuple(ints[pos + n:pos + 2 * n])
+            pos += 2 * n
+            specs.append(("empty", (size, stride, entry[2], entry[3])))
+        else:
+            specs.append(entry)
+    return specs
+
+
 class CompiledGraph:
     """One ATen FX graph compiled for tpu: a boxed callable (AOTAutograd's calling convention: a list of
     arguments, which it clears so inputs can be freed while the graph runs)."""
@@ -555,8 +627,12 @@ class _Segment:
     inputs: see compile_sig.cpp), the most recently used `_MAX_CAPTURES` kept.
 
     Dynamic shapes: the sizes of a graph compiled with symbolic shapes arrive as int inputs, so each new size is a
-    new signature and its first call captures (runs the graph op by op while recording, then compiles the recorded
-    graph for that size; RESULTS.md has what that costs). Host executables are specialized to concrete sizes."""
+    new signature. Its first call captures (runs the graph op by op while recording, then compiles the recorded
+    graph for that size; RESULTS.md has what that costs) until the segment's size template is ready (the last
+    `_TEMPLATE_READY` captures were exactly what it predicted and none was no instance); from then on a new size
+    is instantiated from the template instead (graph and bindings with the sizes substituted, checked, compiled for
+    that size: no recording run), falling back to a capture whenever the template refuses. Host executables are
+    specialized to concrete sizes either way."""
 
     def __init__(self, fn: Callable[..., Any], capture: bool, fn_op_by_op: Optional[Callable[..., Any]] = None) -> None:
         self._fn = fn                                  # the functional graph: what a capture records
@@ -568,6 +644,11 @@ class _Segment:
         self._signature: Optional[Callable[[list[Any]], Any]] = None
         self._sizes: Any = None                        # size template over the captures (see _check_sizes)
         self._sizes_off = False
+        self._templates_on = _env.size_templates_enabled()  # TORCH_TPU_SIZE_TEMPLATES
+        self._tmpl_key: Any = None                     # what must equal in every sample (_template_key)
+        self._tmpl_n_extra = 0                         # integers of the outputs' specs templated in C
+        self._predicted_run = 0                        # predicted captures in a row
+        self._not_instance = False                     # a capture was no instance: never instantiate
 
     def __call__(self, *call_args: Any) -> Any:
         return self.call(list(call_args))
@@ -591,8 +672,60 @@ class _Segment:
                 with _lock:
                     _stats.replays += 1
                 return replay.run(call_args)
+            if self._template_ready():
+                replay = self._instantiate(call_args)
+                if replay is not None and VERIFY_SIZE_TEMPLATES:
+                    return self._capture(key, call_args, verify=replay)
+                if replay is not None:
+                    self._keep(key, replay)
+                    return replay.run(call_args)
             return self._capture(key, call_args)
         return self._interpret(call_args)
+
+    def _keep(self, key: Any, replay: "_Replay") -> None:
+        self._captured[key] = replay
+        self._last_key, self._last = key, replay
+        while len(self._captured) > _MAX_CAPTURES:  # dynamic shapes: one capture per concrete size
+            old, _ = self._captured.popitem(last=False)
+            if old == self._last_key:
+                self._last_key, self._last = None, None
+
+    # -- size templates (dynamic shapes)
+
+    def _template_ready(self) -> bool:
+        return (self._templates_on and self._sizes is not None and not self._sizes_off and not self._not_instance
+                and self._predicted_run >= _TEMPLATE_READY)
+
+    def _instantiate(self, call_args: list[Any]) -> Optional["_Replay"]:
+        """A replay for a new size made from the size template (no capture), or None (refused: the caller
+        captures; the reason is counted in compile_size_refused)."""
+        started = time.perf_counter()
+        sizes = [a for a in call_args if type(a) is int]
+        tensors_in = [a for a in call_args if isinstance(a, torch.Tensor)]
+        reason = ""
+        key = _template_key(call_args)
+        handle = None
+        if key != self._tmpl_key[0]:
+            reason = "the inputs' structure, non-size values or aliasing differ from the template's samples"
+        else:
+            try:
+                handle, extra, reason = _ext()._capture_instantiate(
+                    self._sizes, sizes, self._tmpl_n_extra, tensors_in[0].device.index or 0, VERIFY_SIZE_TEMPLATES)
+            except Exception as exc:  # e.g. out of host memory: capture instead
+                handle, reason = None, f"{type(exc).__name__}: {exc}"
+            if handle is not None and not handle.inputs_match(tensors_in):
+                handle, reason = None, "the instantiated input layouts are not the call's"
+        if handle is None:
+            with _lock:
+                if reason in _stats.size_refused or len(_stats.size_refused) < _MAX_REASONS:
+                    _stats.size_refused[reason] = _stats.size_refused.get(reason, 0) + 1
+            return None
+        shape, out_type, all_tensors = self._tmpl_key[1:]
+        specs = _specs_from(shape, list(extra))
+        with _lock:
+            _stats.size_instantiated += 1
+            _stats.size_instantiate_seconds += time.perf_counter() - started
+        return _Replay(handle, specs, out_type, all_tensors)
 
     def _interpret(self, call_args: list[Any]) -> Any:
         with _lock:
@@ -601,7 +734,7 @@ class _Segment:
 
     # -- capture (first call per signature)
 
-    def _capture(self, key: Any, call_args: list[Any]) -> Any:
+    def _capture(self, key: Any, call_args: list[Any], verify: Optional["_Replay"] = None) -> Any:
         device = next((a.device for a in call_args if isinstance(a, torch.Tensor) and a.device.type == "tpu"), None)
         if device is None:
             self._capture_failed("no tpu tensor among the graph inputs")
@@ -628,8 +761,9 @@ class _Segment:
             raise
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         specs, handed = _plan_outputs(outs)
+        sample = self._templates_on and not self._sizes_off and any(type(a) is int for a in call_args)
         try:
-            handle, reason = end(tensors_in, handed)
+            handle, reason = end(tensors_in, handed, keep_graph=sample) if sample else end(tensors_in, handed)
         except Exception as exc:  # the runtime refused the graph's inputs/outputs: run op by op from now on
             handle, reason = None, f"{type(exc).__name__}: {exc}"
         if handle is None:
@@ -639,29 +773,51 @@ class _Segment:
                 _stats.captures += 1
                 _stats.capture_seconds += time.perf_counter() - started
             replay = _Replay(handle, specs, type(out), len(tensors_in) == len(call_args))
-            self._captured[key] = replay
-            self._last_key, self._last = key, replay
-            self._check_sizes(handle, call_args)
-            while len(self._captured) > _MAX_CAPTURES:  # dynamic shapes: one capture per concrete size
-                old, _ = self._captured.popitem(last=False)
-                if old == self._last_key:
-                    self._last_key, self._last = None, None
+            if verify is not None:
+                self._verify(verify, replay)
+            self._keep(key, replay)
+            if sample:
+                self._check_sizes(handle, call_args, specs, type(out), len(tensors_in) == len(call_args))
+                handle.drop_graph()
         return out
 
-    def _check_sizes(self, handle: Any, call_args: list[Any]) -> None:
-        """Dynamic shapes (a diagnostic; nothing is reused yet): the segment's int inputs are its sizes; the size
-        template (tpurt.h tpu_capture_size_check) says whether this capture's executable graph is the instance of
-        the graphs captured at earlier sizes that they predicted (counted in compile_size_template)."""
+    def _verify(self, inst: "_Replay", captured: "_Replay") -> None:
+        same, reason = _ext()._capture_same(inst.handle, captured.handle)
+        if same and (inst.specs, inst.out_type, inst.all_tensors) != (captured.specs, captured.out_type,
+                                                                      captured.all_tensors):
+            same, reason = False, "the outputs' specs differ"
+        inst.handle.drop_graph()
+        with _lock:
+            if same:
+                _stats.size_verified += 1
+            else:
+                _stats.size_mismatch[reason] = _stats.size_mismatch.get(reason, 0) + 1
+
+    def _check_sizes(self, handle: Any, call_args: list[Any], specs: Any, out_type: type, all_tensors: bool) -> None:
+        """Dynamic shapes: the segment's int inputs are its sizes; the size template (tpurt.h tpu_capture_size_check)
+        says whether this capture (its graph before the compiler passes, its bindings, and the integers among its
+        non-tensor outputs) is the instance of the captures at earlier sizes that they predicted (counted in
+        compile_size_template). Everything else (the inputs' structure, non-size values, aliasing, the outputs'
+        kinds) must equal the first sample's (_template_key)."""
         sizes = [a for a in call_args if type(a) is int]
         check = getattr(_ext(), "_capture_size_check", None)
         if not sizes or check is None or self._sizes_off:
             return
         if self._sizes is None:
             self._sizes = _ext().SizeTemplate()
-        try:
-            verdict, reason = check(self._sizes, handle, sizes)
-        except Exception as exc:  # e.g. more size inputs than a template takes: stop checking this segment
-            verdict, reason, self._sizes_off = "not_instance", f"{type(exc).__name__}: {exc}", True
+        extra, shape = _spec_ints(specs)
+        key = (_template_key(call_args), shape, out_type, all_tensors)
+        if self._tmpl_key is not None and key != self._tmpl_key:
+            verdict, reason = "not_instance", "the inputs' structure, non-size values, aliasing or output kinds differ"
+        else:
+            try:
+                verdict, reason = check(self._sizes, handle, sizes, extra)
+            except Exception as exc:  # e.g. more size inputs than a template takes: stop checking this segment
+                verdict, reason, self._sizes_off = "not_instance", f"{type(exc).__name__}: {exc}", True
+        if verdict == "first":
+            self._tmpl_key, self._tmpl_n_extra = key, len(extra)
+        self._not_instance |= verdict == "not_instance"
+        self._predicted_run = self._predicted_run + 1 if verdict == "predicted" else 0
         with _lock:
             _stats.size_checks[verdict] = _stats.size_checks.get(verdict, 0) + 1
             if reason and (reason in _stats.size_not_generic or len(_stats.size_not_generic) < _MAX_REASONS):
@@ -810,6 +966,11 @@ def compile_metrics() -> dict[str, Any]:
             "compile_capture_failures": dict(_stats.capture_failures),
             "compile_size_template": dict(_stats.size_checks),
             "compile_size_not_generic": dict(_stats.size_not_generic),
+            "compile_size_instantiated": _stats.size_instantiated,
+            "compile_size_instantiate_seconds": _stats.size_instantiate_seconds,
+            "compile_size_refused": dict(_stats.size_refused),
+            "compile_size_verified": _stats.size_verified,
+            "compile_size_mismatch": dict(_stats.size_mismatch),
             "compile_unsupported_ops": dict(_stats.unsupported_ops),
             "recompile_reasons": [_format_reason(r) for r in _stats.reasons],
         }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 CPU_FALLBACK = "TORCH_TPU_CPU_FALLBACK"
+SIZE_TEMPLATES = "TORCH_TPU_SIZE_TEMPLATES"  # 0: a new size under dynamic shapes always captures (torch_tpu/_compile.py)
 
 
 def read_bool(name: str, default: bool = False) -> bool:
@@ -24,3 +25,7 @@ def read_bool(name: str, default: bool = False) -> bool:
 
 def cpu_fallback_requested() -> bool:
     return read_bool(CPU_FALLBACK)
+
+
+def size_templates_enabled() -> bool:
+    return read_bool(SIZE_TEMPLATES, default=True)

@@ -153,6 +153,7 @@ class CaptureHandle {
   }
   int num_ops() const { return tpu_capture_num_ops(c_); }
   const tpu_capture_t* raw() const { return c_; }
+  void drop_graph() { tpu_capture_drop_graph(c_); }
   int num_outputs() const { return tpu_capture_num_outputs(c_); }
 
  private:
@@ -172,6 +173,7 @@ class SizeTemplate {
   SizeTemplate(const SizeTemplate&) = delete;
   SizeTemplate& operator=(const SizeTemplate&) = delete;
   tpu_size_template_t** ptr() { return &t_; }
+  const tpu_size_template_t* get() const { return t_; }
   std::string text() const {
     std::string s(tpu_size_template_print(t_, nullptr, 0), '\0');
     tpu_size_template_print(t_, s.data(), s.size());
@@ -262,12 +264,21 @@ void register_trace_bindings(py::module& m) {
             END_HANDLE_TH_ERRORS_PYBIND
           },
           py::arg("inputs"), py::arg("donate") = false)
+      .def("drop_graph", &CaptureHandle::drop_graph)
+      .def("inputs_match",
+           [](const CaptureHandle& h, const std::vector<at::Tensor>& inputs) -> bool {
+             HANDLE_TH_ERRORS {
+               std::vector<tpu_tensor_t> in = records(inputs, "captured graph input");
+               return tpu_capture_inputs_match(h.raw(), in.data(), static_cast<int>(in.size())) != 0;
+             }
+             END_HANDLE_TH_ERRORS_PYBIND
+           })
       .def_property_readonly("num_ops", &CaptureHandle::num_ops)
       .def_property_readonly("num_outputs", &CaptureHandle::num_outputs);
   m.def(
       "_capture_end",
       [](const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs,
-         const std::vector<at::Tensor>& constants, int device) -> py::tuple {
+         const std::vector<at::Tensor>& constants, int device, bool keep_graph) -> py::tuple {
         HANDLE_TH_ERRORS {
           device = resolve(device < 0 && g_capture_device >= 0 ? g_capture_device : device);
           std::vector<tpu_tensor_t> in = records(inputs, "capture input");
@@ -278,9 +289,9 @@ void register_trace_bindings(py::module& m) {
           tpu_status_t st;
           {
             py::gil_scoped_release no_gil;
-            st = tpu_capture_end(device, in.data(), static_cast<int>(in.size()), cst.data(),
-                                 static_cast<int>(cst.size()), out.data(), static_cast<int>(out.size()), &c, reason,
-                                 sizeof reason);
+            st = tpu_capture_end_ex(device, in.data(), static_cast<int>(in.size()), cst.data(),
+                                    static_cast<int>(cst.size()), out.data(), static_cast<int>(out.size()),
+                                    keep_graph ? TPU_CAPTURE_KEEP_GRAPH : 0u, &c, reason, sizeof reason);
           }
           check_status(st);
           if (!c) return py::make_tuple(py::none(), std::string(reason));
@@ -290,19 +301,60 @@ void register_trace_bindings(py::module& m) {
         END_HANDLE_TH_ERRORS_PYBIND
       },
       py::arg("inputs"), py::arg("outputs"), py::arg("constants") = std::vector<at::Tensor>{},
-      py::arg("device") = -1);
+      py::arg("device") = -1, py::arg("keep_graph") = false);
   py::class_<SizeTemplate>(m, "SizeTemplate")
       .def(py::init<>())
       .def("__str__", &SizeTemplate::text);
-  // (verdict, reason): is the capture's graph an instance of the template at these sizes (see tpurt.h)
-  m.def("_capture_size_check", [](SizeTemplate& t, const CaptureHandle& h, const std::vector<int64_t>& sizes) {
+  // (verdict, reason): is the capture (made with keep_graph) an instance of the template at these sizes, with
+  // `extra` (the caller's integers) size fields too (see tpurt.h)
+  m.def(
+      "_capture_size_check",
+      [](SizeTemplate& t, const CaptureHandle& h, const std::vector<int64_t>& sizes, const std::vector<int64_t>& extra) {
+        HANDLE_TH_ERRORS {
+          int verdict = 0;
+          char reason[512];
+          check_status(tpu_capture_size_check(t.ptr(), h.raw(), sizes.data(), static_cast<int>(sizes.size()),
+                                              extra.data(), static_cast<int>(extra.size()), &verdict, reason,
+                                              sizeof reason));
+          static const char* const kNames[] = {"not_instance", "predicted", "generalized", "first"};
+          return py::make_tuple(std::string(kNames[verdict & 3]), std::string(reason));
+        }
+        END_HANDLE_TH_ERRORS_PYBIND
+      },
+      py::arg("template"), py::arg("handle"), py::arg("sizes"), py::arg("extra") = std::vector<int64_t>{});
+  // (handle or None, extra integers at these sizes, reason): a capture made from the template (tpurt.h
+  // tpu_capture_instantiate), never recorded
+  m.def(
+      "_capture_instantiate",
+      [](const SizeTemplate& t, const std::vector<int64_t>& sizes, int n_extra, int device, bool keep_graph) -> py::tuple {
+        HANDLE_TH_ERRORS {
+          device = resolve(device);
+          TORCH_CHECK(t.get() != nullptr, "size template: no capture checked yet");
+          TORCH_CHECK(n_extra >= 0, "n_extra must be >= 0");
+          std::vector<int64_t> extra(static_cast<size_t>(n_extra));
+          tpu_capture_t* c = nullptr;
+          char reason[512];
+          tpu_status_t st;
+          {
+            py::gil_scoped_release no_gil;
+            st = tpu_capture_instantiate(t.get(), device, sizes.data(), static_cast<int>(sizes.size()),
+                                         keep_graph ? TPU_CAPTURE_KEEP_GRAPH : 0u, extra.data(), n_extra, &c, reason,
+                                         sizeof reason);
+          }
+          check_status(st);
+          if (!c) return py::make_tuple(py::none(), py::list(), std::string(reason));
+          auto* h = new CaptureHandle(c, device, {});
+          return py::make_tuple(py::cast(h, py::return_value_policy::take_ownership), extra, std::string());
+        }
+        END_HANDLE_TH_ERRORS_PYBIND
+      },
+      py::arg("template"), py::arg("sizes"), py::arg("n_extra"), py::arg("device") = -1, py::arg("keep_graph") = false);
+  // (same, reason): two captures with kept graphs have the same graph and bindings
+  m.def("_capture_same", [](const CaptureHandle& a, const CaptureHandle& b) {
     HANDLE_TH_ERRORS {
-      int verdict = 0;
       char reason[512];
-      check_status(tpu_capture_size_check(t.ptr(), h.raw(), sizes.data(), static_cast<int>(sizes.size()), &verdict,
-                                          reason, sizeof reason));
-      static const char* const kNames[] = {"not_instance", "predicted", "generalized", "first"};
-      return py::make_tuple(std::string(kNames[verdict & 3]), std::string(reason));
+      int same = tpu_capture_same(a.raw(), b.raw(), reason, sizeof reason);
+      return py::make_tuple(same != 0, std::string(reason));
     }
     END_HANDLE_TH_ERRORS_PYBIND
   });

@@ -343,6 +343,13 @@ tpu_status_t tpu_capture_begin(int device);
 tpu_status_t tpu_capture_end(int device, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* constants,
                              int n_constants, const tpu_tensor_t* outputs, int n_outputs,
                              tpu_capture_t** out_capture, char* reason, size_t reason_len);
+/* tpu_capture_end with flags: TPU_CAPTURE_KEEP_GRAPH keeps the captured graph as built before the
+ * compiler passes in the capture (a size-template sample, see tpu_capture_size_check; it costs
+ * the graph's memory, and a lowering run when the executable came from the cache). */
+enum { TPU_CAPTURE_KEEP_GRAPH = 1 };
+tpu_status_t tpu_capture_end_ex(int device, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* constants,
+                                int n_constants, const tpu_tensor_t* outputs, int n_outputs, unsigned flags,
+                                tpu_capture_t** out_capture, char* reason, size_t reason_len);
 int tpu_capture_num_outputs(const tpu_capture_t* capture);
 int tpu_capture_num_ops(const tpu_capture_t* capture);
 /* Fresh buffers: tensors the graph writes that are not inside an input or a constant; the caller
@@ -366,27 +373,48 @@ tpu_status_t tpu_capture_lifetimes(const tpu_capture_t* capture, int32_t* out_in
 tpu_status_t tpu_capture_run(tpu_capture_t* capture, const tpu_tensor_t* inputs, int n_inputs,
                              const tpu_tensor_t* buffers, int n_buffers);
 void tpu_capture_free(tpu_capture_t* capture); /* NULL is fine; queued runs stay valid */
+/* 1 when tpu_capture_run would accept these inputs' device, dtypes, sizes and strides, else 0. */
+int tpu_capture_inputs_match(const tpu_capture_t* capture, const tpu_tensor_t* inputs, int n_inputs);
 
 /* Size templates (dynamic shapes). A graph segment compiled with torch.compile(dynamic=True) gets
- * its sizes (batch, sequence length) as int inputs, and each new size is a new capture whose
- * executable is compiled for that size. A size template learns, over the captures of one segment,
- * which integer fields of the captured executable's graph (result dims, slice/pad/... bounds) are
- * c + k*m of the sizes (m: 1, s_i or s_i*s_j) and classifies each capture's graph:
- * TPU_SIZE_TEMPLATE_PREDICTED (exactly what the earlier sizes predicted), _GENERALIZED (an instance
- * once a newly varying field or an ambiguity was learned), _NOT_INSTANCE (`reason` names the first
- * difference: another op, a size-dependent float constant...; the template is unchanged), _FIRST
- * (*io_template was NULL: created with this capture as its only sample). Only a diagnostic so far:
- * nothing is reused for a new size (docs/execution_modes.md says what would be).
+ * its sizes (batch, sequence length) as int inputs, and each new size is a new signature. A size
+ * template learns, over the captures of one segment (each made with TPU_CAPTURE_KEEP_GRAPH), which
+ * integer fields of the captured graph before the compiler passes (result dims, slice/pad/...
+ * bounds, size constants), of the capture's bindings (input, parameter, buffer and output
+ * layouts and offsets, integer scalars, RNG increments) and of the caller's `extra` integers are
+ * c + k*m of the sizes (m: 1, s_i or s_i*s_j); everything else must be identical. Each capture gets
+ * a verdict: TPU_SIZE_TEMPLATE_PREDICTED (exactly what the earlier sizes predicted), _GENERALIZED (an
+ * instance once a newly varying field or an ambiguity was learned), _NOT_INSTANCE (`reason` names
+ * the first difference: another op, a size-dependent float constant...; the template is unchanged;
+ * also a capture without a kept graph), _FIRST (*io_template was NULL: created from this capture).
  *     tpu_size_template_t* t = NULL; int verdict; char why[256];
- *     tpu_capture_size_check(&t, capture_4x12, (int64_t[]){4, 12}, 2, &verdict, why, sizeof why);
+ *     tpu_capture_size_check(&t, capture_4x12, (int64_t[]){4, 12}, 2, NULL, 0, &verdict, why, sizeof why);
  * Errors: INVALID_ARGUMENT (NULLs, more than 8 sizes or another count than at creation),
  * OUT_OF_MEMORY. One owner (not thread-safe); the template does not keep the capture. */
 typedef struct tpu_size_template_s tpu_size_template_t;
 enum { TPU_SIZE_TEMPLATE_NOT_INSTANCE = 0, TPU_SIZE_TEMPLATE_PREDICTED, TPU_SIZE_TEMPLATE_GENERALIZED,
        TPU_SIZE_TEMPLATE_FIRST };
 tpu_status_t tpu_capture_size_check(tpu_size_template_t** io_template, const tpu_capture_t* capture,
-                                    const int64_t* sizes, int n_sizes, int* out_verdict, char* reason,
-                                    size_t reason_len);
+                                    const int64_t* sizes, int n_sizes, const int64_t* extra, int n_extra,
+                                    int* out_verdict, char* reason, size_t reason_len);
+/* A capture for new sizes made from the template instead of recording: the graph and bindings with
+ * the sizes substituted, the bindings checked against the graph (parameter and output types, every
+ * view inside its input or buffer), the graph compiled (compiler passes and host plan on the
+ * concrete graph); out_extra gets the caller's extra integers at these sizes. Learned, not proved:
+ * the caller decides when the template has seen enough (e.g. two predicted captures in a row).
+ * Refused (*out_capture NULL, reason says why, TPU_OK): a size below 2, a field still ambiguous or
+ * varying into a value below 2 (sizes 0 and 1 may lower differently), bindings that do not check,
+ * a graph that does not compile. Errors: INVALID_ARGUMENT (NULLs), OUT_OF_MEMORY. flags: as
+ * tpu_capture_end_ex (TPU_CAPTURE_KEEP_GRAPH: for tpu_capture_same). */
+tpu_status_t tpu_capture_instantiate(const tpu_size_template_t* t, int device, const int64_t* sizes, int n_sizes,
+                                     unsigned flags, int64_t* out_extra, int n_extra, tpu_capture_t** out_capture,
+                                     char* reason, size_t reason_len);
+/* 1 when two captures (both with kept graphs) have the same graph before the passes and the same
+ * bindings (an instantiated capture checked against a recorded one), else 0 with the first
+ * difference in reason. */
+int tpu_capture_same(const tpu_capture_t* a, const tpu_capture_t* b, char* reason, size_t reason_len);
+/* Frees a capture's kept graph (after its size check). */
+void tpu_capture_drop_graph(tpu_capture_t* capture);
 /* Text of the template: the first sample's graph, then one line per size field ("%3 (reshape)
  * dims[0] = s0*s1"; "?" while ambiguous). Returns the bytes needed, NUL included. */
 size_t tpu_size_template_print(const tpu_size_template_t* t, char* buf, size_t cap);

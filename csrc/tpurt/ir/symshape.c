@@ -18,10 +18,12 @@
 #define MAX_MONO (TPU_IR_TEMPLATE_MAX_SYMS + TPU_IR_TEMPLATE_MAX_SYMS * (TPU_IR_TEMPLATE_MAX_SYMS + 1) / 2)
 
 typedef struct { int16_t mono; int64_t k, c; } cand_t;
-typedef struct { int32_t op, slot, n; cand_t c[MAX_MONO]; } var_t;
+typedef struct { int32_t op, slot, n; cand_t c[MAX_MONO]; } var_t; /* op -1: extra slot `slot` */
 
 struct tpu_ir_template_s {
   tpu_ir_graph_t g;        /* the first sample */
+  int64_t* aux;            /* the first sample's extra slots (n_aux), then its exact words (n_exact) */
+  int n_aux, n_exact;
   int n_syms, n_mono, n_samples;
   uint8_t determined[MAX_MONO];
   int64_t m0[MAX_MONO];    /* value of each undetermined monomial in every sample so far */
@@ -93,7 +95,7 @@ static void slot_name(const tpu_ir_graph_t* g, int op, int s, char* buf, size_t 
   else snprintf(buf, cap, "%%%d (%s) a[%d][%d]", op, on, (s - MAXD) / MAXD, (s - MAXD) % MAXD);
 }
 
-static tpu_status_t graph_copy(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
+tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
   tpu_ir_graph_init(out);
   out->ops = malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(tpu_ir_op_t));
   out->operands = malloc((size_t)(g->n_operands ? g->n_operands : 1) * sizeof(int32_t));
@@ -108,18 +110,33 @@ static tpu_status_t graph_copy(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
   return TPU_OK;
 }
 
-tpu_status_t tpu_ir_template_create(const tpu_ir_graph_t* g, const int64_t* syms, int n_syms,
-                                    tpu_ir_template_t** out_t) {
+static int64_t sample_get(const tpu_ir_graph_t* g, const int64_t* aux, int gi) {
+  int G = g->n_ops * NSLOT;
+  return gi < G ? slot_get(&g->ops[gi / NSLOT], gi % NSLOT) : aux[gi - G];
+}
+static void var_name(const tpu_ir_template_t* t, int op, int s, char* buf, size_t cap) {
+  if (op < 0) snprintf(buf, cap, "extra slot %d", s);
+  else slot_name(&t->g, op, s, buf, cap);
+}
+
+tpu_status_t tpu_ir_template_create_ex(const tpu_ir_graph_t* g, const int64_t* aux, int n_aux, const int64_t* exact,
+                                       int n_exact, const int64_t* syms, int n_syms, tpu_ir_template_t** out_t) {
   if (out_t) *out_t = NULL;
-  if (!g || !out_t || (n_syms && !syms) || n_syms < 0 || n_syms > TPU_IR_TEMPLATE_MAX_SYMS || g->status)
+  if (!g || !out_t || (n_syms && !syms) || n_syms < 0 || n_syms > TPU_IR_TEMPLATE_MAX_SYMS || g->status ||
+      n_aux < 0 || n_exact < 0 || (n_aux && !aux) || (n_exact && !exact) || g->n_ops > INT32_MAX / NSLOT - n_aux)
     return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_create: bad arguments");
   tpu_ir_template_t* t = calloc(1, sizeof(*t));
   if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
-  tpu_status_t st = graph_copy(g, &t->g);
+  tpu_status_t st = tpu_ir_graph_clone(g, &t->g);
   if (st) { free(t); return st; }
-  t->vidx = malloc((size_t)(g->n_ops ? g->n_ops : 1) * NSLOT * sizeof(int32_t));
-  if (!t->vidx) { tpu_ir_template_free(t); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-  for (size_t i = 0; i < (size_t)g->n_ops * NSLOT; ++i) t->vidx[i] = -1;
+  size_t nv = (size_t)g->n_ops * NSLOT + (size_t)n_aux;
+  t->vidx = malloc((nv ? nv : 1) * sizeof(int32_t));
+  t->aux = malloc((size_t)(n_aux + n_exact + 1) * sizeof(int64_t));
+  if (!t->vidx || !t->aux) { tpu_ir_template_free(t); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  for (size_t i = 0; i < nv; ++i) t->vidx[i] = -1;
+  if (n_aux) memcpy(t->aux, aux, (size_t)n_aux * sizeof(int64_t));
+  if (n_exact) memcpy(t->aux + n_aux, exact, (size_t)n_exact * sizeof(int64_t));
+  t->n_aux = n_aux; t->n_exact = n_exact;
   t->n_syms = n_syms;
   uint8_t ok[MAX_MONO];
   t->n_mono = mono_values(n_syms, syms, t->m0, ok);
@@ -128,11 +145,15 @@ tpu_status_t tpu_ir_template_create(const tpu_ir_graph_t* g, const int64_t* syms
   *out_t = t;
   return TPU_OK;
 }
+tpu_status_t tpu_ir_template_create(const tpu_ir_graph_t* g, const int64_t* syms, int n_syms,
+                                    tpu_ir_template_t** out_t) {
+  return tpu_ir_template_create_ex(g, NULL, 0, NULL, 0, syms, n_syms, out_t);
+}
 
 void tpu_ir_template_free(tpu_ir_template_t* t) {
   if (!t) return;
   tpu_ir_graph_free(&t->g);
-  free(t->vidx); free(t->vars); free(t);
+  free(t->vidx); free(t->vars); free(t->aux); free(t);
 }
 
 /* Everything but the slots must be equal; the first difference goes into reason. */
@@ -183,47 +204,59 @@ static int new_candidates(const tpu_ir_template_t* t, int64_t v, int64_t d, cons
   return n;
 }
 
-tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* syms,
-                                 int* out_verdict, char* reason, size_t reason_len) {
-  if (!t || !g || !out_verdict || !reason || !reason_len || (t->n_syms && !syms) || g->status)
+tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* aux, int n_aux,
+                                    const int64_t* exact, int n_exact, const int64_t* syms, int* out_verdict,
+                                    char* reason, size_t reason_len) {
+  if (!t || !g || !out_verdict || !reason || !reason_len || (t->n_syms && !syms) || g->status || n_aux < 0 ||
+      n_exact < 0 || (n_aux && !aux) || (n_exact && !exact))
     return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_add: bad arguments");
   *out_verdict = TPU_IR_TEMPLATE_NOT_INSTANCE;
   reason[0] = 0;
   if (!same_structure(&t->g, g, reason, reason_len)) return TPU_OK;
+  if (n_aux != t->n_aux || n_exact != t->n_exact) {
+    snprintf(reason, reason_len, "%d extra slots and %d exact words instead of %d and %d", n_aux, n_exact, t->n_aux, t->n_exact);
+    return TPU_OK;
+  }
+  for (int i = 0; i < n_exact; ++i)
+    if (exact[i] != t->aux[t->n_aux + i]) {
+      snprintf(reason, reason_len, "exact word %d is %lld instead of %lld", i, (long long)exact[i], (long long)t->aux[t->n_aux + i]);
+      return TPU_OK;
+    }
   int64_t mv[MAX_MONO];
   uint8_t mok[MAX_MONO];
   mono_values(t->n_syms, syms, mv, mok);
   int undet_moves = 0; /* an undetermined monomial changes: no constant slot is predictable */
   for (int m = 0; m < t->n_mono; ++m) undet_moves |= !t->determined[m] && (!mok[m] || mv[m] != t->m0[m]);
   int predicted = !undet_moves, n_new = 0;
+  const int NV = g->n_ops * NSLOT + n_aux;
   cand_t tmp[MAX_MONO];
   char name[96];
   /* pass 1: check (t unchanged) */
-  for (int v = 0; v < g->n_ops; ++v)
-    for (int s = 0; s < NSLOT; ++s) {
-      int64_t d = slot_get(&g->ops[v], s), r = slot_get(&t->g.ops[v], s);
-      int vi = t->vidx[(size_t)v * NSLOT + s];
-      if (vi < 0) {
-        if (d == r) continue;
-        if (!new_candidates(t, r, d, mv, mok, tmp)) {
-          slot_name(g, v, s, name, sizeof name);
-          snprintf(reason, reason_len, "%s is %lld at this size and %lld at the %d earlier one(s): no c + k*m fits", name,
-                   (long long)d, (long long)r, t->n_samples);
-          return TPU_OK;
-        }
-        n_new++; predicted = 0;
-        continue;
-      }
-      const var_t* x = &t->vars[vi];
-      int keep = 0, ok;
-      for (int c = 0; c < x->n; ++c) keep += cand_eval(&x->c[c], mv, mok, &ok) == d && ok;
-      if (!keep) {
-        slot_name(g, v, s, name, sizeof name);
-        snprintf(reason, reason_len, "%s is %lld at this size: none of its %d expression(s) gives it", name, (long long)d, x->n);
+  for (int gi = 0; gi < NV; ++gi) {
+    int64_t d = sample_get(g, aux, gi), r = sample_get(&t->g, t->aux, gi);
+    int vi = t->vidx[gi];
+    if (vi < 0) {
+      if (d == r) continue;
+      if (!new_candidates(t, r, d, mv, mok, tmp)) {
+        if (gi < g->n_ops * NSLOT) slot_name(g, gi / NSLOT, gi % NSLOT, name, sizeof name);
+        else var_name(t, -1, gi - g->n_ops * NSLOT, name, sizeof name);
+        snprintf(reason, reason_len, "%s is %lld at this size and %lld at the %d earlier one(s): no c + k*m fits", name,
+                 (long long)d, (long long)r, t->n_samples);
         return TPU_OK;
       }
-      if (keep != x->n) predicted = 0;
+      n_new++; predicted = 0;
+      continue;
     }
+    const var_t* x = &t->vars[vi];
+    int keep = 0, ok;
+    for (int c = 0; c < x->n; ++c) keep += cand_eval(&x->c[c], mv, mok, &ok) == d && ok;
+    if (!keep) {
+      var_name(t, x->op, x->slot, name, sizeof name);
+      snprintf(reason, reason_len, "%s is %lld at this size: none of its %d expression(s) gives it", name, (long long)d, x->n);
+      return TPU_OK;
+    }
+    if (keep != x->n) predicted = 0;
+  }
   /* pass 2: learn */
   if (n_new) {
     if (t->n_vars + n_new > t->cap_vars) {
@@ -234,33 +267,39 @@ tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, 
       t->vars = p; t->cap_vars = cap;
     }
   }
-  for (int v = 0; v < g->n_ops; ++v)
-    for (int s = 0; s < NSLOT; ++s) {
-      int64_t d = slot_get(&g->ops[v], s), r = slot_get(&t->g.ops[v], s);
-      int32_t* vi = &t->vidx[(size_t)v * NSLOT + s];
-      if (*vi < 0) {
-        if (d == r) continue;
-        var_t* x = &t->vars[t->n_vars];
-        x->op = v; x->slot = s;
-        x->n = new_candidates(t, r, d, mv, mok, x->c);
-        *vi = t->n_vars++;
-        continue;
-      }
-      var_t* x = &t->vars[*vi];
-      int n = 0, ok;
-      for (int c = 0; c < x->n; ++c)
-        if (cand_eval(&x->c[c], mv, mok, &ok) == d && ok) x->c[n++] = x->c[c];
-      x->n = n;
+  for (int gi = 0; gi < NV; ++gi) {
+    int64_t d = sample_get(g, aux, gi), r = sample_get(&t->g, t->aux, gi);
+    int32_t* vi = &t->vidx[gi];
+    if (*vi < 0) {
+      if (d == r) continue;
+      var_t* x = &t->vars[t->n_vars];
+      int G = g->n_ops * NSLOT;
+      x->op = gi < G ? gi / NSLOT : -1; x->slot = gi < G ? gi % NSLOT : gi - G;
+      x->n = new_candidates(t, r, d, mv, mok, x->c);
+      *vi = t->n_vars++;
+      continue;
     }
+    var_t* x = &t->vars[*vi];
+    int n = 0, ok;
+    for (int c = 0; c < x->n; ++c)
+      if (cand_eval(&x->c[c], mv, mok, &ok) == d && ok) x->c[n++] = x->c[c];
+    x->n = n;
+  }
   for (int m = 0; m < t->n_mono; ++m)
     if (!t->determined[m] && (!mok[m] || mv[m] != t->m0[m])) t->determined[m] = 1;
   t->n_samples++;
   *out_verdict = predicted ? TPU_IR_TEMPLATE_PREDICTED : TPU_IR_TEMPLATE_GENERALIZED;
   return TPU_OK;
 }
+tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* syms,
+                                 int* out_verdict, char* reason, size_t reason_len) {
+  return tpu_ir_template_add_ex(t, g, NULL, 0, NULL, 0, syms, out_verdict, reason, reason_len);
+}
 
-tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64_t* syms, tpu_ir_graph_t* out_g) {
-  if (!t || !out_g || (t->n_syms && !syms)) return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_instantiate: bad arguments");
+tpu_status_t tpu_ir_template_instantiate_ex(const tpu_ir_template_t* t, const int64_t* syms, int64_t min_varying,
+                                            tpu_ir_graph_t* out_g, int64_t* out_aux) {
+  if (!t || !out_g || (t->n_syms && !syms) || (t->n_aux && !out_aux))
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_instantiate: bad arguments");
   tpu_ir_graph_init(out_g);
   int64_t mv[MAX_MONO];
   uint8_t mok[MAX_MONO];
@@ -272,7 +311,8 @@ tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64
       return TPU_ERR(INVALID_ARGUMENT, "size template: %s never varied in the %d sample(s): every constant field is ambiguous at these sizes",
                      mn, t->n_samples);
     }
-  TPU_RETURN_IF_ERROR(graph_copy(&t->g, out_g));
+  TPU_RETURN_IF_ERROR(tpu_ir_graph_clone(&t->g, out_g));
+  if (t->n_aux) memcpy(out_aux, t->aux, (size_t)t->n_aux * sizeof(int64_t));
   tpu_status_t st = TPU_OK;
   char name[96];
   for (int i = 0; i < t->n_vars && !st; ++i) {
@@ -285,8 +325,12 @@ tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64
       if (!e_ok) { ok = 0; break; }
       if (c == 0) val = e; else if (e != val) ok = 0;
     }
-    slot_name(&t->g, x->op, x->slot, name, sizeof name);
+    var_name(t, x->op, x->slot, name, sizeof name);
     if (!ok) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s has %d expression(s) that disagree (or overflow) at these sizes", name, x->n);
+    else if (val < min_varying)
+      st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is %lld at these sizes (a varying field below %lld: a size 0 or 1 may lower differently)",
+                   name, (long long)val, (long long)min_varying);
+    else if (x->op < 0) out_aux[x->slot] = val;
     else if (x->slot < MAXD && val < 0) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is negative (%lld) at these sizes", name, (long long)val);
     else if (x->slot == VAL && tpu_dtype_is_floating(out_g->ops[x->op].type.dtype) &&
              (val > (int64_t)EXACT_F || val < -(int64_t)EXACT_F || (val == 0 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 2) ||
@@ -298,6 +342,13 @@ tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64
   if (st) tpu_ir_graph_free(out_g);
   return st;
 }
+tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64_t* syms, tpu_ir_graph_t* out_g) {
+  if (t && t->n_aux) return TPU_ERR(INVALID_ARGUMENT, "tpu_ir_template_instantiate: the template has extra slots (use _ex)");
+  return tpu_ir_template_instantiate_ex(t, syms, INT64_MIN, out_g, NULL);
+}
+int tpu_ir_template_num_exact(const tpu_ir_template_t* t) { return t ? t->n_exact : 0; }
+const int64_t* tpu_ir_template_exact(const tpu_ir_template_t* t) { return t ? t->aux + t->n_aux : NULL; }
+int tpu_ir_template_num_extra(const tpu_ir_template_t* t) { return t ? t->n_aux : 0; }
 
 int tpu_ir_template_num_samples(const tpu_ir_template_t* t) { return t ? t->n_samples : 0; }
 int tpu_ir_template_num_symbolic(const tpu_ir_template_t* t) { return t ? t->n_vars : 0; }
@@ -310,7 +361,7 @@ size_t tpu_ir_template_print(const tpu_ir_template_t* t, char* buf, size_t cap) 
   for (int i = 0; i < t->n_vars; ++i) {
     const var_t* x = &t->vars[i];
     char line[192], name[96], e[64] = "?";
-    slot_name(&t->g, x->op, x->slot, name, sizeof name);
+    var_name(t, x->op, x->slot, name, sizeof name);
     if (x->n == 1) {
       char mn[32];
       mono_name(t, x->c[0].mono, mn, sizeof mn);
@@ -319,7 +370,7 @@ size_t tpu_ir_template_print(const tpu_ir_template_t* t, char* buf, size_t cap) 
       if (x->c[0].c) snprintf(e + strlen(e), sizeof e - strlen(e), "%+lld", (long long)x->c[0].c);
     }
     int64_t ref;
-    int kind = x->slot == VAL ? value_slot(&t->g.ops[x->op], &ref) : 0;
+    int kind = x->op >= 0 && x->slot == VAL ? value_slot(&t->g.ops[x->op], &ref) : 0;
     int len = kind == 2 ? snprintf(line, sizeof line, "%s = 1/(%s)\n", name, e)
             : kind == 3 ? snprintf(line, sizeof line, "%s = n/(n-1), n = %s\n", name, e)
                         : snprintf(line, sizeof line, "%s = %s\n", name, e);

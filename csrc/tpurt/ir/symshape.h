@@ -65,6 +65,26 @@ tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, 
  * negative, a result that fails tpu_ir_verify; OUT_OF_MEMORY. *out_g is freed on error. */
 tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64_t* syms, tpu_ir_graph_t* out_g);
 
+/* Templates with extra slots: besides the graph, each sample brings n_aux integers that are size
+ * fields too (c + k*m; a capture's bindings: input/buffer/output layouts, offsets) and n_exact
+ * words that must be identical in every sample (their structure: kinds, indexes, dtypes, ranks).
+ * A sample whose counts or exact words differ is NOT_INSTANCE. instantiate_ex writes the graph
+ * and the n_aux slots (out_aux) at syms, and refuses (INVALID_ARGUMENT) when a field that varies
+ * comes out below min_varying (INT64_MIN: no bound). The plain functions are these with none. */
+tpu_status_t tpu_ir_template_create_ex(const tpu_ir_graph_t* g, const int64_t* aux, int n_aux, const int64_t* exact,
+                                       int n_exact, const int64_t* syms, int n_syms, tpu_ir_template_t** out_t);
+tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* aux, int n_aux,
+                                    const int64_t* exact, int n_exact, const int64_t* syms, int* out_verdict,
+                                    char* reason, size_t reason_len);
+tpu_status_t tpu_ir_template_instantiate_ex(const tpu_ir_template_t* t, const int64_t* syms, int64_t min_varying,
+                                            tpu_ir_graph_t* out_g, int64_t* out_aux);
+int tpu_ir_template_num_extra(const tpu_ir_template_t* t);
+int tpu_ir_template_num_exact(const tpu_ir_template_t* t);
+const int64_t* tpu_ir_template_exact(const tpu_ir_template_t* t); /* borrowed: the exact words */
+
+/* A deep copy of g (status not copied; g must have none). *out is initialized here. Errors: OUT_OF_MEMORY. */
+tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out);
+
 int tpu_ir_template_num_samples(const tpu_ir_template_t* t);
 int tpu_ir_template_num_symbolic(const tpu_ir_template_t* t); /* fields that vary with the sizes */
 /* Text: the first sample's graph (tpu_ir_print), then one line per symbolic field

@@ -37,6 +37,7 @@
 #include "cache/hash.h"
 #include "compiler/compiler.h"
 #include "lower/record.h"
+#include "ir/symshape.h"
 #include "lower/trace.h"
 #include "runtime/runtime.h"
 
@@ -613,8 +614,10 @@ static char* fused_name_dup(const trace_t* tr) {
   return name;
 }
 
-/* Builds the fused graph of the pending trace. */
-static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len, uint64_t h, fentry_t** out) {
+/* Builds the fused graph of the pending trace. pre_out (optional): a copy of the graph before the
+ * compiler passes (a capture's size-template sample); out NULL: only that (lowered, not compiled). */
+static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len, uint64_t h, fentry_t** out,
+                                tpu_ir_graph_t** pre_out) {
   double t0 = (double)tpu_rt_now_ns() * 1e-9;
   tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
   struct tpu_trace_embed_s em = {.tr = tr};
@@ -692,11 +695,17 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     free(users); free(user); free(is_val);
     if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
   }
-  if (st == TPU_OK) {
+  if (st == TPU_OK && pre_out) {
+    tpu_ir_graph_t* pre = malloc(sizeof(*pre));
+    if (pre && tpu_ir_graph_clone(&cx->g, pre) == TPU_OK) *pre_out = pre;
+    else free(pre); /* no sample: the size template is skipped for this capture */
+  }
+  if (st == TPU_OK && !out) { free(f->outv); free(f->key); free(f); f = NULL; }
+  else if (st == TPU_OK) {
     if (!(f->name = fused_name_dup(tr))) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   }
-  if (st == TPU_OK) st = tpu_compiler_compile(&cx->g, f->name, &f->exe); /* passes + host plan, as every compile */
-  if (st == TPU_OK) {
+  if (st == TPU_OK && f) st = tpu_compiler_compile(&cx->g, f->name, &f->exe); /* passes + host plan, as every compile */
+  if (st == TPU_OK && f) {
     memcpy(f->key, key, key_len);
     f->key_len = key_len; f->hash = h; f->refcount = 1;
     f->tb = em.tb; f->n_tb = em.n_tb; em.tb = NULL;
@@ -811,7 +820,8 @@ static void disk_store(const fentry_t* f) {
 static tpu_status_t fail_task(void* ctx) { return tpu_status_make(TPU_STATUS_INTERNAL, "%s", (const char*)ctx); }
 
 typedef struct tpu_capture_s tpu_capture_t;
-static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out);
+static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out, tpu_ir_graph_t* pre);
+static int capture_keeps_graph(void);
 
 /* Enqueues the pending trace (mu held). Never loses work: if the fused graph cannot be built
  * the ops run one by one; an enqueue failure is returned (err_name, if given: the trace's name then). */
@@ -827,6 +837,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
     key_put(tr, &b, 1);
   }
   fentry_t* f = NULL;
+  tpu_ir_graph_t* pre = NULL; /* a capture's graph before the passes (capture_keeps_graph) */
   int64_t* prof_ns = NULL;
   if (!tr->oom) {
     uint64_t h = hash_bytes(tr->key, tr->key_len);
@@ -835,7 +846,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
     atomic_fetch_add(f ? &g_st_hits : &g_st_misses, 1);
     if (!f && (f = disk_load(tr, tr->key, tr->key_len, h))) cache_insert(f);
     if (!f) {
-      tpu_status_t bst = build_fused(tr, tr->key, tr->key_len, h, &f);
+      tpu_status_t bst = build_fused(tr, tr->key, tr->key_len, h, &f, capture_keeps_graph() ? &pre : NULL);
       if (bst) { /* strict fallback below; remembered so the same trace does not try again */
         tpu_status_free(bst);
         f = calloc(1, sizeof(*f));
@@ -850,6 +861,8 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
       }
     }
     if (f && !f->exe) { fentry_release(f); f = NULL; }
+    if (f && !pre && capture_out && capture_keeps_graph()) /* a cached executable: lower once more for the sample */
+      tpu_status_free(build_fused(tr, tr->key, tr->key_len, h, NULL, &pre));
     if (prof && f) { /* warm-up runs untimed, then fused (even) and op by op (odd) alternate */
       if (!prof->name[0]) fused_name(tr, prof->name, sizeof prof->name);
       int run = prof->runs++;
@@ -902,7 +915,8 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
       }
       if (t && capture_out) {
         __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
-        st = capture_make(tr, f, capture_out);
+        st = capture_make(tr, f, capture_out, pre);
+        pre = NULL;
       }
       if (t) {
         char buf[256];
@@ -918,6 +932,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
     if (capture_out) { *capture_out = NULL; }
     for (int j = 0; j < tr->n_ops && st == TPU_OK; ++j) st = enqueue_single(tr, &tr->ops[j], prof_ns);
   }
+  if (pre) { tpu_ir_graph_free(pre); free(pre); }
   if (st && err_name) fused_name(tr, err_name, err_cap);
   trace_reset(tr);
   tl_flushing = prev;
@@ -1382,6 +1397,8 @@ struct tpu_capture_s {
   int* user_alias;        /* per user output: input index it is a view of, or -1 */
   int* user_buf;          /* ... else the fresh buffer it is a view of */
   int64_t* user_off;      /* element offset from that input's / buffer's data */
+  tpu_ir_graph_t* pre;    /* the graph before the compiler passes (TPU_CAPTURE_KEEP_GRAPH), or NULL */
+  int instantiated;       /* made from a size template (tpu_capture_instantiate), not recorded */
 };
 
 /* Capture being ended: filled by tpu_capture_end before the flush. */
@@ -1389,8 +1406,10 @@ typedef struct {
   const tpu_tensor_t *inputs, *constants, *outputs;
   int n_inputs, n_constants, n_outputs;
   char* reason; size_t reason_len;
+  unsigned flags;
 } capture_req_t;
 static _Thread_local capture_req_t* tl_req;
+static int capture_keeps_graph(void) { return tl_req && (tl_req->flags & TPU_CAPTURE_KEEP_GRAPH); }
 
 static int inside(const tpu_tensor_t* outer, const tpu_tensor_t* t) {
   uintptr_t a0, a1, b0, b1;
@@ -1420,14 +1439,16 @@ void tpu_capture_free(tpu_capture_t* c) {
   fentry_release(c->f);
   free(c->inputs); free(c->params); free(c->outs); free(c->scalars); free(c->scalar_rng); free(c->rng_inc);
   free(c->user_out); free(c->user_alias); free(c->user_buf); free(c->user_off); free(c->buf_meta);
+  tpu_capture_drop_graph(c);
   free(c);
 }
 
-static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out) {
+static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out, tpu_ir_graph_t* pre) {
   capture_req_t* q = tl_req;
   *out = NULL;
   tpu_capture_t* c = calloc(1, sizeof(*c));
-  if (!c) { fentry_release(f); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  if (!c) { fentry_release(f); if (pre) { tpu_ir_graph_free(pre); free(pre); } return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  c->pre = pre;
   c->f = f; c->device = tr->device; c->n_ops = tr->n_ops;
   c->n_inputs = q->n_inputs; c->n_outputs = q->n_outputs;
   c->inputs = malloc((size_t)(q->n_inputs + 1) * sizeof(tpu_tensor_t));
@@ -1530,6 +1551,12 @@ tpu_status_t tpu_capture_begin(int device) {
 tpu_status_t tpu_capture_end(int device, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* constants,
                              int n_constants, const tpu_tensor_t* outputs, int n_outputs, tpu_capture_t** out_capture,
                              char* reason, size_t reason_len) {
+  return tpu_capture_end_ex(device, inputs, n_inputs, constants, n_constants, outputs, n_outputs, 0, out_capture, reason,
+                            reason_len);
+}
+tpu_status_t tpu_capture_end_ex(int device, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* constants,
+                                int n_constants, const tpu_tensor_t* outputs, int n_outputs, unsigned flags,
+                                tpu_capture_t** out_capture, char* reason, size_t reason_len) {
   TPU_RETURN_IF_ERROR(trace_init_once_status());
   TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
   if (!out_capture || !reason || reason_len == 0 || n_inputs < 0 || n_constants < 0 || n_outputs < 0 ||
@@ -1554,7 +1581,7 @@ tpu_status_t tpu_capture_end(int device, const tpu_tensor_t* inputs, int n_input
   } else if (tr->n_ops == 0) {
     snprintf(reason, reason_len, "no tpu op ran while capturing");
   } else {
-    capture_req_t q = {inputs, constants, outputs, n_inputs, n_constants, n_outputs, reason, reason_len};
+    capture_req_t q = {inputs, constants, outputs, n_inputs, n_constants, n_outputs, reason, reason_len, flags};
     tl_req = &q;
     st = flush_locked(tr, out_capture);
     tl_req = NULL;
@@ -1608,6 +1635,17 @@ tpu_status_t tpu_capture_lifetimes(const tpu_capture_t* c, int32_t* out_input_la
     if (c->user_alias[u] >= 0) out_input_last[c->user_alias[u]] = INT32_MAX;
   free(pl);
   return TPU_OK;
+}
+
+int tpu_capture_inputs_match(const tpu_capture_t* c, const tpu_tensor_t* inputs, int n_inputs) {
+  if (!c || n_inputs != c->n_inputs || (n_inputs && !inputs)) return 0;
+  for (int i = 0; i < n_inputs; ++i) {
+    const tpu_tensor_t *a = &c->inputs[i], *b = &inputs[i];
+    int ok = a->dtype == b->dtype && a->ndim == b->ndim && b->device == c->device;
+    for (int d = 0; ok && d < a->ndim; ++d) ok = a->sizes[d] == b->sizes[d] && (a->sizes[d] <= 1 || a->strides[d] == b->strides[d]);
+    if (!ok) return 0;
+  }
+  return 1;
 }
 
 tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n_inputs, const tpu_tensor_t* buffers,
@@ -1667,4 +1705,235 @@ tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n
   snprintf(name, sizeof name, "captured graph (%d ops)", c->n_ops);
   ftask_record(t, name);
   return tpu_rt_queue_enqueue(c->device, name, ftask_run, t, ftask_free);
+}
+
+/* ------------------------------------------------------------------ capture <-> size-template sample */
+const tpu_ir_graph_t* tpu_capture_pre_graph(const tpu_capture_t* c) { return c ? c->pre : NULL; }
+void tpu_capture_drop_graph(tpu_capture_t* c) {
+  if (!c || !c->pre) return;
+  tpu_ir_graph_free(c->pre); free(c->pre); c->pre = NULL;
+}
+int tpu_capture_is_instantiated(const tpu_capture_t* c) { return c ? c->instantiated : 0; }
+
+/* slots: size fields (c + k*m); exact: structure words that must be equal in every sample */
+typedef struct { int64_t *a, *e; int na, ne, capa, cape, oom; } enc_t;
+static void put_a(enc_t* E, int64_t v) { GROW(E->a, E->na, E->capa, 1, E->oom = 1; return); E->a[E->na++] = v; }
+static void put_e(enc_t* E, int64_t v) { GROW(E->e, E->ne, E->cape, 1, E->oom = 1; return); E->e[E->ne++] = v; }
+/* norm: a stride of a dim of size <= 1 is not part of the layout (checks ignore it) */
+static void enc_tensor(enc_t* E, const tpu_tensor_t* t, int norm) {
+  put_e(E, t->dtype); put_e(E, t->ndim);
+  for (int d = 0; d < t->ndim; ++d) { put_a(E, t->sizes[d]); put_a(E, norm && t->sizes[d] <= 1 ? 0 : t->strides[d]); }
+}
+#define ENC_MAGIC 0x54504343 /* format of this encoding; a template of another one is no instance */
+
+tpu_status_t tpu_capture_encode(const tpu_capture_t* c, int64_t** out_slots, int* out_n_slots, int64_t** out_exact,
+                                int* out_n_exact, char* reason, size_t reason_len) {
+  *out_slots = *out_exact = NULL; *out_n_slots = *out_n_exact = 0;
+  const fentry_t* f = c->f;
+  for (int p = 0; p < f->n_tb; ++p)
+    if (c->params[p].kind == CB_CONST) { snprintf(reason, reason_len, "the capture reads a constant (not templated)"); return TPU_OK; }
+  for (int k = 0; k < f->n_out; ++k)
+    if (c->outs[k].kind == CB_CONST) { snprintf(reason, reason_len, "the capture writes a constant (not templated)"); return TPU_OK; }
+  enc_t E = {0};
+  put_e(&E, ENC_MAGIC); put_e(&E, c->device);
+  put_e(&E, c->n_inputs); put_e(&E, c->n_outputs); put_e(&E, c->n_ops); put_e(&E, c->n_bufs);
+  put_e(&E, f->n_tb); put_e(&E, f->n_sb); put_e(&E, f->n_out);
+  for (int i = 0; i < c->n_inputs; ++i) enc_tensor(&E, &c->inputs[i], 1);
+  for (int p = 0; p < f->n_tb; ++p) {
+    const cbind_t* b = &c->params[p];
+    put_e(&E, b->kind); put_e(&E, b->index); put_a(&E, b->off); enc_tensor(&E, &b->t, 0);
+  }
+  for (int k = 0; k < f->n_out; ++k) {
+    const cbind_t* b = &c->outs[k];
+    put_e(&E, b->kind); put_e(&E, b->index); put_a(&E, b->kind == CB_INPUT ? b->off : 0); enc_tensor(&E, &b->t, 0);
+  }
+  for (int b = 0; b < c->n_bufs; ++b) enc_tensor(&E, &c->buf_meta[b], 0);
+  for (int s = 0; s < f->n_sb; ++s) {
+    const tpu_host_scalar_t* v = &c->scalars[s];
+    put_e(&E, c->scalar_rng[s]);
+    if (c->scalar_rng[s] >= 0) continue; /* reserved at each run */
+    double fi = (double)v->i;
+    if (v->i > -(1LL << 53) && v->i < (1LL << 53) && !memcmp(&fi, &v->f, sizeof fi)) { put_e(&E, 1); put_a(&E, v->i); }
+    else { int64_t bits; memcpy(&bits, &v->f, sizeof bits); put_e(&E, 2); put_e(&E, bits); put_e(&E, v->i); }
+  }
+  for (int j = 0; j < c->n_ops; ++j) put_a(&E, (int64_t)c->rng_inc[j]);
+  for (int u = 0; u < c->n_outputs; ++u) {
+    enc_tensor(&E, &c->user_out[u], 0);
+    put_e(&E, c->user_alias[u]); put_e(&E, c->user_buf[u]); put_a(&E, c->user_off[u]);
+  }
+  if (E.oom) { free(E.a); free(E.e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  *out_slots = E.a; *out_n_slots = E.na; *out_exact = E.e; *out_n_exact = E.ne;
+  return TPU_OK;
+}
+
+/* ---- decoding an instantiated sample: every word is checked, nothing is trusted */
+typedef struct { const int64_t *a, *e; int na, ne, ia, ie, bad; } dec_t;
+static int64_t get_a(dec_t* D) { if (D->ia >= D->na) { D->bad = 1; return 0; } return D->a[D->ia++]; }
+static int64_t get_e(dec_t* D) { if (D->ie >= D->ne) { D->bad = 1; return 0; } return D->e[D->ie++]; }
+static void dec_tensor(dec_t* D, tpu_tensor_t* t, int device) {
+  memset(t, 0, sizeof *t);
+  int64_t dt = get_e(D), nd = get_e(D);
+  if (dt < 0 || dt >= TPU_DTYPE_COUNT || nd < 0 || nd > TPU_MAX_DIMS) { D->bad = 1; return; }
+  t->dtype = (int32_t)dt; t->ndim = (int32_t)nd; t->device = device;
+  for (int d = 0; d < t->ndim; ++d) {
+    t->sizes[d] = get_a(D); t->strides[d] = get_a(D);
+    if (t->sizes[d] < 0 || t->strides[d] < 0) D->bad = 1;
+  }
+}
+/* Element extent [lo, hi) of a layout relative to its data (0 elements: lo == hi == 0); 0 on overflow. */
+static int extent(const tpu_tensor_t* t, int64_t* lo, int64_t* hi) {
+  int64_t mx = 0;
+  *lo = *hi = 0;
+  for (int d = 0; d < t->ndim; ++d) {
+    if (t->sizes[d] == 0) return 1;
+    int64_t e;
+    if (__builtin_mul_overflow(t->sizes[d] - 1, t->strides[d], &e) || __builtin_add_overflow(mx, e, &mx)) return 0;
+  }
+  *hi = mx + 1;
+  return 1;
+}
+/* view (element offset off, in elements of its own dtype) lies inside outer */
+static int view_inside(const tpu_tensor_t* outer, const tpu_tensor_t* view, int64_t off_bytes) {
+  int64_t olo, ohi, vlo, vhi, es = (int64_t)tpu_dtype_size(view->dtype), oes = (int64_t)tpu_dtype_size(outer->dtype);
+  if (!extent(outer, &olo, &ohi) || !extent(view, &vlo, &vhi) || off_bytes < 0 || off_bytes % es) return 0;
+  if (vhi == vlo) return 1;
+  int64_t b0 = off_bytes + vlo * es, b1 = off_bytes + vhi * es; /* overflow: extents are far below 2^62 here */
+  return b0 >= olo * oes && b1 <= ohi * oes;
+}
+static int type_is(const tpu_ir_type_t* ty, const tpu_tensor_t* t) {
+  if (ty->dtype != t->dtype || ty->rank != t->ndim) return 0;
+  for (int d = 0; d < t->ndim; ++d) if (ty->dims[d] != t->sizes[d]) return 0;
+  return 1;
+}
+
+tpu_status_t tpu_capture_decode(int device, tpu_ir_graph_t* g, const int64_t* slots, int n_slots, const int64_t* exact,
+                                int n_exact, unsigned flags, tpu_capture_t** out, char* reason, size_t reason_len) {
+  *out = NULL;
+  TPU_RETURN_IF_ERROR(trace_init_once_status());
+  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  dec_t D = {slots, exact, n_slots, n_exact, 0, 0, 0};
+  tpu_capture_t* c = calloc(1, sizeof(*c));
+  fentry_t* f = calloc(1, sizeof(*f));
+  if (!c || !f) { free(c); free(f); tpu_ir_graph_free(g); free(g); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  c->f = f; f->refcount = 1; c->instantiated = 1;
+  c->pre = g; /* freed with c (kept only with TPU_CAPTURE_KEEP_GRAPH) */
+  const char* why = NULL;
+  if (get_e(&D) != ENC_MAGIC || get_e(&D) != device) why = "another encoding or device";
+  int64_t ni = get_e(&D), no = get_e(&D), nops = get_e(&D), nb = get_e(&D), ntb = get_e(&D), nsb = get_e(&D), nout = get_e(&D);
+  if (!why && (D.bad || ni < 0 || no < 0 || nops < 0 || nb < 0 || ntb < 0 || nsb < 0 || nout < 0 || ni > (1 << 20) ||
+               no > (1 << 20) || nops > CAPTURE_MAX_OPS || nb > nout || ntb > (1 << 20) || nsb > (1 << 20) ||
+               nout > TPU_IR_MAX_GRAPH_OUTPUTS))
+    why = "bad counts";
+  if (!why && (ntb != g->n_params || nsb != g->n_scalars || (nout ? nout : 1) != g->n_outputs))
+    why = "the graph's parameters, scalars or outputs differ from the bindings";
+  if (!why) {
+    c->device = device; c->n_inputs = (int)ni; c->n_outputs = (int)no; c->n_ops = (int)nops; c->n_bufs = (int)nb;
+    f->n_tb = (int)ntb; f->n_sb = (int)nsb; f->n_out = (int)nout;
+    c->inputs = calloc((size_t)ni + 1, sizeof(tpu_tensor_t));
+    c->params = calloc((size_t)ntb + 1, sizeof(cbind_t));
+    c->outs = calloc((size_t)nout + 1, sizeof(cbind_t));
+    c->scalars = calloc((size_t)nsb + 1, sizeof(tpu_host_scalar_t));
+    c->scalar_rng = calloc((size_t)nsb + 1, sizeof(int));
+    c->rng_inc = calloc((size_t)nops + 1, sizeof(uint64_t));
+    c->user_out = calloc((size_t)no + 1, sizeof(tpu_tensor_t));
+    c->user_alias = calloc((size_t)no + 1, sizeof(int));
+    c->user_buf = calloc((size_t)no + 1, sizeof(int));
+    c->user_off = calloc((size_t)no + 1, sizeof(int64_t));
+    c->buf_meta = calloc((size_t)nb + 1, sizeof(tpu_tensor_t));
+    if (!c->inputs || !c->params || !c->outs || !c->scalars || !c->scalar_rng || !c->rng_inc || !c->user_out ||
+        !c->user_alias || !c->user_buf || !c->user_off || !c->buf_meta) {
+      tpu_capture_free(c);
+      return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
+    }
+  }
+  for (int i = 0; !why && i < c->n_inputs; ++i) dec_tensor(&D, &c->inputs[i], device);
+  /* parameter p is the graph's PARAM with i0 == p */
+  const tpu_ir_type_t** ptype = why ? NULL : calloc((size_t)f->n_tb + 1, sizeof(*ptype));
+  if (!why && !ptype) why = "out of host memory";
+  for (int v = 0; !why && v < g->n_ops; ++v)
+    if (g->ops[v].opcode == TPU_IR_PARAM && g->ops[v].i0 >= 0 && g->ops[v].i0 < f->n_tb) ptype[g->ops[v].i0] = &g->ops[v].type;
+  for (int p = 0; !why && p < f->n_tb; ++p) {
+    cbind_t* b = &c->params[p];
+    b->kind = (int)get_e(&D); b->index = (int)get_e(&D); b->off = get_a(&D);
+    dec_tensor(&D, &b->t, device);
+    if (D.bad || b->kind != CB_INPUT || b->index < 0 || b->index >= c->n_inputs || !ptype[p] || !type_is(ptype[p], &b->t) ||
+        !view_inside(&c->inputs[b->index], &b->t, b->off))
+      why = "a parameter binding is not a view inside its input of the graph parameter's type";
+  }
+  free(ptype);
+  int* buf_of = why ? NULL : calloc((size_t)c->n_bufs + 1, sizeof(int));
+  if (!why && !buf_of) why = "out of host memory";
+  for (int k = 0; !why && k < f->n_out; ++k) {
+    cbind_t* b = &c->outs[k];
+    b->kind = (int)get_e(&D); b->index = (int)get_e(&D); b->off = get_a(&D);
+    dec_tensor(&D, &b->t, device);
+    const tpu_ir_type_t* ty = tpu_ir_type(g, g->outputs[k]);
+    if (D.bad || !type_is(ty, &b->t)) why = "an output binding does not have its graph output's type";
+    else if (b->kind == CB_INPUT && (b->index < 0 || b->index >= c->n_inputs || !view_inside(&c->inputs[b->index], &b->t, b->off)))
+      why = "an output written into an input is not inside it";
+    else if (b->kind == CB_FRESH && (b->index < 0 || b->index >= c->n_bufs || buf_of[b->index]++)) why = "bad fresh buffer index";
+    else if (b->kind != CB_INPUT && b->kind != CB_FRESH) why = "bad output binding kind";
+  }
+  free(buf_of);
+  for (int b = 0; !why && b < c->n_bufs; ++b) dec_tensor(&D, &c->buf_meta[b], device);
+  for (int k = 0; !why && k < f->n_out; ++k) { /* a fresh buffer is exactly what the graph writes */
+    const cbind_t* b = &c->outs[k];
+    if (b->kind != CB_FRESH) continue;
+    const tpu_tensor_t* m = &c->buf_meta[b->index];
+    int same = m->dtype == b->t.dtype && m->ndim == b->t.ndim;
+    for (int d = 0; same && d < m->ndim; ++d) same = m->sizes[d] == b->t.sizes[d] && m->strides[d] == b->t.strides[d];
+    if (!same) why = "a fresh buffer's layout is not its output's";
+  }
+  for (int s = 0; !why && s < f->n_sb; ++s) {
+    int64_t rng = get_e(&D);
+    if (rng < -1 || rng >= 2 * (int64_t)c->n_ops) { why = "bad scalar binding"; break; }
+    c->scalar_rng[s] = (int)rng;
+    if (rng >= 0) continue;
+    int64_t kind = get_e(&D);
+    if (kind == 1) { c->scalars[s].i = get_a(&D); c->scalars[s].f = (double)c->scalars[s].i; }
+    else if (kind == 2) { int64_t bits = get_e(&D); memcpy(&c->scalars[s].f, &bits, sizeof bits); c->scalars[s].i = get_e(&D); }
+    else why = "bad scalar kind";
+  }
+  for (int j = 0; !why && j < c->n_ops; ++j) {
+    int64_t r = get_a(&D);
+    if (r < 0) why = "negative RNG increment";
+    c->rng_inc[j] = (uint64_t)r;
+  }
+  for (int u = 0; !why && u < c->n_outputs; ++u) {
+    dec_tensor(&D, &c->user_out[u], device);
+    c->user_out[u].data = NULL;
+    int64_t al = get_e(&D), bu = get_e(&D), off = get_a(&D);
+    c->user_alias[u] = (int)al; c->user_buf[u] = (int)bu; c->user_off[u] = off;
+    int64_t es = (int64_t)tpu_dtype_size(c->user_out[u].dtype);
+    if (D.bad || __builtin_mul_overflow(off, es, &off)) why = "bad user output";
+    else if (al >= 0 ? al >= c->n_inputs || !view_inside(&c->inputs[al], &c->user_out[u], off)
+                     : bu < 0 || bu >= c->n_bufs || !view_inside(&c->buf_meta[bu], &c->user_out[u], off))
+      why = "a user output is not a view inside its input or buffer";
+  }
+  if (!why && (D.bad || D.ia != D.na || D.ie != D.ne)) why = "the encoding's length does not match";
+  if (why) {
+    snprintf(reason, reason_len, "instantiated bindings refused: %s", why);
+    tpu_capture_free(c);
+    return TPU_OK;
+  }
+  /* the concrete graph through the compiler: passes and host plan at these sizes */
+  double t0 = (double)tpu_rt_now_ns() * 1e-9;
+  tpu_ir_graph_t work;
+  tpu_status_t st = tpu_ir_graph_clone(g, &work);
+  if (!st) {
+    f->name = malloc(64);
+    if (f->name) snprintf(f->name, 64, "captured graph (instantiated, %d ops)", c->n_ops);
+    st = tpu_compiler_compile(&work, f->name ? f->name : "captured graph (instantiated)", &f->exe);
+    tpu_ir_graph_free(&work);
+  }
+  if (st) {
+    snprintf(reason, reason_len, "the instantiated graph did not compile: %s", tpu_status_message(st));
+    tpu_status_free(st);
+    tpu_capture_free(c);
+    return TPU_OK;
+  }
+  tpu_metrics_add_compile((double)tpu_rt_now_ns() * 1e-9 - t0);
+  if (!(flags & TPU_CAPTURE_KEEP_GRAPH)) tpu_capture_drop_graph(c);
+  *out = c;
+  return TPU_OK;
 }

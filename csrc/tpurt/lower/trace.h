@@ -37,4 +37,16 @@ tpu_status_t tpu_exec_entry_materialize(tpu_exec_entry_t* e, const tpu_lowering_
 /* The graph a capture's executable runs (after the compiler passes); borrowed, NULL if none. */
 const tpu_ir_graph_t* tpu_capture_graph(const struct tpu_capture_s* c);
 
+/* The graph a capture recorded, before the compiler passes (TPU_CAPTURE_KEEP_GRAPH); borrowed, or NULL. */
+const tpu_ir_graph_t* tpu_capture_pre_graph(const struct tpu_capture_s* c);
+int tpu_capture_is_instantiated(const struct tpu_capture_s* c);
+/* A capture's bindings as a size-template sample (capture_sizes.c): slots (size fields) and exact
+ * words (malloc'ed, the caller frees); both NULL with reason set when it cannot be one (a constant). */
+tpu_status_t tpu_capture_encode(const struct tpu_capture_s* c, int64_t** out_slots, int* out_n_slots,
+                                int64_t** out_exact, int* out_n_exact, char* reason, size_t reason_len);
+/* The capture an instantiated sample describes: g (malloc'ed, taken over in every case) and the
+ * encoding, every binding checked against g; g compiled. Refused: *out NULL, reason, TPU_OK. */
+tpu_status_t tpu_capture_decode(int device, tpu_ir_graph_t* g, const int64_t* slots, int n_slots, const int64_t* exact,
+                                int n_exact, unsigned flags, struct tpu_capture_s** out, char* reason, size_t reason_len);
+
 #endif /* TPURT_TRACE_H_ */

@@ -238,7 +238,59 @@ static void test_bad_arguments(void) {
   tpu_ir_graph_free(&g);
 }
 
+/* Extra slots (a capture's bindings): layouts that are size fields too, exact words that must match;
+ * instantiate_ex gives both at new sizes and refuses a varying field below the bound. */
+static void extra_of(int64_t B, int64_t T, int64_t* slots, int64_t* exact) {
+  slots[0] = B * T; slots[1] = 5;        /* an input's sizes [B*T, 5] */
+  slots[2] = 5; slots[3] = 1;            /* ... its strides */
+  slots[4] = T - 1;                      /* an output view's offset */
+  exact[0] = 2; exact[1] = 7;            /* rank, an input index */
+}
+static void test_extra_slots(void) {
+  int64_t a[5], e[2], got[5];
+  char why[256];
+  int verdict = -1;
+  tpu_ir_graph_t g;
+  tpu_ir_template_t* t = NULL;
+  build(&g, 4, 12, PLAIN);
+  extra_of(4, 12, a, e);
+  OK(tpu_ir_template_create_ex(&g, a, 5, e, 2, (int64_t[]){4, 12}, 2, &t));
+  tpu_ir_graph_free(&g);
+  static const int64_t sizes[][2] = {{6, 12}, {5, 9}, {3, 7}, {8, 11}};
+  for (int i = 0; i < 4; ++i) {
+    build(&g, sizes[i][0], sizes[i][1], PLAIN);
+    extra_of(sizes[i][0], sizes[i][1], a, e);
+    OK(tpu_ir_template_add_ex(t, &g, a, 5, e, 2, sizes[i], &verdict, why, sizeof why));
+    CHECK(verdict != TPU_IR_TEMPLATE_NOT_INSTANCE, "%lldx%lld: %s", (long long)sizes[i][0], (long long)sizes[i][1], why);
+    tpu_ir_graph_free(&g);
+  }
+  CHECK(verdict == TPU_IR_TEMPLATE_PREDICTED, "8x11 predicted");
+  /* another exact word: no instance, template unchanged */
+  build(&g, 7, 10, PLAIN);
+  extra_of(7, 10, a, e);
+  e[1] = 8;
+  OK(tpu_ir_template_add_ex(t, &g, a, 5, e, 2, (int64_t[]){7, 10}, &verdict, why, sizeof why));
+  CHECK(verdict == TPU_IR_TEMPLATE_NOT_INSTANCE && strstr(why, "exact word 1"), "exact word: %s", why);
+  tpu_ir_graph_free(&g);
+  /* instance at 7x10: graph and slots as built there */
+  tpu_ir_graph_t inst;
+  OK(tpu_ir_template_instantiate_ex(t, (int64_t[]){7, 10}, 2, &inst, got));
+  build(&g, 7, 10, PLAIN);
+  extra_of(7, 10, a, e);
+  CHECK(tpu_ir_equal(&inst, &g) && !memcmp(got, a, sizeof a), "7x10 instance");
+  CHECK(tpu_ir_template_num_exact(t) == 2 && tpu_ir_template_exact(t)[1] == 7, "exact words kept");
+  tpu_ir_graph_free(&inst); tpu_ir_graph_free(&g);
+  /* T = 2: the offset T - 1 varies into 1, below the bound: refused (a size 1 may lower differently) */
+  FAILS(tpu_ir_template_instantiate_ex(t, (int64_t[]){7, 2}, 2, &inst, got), "below 2");
+  OK(tpu_ir_template_instantiate_ex(t, (int64_t[]){7, 2}, INT64_MIN, &inst, got));
+  tpu_ir_graph_free(&inst);
+  /* the plain instantiate refuses a template with extra slots */
+  FAILS(tpu_ir_template_instantiate(t, (int64_t[]){7, 10}, &inst), "extra slots");
+  tpu_ir_template_free(t);
+}
+
 int main(void) {
+  test_extra_slots();
   test_generalize_and_predict();
   test_not_affine();
   test_size_constant();

@@ -308,8 +308,16 @@ static void test_capture_compiles_one_executable(void) {
 }
 
 /* ---- size templates over captures (tpu_capture_size_check): the same ops captured at several
- * (N, K) sizes; verdicts, a capture of other ops refused, bad arguments. */
-static tpu_capture_t* capture_at(int64_t N, int64_t K, int only_mul) {
+ * (N, K) sizes; verdicts, a capture of other ops refused, bad arguments; a capture instantiated
+ * from the template at a new size equals the one recorded there and computes the same. */
+static void mul_add_sum(const float* hx, const float* hw, int64_t N, int64_t K, float* y, float* s) {
+  for (int64_t i = 0; i < N; ++i) {
+    float r = 0;
+    for (int64_t j = 0; j < K; ++j) { float v = hx[i * K + j] * hw[i * K + j]; v = v + hx[i * K + j]; y[i * K + j] = v; r += v; }
+    s[i] = r;
+  }
+}
+static tpu_capture_t* capture_at(int64_t N, int64_t K, int only_mul, unsigned flags) {
   float hx[9 * 9], hw[9 * 9];
   for (int i = 0; i < N * K; ++i) { hx[i] = frand(); hw[i] = frand(); }
   int64_t sz[2] = {N, K}, n1[1] = {N};
@@ -317,14 +325,44 @@ static tpu_capture_t* capture_at(int64_t N, int64_t K, int only_mul) {
   OK(tpu_capture_begin(0));
   mul(&x.t, &w.t, &y.t);
   if (!only_mul) { add(&y.t, &x.t, 1.0, &y.t); sum_dim(&y.t, 1, &s.t); }
-  tpu_tensor_t outs[2] = {y.t, s.t};
+  tpu_tensor_t outs[2] = {y.t, s.t}, ins[2] = {x.t, w.t};
   tpu_capture_t* cap = NULL;
   char reason[256];
-  OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, only_mul ? 1 : 2, &cap, reason, sizeof reason));
+  OK(tpu_capture_end_ex(0, ins, 2, NULL, 0, outs, only_mul ? 1 : 2, flags, &cap, reason, sizeof reason));
   CHECK(cap != NULL, "capture %lldx%lld: %s", (long long)N, (long long)K, reason);
   OK(tpu_rt_synchronize(0));
   drop(&x); drop(&w); drop(&y); drop(&s);
   return cap;
+}
+/* Runs cap on random (N, K) inputs and compares with mul_add_sum. */
+static int runs_right(tpu_capture_t* cap, int64_t N, int64_t K) {
+  float hx[9 * 9], hw[9 * 9], y[9 * 9], s[9], ry[9 * 9], rs[9];
+  for (int i = 0; i < N * K; ++i) { hx[i] = frand(); hw[i] = frand(); }
+  int64_t sz[2] = {N, K};
+  buf_t x = fbuf(2, sz, hx), w = fbuf(2, sz, hw), bufs[2] = {{0}, {0}};
+  tpu_tensor_t ins[2] = {x.t, w.t}, bt[2];
+  int nb = tpu_capture_num_buffers(cap), ok = nb == 2 && tpu_capture_inputs_match(cap, ins, 2);
+  for (int b = 0; ok && b < 2; ++b) {
+    tpu_tensor_t meta;
+    OK(tpu_capture_buffer_info(cap, b, &meta));
+    bufs[b] = fbuf(meta.ndim, meta.sizes, NULL);
+    bt[b] = bufs[b].t;
+  }
+  if (ok) OK(tpu_capture_run(cap, ins, 2, bt, 2));
+  for (int k = 0; ok && k < 2; ++k) {
+    tpu_tensor_t meta;
+    int in = -1, b = -1;
+    int64_t off = -1;
+    OK(tpu_capture_output_info(cap, k, &meta, &in, &b, &off));
+    ok = in == -1 && off == 0 && b >= 0 && b < 2 && meta.ndim == 2 - k && meta.sizes[0] == N;
+    if (ok) fget(&bufs[b], k == 0 ? ry : rs);
+  }
+  mul_add_sum(hx, hw, N, K, y, s);
+  for (int i = 0; ok && i < N * K; ++i) ok = ry[i] == y[i];
+  for (int i = 0; ok && i < N; ++i) ok = fabsf(rs[i] - s[i]) <= 1e-5f * (1 + fabsf(s[i]));
+  drop(&x); drop(&w);
+  for (int b = 0; b < 2; ++b) if (bufs[b].p) drop(&bufs[b]);
+  return ok;
 }
 static void test_capture_size_template(void) {
   static const int64_t sizes[][2] = {{4, 6}, {6, 6}, {5, 9}, {3, 7}, {8, 5}};
@@ -333,9 +371,9 @@ static void test_capture_size_template(void) {
   tpu_size_template_t* t = NULL;
   char why[256];
   for (int i = 0; i < 5; ++i) {
-    tpu_capture_t* cap = capture_at(sizes[i][0], sizes[i][1], 0);
+    tpu_capture_t* cap = capture_at(sizes[i][0], sizes[i][1], 0, TPU_CAPTURE_KEEP_GRAPH);
     int verdict = -1;
-    if (cap) OK(tpu_capture_size_check(&t, cap, sizes[i], 2, &verdict, why, sizeof why));
+    if (cap) OK(tpu_capture_size_check(&t, cap, sizes[i], 2, NULL, 0, &verdict, why, sizeof why));
     CHECK(verdict == want[i], "size %d: verdict %d (%s)", i, verdict, why);
     tpu_capture_free(cap);
   }
@@ -343,21 +381,41 @@ static void test_capture_size_template(void) {
   char* text = malloc(need);
   CHECK(text && tpu_size_template_print(t, text, need) == need && strstr(text, "= s0") && strstr(text, "= s1"), "%s", text ? text : "");
   free(text);
-  tpu_capture_t* other = capture_at(7, 8, 1); /* other ops: not an instance, template unchanged */
+  /* a new size: instantiated (never recorded) = recorded there, and it computes the same */
+  tpu_capture_t* inst = NULL;
+  OK(tpu_capture_instantiate(t, 0, (int64_t[]){7, 8}, 2, TPU_CAPTURE_KEEP_GRAPH, NULL, 0, &inst, why, sizeof why));
+  tpu_capture_t* rec = capture_at(7, 8, 0, TPU_CAPTURE_KEEP_GRAPH);
+  CHECK(inst && rec && tpu_capture_same(inst, rec, why, sizeof why), "instantiated 7x8 = captured 7x8: %s", why);
+  CHECK(inst && runs_right(inst, 7, 8) && runs_right(inst, 7, 8), "instantiated 7x8 runs right");
+  CHECK(inst && !runs_right(inst, 6, 8), "instantiated 7x8 refuses 6x8 inputs");
+  tpu_capture_free(inst); tpu_capture_free(rec);
+  inst = NULL;
+  OK(tpu_capture_instantiate(t, 0, (int64_t[]){9, 2}, 2, 0, NULL, 0, &inst, why, sizeof why));
+  CHECK(inst && runs_right(inst, 9, 2), "instantiated 9x2: %s", why);
+  tpu_capture_free(inst);
+  inst = NULL;
+  OK(tpu_capture_instantiate(t, 0, (int64_t[]){1, 8}, 2, 0, NULL, 0, &inst, why, sizeof why));
+  CHECK(!inst && strstr(why, "below 2"), "size 1 refused: %s", why);
+  OK(tpu_capture_instantiate(t, 0, (int64_t[]){7, 8, 3}, 3, 0, NULL, 0, &inst, why, sizeof why));
+  CHECK(!inst && why[0], "3 sizes refused: %s", why);
+  tpu_capture_t* other = capture_at(7, 8, 1, TPU_CAPTURE_KEEP_GRAPH); /* other ops: not an instance, template unchanged */
   int verdict = -1;
-  if (other) OK(tpu_capture_size_check(&t, other, (int64_t[]){7, 8}, 2, &verdict, why, sizeof why));
+  if (other) OK(tpu_capture_size_check(&t, other, (int64_t[]){7, 8}, 2, NULL, 0, &verdict, why, sizeof why));
   CHECK(verdict == TPU_SIZE_TEMPLATE_NOT_INSTANCE && why[0], "other ops: %d %s", verdict, why);
-  tpu_status_t st = tpu_capture_size_check(&t, other, (int64_t[]){7}, 1, &verdict, why, sizeof why);
+  tpu_status_t st = tpu_capture_size_check(&t, other, (int64_t[]){7}, 1, NULL, 0, &verdict, why, sizeof why);
   CHECK(st && strstr(tpu_status_message(st), "the template has 2"), "size count: %s", st ? tpu_status_message(st) : "OK");
   tpu_status_free(st);
   int64_t many[9] = {0};
   tpu_size_template_t* t2 = NULL;
-  st = tpu_capture_size_check(&t2, other, many, 9, &verdict, why, sizeof why);
+  st = tpu_capture_size_check(&t2, other, many, 9, NULL, 0, &verdict, why, sizeof why);
   CHECK(st && !t2, "9 sizes refused");
   tpu_status_free(st);
-  st = tpu_capture_size_check(&t2, NULL, many, 2, &verdict, why, sizeof why);
+  st = tpu_capture_size_check(&t2, NULL, many, 2, NULL, 0, &verdict, why, sizeof why);
   CHECK(st && !t2, "NULL capture refused");
   tpu_status_free(st);
+  tpu_capture_drop_graph(other); /* no kept graph: no sample */
+  OK(tpu_capture_size_check(&t2, other, many, 2, NULL, 0, &verdict, why, sizeof why));
+  CHECK(!t2 && verdict == TPU_SIZE_TEMPLATE_NOT_INSTANCE && strstr(why, "kept no graph"), "no graph: %s", why);
   tpu_capture_free(other);
   tpu_size_template_free(t);
   tpu_size_template_free(NULL);
