@@ -702,19 +702,17 @@ class _Segment:
         started = time.perf_counter()
         sizes = [a for a in call_args if type(a) is int]
         tensors_in = [a for a in call_args if isinstance(a, torch.Tensor)]
-        reason = ""
-        key = _template_key(call_args)
-        handle = None
-        if key != self._tmpl_key[0]:
+        handle, extra, reason = None, [], ""
+        if not tensors_in or _template_key(call_args) != self._tmpl_key[0]:
             reason = "the inputs' structure, non-size values or aliasing differ from the template's samples"
         else:
             try:
                 handle, extra, reason = _ext()._capture_instantiate(
                     self._sizes, sizes, self._tmpl_n_extra, tensors_in[0].device.index or 0, VERIFY_SIZE_TEMPLATES)
-            except Exception as exc:  # e.g. out of host memory: capture instead
+                if handle is not None and not handle.inputs_match(tensors_in):
+                    handle, reason = None, "the instantiated input layouts are not the call's"
+            except Exception as exc:  # e.g. out of host memory, an input on another device: capture instead
                 handle, reason = None, f"{type(exc).__name__}: {exc}"
-            if handle is not None and not handle.inputs_match(tensors_in):
-                handle, reason = None, "the instantiated input layouts are not the call's"
         if handle is None:
             with _lock:
                 if reason in _stats.size_refused or len(_stats.size_refused) < _MAX_REASONS:
