@@ -277,8 +277,39 @@ def test_batch_norm_running_variance_is_a_size_field() -> None:
     assert m["compile_size_template"] == {"first": 1, "generalized": 1, "predicted": 2}, m["compile_size_not_generic"]
 
 
+def test_size_template_refuses_other_aliasing() -> None:
+    """The template only instantiates calls shaped like its samples: two inputs that share storage (where the
+    samples had separate tensors) are refused (the reason counted) and captured, not taken as a sample
+    (`other_structure`); the next call with separate tensors at a new size is instantiated again. (A size or field
+    below 2 is refused too: csrc/tpurt/tests/test_trace.c and test_symshape.c.)"""
+    def f(x, y):
+        return (torch.tanh(x) * 2 + y).sum(0)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    with torch.no_grad():
+        for batch in (5, 8, 6, 9):  # first, generalized, predicted, predicted: ready
+            compiled(_g(batch, 6, seed=batch).to("tpu"), _g(batch, 6, seed=batch + 1).to("tpu"))
+        base = _g(2 * 7, 6).to("tpu")
+        torch_tpu.reset_metrics()
+        got = compiled(base[:7], base[7:])
+        m = torch_tpu.metrics()
+        assert m["compile_captures"] == 1 and m["compile_size_instantiated"] == 0, m
+        assert m["compile_size_template"] == {"other_structure": 1} and m["compile_recompiles"] == 0, m
+        assert any("aliasing" in r for r in m["compile_size_refused"]), m["compile_size_refused"]
+        torch.testing.assert_close(got.cpu(), f(base[:7], base[7:]).cpu(), **EXACT)
+        x, y = _g(10, 6, seed=3), _g(10, 6, seed=4)
+        torch_tpu.reset_metrics()
+        got = compiled(x.to("tpu"), y.to("tpu"))
+        m = torch_tpu.metrics()
+        assert m["compile_captures"] == 0 and m["compile_size_instantiated"] == 1, m
+        torch.testing.assert_close(got.cpu(), f(x.to("tpu"), y.to("tpu")).cpu(), **EXACT)
+        torch.testing.assert_close(got.cpu(), f(x, y), rtol=1e-5, atol=1e-5)
+
+
 def test_size_template_text_and_bad_use() -> None:
     t = torch_tpu._C.SizeTemplate()
     assert str(t) == ""
     with pytest.raises(TypeError):
         torch_tpu._C._capture_size_check(t, None, [3])
+    with pytest.raises(RuntimeError, match="no capture checked yet"):
+        torch_tpu._C._capture_instantiate(t, [3], 0)

@@ -806,7 +806,8 @@ class _Segment:
         extra, shape = _spec_ints(specs)
         key = (_template_key(call_args), shape, out_type, all_tensors)
         if self._tmpl_key is not None and key != self._tmpl_key:
-            verdict, reason = "not_instance", "the inputs' structure, non-size values, aliasing or output kinds differ"
+            # not a sample of this template (which is only ever instantiated for calls of its own structure)
+            verdict, reason = "other_structure", ""
         else:
             try:
                 verdict, reason = check(self._sizes, handle, sizes, extra)
@@ -815,7 +816,8 @@ class _Segment:
         if verdict == "first":
             self._tmpl_key, self._tmpl_n_extra = key, len(extra)
         self._not_instance |= verdict == "not_instance"
-        self._predicted_run = self._predicted_run + 1 if verdict == "predicted" else 0
+        if verdict != "other_structure":
+            self._predicted_run = self._predicted_run + 1 if verdict == "predicted" else 0
         with _lock:
             _stats.size_checks[verdict] = _stats.size_checks.get(verdict, 0) + 1
             if reason and (reason in _stats.size_not_generic or len(_stats.size_not_generic) < _MAX_REASONS):
