@@ -1,9 +1,11 @@
 """Optimizer step (torch.optim, foreach=True: PyTorch's default for tpu) on PyTorch CPU vs tpu, same process.
 
 Model: 16 x (Linear(600, 600) + LayerNorm(600)) + Linear(600, 10): 66 parameter tensors, 5.8M floats.
-Gradients are set once; the timed call is opt.step() alone (median of 20, synchronized). Also prints the
+Gradients are set once; the timed call is opt.step() alone (median of 20, synchronized), in --rounds
+alternating cpu/tpu rounds (default 5): prints each side's median, the median round's speed ratio and the
+rounds' spread (one side's single runs vary by up to 2x on a shared virtual machine). Also prints the
 device tasks per step (torch_tpu.metrics()["ops_run"]) and the process CPU time per step (all threads).
-Usage: python benchmarks/bench_optim.py [--only sgd,adamw,adagrad] [--repeat 20] [--threads N]
+Usage: python benchmarks/bench_optim.py [--only sgd,adamw,adagrad] [--repeat 20] [--rounds 5] [--threads N]
 (for a single-threaded comparison also set TORCH_TPU_NUM_THREADS=1 OMP_NUM_THREADS=1)
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, machine, sync  # noqa: E402
+from common import bench, machine, summary, sync  # noqa: E402
 
 OPTS = {
     "sgd": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, foreach=True),
@@ -64,6 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="")
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave)")
     args = ap.parse_args()
     if args.threads:
@@ -76,11 +79,21 @@ def main() -> None:
     names = [n for n in OPTS if not args.only or n in args.only.split(",")]
     n_params = len(list(make_model("cpu").parameters()))
     print(f"model: {n_params} parameter tensors")
-    print(f"{'optimizer':10s} {'cpu ms':>8s} {'tpu ms':>8s} {'speed':>7s} {'cpu CPU-ms':>10s} {'tpu CPU-ms':>10s} {'tasks/step':>10s}")
+    print(f"medians of {args.rounds} alternating cpu/tpu rounds; speed = cpu time / tpu time (> 1: tpu faster)")
+    print(f"{'optimizer':10s} {'cpu ms':>8s} {'tpu ms':>8s} {'speed':>7s} {'rounds':>11s} {'cpu CPU-ms':>10s} "
+          f"{'tpu CPU-ms':>10s} {'tasks/step':>10s}")
     for name in names:
-        c_wall, c_cpu, _ = measure(name, "cpu", args.repeat)
-        t_wall, t_cpu, ops = measure(name, "tpu", args.repeat)
-        print(f"{name:10s} {c_wall * 1e3:8.2f} {t_wall * 1e3:8.2f} {c_wall / t_wall:6.2f}x "
+        walls: dict[str, list[float]] = {"cpu": [], "tpu": []}
+        cpu_times: dict[str, list[float]] = {"cpu": [], "tpu": []}
+        ops = 0
+        for _ in range(args.rounds):
+            for dev in ("cpu", "tpu"):
+                w, c, n = measure(name, dev, args.repeat)
+                walls[dev].append(w); cpu_times[dev].append(c); ops = n or ops
+        c_wall, t_wall, speed, _ = summary(walls["cpu"], walls["tpu"], speed=True)
+        ratios = [c / t for c, t in zip(walls["cpu"], walls["tpu"])]
+        c_cpu, t_cpu, _, _ = summary(cpu_times["cpu"], cpu_times["tpu"])
+        print(f"{name:10s} {c_wall * 1e3:8.2f} {t_wall * 1e3:8.2f} {speed:6.2f}x {min(ratios):5.2f}-{max(ratios):4.2f}x "
               f"{c_cpu * 1e3:10.2f} {t_cpu * 1e3:10.2f} {ops:10d}")
 
 

@@ -28,6 +28,24 @@ def bench(fn: Callable[[], object], device: str, warmup: int = 3, repeat: int = 
     return statistics.median(samples)
 
 
+def alternate(measure: Callable[[str], float], rounds: int) -> tuple[list[float], list[float]]:
+    """measure("cpu"), measure("tpu"), measure("cpu"), ... for `rounds` rounds, so a slow spell of a shared
+    machine hits both sides alike (as bench_examples.py does): each side's values, in round order."""
+    cpus, tpus = [], []
+    for _ in range(rounds):
+        cpus.append(measure("cpu"))
+        tpus.append(measure("tpu"))
+    return cpus, tpus
+
+
+def summary(cpus: list[float], tpus: list[float], speed: bool = False) -> tuple[float, float, float, str]:
+    """Medians of each side, the median of the rounds' ratios (tpu/cpu time, or cpu/tpu when `speed`) and the
+    rounds' spread as text ("" for one round)."""
+    ratios = [(c / t if speed else t / c) for c, t in zip(cpus, tpus)]
+    spread = f" (rounds {min(ratios):.2f}-{max(ratios):.2f}x)" if len(ratios) > 1 else ""
+    return statistics.median(cpus), statistics.median(tpus), statistics.median(ratios), spread
+
+
 def machine() -> str:
     name = "unknown CPU"
     try:
