@@ -62,6 +62,32 @@ def test_group_norm_layouts_fwd_bwd(ndim, layout, affine, dtype):
         torch.testing.assert_close(bd.grad.cpu(), bc.grad, **tol)
 
 
+@pytest.mark.parametrize("shape,groups", [((2, 4, 2, 2), 2), ((3, 8, 4, 4), 4), ((2, 6, 5, 7), 3), ((4, 32, 9, 9), 8),
+                                          ((16, 16, 4, 4), 8)])
+def test_group_norm_run_lengths_offset_and_inf(shape, groups):
+    """Group sizes below and above the channel kernels' 16-element one-pass statistics (sums about the
+    group's first element, in double), a mean far from zero and a group whose first element is an
+    outlier; an inf input makes its group NaN (as PyTorch CPU) and leaves the others alone."""
+    g = _gen(shape[1])
+    x = torch.randn(shape, generator=g) * 2 + 500.0
+    x[0, 0].view(-1)[0] = 560.0
+    w, b = torch.randn(shape[1], generator=g), torch.randn(shape[1], generator=g)
+    gy = torch.randn(shape, generator=g)
+    xc, wc, bc = (t.clone().requires_grad_() for t in (x, w, b))
+    xd, wd, bd = (t.to(DEV).requires_grad_() for t in (x, w, b))
+    yc, yd = F.group_norm(xc, groups, wc, bc), F.group_norm(xd, groups, wd, bd)
+    torch.testing.assert_close(yd.cpu(), yc, atol=1e-4, rtol=1e-4)
+    yc.backward(gy)
+    yd.backward(gy.to(DEV))
+    for a, c in ((xd, xc), (wd, wc), (bd, bc)):
+        torch.testing.assert_close(a.grad.cpu(), c.grad, atol=1e-3, rtol=1e-4)
+    xi = x.clone()
+    xi[-1, -1].view(-1)[-1] = float("inf")
+    yi = F.group_norm(xi.to(DEV), groups, w.to(DEV), b.to(DEV)).cpu()
+    ref = F.group_norm(xi, groups, w, b)
+    torch.testing.assert_close(yi, ref, atol=1e-4, rtol=1e-4, equal_nan=True)
+
+
 def test_group_norm_channels_last_module_and_autocast():
     """nn.GroupNorm on a channels_last conv output, in a bf16 autocast region (the UNet pattern)."""
     torch.manual_seed(0)

@@ -79,6 +79,25 @@ def test_softmax_noncontiguous_and_inf():
         close(fn(x.to(DEV)[:, ::2], 1), fn(x[:, ::2], 1), equal_nan=True)
 
 
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 64, 100])
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_row_lengths(fn, n):
+    """Row lengths around the host kernels' 8- and 16-lane steps (vector body and padded tail), masked
+    (-inf) entries, differences from the max in exp's denormal range (-103 .. -87) and below it, a fully
+    -inf row (NaN) and a +inf entry, forward and backward (f32, last dim and a strided dim)."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(6, n, generator=g) * 3
+    x[1, n // 2:] = float("-inf")  # a masked tail (n = 1: the whole row)
+    x[2] = -torch.linspace(0, 110, n)  # x - max down to -110: denormal exps and below
+    x[3] = float("-inf")
+    x[4, n - 1] = float("inf")
+    for t in (x, x.t().contiguous().t()):  # contiguous rows, then the dim strided
+        close(fn(t.to(DEV), 1), fn(t, 1), equal_nan=True)
+    xf = x[[0, 2, 5]]  # finite rows for the gradients
+    check_grads(lambda t: fn(t, dim=1), xf)
+    check_grads(lambda t: fn(t.t(), dim=0), xf.t().contiguous())
+
+
 def test_softmax_dtype_arg_and_half_to_float():
     x = rand(3, 7, dtype=torch.bfloat16)
     close(F.softmax(x.to(DEV), -1, dtype=torch.float32), F.softmax(x, -1, dtype=torch.float32))
@@ -284,6 +303,19 @@ def test_layer_norm(dtype, shape, nshape, affine):
         bb = ts[2] if b is not None else None
         return F.layer_norm(xx, nshape, ww, bb, eps=1e-5)
     check_grads(fn, *inputs, **({} if not tol else {"atol": tol["atol"], "rtol": tol["rtol"]}))
+
+
+@pytest.mark.parametrize("n", [15, 16, 17, 33, 128, 200])
+def test_layer_norm_row_lengths(n):
+    """Row lengths around the row kernels' 16-element steps and the statistics' 16-element runs (one pass
+    in double about the row's first element): an offset mean, a constant row, weight and bias, f32."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(5, n, generator=g) * 2 + 1000.0  # variance far below mean^2
+    x[1] = 3.0  # constant row: variance 0
+    x[2, 0] = 1050.0  # the shift (first element) far from the mean
+    w, b = torch.rand(n, generator=g) + 0.5, torch.randn(n, generator=g)
+    check_grads(lambda t, ww, bb: F.layer_norm(t, (n,), ww, bb), x, w, b, atol=1e-4, rtol=1e-4)
+    check_grads(lambda t: F.layer_norm(t, (n,)), x[[0, 2, 3, 4]] - 1000.0, atol=1e-4, rtol=1e-4)
 
 
 def test_layer_norm_outputs_and_partial_grads():

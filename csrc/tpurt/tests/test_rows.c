@@ -6,7 +6,8 @@
  * without weight and bias). GELU / GELU_BWD: ISA builds bit-identical, A&S bound vs double, driver paths. SILU /
  * SILU_BWD: ISA builds bit-identical, a few ulp of double, driver paths. LERP: equal to an fmaf loop in every
  * ISA build, driver paths. ADDC: equal to the CPU-order scalar loops, driver paths. COL_SUMS: equal to
- * double loops, ISA builds bit-identical. */
+ * double loops, ISA builds bit-identical. stat2_f32 (channel statistics' one-pass run sums): double loops, ISA
+ * builds bit-identical. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -594,6 +595,34 @@ static void test_col_sums(void) {
   tpu_status_free(st);
 }
 
+/* stat2_f32 (norm.c's one-pass run sums): every ISA build gives the same bits, and the sums match double loops
+ * (to double rounding: the lanes add as a tree) for run lengths around the 16-element steps */
+static void test_stat2(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const int64_t ns[] = {1, 7, 15, 16, 17, 31, 32, 33, 100, 1000};
+  for (int c = 0; c < 10; ++c)
+    for (int grad = 0; grad < 2; ++grad) {
+      const int64_t n = ns[c];
+      float *x = frand(n, 3, 100), *g = frand(n, 1, 0);
+      const double m = grad ? 99.5 : (double)x[0];
+      double w1 = 0, w2 = 0, s1[3], s2[3];
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = (double)x[i] - m;
+        if (grad) { w1 += (double)g[i]; w2 += (double)g[i] * d; } else { w1 += d; w2 += d * d; }
+      }
+      for (int k = 0; k < 3; ++k) {
+        if (!isa[k]) continue;
+        isa[k]->stat2_f32(grad ? g : NULL, x, n, m, &s1[k], &s2[k]);
+        CHECK(fabs(s1[k] - w1) <= 1e-12 * (1 + fabs(w1) + n) && fabs(s2[k] - w2) <= 1e-12 * (1 + fabs(w2) + n),
+              "stat2 isa %d n %lld grad %d: %.17g %.17g vs %.17g %.17g", k, (long long)n, grad, s1[k], s2[k], w1, w2);
+        if (k) CHECK(s1[k] == s1[0] && s2[k] == s2[0], "stat2 isa %d n %lld: bits differ from the base build", k, (long long)n);
+      }
+      free(x); free(g);
+    }
+}
+
 int main(void) {
   srand(7);
   test_random();
@@ -606,6 +635,7 @@ int main(void) {
   test_lerp();
   test_addc();
   test_col_sums();
+  test_stat2();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

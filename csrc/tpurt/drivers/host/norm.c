@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "drivers/host/norm.h"
+#include "drivers/host/rows.h" /* stat_f32: contiguous f32 runs in the CPU's vector width */
 
 /* ---- runs of n elements (stride st) in double: sum x, sum (x - m)^2, sum g (x - m). Eight
  * partial sums so contiguous f32/f64 runs vectorize (the build keeps IEEE order otherwise). */
@@ -103,8 +104,36 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
   const ch_job_t* J = ctx;
   const tpu_host_view_t *x = &J->xs[J->n == 1 ? 0 : 1], *g = J->n == 1 ? NULL : &J->xs[0];
   const double cnt = (double)(J->A * J->I);
+  /* contiguous f32 runs of 16 or more: one pass per run (rows.h stat2_f32, in the CPU's vector width) */
+  const int fast = J->kind == 0 && J->I >= 16 && x->strides[2] == 1 && (!g || g->strides[2] == 1);
+  const tpu_host_rows_ops_t* ops = fast ? tpu_host_rows_ops() : NULL;
   for (int64_t b = b0; b < b1; ++b) {
     double r0 = 0, r1 = 0;
+    if (fast && !g) { /* sums of x - k and (x - k)^2, k = the channel's first element: mean and variance in
+                       * double without the second pass (cancellation only as (mean - k)^2 / variance) */
+      const float* xb = (const float*)x->data + b * x->strides[1];
+      const double k = (double)xb[0];
+      for (int64_t a = 0; a < J->A; ++a) {
+        double t1, t2;
+        ops->stat2_f32(NULL, xb + a * x->strides[0], J->I, k, &t1, &t2);
+        r0 += t1; r1 += t2;
+      }
+      const double d = r0 / cnt;
+      r0 = k + d; r1 = r1 / cnt - d * d;
+      r1 = r1 > 0 ? r1 : 0;
+      if (isfinite(r0) && isfinite(r1)) goto store;
+      r0 = r1 = 0; /* an inf or NaN: the two-pass sums below give the IEEE results (inf mean, NaN variance) */
+    }
+    if (fast && g) {
+      const double m = vec_at(&J->xs[2], b, J->f64);
+      for (int64_t a = 0; a < J->A; ++a) {
+        double t1, t2;
+        ops->stat2_f32((const float*)g->data + a * g->strides[0] + b * g->strides[1],
+                       (const float*)x->data + a * x->strides[0] + b * x->strides[1], J->I, m, &t1, &t2);
+        r0 += t1; r1 += t2;
+      }
+      goto store;
+    }
     if (!g) {
       for (int64_t a = 0; a < J->A; ++a)
         r0 += k_sum(J->kind, x->data, a * x->strides[0] + b * x->strides[1], J->I, x->strides[2]);
@@ -120,6 +149,7 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
         r1 += k_dot(J->kind, g->data, go, g->strides[2], x->data, xo, x->strides[2], J->I, m);
       }
     }
+  store:;
     const tpu_host_view_t* o = J->out;
     if (J->f64) {
       ((double*)o->data)[b * o->strides[1]] = r0;

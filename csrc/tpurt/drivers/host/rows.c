@@ -8,7 +8,7 @@
 #define ROWS_SUFFIX base
 #include "drivers/host/rows_impl.h"
 
-static const tpu_host_rows_ops_t* rows_ops(void) {
+const tpu_host_rows_ops_t* tpu_host_rows_ops(void) {
   static const tpu_host_rows_ops_t* ops;
   const tpu_host_rows_ops_t* o = __atomic_load_n(&ops, __ATOMIC_ACQUIRE);
   if (!o) {
@@ -147,7 +147,7 @@ static tpu_status_t k_layer_norm(const tpu_ir_op_t* op, int n, const tpu_host_vi
                                                      : v->rank == 1 && v->sizes[0] == want);
     if (!ok) return TPU_ERR(INTERNAL, "host: row layer norm operand %d does not match", k);
   }
-  ln_job_t J = {.ops = rows_ops(), .g = bwd ? &xs[0] : NULL, .x = &xs[nf - 1],
+  ln_job_t J = {.ops = tpu_host_rows_ops(), .g = bwd ? &xs[0] : NULL, .x = &xs[nf - 1],
                 .mean = &xs[nf], .rstd = &xs[nf + 1], .w = hw ? &xs[nf + 2] : NULL,
                 .b = hb ? &xs[nf + 2 + hw] : NULL, .out = out, .N = N};
   if (M == 0 || N == 0) return TPU_OK;
@@ -251,7 +251,7 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
     contig &= view_contig(v);
   }
   if (total == 0) return TPU_OK;
-  const tpu_host_rows_ops_t* ops = rows_ops();
+  const tpu_host_rows_ops_t* ops = tpu_host_rows_ops();
   gelu_job_t J = {.fwd = silu ? ops->silu : ops->gelu, .bwd = silu ? ops->silu_bwd : ops->gelu_bwd,
                   .lerp = lerp ? ops->lerp : NULL, .g = bwd || lerp ? &xs[0] : NULL, .x = &xs[bwd || lerp],
                   .w = lerp || addc ? &xs[2] : NULL, .out = out, .ops = ops};
@@ -334,7 +334,7 @@ static tpu_status_t k_col_sums(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (out->sizes[out->rank - 1] != N || (ln && out->sizes[0] != 2))
     return TPU_ERR(INTERNAL, "host: column sums result does not match its operands");
   if (N == 0) return TPU_OK;
-  col_job_t J = {.ops = rows_ops(), .g = ln ? &xs[0] : NULL, .x = &xs[ln ? 1 : 0], .mean = ln ? &xs[2] : NULL,
+  col_job_t J = {.ops = tpu_host_rows_ops(), .g = ln ? &xs[0] : NULL, .x = &xs[ln ? 1 : 0], .mean = ln ? &xs[2] : NULL,
                  .rstd = ln ? &xs[3] : NULL, .out = out, .M = M, .N = N, .bw = COL_BLOCK};
   { /* ceil(N / width) blocks, or one per thread (at least 64 / 32 columns each): columns only, same bits */
     const int64_t wide = ln ? COL_BLOCK : COL_WIDE, minw = ln ? 32 : 64;
@@ -359,7 +359,7 @@ tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t
     return TPU_ERR(UNSUPPORTED, "host: row softmax of %s", tpu_dtype_name(out->dtype));
   for (int k = 0; k < n; ++k)
     if (!same3(&xs[k], out)) return TPU_ERR(INTERNAL, "host: row softmax operand %d does not match its result", k);
-  rows_job_t J = {.ops = rows_ops(), .x = &xs[0], .y = bwd ? &xs[1] : NULL, .out = out, .bwd = bwd,
+  rows_job_t J = {.ops = tpu_host_rows_ops(), .x = &xs[0], .y = bwd ? &xs[1] : NULL, .out = out, .bwd = bwd,
                   .log = op->i1 != 0, .f64 = out->dtype == TPU_DTYPE_F64, .N = out->sizes[1], .I = out->sizes[2]};
   const int64_t rows = out->sizes[0] * out->sizes[2];
   if (rows == 0 || J.N == 0) return TPU_OK;

@@ -8,9 +8,10 @@
  *
  * Same math as the composite IR (max, exp of x - max, sum, divide / subtract the log) in the
  * same dtype (f32 or f64, operands and result alike): a fully -inf row gives NaN as PyTorch's
- * CPU kernel. f32 rows take three passes forward (max; exp, store and sum; divide) and two
- * backward (dot; write), with sums in 16 f32 lanes (the IR's reduce sums in f64, so results
- * agree up to float rounding); exp is tile_expf (vmath.h, <= 2 ulp). Contiguous rows run in
+ * CPU kernel. f32 rows take three passes forward (max; exp, store and sum; multiply by 1 / sum)
+ * and two backward (dot; write), with sums in 16 f32 lanes added as a tree (the IR's reduce sums
+ * in f64, so results agree up to float rounding); exp is expf_fma's (rows_impl.h, tile_expf's
+ * polynomial with FMA, <= 2 ulp). Contiguous rows run in
  * place; strided rows (dim != -1, non-contiguous views) go through a per-chunk scratch row.
  * f64 rows use libm exp/log in double. Rows run in parallel on the thread pool.
  *
@@ -73,7 +74,12 @@ typedef struct {
   void (*silu_bwd)(const float* g, const float* x, float* o, int64_t n);
   void (*lerp)(const float* a, const float* b, const float* w, int64_t ws, float* o, int64_t n);
   void (*addc)(const float* s, const float* a, const float* b, float v, float* o, int64_t n, int div);
+  /* a contiguous f32 run's sums in double, one pass (norm.c): g NULL: *s1 = sum (x - m), *s2 = sum (x - m)^2;
+   * else *s1 = sum g, *s2 = sum g (x - m) */
+  void (*stat2_f32)(const float* g, const float* x, int64_t n, double m, double* s1, double* s2);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
+/* The row kernels for this CPU (AVX-512, AVX2+FMA or base), chosen once. Thread-safe. */
+const tpu_host_rows_ops_t* tpu_host_rows_ops(void);
 
 #endif /* TPURT_DRIVERS_HOST_ROWS_H_ */

@@ -13,57 +13,150 @@
 #define RFN(name) ROWS_CAT(name, ROWS_SUFFIX)
 enum { RL = 16 };
 
+/* The row reductions are written with gcc's vector extensions in 8-lane f32 vectors (one AVX2 / AVX-512VL
+ * register, two SSE ones; wider generic vectors are lowered through the stack below AVX-512), two of them per
+ * 16 elements: gcc 12 did not turn the former 16-lane arrays into vector code (max and sum passes ran as
+ * scalar vmaxss / vaddss chains: softmax of 64-element rows took 90 ns a row on AVX-512). The last n % 16
+ * elements are two padded vectors (-inf for the max, 0 for sums), and the 16 lanes are added as a fixed
+ * tree (rows_hsum), so every ISA build does the same IEEE operations in the same order (same bits).
+ * rows_vexp is RFN(expf_fma) lane by lane. */
+#pragma GCC diagnostic ignored "-Wpsabi" /* 32-byte vectors in the base (SSE) build, static functions only (gcc reports it at the end of the file, so not popped) */
+typedef float rows_vf __attribute__((vector_size(32)));
+typedef int32_t rows_vi __attribute__((vector_size(32)));
+#define ROWS_SPLAT(v) ((rows_vf){v, v, v, v, v, v, v, v})
+static inline __attribute__((always_inline)) rows_vf rows_ld(const float* p) { rows_vf v; memcpy(&v, p, 32); return v; }
+/* the k (0..16) floats at p as two vectors, padded with fill */
+static inline __attribute__((always_inline)) void rows_ld2_tail(const float* p, int64_t k, float fill, rows_vf* a, rows_vf* b) {
+  float t[16];
+  for (int l = 0; l < 16; ++l) t[l] = l < k ? p[l] : fill;
+  memcpy(a, t, 32); memcpy(b, t + 8, 32);
+}
+static inline __attribute__((always_inline)) void rows_st(float* p, rows_vf v) { memcpy(p, &v, 32); }
+static inline __attribute__((always_inline)) void rows_st2_tail(float* p, rows_vf a, rows_vf b, int64_t k) {
+  float t[16];
+  memcpy(t, &a, 32); memcpy(t + 8, &b, 32);
+  for (int64_t l = 0; l < k; ++l) p[l] = t[l];
+}
+static inline __attribute__((always_inline)) rows_vf rows_sel(rows_vi m, rows_vf a, rows_vf b) { /* m ? a : b */
+#ifdef __AVX__ /* one blend instead of and / andnot / or (m is all ones or all zeros per lane) */
+  return __builtin_ia32_blendvps256(b, a, (rows_vf)m);
+#else
+  return (rows_vf)((m & (rows_vi)a) | (~m & (rows_vi)b));
+#endif
+}
+static inline __attribute__((always_inline)) rows_vf rows_vmax(rows_vf a, rows_vf b) { return rows_sel(a > b, a, b); }
+static inline __attribute__((always_inline)) float rows_hmax(rows_vf a, rows_vf b) {
+  rows_vf v = rows_vmax(a, b);
+  v = rows_vmax(v, __builtin_shuffle(v, (rows_vi){4, 5, 6, 7, 0, 1, 2, 3}));
+  v = rows_vmax(v, __builtin_shuffle(v, (rows_vi){2, 3, 0, 1, 6, 7, 4, 5}));
+  v = rows_vmax(v, __builtin_shuffle(v, (rows_vi){1, 0, 3, 2, 5, 4, 7, 6}));
+  return v[0];
+}
+/* lanes 0-7 of a and 8-15 of b added as a tree: (a + b), then halves, quarters, pairs */
+static inline __attribute__((always_inline)) float rows_hsum(rows_vf a, rows_vf b) {
+  rows_vf v = a + b;
+  v += __builtin_shuffle(v, (rows_vi){4, 5, 6, 7, 0, 1, 2, 3});
+  v += __builtin_shuffle(v, (rows_vi){2, 3, 0, 1, 6, 7, 4, 5});
+  v += __builtin_shuffle(v, (rows_vi){1, 0, 3, 2, 5, 4, 7, 6});
+  return v[0];
+}
+static inline __attribute__((always_inline)) rows_vf rows_fma(rows_vf a, rows_vf b, rows_vf c) { /* one rounding */
+#ifdef __FMA__
+  return __builtin_ia32_vfmaddps256(a, b, c);
+#else
+  rows_vf r;
+  for (int l = 0; l < 8; ++l) r[l] = fmaf(a[l], b[l], c[l]); /* libm's: exact, slow (a CPU without FMA) */
+  return r;
+#endif
+}
+/* RFN(expf_fma) below, lane by lane (same operations, same bits): ~25 vector operations for 8 exps where
+ * tile_expf's mul-then-add form took ~40. Lanes below lo (softmax's masked -inf) compute exp(0) and are
+ * selected to 0 at the end: clamping them to lo made denormal products, and a vector multiply with a
+ * denormal result is slow (3x on a half-masked softmax row). */
+static inline __attribute__((always_inline)) rows_vf rows_vexp(rows_vf x) {
+  const rows_vf lo = ROWS_SPLAT(-103.972084f), hi = ROWS_SPLAT(88.7228394f), big = ROWS_SPLAT(12582912.0f);
+  const rows_vi under = x < lo, over = x > hi;
+  const rows_vf xc = rows_sel(under, ROWS_SPLAT(0.0f), rows_sel(over, hi, x));
+  const rows_vf n = rows_fma(xc, ROWS_SPLAT(1.44269504088896341f), big) - big; /* round(x log2 e) */
+  rows_vf r = rows_fma(n, ROWS_SPLAT(-0.693359375f), xc);
+  r = rows_fma(n, ROWS_SPLAT(2.12194440e-4f), r);
+  rows_vf p = ROWS_SPLAT(1.9875691500E-4f);
+  p = rows_fma(p, r, ROWS_SPLAT(1.3981999507E-3f)); p = rows_fma(p, r, ROWS_SPLAT(8.3334519073E-3f));
+  p = rows_fma(p, r, ROWS_SPLAT(4.1665795894E-2f)); p = rows_fma(p, r, ROWS_SPLAT(1.6666665459E-1f));
+  p = rows_fma(p, r, ROWS_SPLAT(5.0000001201E-1f));
+  const rows_vi ni = __builtin_convertvector(n, rows_vi), n1 = ni / 2, n2 = ni - n1;
+  rows_vf y = (rows_fma(p, r * r, r) + 1.0f) * (rows_vf)((n1 + 127) << 23) * (rows_vf)((n2 + 127) << 23);
+  y = rows_sel(over, ROWS_SPLAT(INFINITY), y);
+  y = rows_sel(under, ROWS_SPLAT(0.0f), y);
+  return rows_sel(x != x, x, y);
+}
+static inline float RFN(expf_fma)(float x);
+
 static float RFN(row_max)(const float* x, int64_t n) {
-  float mx[RL];
-  for (int l = 0; l < RL; ++l) mx[l] = -INFINITY;
+  rows_vf m0 = ROWS_SPLAT(-INFINITY), m1 = m0;
   int64_t i = 0;
-  for (; i + RL <= n; i += RL)
-    for (int l = 0; l < RL; ++l) mx[l] = x[i + l] > mx[l] ? x[i + l] : mx[l];
-  float m = -INFINITY;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (int l = 0; l < RL; ++l) m = mx[l] > m ? mx[l] : m;
-  return m; /* NaNs are skipped here; they reach the sum through exp and make the row NaN */
+  for (; i + 16 <= n; i += 16) { m0 = rows_vmax(rows_ld(x + i), m0); m1 = rows_vmax(rows_ld(x + i + 8), m1); }
+  if (i < n) {
+    rows_vf a, b;
+    rows_ld2_tail(x + i, n - i, -INFINITY, &a, &b);
+    m0 = rows_vmax(a, m0); m1 = rows_vmax(b, m1);
+  }
+  return rows_hmax(m0, m1); /* NaNs are skipped here; they reach the sum through exp and make the row NaN */
 }
 
-/* y = exp(x - m) / sum, or (x - m) - log(sum) */
+/* y = exp(x - m) / sum (times 1 / sum, as PyTorch's CPU kernel), or (x - m) - log(sum) */
 static void RFN(softmax)(const float* x, float* y, int64_t n, int log) {
   const float m = RFN(row_max)(x, n);
-  float acc[RL] = {0}, s = 0;
+  const rows_vf mv = ROWS_SPLAT(m);
+  rows_vf a0 = ROWS_SPLAT(0.0f), a1 = a0;
   int64_t i = 0;
-  if (log) {
-    for (; i + RL <= n; i += RL)
-      for (int l = 0; l < RL; ++l) acc[l] += tile_expf(x[i + l] - m);
-    for (; i < n; ++i) s += tile_expf(x[i] - m);
-  } else {
-    for (; i + RL <= n; i += RL)
-      for (int l = 0; l < RL; ++l) { float e = tile_expf(x[i + l] - m); y[i + l] = e; acc[l] += e; }
-    for (; i < n; ++i) { float e = tile_expf(x[i] - m); y[i] = e; s += e; }
+  for (; i + 16 <= n; i += 16) {
+    const rows_vf e0 = rows_vexp(rows_ld(x + i) - mv), e1 = rows_vexp(rows_ld(x + i + 8) - mv);
+    if (!log) { rows_st(y + i, e0); rows_st(y + i + 8, e1); }
+    a0 += e0; a1 += e1;
   }
-  for (int l = 0; l < RL; ++l) s += acc[l];
+  const int64_t k = n - i;
+  if (k) { /* -inf padding: exp gives 0 (a row whose max is -inf is NaN anyway) */
+    rows_vf t0, t1;
+    rows_ld2_tail(x + i, k, -INFINITY, &t0, &t1);
+    const rows_vf e0 = rows_vexp(t0 - mv), e1 = rows_vexp(t1 - mv);
+    if (!log) rows_st2_tail(y + i, e0, e1, k);
+    a0 += e0; a1 += e1;
+  }
+  const float s = rows_hsum(a0, a1);
   if (log) {
     const float ls = logf(s);
     for (i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
   } else {
-    for (i = 0; i < n; ++i) y[i] = y[i] / s;
+    const float inv = 1.0f / s;
+    for (i = 0; i < n; ++i) y[i] = y[i] * inv;
   }
 }
 
 /* softmax: o = y (g - sum(g y)); log_softmax: o = g - exp(y) sum(g) */
 static void RFN(softmax_bwd)(const float* g, const float* y, float* o, int64_t n, int log) {
-  float acc[RL] = {0}, s = 0;
+  rows_vf a0 = ROWS_SPLAT(0.0f), a1 = a0;
   int64_t i = 0;
-  if (log) {
-    for (; i + RL <= n; i += RL)
-      for (int l = 0; l < RL; ++l) acc[l] += g[i + l];
-    for (; i < n; ++i) s += g[i];
-  } else {
-    for (; i + RL <= n; i += RL)
-      for (int l = 0; l < RL; ++l) acc[l] += g[i + l] * y[i + l];
-    for (; i < n; ++i) s += g[i] * y[i];
+  for (; i + 16 <= n; i += 16) {
+    if (log) { a0 += rows_ld(g + i); a1 += rows_ld(g + i + 8); }
+    else { a0 += rows_ld(g + i) * rows_ld(y + i); a1 += rows_ld(g + i + 8) * rows_ld(y + i + 8); }
   }
-  for (int l = 0; l < RL; ++l) s += acc[l];
-  if (log) for (i = 0; i < n; ++i) o[i] = g[i] - tile_expf(y[i]) * s;
-  else for (i = 0; i < n; ++i) o[i] = y[i] * (g[i] - s);
+  if (i < n) {
+    rows_vf g0, g1, y0, y1;
+    rows_ld2_tail(g + i, n - i, 0.0f, &g0, &g1);
+    rows_ld2_tail(y + i, n - i, 0.0f, &y0, &y1);
+    if (log) { a0 += g0; a1 += g1; }
+    else { a0 += g0 * y0; a1 += g1 * y1; }
+  }
+  const float s = rows_hsum(a0, a1);
+  const rows_vf sv = ROWS_SPLAT(s);
+  i = 0;
+  if (log) {
+    for (; i + 8 <= n; i += 8) rows_st(o + i, rows_ld(g + i) - rows_vexp(rows_ld(y + i)) * sv);
+    for (; i < n; ++i) o[i] = g[i] - RFN(expf_fma)(y[i]) * s;
+  } else {
+    for (; i < n; ++i) o[i] = y[i] * (g[i] - s);
+  }
 }
 
 /* layer norm: y = (x - mean) rstd [* w] [+ b] (w, b may be NULL), the IR's operation order */
@@ -78,18 +171,72 @@ static void RFN(layer_norm)(const float* x, float mean, float rstd, const float*
  * dx = rstd ((dxh - sum(dxh) / n) - xh (rstd sum(dxh (x - mean)) / n)) */
 static void RFN(layer_norm_bwd)(const float* g, const float* x, float mean, float rstd, const float* w, float* dx,
                                 int64_t n) {
-  float a1[RL] = {0}, a2[RL] = {0}, s1 = 0, s2 = 0;
+  rows_vf a10 = ROWS_SPLAT(0.0f), a11 = a10, a20 = a10, a21 = a10;
+  const rows_vf mv = ROWS_SPLAT(mean);
   int64_t i = 0;
-  for (; i + RL <= n; i += RL)
-    for (int l = 0; l < RL; ++l) {
-      float d = w ? g[i + l] * w[i + l] : g[i + l];
-      a1[l] += d; a2[l] += d * (x[i + l] - mean);
-    }
-  for (; i < n; ++i) { float d = w ? g[i] * w[i] : g[i]; s1 += d; s2 += d * (x[i] - mean); }
-  for (int l = 0; l < RL; ++l) { s1 += a1[l]; s2 += a2[l]; }
+  for (; i + 16 <= n; i += 16) {
+    const rows_vf d0 = w ? rows_ld(g + i) * rows_ld(w + i) : rows_ld(g + i);
+    const rows_vf d1 = w ? rows_ld(g + i + 8) * rows_ld(w + i + 8) : rows_ld(g + i + 8);
+    a10 += d0; a11 += d1;
+    a20 += d0 * (rows_ld(x + i) - mv); a21 += d1 * (rows_ld(x + i + 8) - mv);
+  }
+  if (i < n) { /* zero padding: d = 0 adds 0 to both sums */
+    rows_vf g0, g1, w0 = ROWS_SPLAT(1.0f), w1 = w0, x0, x1;
+    rows_ld2_tail(g + i, n - i, 0.0f, &g0, &g1);
+    if (w) rows_ld2_tail(w + i, n - i, 0.0f, &w0, &w1);
+    rows_ld2_tail(x + i, n - i, mean, &x0, &x1);
+    const rows_vf d0 = w ? g0 * w0 : g0, d1 = w ? g1 * w1 : g1;
+    a10 += d0; a11 += d1;
+    a20 += d0 * (x0 - mv); a21 += d1 * (x1 - mv);
+  }
+  const float s1 = rows_hsum(a10, a11), s2 = rows_hsum(a20, a21);
   const float inv_n = (float)(1.0 / (double)n), m1 = s1 * inv_n, m2 = s2 * rstd * inv_n;
   if (w) for (i = 0; i < n; ++i) dx[i] = rstd * ((g[i] * w[i] - m1) - (x[i] - mean) * rstd * m2);
   else for (i = 0; i < n; ++i) dx[i] = rstd * ((g[i] - m1) - (x[i] - mean) * rstd * m2);
+}
+
+/* Run statistics in double for the channel kernels (norm.c) on contiguous f32 runs, one pass: g NULL:
+ * s1 = sum (x - m), s2 = sum (x - m)^2 (m: a shift, the caller's first element); else s1 = sum g,
+ * s2 = sum g (x - m). 16 lanes as four 4-double vectors per sum, the tail zero-padded (masked), lanes
+ * added as a fixed tree: same bits in every ISA build. */
+typedef double rows_vd __attribute__((vector_size(32)));
+typedef float rows_vh __attribute__((vector_size(16)));
+typedef int64_t rows_vl __attribute__((vector_size(32)));
+static inline __attribute__((always_inline)) rows_vd rows_ldd(const float* p) {
+  rows_vh v; memcpy(&v, p, 16); return __builtin_convertvector(v, rows_vd);
+}
+static inline __attribute__((always_inline)) double rows_hsumd(const rows_vd* a) {
+  rows_vd v = (a[0] + a[2]) + (a[1] + a[3]);
+  v += __builtin_shuffle(v, (rows_vl){2, 3, 0, 1});
+  v += __builtin_shuffle(v, (rows_vl){1, 0, 3, 2});
+  return v[0];
+}
+static void RFN(stat2_f32)(const float* g, const float* x, int64_t n, double m, double* s1, double* s2) {
+  rows_vd a[4] = {{0}, {0}, {0}, {0}}, b[4] = {{0}, {0}, {0}, {0}};
+  const rows_vd mv = {m, m, m, m};
+  int64_t i = 0;
+  if (!g)
+    for (; i + 16 <= n; i += 16)
+      for (int q = 0; q < 4; ++q) { const rows_vd d = rows_ldd(x + i + 4 * q) - mv; a[q] += d; b[q] += d * d; }
+  else
+    for (; i + 16 <= n; i += 16)
+      for (int q = 0; q < 4; ++q) {
+        const rows_vd gv = rows_ldd(g + i + 4 * q);
+        a[q] += gv; b[q] += gv * (rows_ldd(x + i + 4 * q) - mv);
+      }
+  if (i < n) {
+    float xt[16], gt[16];
+    for (int l = 0; l < 16; ++l) { xt[l] = i + l < n ? x[i + l] : 0.0f; gt[l] = g && i + l < n ? g[i + l] : 0.0f; }
+    for (int q = 0; q < 4; ++q) {
+      const rows_vd xv = rows_ldd(xt + 4 * q);
+      rows_vd d = xv - mv, gv = rows_ldd(gt + 4 * q);
+      if (!g) {
+        for (int l = 0; l < 4; ++l) d[l] = i + 4 * q + l < n ? d[l] : 0.0;
+        a[q] += d; b[q] += d * d;
+      } else { a[q] += gv; b[q] += gv * d; } /* g = 0 in the padding */
+    }
+  }
+  *s1 = rows_hsumd(a); *s2 = rows_hsumd(b);
 }
 
 /* GELU (erf form, rows.h): with h = x^2 / 2 and z = |x| / sqrt(2), q = Phi(-|x|) = erfc(z) / 2 from
@@ -271,4 +418,4 @@ static void RFN(addc)(const float* s, const float* a, const float* b, float v, f
 
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
                                                      RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
-                                                     RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc)};
+                                                     RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc), RFN(stat2_f32)};
