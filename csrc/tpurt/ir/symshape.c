@@ -48,6 +48,16 @@ static int value_slot(const tpu_ir_op_t* op, int64_t* out) {
   }
   return 0;
 }
+/* value_slot, reading the value as kind `hint` first (the template's kind for this op) when it fits:
+ * n / (n - 1) at n = 2 is 2.0, an integer too; 1 / n at n = 1 likewise. */
+static int value_slot_hint(const tpu_ir_op_t* op, int hint, int64_t* out) {
+  int k = value_slot(op, out);
+  if (!hint || k == hint || k != 1 || !tpu_dtype_is_floating(op->type.dtype)) return k;
+  double f = op->f0;
+  if (hint == 3 && f == 2.0) { *out = 2; return 3; }
+  if (hint == 2 && f == 1.0) { *out = 1; return 2; }
+  return k;
+}
 static int64_t* slot_ptr(tpu_ir_op_t* op, int s) { return s < MAXD ? &op->type.dims[s] : &op->a[(s - MAXD) / MAXD][(s - MAXD) % MAXD]; }
 static int64_t slot_get(const tpu_ir_op_t* op, int s) {
   int64_t v = 0;
@@ -110,9 +120,15 @@ tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
   return TPU_OK;
 }
 
-static int64_t sample_get(const tpu_ir_graph_t* g, const int64_t* aux, int gi) {
+/* slot gi of a sample (g, aux); hint: the template's graph, whose constants' kinds read g's (or NULL) */
+static int64_t sample_get(const tpu_ir_graph_t* g, const int64_t* aux, int gi, const tpu_ir_graph_t* hint) {
   int G = g->n_ops * NSLOT;
-  return gi < G ? slot_get(&g->ops[gi / NSLOT], gi % NSLOT) : aux[gi - G];
+  if (gi >= G) return aux[gi - G];
+  if (hint && gi % NSLOT == VAL) {
+    int64_t v = 0, h;
+    return value_slot_hint(&g->ops[gi / NSLOT], value_slot(&hint->ops[gi / NSLOT], &h), &v) ? v : 0;
+  }
+  return slot_get(&g->ops[gi / NSLOT], gi % NSLOT);
 }
 static void var_name(const tpu_ir_template_t* t, int op, int s, char* buf, size_t cap) {
   if (op < 0) snprintf(buf, cap, "extra slot %d", s);
@@ -172,7 +188,7 @@ static int same_structure(const tpu_ir_graph_t* a, const tpu_ir_graph_t* b, char
     }
     if (x.type.dtype != y.type.dtype || x.type.rank != y.type.rank) { snprintf(reason, cap, "%%%d (%s) has another dtype or rank", v, on); return 0; }
     int64_t vx, vy;
-    int kx = value_slot(&x, &vx), ky = value_slot(&y, &vy);
+    int kx = value_slot(&x, &vx), ky = value_slot_hint(&y, kx, &vy);
     if (kx && kx == ky) { x.f0 = y.f0 = 0; x.i0 = y.i0 = 0; } /* compared as a slot */
     if (memcmp(&x.f0, &y.f0, sizeof x.f0)) {
       snprintf(reason, cap, "%%%d (%s) has another float attribute (%.9g instead of %.9g: a size-dependent constant)", v, on, y.f0, x.f0);
@@ -233,7 +249,7 @@ tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* 
   char name[96];
   /* pass 1: check (t unchanged) */
   for (int gi = 0; gi < NV; ++gi) {
-    int64_t d = sample_get(g, aux, gi), r = sample_get(&t->g, t->aux, gi);
+    int64_t d = sample_get(g, aux, gi, &t->g), r = sample_get(&t->g, t->aux, gi, NULL);
     int vi = t->vidx[gi];
     if (vi < 0) {
       if (d == r) continue;
@@ -268,7 +284,7 @@ tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* 
     }
   }
   for (int gi = 0; gi < NV; ++gi) {
-    int64_t d = sample_get(g, aux, gi), r = sample_get(&t->g, t->aux, gi);
+    int64_t d = sample_get(g, aux, gi, &t->g), r = sample_get(&t->g, t->aux, gi, NULL);
     int32_t* vi = &t->vidx[gi];
     if (*vi < 0) {
       if (d == r) continue;

@@ -98,7 +98,10 @@ static void test_size_constant(void) {
   CHECK(add(t, 6, 12, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 5, 9, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 3, 7, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_PREDICTED, "%s", why);
+  /* n = 2: n / (n - 1) is 2.0, which also reads as the integer 2; the template's kind decides (ResNet at batch 2) */
+  CHECK(add(t, 1, 2, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_PREDICTED, "n = 2: %s", why);
   for (int64_t T = 2; T < 40; T += 3) CHECK(instance_equals_built_v(t, 7, T, BESSEL_T), "T=%lld", (long long)T);
+  CHECK(instance_equals_built_v(t, 1, 2, BESSEL_T), "n = 2 instance");
   need = tpu_ir_template_print(t, NULL, 0);
   text = malloc(need);
   CHECK(text && tpu_ir_template_print(t, text, need) == need && strstr(text, "(constant) value = n/(n-1), n = s0*s1"), "%s", text ? text : "");
