@@ -73,10 +73,10 @@ static inline __attribute__((always_inline)) rows_vf rows_fma(rows_vf a, rows_vf
  * tile_expf's mul-then-add form took ~40. Lanes below lo (softmax's masked -inf) compute exp(0) and are
  * selected to 0 at the end: clamping them to lo made denormal products, and a vector multiply with a
  * denormal result is slow (3x on a half-masked softmax row). */
-static inline __attribute__((always_inline)) rows_vf rows_vexp(rows_vf x) {
+static inline __attribute__((always_inline)) rows_vf rows_vexp_impl(rows_vf x, int nonpos) {
   const rows_vf lo = ROWS_SPLAT(-103.972084f), hi = ROWS_SPLAT(88.7228394f), big = ROWS_SPLAT(12582912.0f);
   const rows_vi under = x < lo, over = x > hi;
-  const rows_vf xc = rows_sel(under, ROWS_SPLAT(0.0f), rows_sel(over, hi, x));
+  const rows_vf xc = rows_sel(under, ROWS_SPLAT(0.0f), nonpos ? x : rows_sel(over, hi, x));
   const rows_vf n = rows_fma(xc, ROWS_SPLAT(1.44269504088896341f), big) - big; /* round(x log2 e) */
   rows_vf r = rows_fma(n, ROWS_SPLAT(-0.693359375f), xc);
   r = rows_fma(n, ROWS_SPLAT(2.12194440e-4f), r);
@@ -84,12 +84,17 @@ static inline __attribute__((always_inline)) rows_vf rows_vexp(rows_vf x) {
   p = rows_fma(p, r, ROWS_SPLAT(1.3981999507E-3f)); p = rows_fma(p, r, ROWS_SPLAT(8.3334519073E-3f));
   p = rows_fma(p, r, ROWS_SPLAT(4.1665795894E-2f)); p = rows_fma(p, r, ROWS_SPLAT(1.6666665459E-1f));
   p = rows_fma(p, r, ROWS_SPLAT(5.0000001201E-1f));
-  const rows_vi ni = __builtin_convertvector(n, rows_vi), n1 = ni / 2, n2 = ni - n1;
+  /* 2^n as 2^n1 2^n2 with n1 = floor(n / 2) (expf_fma truncates): n in [-150, 128] keeps both factors normal,
+   * the first product is exact and the second rounds y 2^n once, so the bits are expf_fma's */
+  const rows_vi ni = __builtin_convertvector(n, rows_vi), n1 = ni >> 1, n2 = ni - n1;
   rows_vf y = (rows_fma(p, r * r, r) + 1.0f) * (rows_vf)((n1 + 127) << 23) * (rows_vf)((n2 + 127) << 23);
-  y = rows_sel(over, ROWS_SPLAT(INFINITY), y);
+  if (!nonpos) y = rows_sel(over, ROWS_SPLAT(INFINITY), y);
   y = rows_sel(under, ROWS_SPLAT(0.0f), y);
   return rows_sel(x != x, x, y);
 }
+static inline __attribute__((always_inline)) rows_vf rows_vexp(rows_vf x) { return rows_vexp_impl(x, 0); }
+/* x <= 0 or NaN only (softmax's x - max): no upper clamp */
+static inline __attribute__((always_inline)) rows_vf rows_vexp_nonpos(rows_vf x) { return rows_vexp_impl(x, 1); }
 static inline float RFN(expf_fma)(float x);
 
 static float RFN(row_max)(const float* x, int64_t n) {
@@ -111,7 +116,7 @@ static void RFN(softmax)(const float* x, float* y, int64_t n, int log) {
   rows_vf a0 = ROWS_SPLAT(0.0f), a1 = a0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const rows_vf e0 = rows_vexp(rows_ld(x + i) - mv), e1 = rows_vexp(rows_ld(x + i + 8) - mv);
+    const rows_vf e0 = rows_vexp_nonpos(rows_ld(x + i) - mv), e1 = rows_vexp_nonpos(rows_ld(x + i + 8) - mv);
     if (!log) { rows_st(y + i, e0); rows_st(y + i + 8, e1); }
     a0 += e0; a1 += e1;
   }
@@ -119,7 +124,7 @@ static void RFN(softmax)(const float* x, float* y, int64_t n, int log) {
   if (k) { /* -inf padding: exp gives 0 (a row whose max is -inf is NaN anyway) */
     rows_vf t0, t1;
     rows_ld2_tail(x + i, k, -INFINITY, &t0, &t1);
-    const rows_vf e0 = rows_vexp(t0 - mv), e1 = rows_vexp(t1 - mv);
+    const rows_vf e0 = rows_vexp_nonpos(t0 - mv), e1 = rows_vexp_nonpos(t1 - mv);
     if (!log) rows_st2_tail(y + i, e0, e1, k);
     a0 += e0; a1 += e1;
   }
