@@ -377,6 +377,15 @@ static void test_capture_size_template(void) {
     CHECK(verdict == want[i], "size %d: verdict %d (%s)", i, verdict, why);
     tpu_capture_free(cap);
   }
+  { /* a size seen before: its executable comes from the trace cache, the kept graph from one more lowering */
+    uint64_t c0 = compiles();
+    tpu_capture_t* again = capture_at(4, 6, 0, TPU_CAPTURE_KEEP_GRAPH);
+    int verdict = -1;
+    if (again) OK(tpu_capture_size_check(&t, again, (int64_t[]){4, 6}, 2, NULL, 0, &verdict, why, sizeof why));
+    CHECK(verdict == TPU_SIZE_TEMPLATE_PREDICTED && compiles() == c0, "cached 4x6: verdict %d (%s), %llu compiles", verdict,
+          why, (unsigned long long)(compiles() - c0));
+    tpu_capture_free(again);
+  }
   size_t need = tpu_size_template_print(t, NULL, 0);
   char* text = malloc(need);
   CHECK(text && tpu_size_template_print(t, text, need) == need && strstr(text, "= s0") && strstr(text, "= s1"), "%s", text ? text : "");
