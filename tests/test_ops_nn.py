@@ -98,6 +98,21 @@ def test_softmax_row_lengths(fn, n):
     check_grads(lambda t: fn(t.t(), dim=0), xf.t().contiguous())
 
 
+@pytest.mark.parametrize("inner", [1, 7, 8, 9, 17])
+@pytest.mark.parametrize("n", [1, 5, 33])
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_middle_dim(fn, n, inner):
+    """Softmax over a middle dim of a contiguous tensor (the host runs 8 adjacent rows at once, one vector
+    lane each, the last group of inner % 8 padded): masked (-inf) and fully -inf rows, forward and backward."""
+    g = torch.Generator().manual_seed(100 * n + inner)
+    x = torch.randn(3, n, inner, generator=g) * 3
+    x[0, n // 2:, 0] = float("-inf")
+    x[1, :, inner - 1] = float("-inf")
+    close(fn(x.to(DEV), 1), fn(x, 1), equal_nan=True)
+    check_grads(lambda t: fn(t, dim=1), x[2:].clone())
+    check_grads(lambda t: fn(t, dim=1), x[2:].clone().expand(2, n, inner).contiguous())
+
+
 def test_softmax_dtype_arg_and_half_to_float():
     x = rand(3, 7, dtype=torch.bfloat16)
     close(F.softmax(x.to(DEV), -1, dtype=torch.float32), F.softmax(x, -1, dtype=torch.float32))

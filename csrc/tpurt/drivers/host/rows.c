@@ -90,6 +90,23 @@ static void rows_worker(void* ctx, int64_t r0, int64_t r1) {
   free(tmp);
 }
 
+/* f32 rows along a strided dim with I innermost (stride 1 across rows): units of 8 adjacent rows,
+ * u = a * ceil(I / 8) + block */
+static void cols_worker(void* ctx, int64_t u0, int64_t u1) {
+  rows_job_t* J = ctx;
+  const int64_t nb = (J->I + 7) / 8;
+  const tpu_host_view_t *x = J->x, *y = J->y, *o = J->out;
+  for (int64_t u = u0; u < u1; ++u) {
+    const int64_t a = u / nb, i0 = (u % nb) * 8, w = TPU_MIN((int64_t)8, J->I - i0);
+    const float* xp = (const float*)x->data + a * x->strides[0] + i0;
+    float* op = (float*)o->data + a * o->strides[0] + i0;
+    if (J->bwd)
+      J->ops->softmax_cols_bwd(xp, x->strides[1], (const float*)y->data + a * y->strides[0] + i0, y->strides[1], op,
+                               o->strides[1], J->N, w, J->log);
+    else J->ops->softmax_cols(xp, x->strides[1], op, o->strides[1], J->N, w, J->log);
+  }
+}
+
 static int same3(const tpu_host_view_t* v, const tpu_host_view_t* o) {
   return v->rank == 3 && v->dtype == o->dtype && v->sizes[0] == o->sizes[0] && v->sizes[1] == o->sizes[1] &&
          v->sizes[2] == o->sizes[2];
@@ -363,6 +380,11 @@ tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t
                   .log = op->i1 != 0, .f64 = out->dtype == TPU_DTYPE_F64, .N = out->sizes[1], .I = out->sizes[2]};
   const int64_t rows = out->sizes[0] * out->sizes[2];
   if (rows == 0 || J.N == 0) return TPU_OK;
+  if (!J.f64 && J.I > 1 && out->strides[2] == 1 && xs[0].strides[2] == 1 && (!bwd || xs[1].strides[2] == 1)) {
+    const int64_t units = out->sizes[0] * ((J.I + 7) / 8);
+    tpu_pool_parallel_for(units, TPU_MAX((int64_t)1, 2048 / J.N), cols_worker, &J);
+    return TPU_OK;
+  }
   tpu_pool_parallel_for(rows, TPU_MAX((int64_t)1, 16384 / J.N), rows_worker, &J);
   if (J.oom) return TPU_ERR(OUT_OF_MEMORY, "host: row softmax: out of memory for a %lld-element scratch row",
                             (long long)J.N);

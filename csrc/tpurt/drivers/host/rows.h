@@ -11,8 +11,10 @@
  * CPU kernel. f32 rows take three passes forward (max; exp, store and sum; multiply by 1 / sum)
  * and two backward (dot; write), with sums in 16 f32 lanes added as a tree (the IR's reduce sums
  * in f64, so results agree up to float rounding); exp is expf_fma's (rows_impl.h, tile_expf's
- * polynomial with FMA, <= 2 ulp). Contiguous rows run in
- * place; strided rows (dim != -1, non-contiguous views) go through a per-chunk scratch row.
+ * polynomial with FMA, <= 2 ulp). Contiguous rows run in place; rows along a strided dim whose
+ * neighbours are adjacent in memory (softmax over dim != -1 of a contiguous tensor: I innermost) run
+ * 8 at a time, one vector lane each, sums in order along the dim; other strided rows go through a
+ * per-chunk scratch row.
  * f64 rows use libm exp/log in double. Rows run in parallel on the thread pool.
  *
  *   ROWS_LAYER_NORM     (x [M, N], mean [M], rstd [M], w [N]?, b [N]?) -> [M, N]:
@@ -77,6 +79,10 @@ typedef struct {
   /* a contiguous f32 run's sums in double, one pass (norm.c): g NULL: *s1 = sum (x - m), *s2 = sum (x - m)^2;
    * else *s1 = sum g, *s2 = sum g (x - m) */
   void (*stat2_f32)(const float* g, const float* x, int64_t n, double m, double* s1, double* s2);
+  /* softmax / its gradient over n elements of w (1..8) adjacent rows at once: element k of row l at p[k * stride + l] */
+  void (*softmax_cols)(const float* x, int64_t xs, float* y, int64_t ys, int64_t n, int64_t w, int log);
+  void (*softmax_cols_bwd)(const float* g, int64_t gs, const float* y, int64_t ys, float* o, int64_t os, int64_t n,
+                           int64_t w, int log);
 } tpu_host_rows_ops_t;
 extern const tpu_host_rows_ops_t tpu_host_rows_ops_base, tpu_host_rows_ops_avx2, tpu_host_rows_ops_avx512;
 /* The row kernels for this CPU (AVX-512, AVX2+FMA or base), chosen once. Thread-safe. */

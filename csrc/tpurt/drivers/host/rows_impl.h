@@ -164,6 +164,51 @@ static void RFN(softmax_bwd)(const float* g, const float* y, float* o, int64_t n
   }
 }
 
+/* Softmax over a strided dim, 8 rows at once: w (1..8) adjacent rows whose elements are contiguous across rows
+ * (x [.., N, I] over N with I innermost: row i is column i), element k of row l at x[k * xs + l]. Lane l runs
+ * row l's passes (max; exp, store, sum in order of k; scale), so no row is gathered. */
+static inline __attribute__((always_inline)) rows_vf rows_ld_w(const float* p, int64_t w, float fill) {
+  if (w == 8) return rows_ld(p);
+  float t[8];
+  for (int l = 0; l < 8; ++l) t[l] = l < w ? p[l] : fill;
+  return rows_ld(t);
+}
+static inline __attribute__((always_inline)) void rows_st_w(float* p, rows_vf v, int64_t w) {
+  if (w == 8) { rows_st(p, v); return; }
+  float t[8];
+  rows_st(t, v);
+  for (int64_t l = 0; l < w; ++l) p[l] = t[l];
+}
+static void RFN(softmax_cols)(const float* x, int64_t xs, float* y, int64_t ys, int64_t n, int64_t w, int log) {
+  rows_vf m = ROWS_SPLAT(-INFINITY), s = ROWS_SPLAT(0.0f);
+  for (int64_t k = 0; k < n; ++k) m = rows_vmax(rows_ld_w(x + k * xs, w, -INFINITY), m);
+  for (int64_t k = 0; k < n; ++k) {
+    const rows_vf e = rows_vexp_nonpos(rows_ld_w(x + k * xs, w, -INFINITY) - m);
+    if (!log) rows_st_w(y + k * ys, e, w);
+    s += e;
+  }
+  if (log) {
+    float st[8], ls[8];
+    rows_st(st, s);
+    for (int l = 0; l < 8; ++l) ls[l] = logf(st[l]);
+    const rows_vf lv = rows_ld(ls);
+    for (int64_t k = 0; k < n; ++k) rows_st_w(y + k * ys, (rows_ld_w(x + k * xs, w, 0.0f) - m) - lv, w);
+  } else {
+    const rows_vf inv = ROWS_SPLAT(1.0f) / s;
+    for (int64_t k = 0; k < n; ++k) rows_st_w(y + k * ys, rows_ld_w(y + k * ys, w, 0.0f) * inv, w);
+  }
+}
+static void RFN(softmax_cols_bwd)(const float* g, int64_t gs, const float* y, int64_t ys, float* o, int64_t os, int64_t n,
+                                  int64_t w, int log) {
+  rows_vf s = ROWS_SPLAT(0.0f);
+  for (int64_t k = 0; k < n; ++k)
+    s += log ? rows_ld_w(g + k * gs, w, 0.0f) : rows_ld_w(g + k * gs, w, 0.0f) * rows_ld_w(y + k * ys, w, 0.0f);
+  for (int64_t k = 0; k < n; ++k) {
+    const rows_vf gv = rows_ld_w(g + k * gs, w, 0.0f), yv = rows_ld_w(y + k * ys, w, 0.0f);
+    rows_st_w(o + k * os, log ? gv - rows_vexp(yv) * s : yv * (gv - s), w);
+  }
+}
+
 /* layer norm: y = (x - mean) rstd [* w] [+ b] (w, b may be NULL), the IR's operation order */
 static void RFN(layer_norm)(const float* x, float mean, float rstd, const float* w, const float* b, float* y, int64_t n) {
   if (w && b) for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + b[i];
@@ -423,4 +468,5 @@ static void RFN(addc)(const float* s, const float* a, const float* b, float v, f
 
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
                                                      RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
-                                                     RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc), RFN(stat2_f32)};
+                                                     RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc), RFN(stat2_f32),
+                                                     RFN(softmax_cols), RFN(softmax_cols_bwd)};
