@@ -623,6 +623,39 @@ static void test_stat2(void) {
     }
 }
 
+/* softmax_cols (rows along a strided dim, 8 at a time): every ISA build gives the base build's bits, forward and
+ * backward, softmax and log_softmax, w = 1..8 lanes, and each lane matches the contiguous row kernel to rounding */
+static void test_cols_isa(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const int64_t ns[] = {1, 5, 40};
+  for (int c = 0; c < 3; ++c)
+    for (int64_t w = 1; w <= 8; ++w)
+      for (int lg = 0; lg < 2; ++lg) {
+        const int64_t n = ns[c], st = 11; /* row stride 11 >= w */
+        float *x = frand(n * st, 4, 0), *g = frand(n * st, 1, 0), *o[3], *b[3], row[64], ref[64];
+        if (w == 3) x[0] = -INFINITY;
+        for (int k = 0; k < 3; ++k) {
+          o[k] = calloc((size_t)(n * st), 4); b[k] = calloc((size_t)(n * st), 4);
+          if (!isa[k]) continue;
+          isa[k]->softmax_cols(x, st, o[k], st, n, w, lg);
+          isa[k]->softmax_cols_bwd(g, st, o[k], st, b[k], st, n, w, lg);
+          if (k) CHECK(!memcmp(o[k], o[0], (size_t)(n * st) * 4) && !memcmp(b[k], b[0], (size_t)(n * st) * 4),
+                       "softmax_cols isa %d n %lld w %lld log %d: bits differ from the base build", k, (long long)n, (long long)w, lg);
+        }
+        double worst = 0;
+        for (int64_t l = 0; l < w; ++l) {
+          for (int64_t k = 0; k < n; ++k) row[k] = x[k * st + l];
+          isa[0]->softmax(row, ref, n, lg);
+          for (int64_t k = 0; k < n; ++k) worst = fmax(worst, fabs(ref[k] - o[0][k * st + l]) / (1e-6 + 1e-5 * fabs(ref[k])));
+        }
+        CHECK(worst <= 1, "softmax_cols n %lld w %lld log %d: %g tolerances from the row kernel", (long long)n, (long long)w, lg, worst);
+        for (int k = 0; k < 3; ++k) { free(o[k]); free(b[k]); }
+        free(x); free(g);
+      }
+}
+
 int main(void) {
   srand(7);
   test_random();
@@ -636,6 +669,7 @@ int main(void) {
   test_addc();
   test_col_sums();
   test_stat2();
+  test_cols_isa();
   printf("test_rows: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
