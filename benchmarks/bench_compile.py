@@ -12,8 +12,14 @@ Also printed: the same ratio in process CPU time per step (all threads; less sen
 than wall time), that CPU time split into host threads (Python + autograd) and the device's worker threads, and the
 tpu peak memory of one steady-state step, eager vs compiled (issue 4: compiled <= eager).
 
+`--rounds R` (tpu only): builds eager and compiled once per model and runs R alternating rounds (eager round,
+compiled round, ...) of `--repeat` synchronized steps each, so a slow spell of a shared machine hits both modes alike;
+prints each mode's median step time and per-thread CPU per step (host, device) over the rounds, the median of the
+rounds' compiled/eager ratios and their spread. Use it (with TORCH_TPU_NUM_THREADS / torch.set_num_threads via
+`--threads`) on a noisy machine.
+
 Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N] [--whole-step]
-       [--no-reinplace] [--with-loss]
+       [--no-reinplace] [--with-loss] [--rounds R] [--threads T]
 """
 from __future__ import annotations
 
@@ -163,6 +169,48 @@ def measure(name: str, device: str, backend: str | None, repeat: int, **kw) -> d
     return dict(seconds=seconds, cpu=cpu, host=host, dev=dev, first=first, recompiled=recompiled, peak=peak)
 
 
+def _round(step, repeat: int) -> tuple[float, float, float]:
+    """One round: `repeat` synchronized steps; (median step seconds, host CPU s/step, device CPU s/step)."""
+    import statistics
+
+    samples = []
+    t0 = _thread_cpu()
+    for _ in range(repeat):
+        s0 = time.perf_counter()
+        step()
+        torch.tpu.synchronize()
+        samples.append(time.perf_counter() - s0)
+    host, dev = _split_cpu(t0, _thread_cpu(), repeat)
+    return statistics.median(samples), host, dev
+
+
+def alternate_rounds(name: str, rounds: int, repeat: int, reinplace: bool = True, **kw) -> None:
+    """Eager and compiled tpu built once, then `rounds` alternating rounds (see the module docstring)."""
+    import statistics
+
+    torch._dynamo.reset()
+    steps = {"eager": make_step(name, "tpu", None), "compiled": make_step(name, "tpu", "tpu", reinplace=reinplace, **kw)}
+    for step in steps.values():  # compiles, optimizer state, warm caches
+        for _ in range(5):
+            step()
+    torch.tpu.synchronize()
+    res: dict[str, list[tuple[float, float, float]]] = {"eager": [], "compiled": []}
+    for _ in range(rounds):
+        for mode, step in steps.items():
+            res[mode].append(_round(step, repeat))
+    ratios = [e[0] / c[0] for e, c in zip(res["eager"], res["compiled"])]
+    cpu_ratios = [(e[1] + e[2]) / (c[1] + c[2]) for e, c in zip(res["eager"], res["compiled"])]
+
+    def med(mode: str, i: int) -> float:
+        return statistics.median(r[i] for r in res[mode]) * 1e3
+
+    print(f"{name:8} eager {med('eager', 0):7.2f}ms compiled {med('compiled', 0):7.2f}ms  speedup "
+          f"{statistics.median(ratios):.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})  cpu-time speedup "
+          f"{statistics.median(cpu_ratios):.2f}x (rounds {min(cpu_ratios):.2f}-{max(cpu_ratios):.2f})  CPU ms/step "
+          f"host+device eager {med('eager', 1):.2f}+{med('eager', 2):.2f}, compiled {med('compiled', 1):.2f}+"
+          f"{med('compiled', 2):.2f}  ({rounds} rounds x {repeat} steps)", flush=True)
+
+
 def _inductor_in_child(name: str, args: argparse.Namespace) -> dict:
     """measure(name, "cpu", "inductor") in a child process: inductor's generated code aborted the whole benchmark
     (glibc "corrupted size vs. prev_size" on the reduced ResNet with torch 2.13.0+cpu on this AVX2 machine, also
@@ -193,6 +241,9 @@ def main() -> None:
     ap.add_argument("--no-reinplace", action="store_true", help="compiled tpu without re-inplacing input updates")
     ap.add_argument("--with-loss", action="store_true", help="compile the model and the loss as one function (both "
                     "backends; default: the model alone, the loss runs eagerly)")
+    ap.add_argument("--rounds", type=int, default=0, help="tpu eager vs compiled only: this many alternating "
+                    "rounds of --repeat steps each; medians and the rounds' spread")
+    ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (set TORCH_TPU_NUM_THREADS too)")
     ap.add_argument("--inductor-child", default="", help=argparse.SUPPRESS)  # see _inductor_in_child
     args = ap.parse_args()
     if args.inductor_child:
@@ -203,7 +254,14 @@ def main() -> None:
         print("INDUCTOR " + json.dumps({k: r[k] for k in ("seconds", "first", "recompiled")}), flush=True)
         return
     names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
-    print("machine:", _bench_common.machine())
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print("machine:", _bench_common.machine(), f"tpu pool threads {torch.tpu.get_device_properties().num_threads}")
+    if args.rounds:
+        for name in names:
+            alternate_rounds(name, args.rounds, args.repeat, reinplace=not args.no_reinplace, whole_step=args.whole_step,
+                             with_loss=args.with_loss)
+        return
     inductor = not args.no_inductor and shutil.which(os.environ.get("CXX", "g++")) is not None
     if not args.no_inductor and not inductor:
         print("inductor skipped: no C++ compiler (g++) on PATH")

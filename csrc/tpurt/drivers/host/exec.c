@@ -535,10 +535,13 @@ static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* 
 /* Temporaries of one run. Blocks come from a small per-thread cache so repeated runs
  * (training steps) reuse warm memory instead of page-faulting fresh allocations. */
 typedef struct { void* p; size_t n; int32_t free_at; } blk_t; /* free_at: step after which it is dead */
-typedef struct { blk_t* blks; int n, cap; } scratch_t;
+/* min_free: the smallest free_at among blks (INT32_MAX: none), so the release after each step is one compare
+ * unless a block dies there (a long graph keeps dozens of temporaries live; scanning them after each of its
+ * thousands of steps was ~2% of a compiled UNet step's device time) */
+typedef struct { blk_t* blks; int n, cap; int32_t min_free; } scratch_t;
 #define SCRATCH_CACHE_BLOCKS 128 /* a fused graph keeps dozens of temporaries live at once */
 #define SCRATCH_CACHE_BYTES ((size_t)512 << 20)
-typedef struct { blk_t b[SCRATCH_CACHE_BLOCKS]; int n; size_t total; } scratch_cache_t;
+typedef struct { blk_t b[SCRATCH_CACHE_BLOCKS]; int n; size_t total; } scratch_cache_t; /* b sorted by size */
 static pthread_key_t g_scratch_key;
 static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
 static void scratch_cache_destroy(void* p) {
@@ -564,12 +567,13 @@ static char* scratch_alloc(scratch_t* s, size_t bytes) {
   }
   scratch_cache_t* c = scratch_cache();
   blk_t got = {NULL, 0, INT32_MAX};
-  if (c) { /* smallest cached block that fits without wasting more than 2x */
-    int best = -1;
-    for (int i = 0; i < c->n; ++i)
-      if (c->b[i].n >= bytes && c->b[i].n <= 2 * bytes + 65536 && (best < 0 || c->b[i].n < c->b[best].n)) best = i;
-    if (best >= 0) {
-      got = c->b[best]; c->b[best] = c->b[--c->n]; c->total -= got.n; got.free_at = INT32_MAX;
+  if (c) { /* smallest cached block that fits without wasting more than 2x (binary search: sorted by size) */
+    int a = 0, b = c->n;
+    while (a < b) { int mid = a + (b - a) / 2; if (c->b[mid].n < bytes) a = mid + 1; else b = mid; }
+    if (a < c->n && c->b[a].n <= 2 * bytes + 65536) {
+      got = c->b[a]; c->total -= got.n; got.free_at = INT32_MAX;
+      memmove(&c->b[a], &c->b[a + 1], (size_t)(c->n - a - 1) * sizeof(blk_t));
+      c->n--;
       tpu_rt_scratch_add(0, -(int64_t)got.n);
     }
   }
@@ -586,6 +590,7 @@ static char* scratch_alloc(scratch_t* s, size_t bytes) {
 static char* scratch_alloc_until(scratch_t* s, size_t bytes, int32_t free_at) {
   char* p = scratch_alloc(s, bytes);
   if (p) s->blks[s->n - 1].free_at = free_at;
+  if (p && free_at < s->min_free) s->min_free = free_at;
   return p;
 }
 static void scratch_put(scratch_cache_t* c, blk_t b) {
@@ -595,14 +600,17 @@ static void scratch_put(scratch_cache_t* c, blk_t b) {
      * blocks are the ones whose fresh pages fault on every use, small ones come back from malloc) */
     while (c->n > 0 && (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES)) {
       const int largest = c->total + b.n > SCRATCH_CACHE_BYTES;
-      int v = 0;
-      for (int j = 1; j < c->n; ++j)
-        if (largest ? c->b[j].n > c->b[v].n : c->b[j].n < c->b[v].n) v = j;
+      const int v = largest ? c->n - 1 : 0; /* sorted by size */
       if (!largest && c->b[v].n >= b.n) break; /* every cached block is at least as big: drop b */
-      free(c->b[v].p); c->total -= c->b[v].n; tpu_rt_scratch_add(0, -(int64_t)c->b[v].n); c->b[v] = c->b[--c->n];
+      free(c->b[v].p); c->total -= c->b[v].n; tpu_rt_scratch_add(0, -(int64_t)c->b[v].n);
+      memmove(&c->b[v], &c->b[v + 1], (size_t)(c->n - v - 1) * sizeof(blk_t));
+      c->n--;
     }
     if (c->n == SCRATCH_CACHE_BLOCKS || c->total + b.n > SCRATCH_CACHE_BYTES) { free(b.p); return; }
-    c->b[c->n++] = b; c->total += b.n;
+    int a = 0, hi = c->n; /* insertion point: after the blocks of its size or smaller */
+    while (a < hi) { int mid = a + (hi - a) / 2; if (c->b[mid].n <= b.n) a = mid + 1; else hi = mid; }
+    memmove(&c->b[a + 1], &c->b[a], (size_t)(c->n - a) * sizeof(blk_t));
+    c->b[a] = b; c->n++; c->total += b.n;
     tpu_rt_scratch_add(0, (int64_t)b.n);
   } else {
     free(b.p);
@@ -610,13 +618,16 @@ static void scratch_put(scratch_cache_t* c, blk_t b) {
 }
 /* Returns the blocks dead after step t to the cache (the next allocations reuse them). */
 static void scratch_release(scratch_t* s, int32_t t) {
+  if (t < s->min_free) return;
   scratch_cache_t* c = NULL;
+  int32_t mn = INT32_MAX;
   for (int i = 0; i < s->n;) {
-    if (s->blks[i].free_at > t) { ++i; continue; }
+    if (s->blks[i].free_at > t) { if (s->blks[i].free_at < mn) mn = s->blks[i].free_at; ++i; continue; }
     if (!c) c = scratch_cache();
     scratch_put(c, s->blks[i]);
     s->blks[i] = s->blks[--s->n];
   }
+  s->min_free = mn;
 }
 static void scratch_free(scratch_t* s) {
   scratch_cache_t* c = scratch_cache();
@@ -1257,7 +1268,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   val_t small[32];
   val_t* vals = n <= 32 ? small : malloc((size_t)n * sizeof(val_t));
   if (!vals) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
-  scratch_t s = {0};
+  scratch_t s = {.min_free = INT32_MAX};
   tpu_status_t st = TPU_OK;
   unsigned char written[TPU_IR_MAX_GRAPH_OUTPUTS]; /* per output: already written in place */
   prange_t pr_small[32], *pr = NULL;             /* parameter byte ranges (built at the first direct write) */
