@@ -8,7 +8,8 @@
  * runs serially (inside a pool task, where the pool runs inline) or with finer pool chunks
  * (tpu_pool_set_grain_div, TORCH_TPU_GRAPH_GRAIN_DIV), reductions included; outputs that are views
  * (transposed slices) of a step's result, copied after the last step (small copies on the executor's
- * thread, large ones on the pool).
+ * thread, large ones on the pool); rank-0 clusters (the executor's scalar path) bitwise equal to the same
+ * clusters on shape [1], also in place.
  * Legend: n elements; x, y parameters; s a runtime scalar. */
 #include <math.h>
 #include <stdio.h>
@@ -377,6 +378,64 @@ static void test_reduce_chunking(int64_t a, int64_t b) {
   tpu_ir_graph_free(&g);
 }
 
+/* Rank-0 clusters run by exec.c's scalar path (run_cluster_scalar) must give the bits of the same clusters on
+ * shape [1] (the tiled runner): x, y of dtype dt, s a runtime scalar; floats: r = 1 / sqrt(|(x s + y) / y|),
+ * outputs convert(r, f32) and r - x; integers: r = x s + y - x, outputs convert(r, f32) and -r. Inputs include
+ * NaN, -0, +-inf, a subnormal and overflowing products; the second output is also written in place over x. */
+static int build_scalar_graph(tpu_ir_graph_t* g, int dt, int rank) {
+  const int64_t one = 1;
+  int x = tpu_ir_param(g, dt, rank, &one), y = tpu_ir_param(g, dt, rank, &one), s = tpu_ir_scalar(g, dt);
+  if (rank) s = tpu_ir_broadcast(g, s, 1, &one, NULL);
+  int r = tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_binary(g, TPU_IR_MUL, x, s), y);
+  if (tpu_dtype_is_floating(dt)) {
+    r = tpu_ir_binary(g, TPU_IR_DIV, r, y);
+    r = tpu_ir_unary(g, TPU_IR_RECIPROCAL, tpu_ir_unary(g, TPU_IR_SQRT, tpu_ir_unary(g, TPU_IR_ABS, r)));
+    tpu_ir_output(g, tpu_ir_convert(g, r, TPU_DTYPE_F32));
+    tpu_ir_output(g, tpu_ir_binary(g, TPU_IR_SUB, r, x));
+  } else {
+    r = tpu_ir_binary(g, TPU_IR_SUB, r, x);
+    tpu_ir_output(g, tpu_ir_convert(g, r, TPU_DTYPE_F32));
+    tpu_ir_output(g, tpu_ir_unary(g, TPU_IR_NEG, r));
+  }
+  return g->status == TPU_OK;
+}
+static void test_scalar_clusters(int dt) {
+  tpu_ir_graph_t g0, g1;
+  tpu_ir_graph_init(&g0); tpu_ir_graph_init(&g1);
+  tpu_host_exe_t *e0 = NULL, *e1 = NULL;
+  int ok = build_scalar_graph(&g0, dt, 0) && build_scalar_graph(&g1, dt, 1);
+  ok = ok && tpu_host_compile(&g0, &e0) == TPU_OK && tpu_host_compile(&g1, &e1) == TPU_OK;
+  CHECK(ok, "scalar cluster graphs (%s) build and compile", tpu_dtype_name(dt));
+  const double fv[] = {NAN, -0.0, INFINITY, -INFINITY, 1.5, -2.25, 3e38, 1e-40, 7.0};
+  const int64_t iv[] = {0, -1, 3, 1000003, -77, INT64_MAX / 3, 2147483647};
+  const int fl = tpu_dtype_is_floating(dt), nv = fl ? 9 : 7;
+  const int64_t es = (int64_t)tpu_dtype_size(dt);
+  int same = 1, inplace = 1;
+  for (int a = 0; a < nv && ok; ++a)
+    for (int b = 0; b < nv; ++b)
+      for (int c = 0; c < nv; c += 2) {
+        char x[8], y[8], x2[8], o0[2][8], o1[2][8];
+        if (fl) { tpu_host_store_f64(x, dt, fv[a]); tpu_host_store_f64(y, dt, fv[b]); }
+        else { tpu_host_store_i64(x, dt, iv[a]); tpu_host_store_i64(y, dt, iv[b]); }
+        memcpy(x2, x, 8);
+        tpu_host_scalar_t sc = {fl ? fv[c] : 0.0, fl ? 0 : iv[c]};
+        tpu_host_view_t p0[2] = {{x, dt, 0, {0}, {0}}, {y, dt, 0, {0}, {0}}};
+        tpu_host_view_t p1[2] = {{x, dt, 1, {1}, {1}}, {y, dt, 1, {1}, {1}}};
+        tpu_host_view_t q0[2] = {{o0[0], TPU_DTYPE_F32, 0, {0}, {0}}, {o0[1], dt, 0, {0}, {0}}};
+        tpu_host_view_t q1[2] = {{o1[0], TPU_DTYPE_F32, 1, {1}, {1}}, {o1[1], dt, 1, {1}, {1}}};
+        ok = tpu_host_exe_run(e0, p0, &sc, q0) == TPU_OK && tpu_host_exe_run(e1, p1, &sc, q1) == TPU_OK;
+        same &= ok && !memcmp(o0[0], o1[0], 4) && !memcmp(o0[1], o1[1], (size_t)es);
+        tpu_host_view_t px[2] = {{x2, dt, 0, {0}, {0}}, {y, dt, 0, {0}, {0}}};
+        tpu_host_view_t qx[2] = {{o1[0], TPU_DTYPE_F32, 0, {0}, {0}}, {x2, dt, 0, {0}, {0}}}; /* r - x over x */
+        ok = ok && tpu_host_exe_run(e0, px, &sc, qx) == TPU_OK;
+        inplace &= ok && !memcmp(x2, o0[1], (size_t)es);
+      }
+  CHECK(ok && same, "rank-0 clusters differ from the same clusters on [1]: %s", tpu_dtype_name(dt));
+  CHECK(ok && inplace, "rank-0 cluster written in place differs: %s", tpu_dtype_name(dt));
+  tpu_host_exe_free(e0); tpu_host_exe_free(e1);
+  tpu_ir_graph_free(&g0); tpu_ir_graph_free(&g1);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
@@ -388,6 +447,8 @@ int main(void) {
         test_inplace_chain(dts[d], ns[i], 1, serial);
         if (ns[i] > 1) test_inplace_chain(dts[d], ns[i], 3, serial);
       }
+  const int sdts[] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_BF16, TPU_DTYPE_F16, TPU_DTYPE_I64, TPU_DTYPE_I32};
+  for (int d = 0; d < 6; ++d) test_scalar_clusters(sdts[d]);
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
   test_reduce_chunking(37, 2053);

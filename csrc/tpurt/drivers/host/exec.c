@@ -916,9 +916,51 @@ static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_ho
   return J.err;
 }
 
+/* A rank-0 cluster (scalar arithmetic: a compiled optimizer's per-parameter bias corrections, ~450 per UNet
+ * step) evaluated with the same tile kernels on one element: every leaf loaded into its register slot, the members
+ * computed in order, the root stored, as cluster_worker does for a one-element tile, without its set-up (leaf
+ * modes, tile geometry, per-thread buffers). Every leaf is read before the result is stored, so an in-place update
+ * (the output is a leaf) is safe. 0 if not applicable (rank > 0, or more slots than the stack buffers hold). */
+#define SCALAR_SLOTS 32
+static int run_cluster_scalar(const tpu_host_exe_t* e, int root, const val_t* vals, const tpu_host_view_t* out,
+                              tpu_status_t* out_st) {
+  const tpu_ir_graph_t* G = &e->g;
+  const int nleaf = e->leaf_cnt[root], nr = e->nreg[root];
+  if (G->ops[root].type.rank != 0 || nr + nleaf > SCALAR_SLOTS) return 0;
+  const int32_t* lv = e->leaves + e->leaf_off[root];
+  for (int j = 0; j < nleaf; ++j)
+    if (view_numel(&vals[lv[j]].v) != 1) return 0;
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int64_t buf[SCALAR_SLOTS][8]; /* one element per slot; 64 bytes each, as a vector kernel might touch */
+  const void* ptr[SCALAR_SLOTS];
+  for (int i = 0; i < nr; ++i) ptr[i] = buf[i];
+  for (int j = 0; j < nleaf; ++j) {
+    const tpu_host_view_t* L = &vals[lv[j]].v;
+    T->load(buf[nr + j], tpu_host_cls(L->dtype), L->data, L->dtype, 0, 1);
+    ptr[nr + j] = buf[nr + j];
+  }
+  const int32_t* mem = e->members + e->mem_off[root];
+  for (int i = 0; i < e->mem_cnt[root]; ++i) {
+    const int v = mem[i];
+    const tpu_ir_op_t* op = &G->ops[v];
+    const void* in[4] = {0};
+    for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
+    if (T->compute(op, op->type.dtype, buf[e->reg[v]], e->in_dtype[v], in, 1)) {
+      *out_st = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
+                        tpu_dtype_name(e->in_dtype[v]));
+      return 1;
+    }
+  }
+  T->store(out->data, out->dtype, 1, buf[e->reg[root]], tpu_host_cls(G->ops[root].type.dtype), 1);
+  *out_st = TPU_OK;
+  return 1;
+}
+
 static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, const tpu_host_view_t* out) {
   int nleaf = e->leaf_cnt[root];
   if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
+  tpu_status_t sst;
+  if (run_cluster_scalar(e, root, vals, out, &sst)) return sst;
   tpu_host_view_t leaf[64];
   const int32_t* lv = e->leaves + e->leaf_off[root];
   for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
