@@ -445,6 +445,141 @@ class _Replay:
         return got[0]
 
 
+# Reads of a size from a graph input: the template's own variables (c + k*m of them is what it learns).
+_SIZE_READS = frozenset(
+    getattr(torch.ops.aten, n).default if n in ("sym_numel", "sym_storage_offset") else getattr(torch.ops.aten, n).int
+    for n in ("sym_size", "sym_stride", "sym_numel", "sym_storage_offset"))
+
+
+def _is_size_arith(target: Any) -> bool:
+    """Python arithmetic on sizes in an FX graph (operator.floordiv, math.ceil, torch.sym_max, ...)."""
+    if target is operator.getitem or isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return False
+    mod = getattr(target, "__module__", None) or ""
+    return mod in ("_operator", "operator", "math", "builtins") or getattr(target, "__name__", "").startswith("sym_")
+
+
+def _int_function(expr: Any) -> Optional[Callable[..., int]]:
+    """expr (sympy, over size symbols) as a Python function of those symbols when its Python form is integer
+    arithmetic only (`s53 // 2 + 1`; sympy's own substitution costs ~0.5-5 ms an expression); None otherwise
+    (true division or float functions: substituted exactly instead)."""
+    try:
+        from torch.utils._sympy.printers import PythonPrinter
+
+        code = PythonPrinter().doprint(expr)
+        names = sorted(str(sym) for sym in expr.free_symbols)
+        if "/" in code.replace("//", "") or "math." in code or "." in code or not all(n.isidentifier() for n in names):
+            return None
+        return eval(f"lambda {', '.join(names)}: {code}", {"__builtins__": {"min": min, "max": max, "abs": abs}})
+    except Exception:  # noqa: BLE001 - a form the printer does not know: substituted instead
+        return None
+
+
+class _SizeProgram:
+    """What a graph computes from its input sizes that a size template cannot learn as c + k*m of them, made
+    from its FX graph: (1) the integers its Python arithmetic computes before any op runs (Dynamo's
+    `x.shape[1] // 2`: slice bounds, view sizes), (2) the sizes of its nodes' results whose symbolic expressions
+    are not polynomials of the input sizes (a pooling's or a strided convolution's output size (H - k) // s + 1,
+    computed by PyTorch's shape functions). The C template learns the values they give the IR from its samples,
+    which such an expression can fit at the sampled sizes and not at others: _Segment appends these values to
+    every sample and, at each size it would instantiate, computes them again and refuses when one differs from
+    the template's prediction (lw_size_decide is the same check inside the lowerings)."""
+
+    def __init__(self, gm: Any) -> None:
+        self.placeholders: list = []
+        self.steps: list = []     # (node, target, args, kwargs) of the Python arithmetic, in graph order
+        self.exprs: list = []     # (label, sympy expression, _int_function of it) per non-polynomial result size
+        self.names: list[str] = []  # per value: what it is (refusal reasons)
+        graph = getattr(gm, "graph", None)
+        if not isinstance(graph, torch.fx.Graph):
+            return
+        known, seen = set(), set()
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                known.add(node)
+                self.placeholders.append(node)
+            elif node.op == "call_function" and (node.target in _SIZE_READS or _is_size_arith(node.target)):
+                if all(d in known for d in node.all_input_nodes):
+                    known.add(node)
+                    self.steps.append((node, node.target, node.args, node.kwargs))
+                    if node.target not in _SIZE_READS and isinstance(node.meta.get("val"), (int, bool, torch.SymInt,
+                                                                                            torch.SymBool)):
+                        self.names.append(f"{node.name} ({getattr(node.target, '__name__', node.target)})")
+        for node in graph.nodes:
+            if node.op != "call_function":
+                continue
+            for val in pytree.tree_leaves(node.meta.get("val")):
+                ints = []
+                if isinstance(val, torch.Tensor):
+                    try:
+                        ints = [*val.shape, *val.stride(), val.storage_offset()]
+                    except Exception:  # noqa: BLE001 - layouts without strides
+                        ints = list(val.shape)
+                elif isinstance(val, torch.SymInt):
+                    ints = [val]
+                for i in ints:
+                    if not isinstance(i, torch.SymInt):
+                        continue
+                    expr = i.node.expr
+                    if expr in seen or not expr.free_symbols or expr.is_polynomial(*expr.free_symbols):
+                        continue
+                    seen.add(expr)
+                    self.exprs.append((f"{node.name}'s size {expr}", expr, _int_function(expr)))
+        self.names.extend(label for label, _, _ in self.exprs)
+        # where each symbol of those expressions is read from: an int input, or a size / stride of a tensor input
+        needed = {str(sym) for _, expr, _ in self.exprs for sym in expr.free_symbols}
+        self.sources: dict[str, tuple[int, int, int]] = {}   # name -> (input, 0 int / 1 size / 2 stride, dim)
+        for i, node in enumerate(self.placeholders):
+            val = node.meta.get("val")
+            if isinstance(val, torch.SymInt):
+                cands = [(val, 0, 0)]
+            elif isinstance(val, torch.Tensor):
+                cands = [(v, 1, d) for d, v in enumerate(val.shape)] + [(v, 2, d) for d, v in enumerate(val.stride())]
+            else:
+                continue
+            for v, kind, d in cands:
+                if isinstance(v, torch.SymInt) and v.node.expr.is_Symbol:
+                    self.sources.setdefault(str(v.node.expr), (i, kind, d))
+        self.complete = needed <= set(self.sources)
+
+    def __bool__(self) -> bool:
+        return bool(self.steps or self.exprs)
+
+    def values(self, args: list[Any]) -> list[int]:
+        """The values for these call arguments (raises when one cannot be computed)."""
+        out: list[int] = []
+        env: dict = dict(zip(self.placeholders, args))
+        load = lambda n: env[n]  # noqa: E731
+        for node, target, a, k in self.steps:
+            v = target(*torch.fx.node.map_arg(a, load), **torch.fx.node.map_arg(k, load))
+            env[node] = v
+            if target not in _SIZE_READS and isinstance(node.meta.get("val"), (int, bool, torch.SymInt, torch.SymBool)):
+                if type(v) not in (int, bool):
+                    raise TypeError(f"{node.name} gives {type(v).__name__}")
+                out.append(int(v))  # (a float is no size field: the C template compares its uses exactly)
+        if self.exprs:
+            if not self.complete:
+                raise TypeError("a size symbol is not read from the inputs")
+            named = {name: int(args[i] if kind == 0 else args[i].shape[d] if kind == 1 else args[i].stride(d))
+                     for name, (i, kind, d) in self.sources.items()}
+            subs = None
+            for label, expr, fn in self.exprs:
+                if fn is not None:
+                    v = fn(**{name: named[name] for name in fn.__code__.co_varnames[:fn.__code__.co_argcount]})
+                    if type(v) is not int:
+                        raise TypeError(f"{label} does not evaluate ({v})")
+                else:
+                    if subs is None:
+                        import sympy
+
+                        subs = {sym: sympy.Integer(named[str(sym)]) for _, e, _ in self.exprs for sym in e.free_symbols}
+                    v = expr.xreplace(subs)
+                    if not v.is_Integer:
+                        raise TypeError(f"{label} does not evaluate ({v})")
+                out.append(int(v))
+        return out
+
+
 def _plan_outputs(outs: list[Any]) -> tuple[Optional[list[tuple[str, Any]]], list[torch.Tensor]]:
     """(specs for _Replay, the tensors _capture_end should return at each replay). The runtime returns tensors an
     op wrote, inputs, and views of either (AOTAutograd returns views of inputs, e.g. a transposed weight saved for
@@ -647,6 +782,8 @@ class _Segment:
         self._templates_on = _env.size_templates_enabled()  # TORCH_TPU_SIZE_TEMPLATES
         self._tmpl_key: Any = None                     # what must equal in every sample (_template_key)
         self._tmpl_n_extra = 0                         # integers of the outputs' specs templated in C
+        self._tmpl_n_spec = 0                          # ... of which the outputs' specs (then _size_program's)
+        self._size_prog: Optional[_SizeProgram] = None  # made at the first sample
         self._predicted_run = 0                        # predicted captures in a row
         self._not_instance = False                     # a capture was no instance: never instantiate
 
@@ -713,6 +850,22 @@ class _Segment:
                     handle, reason = None, "the instantiated input layouts are not the call's"
             except Exception as exc:  # e.g. out of host memory, an input on another device: capture instead
                 handle, reason = None, f"{type(exc).__name__}: {exc}"
+        if handle is not None:
+            spec_extra, computed = list(extra[:self._tmpl_n_spec]), list(extra[self._tmpl_n_spec:])
+            try:
+                actual = self._size_prog.values(call_args) if self._size_prog else []
+            except Exception as exc:  # noqa: BLE001 - a size that does not evaluate on these ints: capture instead
+                actual, reason = None, f"the graph's sizes did not evaluate: {type(exc).__name__}: {exc}"
+            if actual is not None and actual != computed:
+                bad = next(i for i, (x, y) in enumerate(zip(actual + [None], computed + [None])) if x != y)
+                names = self._size_prog.names if self._size_prog else []
+                what = names[bad] if bad < len(names) else "?"
+                reason = (f"a size the graph computes changes at these sizes: {what} is "
+                          f"{actual[bad] if bad < len(actual) else '-'}, the template's "
+                          f"{computed[bad] if bad < len(computed) else '-'}")
+            if actual != computed:
+                handle = None
+            extra = spec_extra
         if handle is None:
             with _lock:
                 if reason in _stats.size_refused or len(_stats.size_refused) < _MAX_REASONS:
@@ -804,6 +957,16 @@ class _Segment:
         if self._sizes is None:
             self._sizes = _ext().SizeTemplate()
         extra, shape = _spec_ints(specs)
+        n_spec = len(extra)
+        if self._size_prog is None:
+            self._size_prog = _SizeProgram(getattr(self._fn, "__self__", None))
+        try:
+            extra = extra + (self._size_prog.values(call_args) if self._size_prog else [])
+        except Exception:  # noqa: BLE001 - arithmetic that does not evaluate on plain ints: no sample
+            self._sizes_off = True
+            with _lock:
+                _stats.size_checks["not_instance"] = _stats.size_checks.get("not_instance", 0) + 1
+            return
         key = (_template_key(call_args), shape, out_type, all_tensors)
         if self._tmpl_key is not None and key != self._tmpl_key:
             # not a sample of this template (which is only ever instantiated for calls of its own structure)
@@ -814,7 +977,7 @@ class _Segment:
             except Exception as exc:  # e.g. more size inputs than a template takes: stop checking this segment
                 verdict, reason, self._sizes_off = "not_instance", f"{type(exc).__name__}: {exc}", True
         if verdict == "first":
-            self._tmpl_key, self._tmpl_n_extra = key, len(extra)
+            self._tmpl_key, self._tmpl_n_extra, self._tmpl_n_spec = key, len(extra), n_spec
         self._not_instance |= verdict == "not_instance"
         if verdict != "other_structure":
             self._predicted_run = self._predicted_run + 1 if verdict == "predicted" else 0

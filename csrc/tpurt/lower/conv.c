@@ -67,7 +67,8 @@ static int conv_fwd(tpu_lower_ctx_t* cx, int x, int w, const conv_attr_t* a, int
   for (int d = 0; d < a->nsp; ++d) {
     int64_t q = (xt->dims[2 + d] + 2 * a->padding[d] - a->dilation[d] * (wt->dims[2 + d] - 1) - 1);
     if (q < 0) return tpu_ir_fail(&cx->g, TPU_ERR(INVALID_ARGUMENT, "Calculated output size is too small"));
-    p.type.dims[2 + d] = q / a->stride[d] + 1;
+    /* a strided output size is no c + k*m of the input size: a size decision (lower.h) */
+    p.type.dims[2 + d] = (a->stride[d] == 1 ? q : lw_size_decide(cx, TPU_SIZE_DECIDE_FLOOR_DIV, q, a->stride[d])) + 1;
   }
   p.i0 = a->groups;
   p.i1 = a->nsp;

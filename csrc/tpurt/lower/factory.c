@@ -57,7 +57,7 @@ static tpu_status_t lower_linspace(tpu_lower_ctx_t* cx) {
   int lo = tpu_ir_binary(G, TPU_IR_ADD, bc(cx, s), tpu_ir_binary(G, TPU_IR_MUL, bc(cx, step), i));
   int back = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, (double)(steps - 1), i), i);
   int hi = tpu_ir_binary(G, TPU_IR_SUB, bc(cx, e), tpu_ir_binary(G, TPU_IR_MUL, bc(cx, step), back));
-  int first = tpu_ir_compare(G, TPU_IR_CMP_LT, i, lw_const_like(cx, (double)(steps / 2), i));
+  int first = tpu_ir_compare(G, TPU_IR_CMP_LT, i, lw_const_like(cx, (double)lw_size_decide(cx, TPU_SIZE_DECIDE_FLOOR_DIV, steps, 2), i));
   int r = tpu_ir_select(G, first, lo, hi);
   if (!fl) r = tpu_ir_unary(G, TPU_IR_TRUNC, r);
   return lw_output(cx, 0, r);
@@ -77,7 +77,7 @@ static tpu_status_t lower_logspace(tpu_lower_ctx_t* cx) {
   int lo = tpu_ir_binary(G, TPU_IR_ADD, bc(cx, s), tpu_ir_binary(G, TPU_IR_MUL, bc(cx, step), i));
   int back = tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, (double)(steps - 1), i), i);
   int hi = tpu_ir_binary(G, TPU_IR_SUB, bc(cx, e), tpu_ir_binary(G, TPU_IR_MUL, bc(cx, step), back));
-  int first = tpu_ir_compare(G, TPU_IR_CMP_LT, i, lw_const_like(cx, (double)(steps / 2), i));
+  int first = tpu_ir_compare(G, TPU_IR_CMP_LT, i, lw_const_like(cx, (double)lw_size_decide(cx, TPU_SIZE_DECIDE_FLOOR_DIV, steps, 2), i));
   return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_POW, base, tpu_ir_select(G, first, lo, hi)));
 }
 

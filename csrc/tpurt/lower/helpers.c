@@ -147,9 +147,47 @@ void lw_check_scalar(tpu_lower_ctx_t* cx, int arg, int cmp, double bound, int ar
   c->arg = (int16_t)arg; c->arg2 = (int16_t)arg2; c->cmp = cmp; c->bound = bound;
   snprintf(c->msg, sizeof(c->msg), "%s", msg);
 }
+int tpu_size_decide_eval(int op, int64_t a, int64_t b, int64_t* out) {
+  *out = 0;
+  switch (op) {
+    case TPU_SIZE_DECIDE_FLOOR_DIV:
+    case TPU_SIZE_DECIDE_CEIL_DIV:
+    case TPU_SIZE_DECIDE_REM: {
+      if (b <= 0) return 0;
+      int64_t q = a / b, r = a % b;
+      if (r < 0) { q -= 1; r += b; } /* floor */
+      *out = op == TPU_SIZE_DECIDE_FLOOR_DIV ? q : op == TPU_SIZE_DECIDE_REM ? r : q + (r != 0);
+      return 1;
+    }
+    case TPU_SIZE_DECIDE_LT: *out = a < b; return 1;
+    case TPU_SIZE_DECIDE_EQ: *out = a == b; return 1;
+    case TPU_SIZE_DECIDE_ADAPTIVE_WINDOW: {
+      if (a < 0 || b < 1 || b > (1 << 20) || a > (INT64_C(1) << 40)) return 0;
+      int64_t kmax = 0;
+      for (int64_t o = 0; o < b; ++o) {
+        int64_t lo = (o * a) / b, hi = ((o + 1) * a + b - 1) / b;
+        if (hi - lo > kmax) kmax = hi - lo;
+      }
+      *out = kmax;
+      return 1;
+    }
+    default: return 0;
+  }
+}
+int64_t lw_size_decide(tpu_lower_ctx_t* cx, int op, int64_t a, int64_t b) {
+  int64_t r;
+  if (!tpu_size_decide_eval(op, a, b, &r)) {
+    tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: bad size decision %d(%lld, %lld)", cx->op_name, op, (long long)a, (long long)b));
+    return 0;
+  }
+  if (cx->embed) tpu_trace_embed_size_decision(cx, op, a, b, r);
+  return r;
+}
 void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* seed, int* offset) {
   cx->gen_arg = i;
-  cx->rng_increment = ((counters + 3) / 4) * 4;
+  /* whole Philox blocks of 4 counters: a size decision (ceil) when counters follow the sizes */
+  cx->rng_increment = counters > (uint64_t)INT64_MAX ? ((counters + 3) / 4) * 4
+                    : (uint64_t)lw_size_decide(cx, TPU_SIZE_DECIDE_CEIL_DIV, (int64_t)counters, 4) * 4;
   if (cx->rng_increment == 0) cx->rng_increment = 4;
   *seed = add_sparam(cx, TPU_SBIND_GEN_SEED, i, 0, TPU_DTYPE_I64);
   *offset = add_sparam(cx, TPU_SBIND_GEN_OFFSET, i, 0, TPU_DTYPE_I64);

@@ -121,6 +121,30 @@ void lw_check_scalar(tpu_lower_ctx_t* cx, int arg, int cmp, double bound, int ar
 /* (seed, offset) runtime scalars from the generator argument i; reserves `counters`. */
 void lw_rng_state(tpu_lower_ctx_t* cx, int i, uint64_t counters, int* out_seed, int* out_offset);
 
+/* ---- size decisions (dynamic shapes). A size template (lower/capture_sizes.c) learns every size field
+ * of a captured graph as c + k*m of the size inputs and instantiates new sizes without lowering again,
+ * so a lowering whose IR depends on its sizes any other way (a floor division, a threshold, a
+ * divisibility test: `(n - 1) / 2`, `n < 16`) computes that value with lw_size_decide: it returns
+ * op(a, b) and, while a capture is lowered, records (op, a, b, result) into the sample, so that an
+ * instantiation at other sizes evaluates op again and refuses (captures instead) when the result is
+ * not the one the template predicts. a and b must themselves be sizes (c + k*m) or decided values.
+ * Eager and fused eager: only the value. */
+typedef enum {
+  TPU_SIZE_DECIDE_FLOOR_DIV = 0, /* floor(a / b), b > 0 */
+  TPU_SIZE_DECIDE_CEIL_DIV,      /* ceil(a / b), b > 0 */
+  TPU_SIZE_DECIDE_REM,           /* a - b * floor(a / b), b > 0 */
+  TPU_SIZE_DECIDE_LT,            /* a < b: 1 or 0 */
+  TPU_SIZE_DECIDE_EQ,            /* a == b: 1 or 0 */
+  TPU_SIZE_DECIDE_ADAPTIVE_WINDOW, /* the longest adaptive pooling window of a inputs into b outputs:
+                                    * max over o < b of ceil((o + 1) a / b) - floor(o a / b); 1 <= b <= 2^20 */
+  TPU_SIZE_DECIDE_COUNT
+} tpu_size_decide_op_t;
+int64_t lw_size_decide(tpu_lower_ctx_t* cx, int op, int64_t a, int64_t b);
+/* op(a, b) into *out; 0 when op is unknown or b <= 0 for a division (then *out = 0). */
+int tpu_size_decide_eval(int op, int64_t a, int64_t b, int64_t* out);
+/* (trace.c) records a decision into the graph being embedded (cx->embed set) */
+void tpu_trace_embed_size_decision(tpu_lower_ctx_t* cx, int op, int64_t a, int64_t b, int64_t r);
+
 /* ---- shape/dtype helpers */
 int lw_bcast(tpu_lower_ctx_t* cx, int v, int rank, const int64_t* dims); /* numpy-style */
 int lw_bcast_like(tpu_lower_ctx_t* cx, int v, int like);

@@ -122,21 +122,22 @@ static tpu_status_t lower_median_dim(tpu_lower_ctx_t* cx) {
   int64_t n = r ? lw_sizes_of(cx, 0)[d] : 1;
   if (n == 0)
     return lw_fail(cx, TPU_STATUS_INDEX_ERROR, "median(): Expected reduction dim %d to have non-zero size.", d);
-  return kth(cx, at_least_1d(cx, lw_input(cx, 0, -1)), d, (n - 1) / 2, 1, 1);
+  return kth(cx, at_least_1d(cx, lw_input(cx, 0, -1)), d, lw_size_decide(cx, TPU_SIZE_DECIDE_FLOOR_DIV, n - 1, 2), 1, 1);
 }
 /* median(self) over all elements (empty: NaN) */
 static tpu_status_t lower_median(tpu_lower_ctx_t* cx) {
   int64_t n = tpu_numel(lw_rank_of(cx, 0), lw_sizes_of(cx, 0));
   int x = lw_input(cx, 0, -1);
   if (n == 0) return lw_output(cx, 0, lw_const(cx, NAN, ty(cx, x).dtype, 0, NULL));
-  return kth(cx, tpu_ir_reshape(G, x, 1, &n), 0, (n - 1) / 2, 1, 0);
+  return kth(cx, tpu_ir_reshape(G, x, 1, &n), 0, lw_size_decide(cx, TPU_SIZE_DECIDE_FLOOR_DIV, n - 1, 2), 1, 0);
 }
 
 /* nanmedian: the lower median of the non-NaN values along d (NaN sorts last, so it is
  * element (count - 1) / 2 of the sorted row, a per-row gather); all NaN -> NaN */
 static tpu_status_t nanmedian(tpu_lower_ctx_t* cx, int x, int d, int with_idx) {
   tpu_ir_type_t tx = ty(cx, x);
-  if (!tpu_dtype_is_floating(tx.dtype)) return kth(cx, x, d, (tx.dims[d] - 1) / 2, 0, with_idx);
+  if (!tpu_dtype_is_floating(tx.dtype))
+    return kth(cx, x, d, lw_size_decide(cx, TPU_SIZE_DECIDE_FLOOR_DIV, tx.dims[d] - 1, 2), 0, with_idx);
   int i = tpu_ir_sort(G, x, d, 0, 1);
   int64_t fl[TPU_MAX_DIMS] = {0};
   fl[d] = 1;

@@ -581,7 +581,7 @@ static tpu_status_t lower_native_dropout(tpu_lower_ctx_t* cx) {
   }
   int rdt = dt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
   int seed, off;
-  lw_rng_state(cx, -1, (uint64_t)(tpu_ir_numel(&t) + 3) / 4, &seed, &off);
+  lw_rng_state(cx, -1, (uint64_t)lw_size_decide(cx, TPU_SIZE_DECIDE_CEIL_DIV, tpu_ir_numel(&t), 4), &seed, &off);
   int u = tpu_ir_rng(G, rdt, t.rank, t.dims, seed, off, 0);
   int p = lw_scalar(cx, 1, TPU_DTYPE_F64);
   int p1m = BIN(SUB, lw_const_like(cx, 1.0, p), p);

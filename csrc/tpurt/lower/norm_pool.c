@@ -487,11 +487,8 @@ static void win_fixed(tpu_lower_ctx_t* cx, win_t* w, const int64_t* k, const int
 /* adaptive windows: [floor(o S / O), ceil((o+1) S / O)) */
 static void win_adaptive(tpu_lower_ctx_t* cx, win_t* w) {
   for (int j = 0; j < w->nsp; ++j) {
-    int64_t S = w->S[j], O = w->O[j], kmax = 0;
-    for (int64_t o = 0; o < O; ++o) {
-      int64_t a = (o * S) / O, b = ((o + 1) * S + O - 1) / O;
-      if (b - a > kmax) kmax = b - a;
-    }
+    int64_t S = w->S[j], O = w->O[j];
+    int64_t kmax = O > 0 ? lw_size_decide(cx, TPU_SIZE_DECIDE_ADAPTIVE_WINDOW, S, O) : 0; /* not c + k*m of S */
     w->K[j] = kmax; w->Kt *= kmax;
     int o = iota_i64(cx, O);
     int a = tpu_ir_binary(G, TPU_IR_FLOOR_DIV, BIN(MUL, o, lw_const_like(cx, (double)S, o)), lw_const_like(cx, (double)O, o));

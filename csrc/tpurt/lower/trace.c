@@ -543,8 +543,15 @@ struct tpu_trace_embed_s {
   int32_t* val_ir;
   fbind_t* tb; int n_tb, cap_tb;
   fbind_t* sb; int n_sb, cap_sb;
+  int64_t* dec; int n_dec, cap_dec; /* size decisions (lw_size_decide): op, a, b, result per decision */
   int oom;
 };
+
+void tpu_trace_embed_size_decision(tpu_lower_ctx_t* cx, int op, int64_t a, int64_t b, int64_t r) {
+  struct tpu_trace_embed_s* em = cx->embed;
+  GROW(em->dec, em->n_dec, em->cap_dec, 4, em->oom = 1; return);
+  em->dec[em->n_dec++] = op; em->dec[em->n_dec++] = a; em->dec[em->n_dec++] = b; em->dec[em->n_dec++] = r;
+}
 
 int tpu_trace_embed_tparam(tpu_lower_ctx_t* cx, int src, int i, int j, const tpu_tensor_t* t, int dtype) {
   struct tpu_trace_embed_s* em = cx->embed;
@@ -614,10 +621,20 @@ static char* fused_name_dup(const trace_t* tr) {
   return name;
 }
 
+/* A capture's size-template sample besides its bindings: the graph before the compiler passes and the
+ * size decisions its lowerings declared (lw_size_decide: op, a, b, result each). */
+typedef struct { tpu_ir_graph_t* g; int64_t* dec; int n_dec; } pre_t;
+static void pre_free(pre_t* p) {
+  if (p->g) { tpu_ir_graph_free(p->g); free(p->g); }
+  free(p->dec);
+  p->g = NULL; p->dec = NULL; p->n_dec = 0;
+}
+
 /* Builds the fused graph of the pending trace. pre_out (optional): a copy of the graph before the
- * compiler passes (a capture's size-template sample); out NULL: only that (lowered, not compiled). */
+ * compiler passes and the size decisions (a capture's size-template sample); out NULL: only that
+ * (lowered, not compiled). */
 static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len, uint64_t h, fentry_t** out,
-                                tpu_ir_graph_t** pre_out) {
+                                pre_t* pre_out) {
   double t0 = (double)tpu_rt_now_ns() * 1e-9;
   tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
   struct tpu_trace_embed_s em = {.tr = tr};
@@ -697,8 +714,10 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
   }
   if (st == TPU_OK && pre_out) {
     tpu_ir_graph_t* pre = malloc(sizeof(*pre));
-    if (pre && tpu_ir_graph_clone(&cx->g, pre) == TPU_OK) *pre_out = pre;
-    else free(pre); /* no sample: the size template is skipped for this capture */
+    if (pre && tpu_ir_graph_clone(&cx->g, pre) == TPU_OK) {
+      pre_out->g = pre;
+      pre_out->dec = em.dec; pre_out->n_dec = em.n_dec; em.dec = NULL;
+    } else free(pre); /* no sample: the size template is skipped for this capture */
   }
   if (st == TPU_OK && !out) { free(f->outv); free(f->key); free(f); f = NULL; }
   else if (st == TPU_OK) {
@@ -715,7 +734,7 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
   } else if (f) {
     free(f->outv); free(f->key); free(f->name); free(f);
   }
-  free(em.tb); free(em.sb); free(em.val_ir);
+  free(em.tb); free(em.sb); free(em.dec); free(em.val_ir);
   tpu_ir_graph_free(&cx->g);
   free(cx);
   return st;
@@ -820,7 +839,7 @@ static void disk_store(const fentry_t* f) {
 static tpu_status_t fail_task(void* ctx) { return tpu_status_make(TPU_STATUS_INTERNAL, "%s", (const char*)ctx); }
 
 typedef struct tpu_capture_s tpu_capture_t;
-static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out, tpu_ir_graph_t* pre);
+static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out, pre_t* pre);
 static int capture_keeps_graph(void);
 
 /* Enqueues the pending trace (mu held). Never loses work: if the fused graph cannot be built
@@ -837,7 +856,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
     key_put(tr, &b, 1);
   }
   fentry_t* f = NULL;
-  tpu_ir_graph_t* pre = NULL; /* a capture's graph before the passes (capture_keeps_graph) */
+  pre_t pre = {0}; /* a capture's graph before the passes and its size decisions (capture_keeps_graph) */
   int64_t* prof_ns = NULL;
   if (!tr->oom) {
     uint64_t h = hash_bytes(tr->key, tr->key_len);
@@ -861,7 +880,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
       }
     }
     if (f && !f->exe) { fentry_release(f); f = NULL; }
-    if (f && !pre && capture_out && capture_keeps_graph()) /* a cached executable: lower once more for the sample */
+    if (f && !pre.g && capture_out && capture_keeps_graph()) /* a cached executable: lower once more for the sample */
       tpu_status_free(build_fused(tr, tr->key, tr->key_len, h, NULL, &pre));
     if (prof && f) { /* warm-up runs untimed, then fused (even) and op by op (odd) alternate */
       if (!prof->name[0]) fused_name(tr, prof->name, sizeof prof->name);
@@ -915,8 +934,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
       }
       if (t && capture_out) {
         __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
-        st = capture_make(tr, f, capture_out, pre);
-        pre = NULL;
+        st = capture_make(tr, f, capture_out, &pre);
       }
       if (t) {
         char buf[256];
@@ -932,7 +950,7 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
     if (capture_out) { *capture_out = NULL; }
     for (int j = 0; j < tr->n_ops && st == TPU_OK; ++j) st = enqueue_single(tr, &tr->ops[j], prof_ns);
   }
-  if (pre) { tpu_ir_graph_free(pre); free(pre); }
+  pre_free(&pre);
   if (st && err_name) fused_name(tr, err_name, err_cap);
   trace_reset(tr);
   tl_flushing = prev;
@@ -1398,6 +1416,8 @@ struct tpu_capture_s {
   int* user_buf;          /* ... else the fresh buffer it is a view of */
   int64_t* user_off;      /* element offset from that input's / buffer's data */
   tpu_ir_graph_t* pre;    /* the graph before the compiler passes (TPU_CAPTURE_KEEP_GRAPH), or NULL */
+  int64_t* dec;           /* with pre: its size decisions (lw_size_decide), 4 words each */
+  int n_dec;
   int instantiated;       /* made from a size template (tpu_capture_instantiate), not recorded */
 };
 
@@ -1443,12 +1463,13 @@ void tpu_capture_free(tpu_capture_t* c) {
   free(c);
 }
 
-static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out, tpu_ir_graph_t* pre) {
+static tpu_status_t capture_make(trace_t* tr, fentry_t* f, tpu_capture_t** out, pre_t* pre) {
   capture_req_t* q = tl_req;
   *out = NULL;
   tpu_capture_t* c = calloc(1, sizeof(*c));
-  if (!c) { fentry_release(f); if (pre) { tpu_ir_graph_free(pre); free(pre); } return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-  c->pre = pre;
+  if (!c) { fentry_release(f); pre_free(pre); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  c->pre = pre->g; c->dec = pre->dec; c->n_dec = pre->n_dec; /* taken over */
+  pre->g = NULL; pre->dec = NULL; pre->n_dec = 0;
   c->f = f; c->device = tr->device; c->n_ops = tr->n_ops;
   c->n_inputs = q->n_inputs; c->n_outputs = q->n_outputs;
   c->inputs = malloc((size_t)(q->n_inputs + 1) * sizeof(tpu_tensor_t));
@@ -1710,7 +1731,9 @@ tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n
 /* ------------------------------------------------------------------ capture <-> size-template sample */
 const tpu_ir_graph_t* tpu_capture_pre_graph(const tpu_capture_t* c) { return c ? c->pre : NULL; }
 void tpu_capture_drop_graph(tpu_capture_t* c) {
-  if (!c || !c->pre) return;
+  if (!c) return;
+  free(c->dec); c->dec = NULL; c->n_dec = 0;
+  if (!c->pre) return;
   tpu_ir_graph_free(c->pre); free(c->pre); c->pre = NULL;
 }
 int tpu_capture_is_instantiated(const tpu_capture_t* c) { return c ? c->instantiated : 0; }
@@ -1761,6 +1784,8 @@ tpu_status_t tpu_capture_encode(const tpu_capture_t* c, int64_t** out_slots, int
     enc_tensor(&E, &c->user_out[u], 0);
     put_e(&E, c->user_alias[u]); put_e(&E, c->user_buf[u]); put_a(&E, c->user_off[u]);
   }
+  put_e(&E, c->n_dec / 4); /* size decisions: the op exact, its operands and result size fields */
+  for (int k = 0; k + 3 < c->n_dec; k += 4) { put_e(&E, c->dec[k]); put_a(&E, c->dec[k + 1]); put_a(&E, c->dec[k + 2]); put_a(&E, c->dec[k + 3]); }
   if (E.oom) { free(E.a); free(E.e); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
   *out_slots = E.a; *out_n_slots = E.na; *out_exact = E.e; *out_n_exact = E.ne;
   return TPU_OK;
@@ -1909,6 +1934,30 @@ tpu_status_t tpu_capture_decode(int device, tpu_ir_graph_t* g, const int64_t* sl
     else if (al >= 0 ? al >= c->n_inputs || !view_inside(&c->inputs[al], &c->user_out[u], off)
                      : bu < 0 || bu >= c->n_bufs || !view_inside(&c->buf_meta[bu], &c->user_out[u], off))
       why = "a user output is not a view inside its input or buffer";
+  }
+  /* size decisions: each evaluated again at these sizes must give the result the template predicts */
+  int64_t ndec = why ? 0 : get_e(&D);
+  if (!why && (ndec < 0 || ndec > (int64_t)(D.na - D.ia) / 3)) why = "bad size decision count";
+  if (!why && ndec) {
+    c->dec = malloc((size_t)ndec * 4 * sizeof(int64_t));
+    if (!c->dec) why = "out of host memory";
+  }
+  for (int64_t k = 0; !why && k < ndec; ++k) {
+    int64_t op = get_e(&D), a = get_a(&D), b = get_a(&D), r = get_a(&D), now;
+    int64_t* w = &c->dec[4 * k];
+    w[0] = op; w[1] = a; w[2] = b; w[3] = r;
+    c->n_dec += 4;
+    if (D.bad || op < 0 || op >= TPU_SIZE_DECIDE_COUNT || !tpu_size_decide_eval((int)op, a, b, &now)) {
+      why = "bad size decision";
+    } else if (now != r) {
+      static const char* const names[] = {"floor division", "ceil division", "remainder", "less than", "equality",
+                                          "adaptive pooling window"};
+      _Static_assert(sizeof names / sizeof *names == TPU_SIZE_DECIDE_COUNT, "size decision names");
+      snprintf(reason, reason_len, "a size decision changes at these sizes: %s (%lld, %lld) is %lld, the template's %lld",
+               names[op], (long long)a, (long long)b, (long long)now, (long long)r);
+      tpu_capture_free(c);
+      return TPU_OK;
+    }
   }
   if (!why && (D.bad || D.ia != D.na || D.ie != D.ne)) why = "the encoding's length does not match";
   if (why) {

@@ -430,6 +430,87 @@ static void test_capture_size_template(void) {
   tpu_size_template_free(NULL);
 }
 
+/* ---- size decisions (lw_size_decide): median.dim picks element (K - 1) / 2 of each sorted row, a
+ * floor division of the size that no c + k*m is. Captured where it stays 2 (K = 5, 6), the template
+ * predicts 2 everywhere; at K = 7 the decision is evaluated again and the size refused (before
+ * decisions were recorded, it was instantiated and picked the wrong element); at a size where it still
+ * holds the instance computes the right medians. */
+static tpu_capture_t* median_at(int64_t N, int64_t K, const float* hx, float* vals) {
+  int64_t sz[2] = {N, K}, n1[1] = {N};
+  buf_t x = fbuf(2, sz, hx), v = fbuf(1, n1, NULL), ix = {0};
+  OK(tpu_rt_malloc(0, (size_t)N * 8, &ix.p));
+  ix.t = tpu_tensor_contiguous(ix.p, 0, TPU_DTYPE_I64, 1, n1);
+  OK(tpu_capture_begin(0));
+  tpu_arg_t args[] = {tpu_arg_tensor(&x.t), tpu_arg_int(1), tpu_arg_bool(false), tpu_arg_tensor(&v.t), tpu_arg_tensor(&ix.t)};
+  tpu_tensor_t outs[2] = {v.t, ix.t};
+  OK(tpu_op_run(0, "aten::median.dim_values", args, 5, outs, 2));
+  tpu_capture_t* cap = NULL;
+  char reason[256];
+  OK(tpu_capture_end_ex(0, &x.t, 1, NULL, 0, outs, 2, TPU_CAPTURE_KEEP_GRAPH, &cap, reason, sizeof reason));
+  CHECK(cap != NULL, "median capture %lldx%lld: %s", (long long)N, (long long)K, reason);
+  if (vals) fget(&v, vals);
+  OK(tpu_rt_synchronize(0));
+  drop(&x); drop(&v); drop(&ix);
+  return cap;
+}
+static float row_median(const float* row, int64_t K) { /* the lower median */
+  float s[16];
+  memcpy(s, row, (size_t)K * sizeof(float));
+  for (int64_t i = 1; i < K; ++i) for (int64_t j = i; j > 0 && s[j - 1] > s[j]; --j) { float t = s[j]; s[j] = s[j - 1]; s[j - 1] = t; }
+  return s[(K - 1) / 2];
+}
+static void test_size_decision_refuses(void) {
+  static const int64_t sizes[][2] = {{3, 5}, {4, 5}, {4, 6}, {5, 5}, {5, 6}};
+  tpu_size_template_t* t = NULL;
+  char why[256];
+  float hx[16 * 16], got[16];
+  int verdict = -1;
+  for (int i = 0; i < 5; ++i) {
+    for (int j = 0; j < 16 * 16; ++j) hx[j] = frand();
+    tpu_capture_t* cap = median_at(sizes[i][0], sizes[i][1], hx, got);
+    int ok = 1;
+    for (int64_t r = 0; r < sizes[i][0]; ++r) ok = ok && got[r] == row_median(hx + r * sizes[i][1], sizes[i][1]);
+    CHECK(ok, "median %lldx%lld captured", (long long)sizes[i][0], (long long)sizes[i][1]);
+    if (cap) OK(tpu_capture_size_check(&t, cap, sizes[i], 2, NULL, 0, &verdict, why, sizeof why));
+    tpu_capture_free(cap);
+  }
+  CHECK(verdict == TPU_SIZE_TEMPLATE_PREDICTED, "median: last verdict %d (%s)", verdict, why);
+  tpu_capture_t* inst = NULL;
+  OK(tpu_capture_instantiate(t, 0, (int64_t[]){3, 7}, 2, 0, NULL, 0, &inst, why, sizeof why));
+  CHECK(!inst && strstr(why, "size decision") && strstr(why, "(6, 2) is 3, the template's 2"), "K = 7 refused: %s", why);
+  tpu_capture_free(inst);
+  inst = NULL;
+  OK(tpu_capture_instantiate(t, 0, (int64_t[]){7, 6}, 2, TPU_CAPTURE_KEEP_GRAPH, NULL, 0, &inst, why, sizeof why));
+  tpu_capture_t* rec = median_at(7, 6, hx, NULL);
+  CHECK(inst && rec && tpu_capture_same(inst, rec, why, sizeof why), "median 7x6 instantiated = captured: %s", why);
+  if (inst) { /* run it */
+    int64_t sz[2] = {7, 6};
+    buf_t x = fbuf(2, sz, hx);
+    tpu_tensor_t meta, bt[2];
+    buf_t bufs[2] = {{0}, {0}};
+    int nb = tpu_capture_num_buffers(inst);
+    CHECK(nb == 2, "median: %d buffers", nb);
+    for (int b = 0; b < nb && b < 2; ++b) {
+      OK(tpu_capture_buffer_info(inst, b, &meta));
+      OK(tpu_rt_malloc(0, (size_t)meta.sizes[0] * tpu_dtype_size(meta.dtype), &bufs[b].p));
+      bufs[b].t = tpu_tensor_contiguous(bufs[b].p, 0, meta.dtype, meta.ndim, meta.sizes);
+      bt[b] = bufs[b].t;
+    }
+    if (nb == 2) OK(tpu_capture_run(inst, &x.t, 1, bt, 2));
+    int in = -1, b = -1, ok = nb == 2;
+    int64_t off = -1;
+    if (ok) OK(tpu_capture_output_info(inst, 0, &meta, &in, &b, &off));
+    ok = ok && b >= 0 && b < 2 && bufs[b].t.dtype == TPU_DTYPE_F32;
+    if (ok) OK(tpu_rt_memcpy_d2h(0, got, bufs[b].p, 7 * 4));
+    for (int64_t r = 0; ok && r < 7; ++r) ok = got[r] == row_median(hx + r * 6, 6);
+    CHECK(ok, "instantiated median 7x6 computes the medians");
+    drop(&x);
+    for (int k = 0; k < 2; ++k) if (bufs[k].p) drop(&bufs[k]);
+  }
+  tpu_capture_free(inst); tpu_capture_free(rec);
+  tpu_size_template_free(t);
+}
+
 /* ---- the disk level: a second process running the same fused trace compiles nothing */
 static int child_main(void) {
   tpu_cache_stats_t c0, c1;
@@ -468,6 +549,7 @@ int main(int argc, char** argv) {
   test_capture_replay();
   test_capture_compiles_one_executable();
   test_capture_size_template();
+  test_size_decision_refuses();
   test_second_process_loads_fused_graphs(argv[0]);
   OK(tpu_rt_synchronize(0));
   printf("test_trace: %d passed, %d failed\n", g_pass, g_fail);
