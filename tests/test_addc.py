@@ -94,3 +94,16 @@ def test_addc_fused_eager_same_bits():
             fused = op(sd * 2, ad + 1, bd * bd + 1, value=0.3).cpu()
         assert torch.equal(fused, strict)
         assert torch.equal(strict, op(s * 2, a + 1, b * b + 1, value=0.3))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape", [(32, 8), (64, 64, 3, 3), (5000, 3), (3, 4097), (9000,)])
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_addc_broadcast_scalar_operand(op, shape, which):
+    """A rank-0 tensor expanded over the whole shape (stride 0 everywhere: what a compiled AdamW's graph
+    passes, e.g. a step size broadcast over a 3x3 conv weight) takes the flat path with the value repeated,
+    and gives the CPU's bits; odd sizes cross the 4096-element chunks."""
+    s, b, c = rnd(shape, seed=12), rnd(shape, seed=13) + 3, torch.tensor(0.37)
+    args = [[s, c.expand(shape), b], [c.expand(shape), s, b], [s, b, c.expand(shape)]][which]
+    dev = [c.to(DEV).expand(shape) if a.stride() == (0,) * len(shape) else a.to(DEV) for a in args]
+    torch.testing.assert_close(op(*dev, value=0.3).cpu(), op(*args, value=0.3), rtol=0, atol=0)

@@ -196,6 +196,19 @@ static int view_contig(const tpu_host_view_t* v) {
   }
   return 1;
 }
+/* every element the same one (a broadcast scalar: stride 0 wherever the size is not 1), rank >= 1 */
+static int view_splat(const tpu_host_view_t* v) {
+  for (int d = 0; d < v->rank; ++d)
+    if (v->sizes[d] != 1 && v->strides[d] != 0) return 0;
+  return v->rank > 0;
+}
+/* the flat path's operand for elements [a, a + len): in place, or a splat's value repeated into buf */
+static const float* flat_src(const tpu_host_view_t* v, int64_t a, int64_t len, float* buf) {
+  if (!view_splat(v)) return (const float*)v->data + a;
+  const float c = *(const float*)v->data;
+  for (int64_t i = 0; i < len; ++i) buf[i] = c;
+  return buf;
+}
 static int64_t view_row_off(const tpu_host_view_t* v, int64_t r) { /* element offset of row r (dims 0..rank-2) */
   int64_t off = 0;
   for (int d = v->rank - 2; d >= 0; --d) { off += (r % v->sizes[d]) * v->strides[d]; r /= v->sizes[d]; }
@@ -212,15 +225,28 @@ static const float* gelu_row(const tpu_host_view_t* v, int64_t r, float* tmp, in
 static void gelu_worker(void* ctx, int64_t r0, int64_t r1) {
   gelu_job_t* J = ctx;
   if (J->flat) {
-    const int64_t total = J->N, a = r0 * GELU_CHUNK, b = TPU_MIN(total, r1 * GELU_CHUNK);
-    const float* x = (const float*)J->x->data + a;
-    float* o = (float*)J->out->data + a;
-    if (J->s) J->ops->addc((const float*)J->s->data + a, x, (const float*)J->w->data + a, J->v, o, b - a, J->div);
-    else if (J->lerp) {
-      const int ws = J->w->rank != 0;
-      J->lerp((const float*)J->g->data + a, x, (const float*)J->w->data + (ws ? a : 0), ws, o, b - a);
-    } else if (J->g) J->bwd((const float*)J->g->data + a, x, o, b - a);
-    else J->fwd(x, o, b - a);
+    /* index c is elements [c, c + 1) * GELU_CHUNK; splat operands (a broadcast scalar, e.g. a compiled
+     * optimizer's rank-0 value broadcast over a weight) are repeated into a chunk-sized buffer of their own */
+    const int splat = view_splat(J->x) || (J->g && view_splat(J->g)) || (J->s && view_splat(J->s)) ||
+                      (J->w && view_splat(J->w));
+    float* sbuf = splat ? malloc(3 * GELU_CHUNK * sizeof(float)) : NULL;
+    if (splat && !sbuf) { __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED); return; }
+    float *sx = sbuf, *sg = sbuf + GELU_CHUNK, *sw = sbuf + 2 * GELU_CHUNK;
+    /* without a splat, the whole range at once; with one, a chunk at a time */
+    const int64_t total = J->N, step = splat ? 1 : r1 - r0;
+    for (int64_t c = r0; c < r1; c += step) {
+      const int64_t a = c * GELU_CHUNK, b = TPU_MIN(total, (c + step) * GELU_CHUNK), len = b - a;
+      const float* x = flat_src(J->x, a, len, sx);
+      float* o = (float*)J->out->data + a;
+      if (J->s) J->ops->addc(flat_src(J->s, a, len, sg), x, flat_src(J->w, a, len, sw), J->v, o, len, J->div);
+      else if (J->lerp) {
+        const int ws = J->w->rank != 0;
+        J->lerp(flat_src(J->g, a, len, sg), x, ws ? flat_src(J->w, a, len, sw) : (const float*)J->w->data, ws, o,
+                len);
+      } else if (J->g) J->bwd(flat_src(J->g, a, len, sg), x, o, len);
+      else J->fwd(x, o, len);
+    }
+    free(sbuf);
     return;
   }
   const int64_t N = J->N, ost = J->out->rank ? J->out->strides[J->out->rank - 1] : 1;
@@ -265,7 +291,7 @@ static tpu_status_t k_gelu(const tpu_ir_op_t* op, int n, const tpu_host_view_t* 
     int ok = v->dtype == TPU_DTYPE_F32 && v->rank == out->rank;
     for (int d = 0; ok && d < out->rank; ++d) ok = v->sizes[d] == out->sizes[d];
     if (!ok) return TPU_ERR(INTERNAL, "host: gelu operand %d does not match its result", k);
-    contig &= view_contig(v);
+    contig &= view_contig(v) || view_splat(v);
   }
   if (total == 0) return TPU_OK;
   const tpu_host_rows_ops_t* ops = tpu_host_rows_ops();
