@@ -206,3 +206,25 @@ def test_attention_bmm_embedding_cat_split(monkeypatch):
     m = torch_tpu.metrics()
     assert m["compile_size_instantiated"] >= 1 and m["compile_size_verified"] >= 1, m["compile_size_template"]
     assert m["compile_size_mismatch"] == {}
+
+
+@pytest.mark.parametrize("name,f,sizes,reason", [
+    # k = T // 3 from Dynamo's arithmetic: refused where it changes
+    ("topk", lambda x: x.topk(x.shape[1] // 3, 1).values,
+     [(2, 6), (3, 6), (3, 7), (4, 6), (4, 7), (2, 8), (3, 9), (5, 12)], "floordiv (floordiv) is 3, the template's 2"),
+    # shift % T: the slice bound T - 5 comes out below 2 at T = 3 (the varying-field guard)
+    ("roll", lambda x: torch.roll(x, 5, 1), [(3, 6), (4, 7), (4, 6), (5, 8), (5, 9), (3, 3), (6, 4), (2, 11)],
+     "a varying field below 2"),
+    # x[:, :6] is Min(6, T) wide: learned at T >= 7, then T = 4 and 5
+    ("clamped_slice", lambda x: x[:, :6] * 2, [(3, 7), (4, 8), (4, 7), (5, 9), (5, 10), (3, 4), (6, 5)], None),
+    # chunk(3) of T: ceil(T / 3) wide chunks (PyTorch's shape function)
+    ("chunk", lambda x: torch.cat(x.chunk(3, 1)[::-1], 1), [(2, 6), (3, 6), (3, 7), (4, 6), (4, 7), (2, 8), (3, 9), (5, 12)],
+     None),
+])
+def test_other_size_dependent_graphs_stay_exact(name, f, sizes, reason):
+    """Size-dependent graphs found safe: every size is exact (bit-identical to eager, close to CPU); where the
+    template was ready at a size whose decision differs, it refused with the reason."""
+    m = _drive(f, sizes, lambda s: (_g(*s),))
+    if reason is not None:
+        assert any(reason in r for r in m["compile_size_refused"]), m["compile_size_refused"]
+    assert m["compile_size_mismatch"] == {}
