@@ -44,6 +44,22 @@ def _step(fn, module, loss_fn, x):
     return out, loss, {n: p.grad for n, p in module.named_parameters() if p.grad is not None}
 
 
+def _check_step(out_c, loss_c, grads_c, eager_step, cpu_step, name: str) -> None:
+    """The compiled step's output, loss and gradients: eager tpu's bits, and PyTorch CPU's within tolerance
+    (ResNet: its loss only, as tests/test_compile.py; its gradients and output are compared with eager tpu)."""
+    (out_e, loss_e, grads_e), (out_cpu, loss_cpu, grads_cpu) = eager_step, cpu_step
+    torch.testing.assert_close(out_c.cpu(), out_e.cpu(), **EXACT)
+    torch.testing.assert_close(loss_c.cpu(), loss_e.cpu(), **EXACT)
+    assert grads_c.keys() == grads_e.keys() == grads_cpu.keys()
+    for n in grads_c:
+        torch.testing.assert_close(grads_c[n].cpu(), grads_e[n].cpu(), **EXACT, msg=lambda s: f"{n}: {s}")
+        if name != "resnet":
+            torch.testing.assert_close(grads_c[n].cpu(), grads_cpu[n], rtol=1e-3, atol=1e-5, msg=lambda s: f"{n}: {s}")
+    if name != "resnet":
+        torch.testing.assert_close(out_c.cpu(), out_cpu.detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(loss_c.cpu(), loss_cpu.detach(), rtol=1e-3 if name == "resnet" else 1e-4, atol=0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name,sizes,captured,varying", [
     # (batch, seq); the sequence stays below the causal-mask buffer's length (`mask[:T]` specializes at T == block)
@@ -73,16 +89,8 @@ def test_new_sizes_counted_and_predicted(name: str, sizes, captured: int, varyin
         assert m["compile_captures"] - before["compile_captures"] == captured, m
         got = lambda k: m[k] - before[k]  # noqa: E731
         assert got("trace_cache_misses") + got("trace_cache_hits") == captured, m
-        out_e, loss_e, grads_e = _step(eager, eager, loss_fn, x)
-        out_cpu, loss_cpu, grads_cpu = _step(cpu_model, cpu_model, loss_fn, inputs)
-        torch.testing.assert_close(out_c.cpu(), out_e.cpu(), **EXACT)
-        torch.testing.assert_close(loss_c.cpu(), loss_e.cpu(), **EXACT)
-        assert grads_c.keys() == grads_e.keys() == grads_cpu.keys()
-        for n in grads_c:
-            torch.testing.assert_close(grads_c[n].cpu(), grads_e[n].cpu(), **EXACT, msg=lambda s: f"{n}: {s}")
-            torch.testing.assert_close(grads_c[n].cpu(), grads_cpu[n], rtol=1e-3, atol=1e-5, msg=lambda s: f"{n}: {s}")
-        torch.testing.assert_close(out_c.cpu(), out_cpu.detach(), rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(loss_c.cpu(), loss_cpu.detach(), rtol=1e-4, atol=0)
+        _check_step(out_c, loss_c, grads_c, _step(eager, eager, loss_fn, x),
+                    _step(cpu_model, cpu_model, loss_fn, inputs), name)
         frames = m["compile_frames"] if frames is None else frames
     m = torch_tpu.metrics()
     # Dynamo compiled the model's frame(s) at the first size only
@@ -145,20 +153,10 @@ def test_new_sizes_instantiated(name: str, captured: int, verify: bool, monkeypa
             assert m["compile_captures"] == captured and m["compile_size_verified"] == captured, m["compile_size_mismatch"]
         else:
             assert m["compile_captures"] == 0, m  # (compiles also counts the eager loss's ops at this size)
-        out_e, loss_e, grads_e = _step(eager, eager, loss_fn, x)
-        out_cpu, loss_cpu, grads_cpu = _step(cpu_model, cpu_model, loss_fn, inputs)
-        torch.testing.assert_close(out_c.cpu(), out_e.cpu(), **EXACT)
-        torch.testing.assert_close(loss_c.cpu(), loss_e.cpu(), **EXACT)
-        assert grads_c.keys() == grads_e.keys() == grads_cpu.keys()
-        for n in grads_c:
-            torch.testing.assert_close(grads_c[n].cpu(), grads_e[n].cpu(), **EXACT, msg=lambda s: f"{n}: {s}")
-            if name != "resnet":  # (as tests/test_compile.py: ResNet's gradients are compared with eager tpu only)
-                torch.testing.assert_close(grads_c[n].cpu(), grads_cpu[n], rtol=1e-3, atol=1e-5, msg=lambda s: f"{n}: {s}")
+        _check_step(out_c, loss_c, grads_c, _step(eager, eager, loss_fn, x),
+                    _step(cpu_model, cpu_model, loss_fn, inputs), name)
         for (n, bc), be in zip(compiled_model.named_buffers(), eager.buffers()):  # BatchNorm running statistics
             torch.testing.assert_close(bc.cpu(), be.cpu(), **EXACT, msg=lambda s: f"{n}: {s}")
-        if name != "resnet":
-            torch.testing.assert_close(out_c.cpu(), out_cpu.detach(), rtol=1e-4, atol=1e-5)
-        torch.testing.assert_close(loss_c.cpu(), loss_cpu.detach(), rtol=1e-3 if name == "resnet" else 1e-4, atol=0)
     # an instantiated size seen again replays: no capture, no compile
     torch_tpu.reset_metrics()
     _, inputs, loss_fn = compile_models.build(name, batch=NEW[name][0][0], seq=NEW[name][0][1])
