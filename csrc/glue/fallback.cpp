@@ -87,18 +87,24 @@ void fill_tensor_record(const at::Tensor& t, tpu_tensor_t* out, const char* op_n
     C10_THROW_ERROR(NotImplementedError, "tpu supports tensors of at most " + std::to_string(TPU_MAX_DIMS) +
                                              " dimensions, got " + std::to_string(ndim) + " (in " + op_name + ")");
   }
-  out->data = t.numel() == 0 ? nullptr : t.data_ptr();
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  out->data = impl->numel() == 0 ? nullptr : t.data_ptr();
   out->device = t.device().index();
-  out->dtype = to_tpu_dtype_or_throw(t.scalar_type(), op_name);
+  const c10::ScalarType st = impl->dtype().toScalarType();
+  const std::optional<tpu_dtype_t> dt = C10_LIKELY(st == c10::ScalarType::Float) ? TPU_DTYPE_F32 : to_tpu_dtype(st);
+  out->dtype = dt ? *dt : to_tpu_dtype_or_throw(st, op_name);
   out->ndim = static_cast<int32_t>(ndim);
   out->flags = 0;
-  const int64_t* sizes = t.sizes().data();
-  const int64_t* strides = t.strides().data();
+  // sizes and strides past ndim are zero (whole-array copies and memcmp-style checks of records
+  // stay deterministic): zero both arrays first, then copy the used dims
+  std::memset(out->sizes, 0, sizeof(out->sizes));
+  std::memset(out->strides, 0, sizeof(out->strides));
+  const int64_t* sizes = impl->sizes().data();
+  const int64_t* strides = impl->strides().data();
   for (int64_t d = 0; d < ndim; ++d) {
     out->sizes[d] = sizes[d];
     out->strides[d] = strides[d];
   }
-  for (int64_t d = ndim; d < TPU_MAX_DIMS; ++d) out->sizes[d] = out->strides[d] = 0;
 }
 
 namespace {
@@ -758,7 +764,10 @@ void marshal(const OpInfo& info, c10::ArrayRef<c10::IValue> stack_args, Arena& a
 
 at::Tensor empty_tpu(c10::DeviceIndex device, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                      c10::ScalarType dtype) {
-  c10::DeviceGuard guard(c10::Device(kTpu, device));
+  // the allocator allocates on the current device; the boxed kernel has usually made `device`
+  // current already (a DeviceGuard costs ~100 instructions of a tiny op even when it changes nothing)
+  c10::OptionalDeviceGuard guard;
+  if (C10_UNLIKELY(device != current_device())) guard.reset_device(c10::Device(kTpu, device));
   return at::detail::empty_strided_generic(sizes, strides, tpu_allocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }
@@ -877,13 +886,22 @@ void key_tensor(MetaKey& key, const at::Tensor& t) {
     key.push_back(-1);
     return;
   }
-  key.push_back(static_cast<int64_t>(t.scalar_type()) | (is_tpu(t) ? 0x100 : 0x200) |
-                (t.unsafeGetTensorImpl()->is_wrapped_number() ? 0x400 : 0));
-  if (!is_tpu(t)) return;  // a CPU 0-dim tensor: its value never shapes the outputs
-  const int64_t dim = t.dim();
-  key.push_back(dim);
-  key.append(t.sizes().begin(), t.sizes().end());
-  key.append(t.strides().begin(), t.strides().end());
+  const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const bool tpu = impl->device_type() == kTpu;
+  key.push_back(static_cast<int64_t>(impl->dtype().toScalarType()) | (tpu ? 0x100 : 0x200) |
+                (impl->is_wrapped_number() ? 0x400 : 0));
+  if (!tpu) return;  // a CPU 0-dim tensor: its value never shapes the outputs
+  // dim, sizes, strides written in place (two append()s cost ~80 instructions a tensor)
+  const c10::IntArrayRef sizes = impl->sizes(), strides = impl->strides();
+  const size_t dim = sizes.size(), n = key.size();
+  key.reserve(n + 1 + 2 * dim);
+  int64_t* p = key.data() + n;
+  p[0] = static_cast<int64_t>(dim);
+  for (size_t d = 0; d < dim; ++d) {
+    p[1 + d] = sizes[d];
+    p[1 + dim + d] = strides[d];
+  }
+  key.set_size(n + 1 + 2 * dim);
 }
 
 int64_t bits_of(double d) {

@@ -21,6 +21,7 @@ typedef struct tpu_exec_entry_s {
   int n_arg_outs;
   int16_t arg_outs[TPU_LOWER_MAX_ARG_OUTS];
   int refcount; /* atomic */
+  int small;    /* atomic; registry.c's entry_small: 0 not yet known, 1 small graph, 2 not */
   struct tpu_exec_entry_s *lru_prev, *lru_next, *chain;
 } tpu_exec_entry_t;
 

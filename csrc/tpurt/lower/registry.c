@@ -158,8 +158,24 @@ static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args
   return k->oom ? TPU_ERR(OUT_OF_MEMORY, "out of host memory") : TPU_OK;
 }
 
-/* the full key is compared on lookup, so a collision costs a miss, never a wrong executable */
-static inline uint64_t hash_bytes(const uint8_t* p, size_t n) { return tpu_hash64(p, n, 0); }
+/* The full key is compared on lookup, so a collision costs a miss, never a wrong executable. The
+ * hash only picks memo slots and cache buckets (never stored on disk: the disk level hashes keys
+ * itself), so it is cheaper than tpu_hash64 (which mixes every word through fmix64, ~12
+ * instructions a word; a tiny add's ~120-byte key took ~350): one multiply-rotate per word and one
+ * fmix64 at the end. */
+static inline uint64_t hash_bytes(const uint8_t* p, size_t n) {
+  uint64_t h = 0x243f6a8885a308d3ull ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w; memcpy(&w, p + i, 8);
+    h = tpu_hash_rotl64((h ^ w) * 0x9fb21c651e98df25ull, 29);
+  }
+  if (i < n) {
+    uint64_t w = 0; memcpy(&w, p + i, n - i);
+    h = tpu_hash_rotl64((h ^ w) * 0x9fb21c651e98df25ull, 29);
+  }
+  return tpu_hash_fmix64(h);
+}
 
 static double now_s(void) {
   struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -234,16 +250,22 @@ tpu_status_t tpu_exec_entry_materialize(tpu_exec_entry_t* e, const tpu_lowering_
 typedef struct { tpu_exec_entry_t* e[MEMO_SLOTS]; int next; uint64_t gen; } memo_t;
 static pthread_key_t g_memo_key;
 static pthread_once_t g_memo_once = PTHREAD_ONCE_INIT;
-static void memo_destroy(void* p) {
+static _Thread_local memo_t* tl_memo; /* == pthread_getspecific(g_memo_key), without the call */
+static void memo_destroy(void* p) { /* at thread exit, on that thread */
   memo_t* m = p;
+  tl_memo = NULL;
   for (int i = 0; i < MEMO_SLOTS; ++i) tpu_exec_entry_release(m->e[i]);
   free(m);
 }
 static void memo_key_init(void) { pthread_key_create(&g_memo_key, memo_destroy); }
 static memo_t* memo_get(void) {
-  pthread_once(&g_memo_once, memo_key_init);
-  memo_t* m = pthread_getspecific(g_memo_key);
-  if (!m && (m = calloc(1, sizeof(*m)))) pthread_setspecific(g_memo_key, m);
+  memo_t* m = tl_memo;
+  if (__builtin_expect(!m, 0)) {
+    pthread_once(&g_memo_once, memo_key_init);
+    m = pthread_getspecific(g_memo_key);
+    if (!m && (m = calloc(1, sizeof(*m)))) pthread_setspecific(g_memo_key, m);
+    tl_memo = m;
+  }
   if (m && m->gen != tpu_exec_cache_generation()) { /* the cache was cleared: so is the memo */
     for (int i = 0; i < MEMO_SLOTS; ++i) { tpu_exec_entry_release(m->e[i]); m->e[i] = NULL; }
     m->gen = tpu_exec_cache_generation();
@@ -296,6 +318,46 @@ static tpu_status_t check_scalar(const tpu_scalar_check_t* c, const tpu_arg_t* a
   snprintf(buf, sizeof buf, c->msg, v, w);
 #pragma GCC diagnostic pop
   return TPU_ERR(INVALID_ARGUMENT, "%s", buf);
+}
+
+/* ---- small tasks: run on the host thread when the queue is idle (tpu_rt_queue_enqueue_small) */
+#define SMALL_MAX_ELEMS 4096  /* per tensor the task binds, and per value of its graph */
+#define SMALL_MAX_TOTAL 16384 /* all values of its graph together */
+#define SMALL_MAX_OPS 32
+/* A graph of only elementwise / shape / reduction ops on a few thousand elements (no DOT, CONV,
+ * pooling window or custom kernel): microseconds of work, wherever its tensors' data lies. */
+static int entry_small(tpu_exec_entry_t* e) {
+  int s = __atomic_load_n(&e->small, __ATOMIC_RELAXED);
+  if (__builtin_expect(s != 0, 1)) return s == 1;
+  const tpu_ir_graph_t* g = tpu_host_exe_graph(e->exe);
+  int64_t total = 0;
+  int ok = g != NULL && g->n_ops <= SMALL_MAX_OPS;
+  for (int i = 0; ok && i < g->n_ops; ++i) {
+    const tpu_ir_op_t* o = &g->ops[i];
+    if (o->opcode == TPU_IR_DOT || o->opcode == TPU_IR_CONV || o->opcode == TPU_IR_CUSTOM ||
+        o->opcode == TPU_IR_REDUCE_WINDOW || o->type.rank < 0 || o->type.rank > TPU_MAX_DIMS) { ok = 0; break; }
+    int64_t n = 1;
+    for (int d = 0; d < o->type.rank && ok; ++d) {
+      if (o->type.dims[d] < 0 || o->type.dims[d] > SMALL_MAX_ELEMS) ok = 0;
+      else n *= o->type.dims[d];
+    }
+    if (n > SMALL_MAX_ELEMS) ok = 0;
+    total += n;
+  }
+  ok = ok && total <= SMALL_MAX_TOTAL;
+  __atomic_store_n(&e->small, ok ? 1 : 2, __ATOMIC_RELAXED);
+  return ok;
+}
+static int views_small(const tpu_host_view_t* v, int n) {
+  for (int i = 0; i < n; ++i) {
+    int64_t m = 1;
+    for (int d = 0; d < v[i].rank; ++d) {
+      if (v[i].sizes[d] > SMALL_MAX_ELEMS) return 0;
+      m *= v[i].sizes[d];
+    }
+    if (m > SMALL_MAX_ELEMS) return 0;
+  }
+  return 1;
 }
 
 /* ---- execution task */
@@ -544,6 +606,8 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
   for (int j = 0; j < e->n_arg_outs; ++j) to_view(&t->views[e->n_tbind + nouts + j], args[e->arg_outs[j]].tensor);
   t->rec = tpu_record_enabled() ? tpu_record_begin(op_name, tpu_host_exe_graph(e->exe), t->scalars) : NULL;
   tpu_metrics_add_ops(1);
+  if (!t->rec && entry_small(e) && views_small(t->views, t->np + t->nout))
+    return tpu_rt_queue_enqueue_small(device, op_name, task_run, t, task_free);
   return tpu_rt_queue_enqueue(device, op_name, task_run, t, task_free);
 }
 

@@ -17,6 +17,7 @@
  * At most TPU_RT_QUEUE_MAX_PENDING tasks wait to start; enqueue blocks beyond that. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,10 @@ typedef struct {
   _Alignas(64) _Atomic uint64_t completed; /* sequence numbers (inline tasks included) */
   _Alignas(64) _Atomic uint64_t enqueued;
   _Atomic int waiters;
+  _Atomic int inline_running; /* a small task runs on its producer (queue_run_small): the worker waits */
   _Atomic uint64_t wake_seq; /* lowest `completed` a sleeping waiter needs (UINT64_MAX: none; 0: any) */
-  bool worker_sleeping, started;
+  atomic_bool worker_sleeping; /* written under mu; read without it by queue_enqueue_small's pre-check */
+  bool started;
   atomic_bool stop;
   pthread_t thread;
   int device;
@@ -129,12 +132,17 @@ static void* worker_main(void* arg) {
       }
       pthread_mutex_lock(&q->mu); /* producers push under mu: no lost wake-up */
       if (atomic_load(&q->tail) == h && !atomic_load(&q->stop)) {
-        q->worker_sleeping = true;
+        atomic_store_explicit(&q->worker_sleeping, true, memory_order_relaxed);
         pthread_cond_wait(&q->cv_work, &q->mu);
-        q->worker_sleeping = false;
+        atomic_store_explicit(&q->worker_sleeping, false, memory_order_relaxed);
       }
       pthread_mutex_unlock(&q->mu);
       continue;
+    }
+    /* a task enqueued while a small task runs on its producer comes after it */
+    for (int i = 1; atomic_load_explicit(&q->inline_running, memory_order_acquire); ++i) {
+      tpu_rt_cpu_relax();
+      if ((i & 1023) == 0) sched_yield();
     }
     const ring_t* r = atomic_load_explicit(&q->ring, memory_order_acquire);
     task_t t = r->slots[h & (r->cap - 1)];
@@ -226,8 +234,8 @@ bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx) {
 
 static void op_name_copy(char* dst, const char* op) {
   if (!op) op = "<unnamed task>";
-  size_t n = 0;
-  while (n + 1 < QUEUE_OP_NAME_LEN && op[n]) { dst[n] = op[n]; ++n; }
+  size_t n = strnlen(op, QUEUE_OP_NAME_LEN - 1);
+  memcpy(dst, op, n);
   dst[n] = '\0';
 }
 
@@ -306,7 +314,7 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
   r->slots[tail & (r->cap - 1)] = t;
   atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
   atomic_store_explicit(&q->enqueued, seq, memory_order_release);
-  if (q->worker_sleeping) pthread_cond_signal(&q->cv_work);
+  if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) pthread_cond_signal(&q->cv_work);
   pthread_mutex_unlock(&q->mu);
   if (out_seq) *out_seq = seq;
   return TPU_OK;
@@ -315,6 +323,42 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
 tpu_status_t tpu_rt_queue_enqueue(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
                                   tpu_rt_task_free_fn free_fn) {
   return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
+}
+
+/* An idle queue (everything enqueued has completed) whose worker sleeps runs a small task on the
+ * caller: waking the worker (a futex system call, then a context switch on an idle or busy core
+ * before the task starts) costs more than the task. A worker that is still awake (spinning after
+ * its last task, as in a stream of ops) gets the task as usual and runs it in parallel with the
+ * host thread. Same sequence number, first-error recording and completion as a worker run;
+ * producers that enqueue meanwhile (other threads, or the task itself) get later numbers and the
+ * worker waits for inline_running before it takes them. */
+tpu_status_t tpu_rt_queue_enqueue_small(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
+                                        tpu_rt_task_free_fn free_fn) {
+  if (!fn || device < 0 || device >= g_nqueues || tl_task_device >= 0 || tpu_rt_config()->launch_blocking)
+    return queue_push(device, op_name, fn, ctx, free_fn, false, NULL); /* errors and the rest */
+  tpu_rt_trace_flush_hook(device); /* recorded (fused eager) work runs first */
+  queue_t* q = &g_queues[device];
+  /* cheap pre-check without the lock: a busy queue takes the ordinary path */
+  if (!atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed) ||
+      atomic_load_explicit(&q->completed, memory_order_acquire) != atomic_load_explicit(&q->enqueued, memory_order_relaxed))
+    return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
+  pthread_mutex_lock(&q->mu);
+  const uint64_t seq = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
+  if (atomic_load(&q->stop) || atomic_load(&q->completed) != seq - 1 || !atomic_load(&q->worker_sleeping)) {
+    pthread_mutex_unlock(&q->mu);
+    return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
+  }
+  atomic_store_explicit(&q->inline_running, 1, memory_order_relaxed); /* published by the unlock */
+  atomic_store_explicit(&q->enqueued, seq, memory_order_release);    /* a sequence number, no ring slot */
+  pthread_mutex_unlock(&q->mu);
+  task_t t = {.fn = fn, .ctx = ctx, .free_fn = free_fn, .seq = seq};
+  tl_task_device = device;
+  tpu_status_t st = fn(ctx);
+  tl_task_device = -1;
+  if (st) op_name_copy(t.op, op_name); /* only an error message reads it */
+  task_finish(q, &t, st, seq, true);
+  atomic_store_explicit(&q->inline_running, 0, memory_order_release);
+  return TPU_OK;
 }
 
 tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq) {

@@ -103,6 +103,13 @@ int tpu_rt_queue_current_device(void);
  * fn must not enqueue. */
 bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx);
 
+/* tpu_rt_queue_enqueue for a task known to be small (microseconds): if the queue is idle, its
+ * worker sleeps and the caller is not a task, runs it on the calling thread at once, as the worker
+ * would (its sequence
+ * number, a failure recorded for synchronize, TPU_OK returned, free_fn called); else enqueues it. */
+tpu_status_t tpu_rt_queue_enqueue_small(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
+                                        tpu_rt_task_free_fn free_fn);
+
 /* Enqueues a no-op marker whose completion time is recorded (events); *out_seq is its seq. */
 tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq);
 

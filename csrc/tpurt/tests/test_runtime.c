@@ -412,6 +412,78 @@ static tpu_status_t task_uses_runtime(void* ctx) {
   return TPU_OK;
 }
 
+/* tpu_rt_queue_enqueue_small: on an idle queue whose worker sleeps, the task runs on the caller
+ * with a sequence number and async error semantics; work enqueued meanwhile runs after it; a busy
+ * or awake queue gets it in order like any task. */
+typedef struct { pthread_t thread; atomic_int* inline_done; atomic_int* saw_done; atomic_int* n; } small_ctx_t;
+static tpu_status_t task_note_thread(void* ctx) { ((small_ctx_t*)ctx)->thread = pthread_self(); return TPU_OK; }
+static tpu_status_t task_check_after(void* ctx) {
+  small_ctx_t* c = ctx;
+  atomic_store(c->saw_done, atomic_load(c->inline_done));
+  return TPU_OK;
+}
+static tpu_status_t task_enqueue_then_wait(void* ctx) { /* a small task that enqueues from inside */
+  small_ctx_t* c = ctx;
+  if (tpu_rt_queue_enqueue(0, "after", task_check_after, c, NULL)) return TPU_OK;
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL); /* the worker has the new task by now; it must wait for this one */
+  atomic_store(c->inline_done, 1);
+  return TPU_OK;
+}
+static tpu_status_t task_sleep_ms(void* ctx) {
+  struct timespec ts = {0, (long)(intptr_t)ctx * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  return TPU_OK;
+}
+static void let_worker_sleep(void) {
+  CHECK_OK(tpu_rt_synchronize(0));
+  struct timespec ts = {0, 50 * 1000 * 1000}; /* > the worker's ~30 us spin */
+  nanosleep(&ts, NULL);
+}
+static void test_queue_small(void) {
+  atomic_int inline_done = 0, saw_done = -1, n = 0;
+  small_ctx_t c = {.inline_done = &inline_done, .saw_done = &saw_done, .n = &n};
+  CHECK_OK(tpu_rt_queue_enqueue(0, "start", task_set_flag, &n, NULL)); /* the worker exists */
+  let_worker_sleep();
+  uint64_t seq = tpu_rt_queue_enqueued_seq(0);
+  CHECK_OK(tpu_rt_queue_enqueue_small(0, "small", task_note_thread, &c, NULL));
+  CHECK(pthread_equal(c.thread, pthread_self()));
+  CHECK(tpu_rt_queue_enqueued_seq(0) == seq + 1 && tpu_rt_queue_completed_seq(0) == seq + 1);
+  /* a failure is recorded for synchronize, prefixed by the op name, as on the worker */
+  let_worker_sleep();
+  CHECK_OK(tpu_rt_queue_enqueue_small(0, "aten::gather", task_fail, (void*)(intptr_t)4, NULL));
+  CHECK_ERR(tpu_rt_synchronize(0), INDEX_ERROR, "aten::gather: index 4 is out of bounds");
+  CHECK_OK(tpu_rt_synchronize(0));
+  /* free_fn runs; a task enqueued from inside the inline task runs after it, on the worker */
+  let_worker_sleep();
+  atomic_int freed = 0;
+  append_ctx_t* a = malloc(sizeof(*a));
+  int log[1];
+  *a = (append_ctx_t){log, &n, 5, &freed};
+  atomic_store(&n, 0);
+  CHECK_OK(tpu_rt_queue_enqueue_small(0, "append", task_append, a, free_append));
+  CHECK(atomic_load(&freed) == 1 && log[0] == 5);
+  let_worker_sleep();
+  CHECK_OK(tpu_rt_queue_enqueue_small(0, "reenter", task_enqueue_then_wait, &c, NULL));
+  CHECK_OK(tpu_rt_synchronize(0));
+  CHECK(atomic_load(&saw_done) == 1);
+  /* a busy queue: the small task waits its turn on the worker */
+  let_worker_sleep();
+  c.thread = pthread_self();
+  CHECK_OK(tpu_rt_queue_enqueue(0, "slow", task_sleep_ms, (void*)(intptr_t)20, NULL));
+  CHECK_OK(tpu_rt_queue_enqueue_small(0, "small", task_note_thread, &c, NULL));
+  CHECK_OK(tpu_rt_synchronize(0));
+  CHECK(!pthread_equal(c.thread, pthread_self()));
+  /* NULL fn / bad device: refused, ctx freed */
+  a = malloc(sizeof(*a));
+  *a = (append_ctx_t){NULL, NULL, 0, &freed};
+  CHECK_ERR(tpu_rt_queue_enqueue_small(0, "nofn", NULL, a, free_append), INVALID_ARGUMENT, "nofn");
+  a = malloc(sizeof(*a));
+  *a = (append_ctx_t){NULL, NULL, 0, &freed};
+  CHECK_ERR(tpu_rt_queue_enqueue_small(5, "x", task_append, a, free_append), INVALID_ARGUMENT, "invalid device");
+  CHECK(atomic_load(&freed) == 3);
+}
+
 static void test_task_reentry(void) {
   atomic_int flag = 0;
   CHECK_OK(tpu_rt_queue_enqueue(0, "reentry", task_uses_runtime, &flag, NULL));
@@ -812,6 +884,7 @@ int main(void) {
   test_allocator_hold();
   test_queue_order_and_errors();
   test_task_reentry();
+  test_queue_small();
   test_events();
   test_memcpy();
   test_pool();
