@@ -221,6 +221,41 @@ def test_embedding_bag_dlrm_sizes(mode, dtype):
     close(out, F.embedding_bag(ids, wt, offsets, mode=mode), **tol)
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("case", ["plain", "padding", "psw", "last_offset"])
+def test_embedding_bag_bag_rows(mode, case):
+    """Which bag row each id goes to: odd sizes, empty bags (also the last), repeated ids, padding_idx,
+    per-sample weights, include_last_offset; output, weight grad and per-sample-weight grad vs CPU, and
+    for mean/max (where PyTorch's CPU kernel fills them) offset2bag and bag_size of aten::_embedding_bag
+    (with include_last_offset PyTorch's meta function and CPU kernel disagree on bag_size's length)."""
+    g = torch.Generator().manual_seed(11 + len(mode))
+    nw, d, b = 53, 7, 19
+    lengths = torch.randint(0, 4, (b,), generator=g)
+    lengths[-1] = 0
+    offsets = torch.cumsum(lengths, 0) - lengths
+    n = int(lengths.sum())
+    ids = torch.randint(0, nw, (n,), generator=g)
+    ids[::5] = ids[1]
+    kw = dict(mode=mode)
+    psw = None
+    if case == "padding":
+        kw["padding_idx"] = int(ids[1])
+    if case == "psw":
+        if mode != "sum":
+            pytest.skip("per_sample_weights is for mode='sum' only")
+        psw = torch.rand(n, generator=g) + 0.5
+    if case == "last_offset":
+        offsets, kw["include_last_offset"] = torch.cat([offsets, torch.tensor([ids.numel()])]), True
+    w = torch.randn(nw, d, generator=g)
+    bag_compare(w, ids, offsets, psw, **kw)
+    if mode != "sum" and case != "last_offset":
+        m = {"mean": 1, "max": 2}[mode]
+        args = lambda dev: (w.to(dev), ids.to(dev), offsets.to(dev), False, m, False, None,
+                            kw.get("include_last_offset", False), kw.get("padding_idx", -1))
+        t, c = torch.ops.aten._embedding_bag(*args(DEV)), torch.ops.aten._embedding_bag(*args("cpu"))
+        assert torch.equal(t[1].cpu(), c[1]) and torch.equal(t[2].cpu(), c[2]), (t[1], c[1], t[2], c[2])
+
+
 @pytest.mark.parametrize("bad", [-1, 10, 1 << 40])
 def test_embedding_bag_out_of_range_id(bad):
     """An id outside [0, num_weights) is PyTorch's RuntimeError (negative ids do not wrap)."""

@@ -169,16 +169,16 @@ static tpu_status_t lower_nanmedian(tpu_lower_ctx_t* cx) {
 
 enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
 
-/* offset2bag [N] (i64) from offsets; *out_raw gets cumsum-1 (what PyTorch returns). */
-static int offset2bag(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags, int* out_raw) {
+/* Bag number + 1 of each of the N indices (i64, in [0, nbags]: 0 before the first offset): the
+ * running count of offsets at or before each position. At most nbags offsets are counted, so it never
+ * exceeds nbags; bag - 1 is PyTorch's offset2bag (-1 there before the first offset). */
+static int bag_plus1(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags) {
   int64_t noff = lw_rank_of(cx, off_i) ? lw_sizes_of(cx, off_i)[0] : 1;
   int off = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, off_i, -1), I64), 1, &noff);
   if (noff > nbags) off = slice_dim(cx, off, 0, 0, nbags);
   int64_t np1 = n + 1, zero = 0;
   int cnt = tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &np1), lw_const(cx, 1, I64, 1, &nbags), 1, &off, &zero, 1);
-  int raw = BIN(SUB, slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n), lw_const(cx, 1, I64, 1, &n));
-  *out_raw = raw;
-  return raw;
+  return slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n);
 }
 
 /* _embedding_bag / _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq,
@@ -201,17 +201,27 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
   int64_t n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)), B = o->sizes[0];
   (void)nw;
   int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), I64), 1, &n);
-  int raw;
-  offset2bag(cx, 2, n, B, &raw);
-  /* bag row per index; B (a dump row) for padding, before the first offset or past the last
-   * offset with include_last_offset (PyTorch's CPU sum kernel drops those too) */
-  int bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, raw, cst(cx, 0, raw)), tpu_ir_compare(G, TPU_IR_CMP_GE, raw, cst(cx, (double)B, raw)));
-  if (pad >= 0) bad = BIN(OR, bad, tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)));
-  int bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
+  int c = bag_plus1(cx, 2, n, B);
+  int raw = BIN(SUB, c, cst(cx, 1, c));
+  /* Bags are accumulated in [B + 1] rows. sum/mean: row bag + 1 (c itself), row 0 the dump row for
+   * padding and indices before the first offset (PyTorch's CPU kernels drop those too), so no
+   * select is needed without padding. max: row bag, dump row B. (c never exceeds B: only the first B
+   * offsets are counted, include_last_offset's extra one too is not.) */
+  const int dump0 = mode != BAG_MAX;
+  int bad = pad >= 0 ? tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)) : -1;
+  int bag;
+  if (dump0) {
+    bag = bad >= 0 ? tpu_ir_select(G, bad, cst(cx, 0, c), c) : c;
+  } else {
+    int before = tpu_ir_compare(G, TPU_IR_CMP_LT, raw, cst(cx, 0, raw));
+    bad = bad >= 0 ? BIN(OR, bad, before) : before;
+    bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
+  }
+  const int64_t lo = dump0 ? 1 : 0;
   int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D};
   int rows = tpu_ir_index_select(G, lw_input(cx, 0, dt), idx, 0); /* [N, D] */
   if (rows >= 0) G->ops[rows].i1 = 1; /* ids outside [0, num_weights) raise PyTorch's RuntimeError (no wrap) */
-  int size = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, 0, B);
+  int size = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, lo, lo + B);
   int out, maxi;
   if (mode == BAG_MAX) {
     int bagb = tpu_ir_broadcast(G, bag, 2, vd, (int64_t[]){0});
@@ -232,7 +242,7 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
       int w = tpu_ir_reshape(G, lw_input(cx, 6, dt), 1, &n);
       rows = BIN(MUL, rows, tpu_ir_broadcast(G, w, 2, vd, (int64_t[]){0}));
     }
-    out = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &bag, &zero, 1), 0, 0, B);
+    out = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &bag, &zero, 1), 0, lo, lo + B);
     if (mode == BAG_MEAN) {
       int den = tpu_ir_convert(G, BIN(MAX, size, cst(cx, 1, size)), dt);
       out = BIN(DIV, out, tpu_ir_broadcast(G, den, 2, (int64_t[]){B, D}, (int64_t[]){0}));
