@@ -817,22 +817,25 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
 
 /* Runs the cluster rooted at `root` with the given leaf views (same shape as out). */
 /* Small clusters (one tile) whose output is contiguous and whose leaves are each contiguous over
- * the same shape or a broadcast scalar run as one flat loop: no dimension sorting, coalescing or
- * pool dispatch (these cost more than the arithmetic of a tiny eager op). 0 if not applicable. */
-static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf, const tpu_host_view_t* out,
-                            tpu_status_t* out_st) {
-  int nleaf = e->leaf_cnt[root];
-  int64_t n = 1, s = 1;
+ * the same shape or a broadcast scalar run as one flat tile: cluster_worker's work for that one tile
+ * (same leaf modes, same kernels, same bits) done here directly, without dimension sorting,
+ * coalescing, pool dispatch or a cluster_job_t; leaves are passed by pointer (no view copies), and
+ * the per-thread tile buffers are only fetched when some slot needs one (a single op over leaves in
+ * its register dtype writing its output in place needs none: an eager add is one kernel call).
+ * These costs were most of a tiny eager op's executor time. 0 if not applicable. */
+static int run_cluster_flat(const tpu_host_exe_t* e, int root, const tpu_host_view_t* const* lp,
+                            const tpu_host_view_t* out, tpu_status_t* out_st) {
+  const tpu_ir_graph_t* G = &e->g;
+  const int nleaf = e->leaf_cnt[root], nr = e->nreg[root], nm = e->mem_cnt[root];
+  int64_t n = 1;
   for (int d = out->rank - 1; d >= 0; --d) {
-    if (out->sizes[d] != 1 && out->strides[d] != s) return 0;
-    s *= out->sizes[d];
+    if (out->sizes[d] != 1 && out->strides[d] != n) return 0;
+    n *= out->sizes[d];
   }
-  n = s;
-  if (n == 0 || n > TILE) return 0;
-  int64_t ls[64];
-  uint8_t alias[64];
+  if (n == 0 || n > TILE || nleaf > 64 || nr + nleaf > 128) return 0;
+  uint8_t bc[64];
   for (int j = 0; j < nleaf; ++j) {
-    const tpu_host_view_t* L = &leaf[j];
+    const tpu_host_view_t* L = lp[j];
     int contig = L->rank == out->rank, scalar = 1;
     for (int d = 0; d < L->rank; ++d) {
       if (L->sizes[d] != 1 && L->strides[d] != 0) scalar = 0;
@@ -840,36 +843,65 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, tpu_host_view_t* 
         contig = 0;
     }
     if (!contig && !scalar) return 0;
-    ls[j] = scalar ? 0 : 1;
+    bc[j] = (uint8_t)scalar; /* a broadcast leaf (LEAF_BCAST), else contiguous like out */
   }
-  /* cluster_alias and cluster_plan_io for this one contiguous tile, from byte ranges (cheaper: tiny
-   * eager ops pay this per op) */
-  uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)(n * (int64_t)tpu_dtype_size(out->dtype));
+  /* cluster_alias and cluster_plan_io for this one contiguous tile, from byte ranges */
+  const uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)(n * (int64_t)tpu_dtype_size(out->dtype));
+  uint8_t alias[64];
   int may_direct = 1;
   for (int j = 0; j < nleaf; ++j) {
-    uintptr_t l0 = (uintptr_t)leaf[j].data, l1 = l0 + (uintptr_t)((ls[j] ? n : 1) * (int64_t)tpu_dtype_size(leaf[j].dtype));
+    const tpu_host_view_t* L = lp[j];
+    uintptr_t l0 = (uintptr_t)L->data, l1 = l0 + (uintptr_t)((bc[j] ? 1 : n) * (int64_t)tpu_dtype_size(L->dtype));
     alias[j] = l0 < o1 && o0 < l1;
-    if (alias[j] && !(l0 == o0 && leaf[j].dtype == out->dtype && (ls[j] == 1 || n == 1))) may_direct = 0;
+    if (alias[j] && !(l0 == o0 && L->dtype == out->dtype && (!bc[j] || n == 1))) may_direct = 0;
   }
-  for (int j = 0; j < nleaf; ++j) { leaf[j].rank = 1; leaf[j].sizes[0] = n; leaf[j].strides[0] = ls[j]; }
-  cluster_job_t J = {.e = e, .root = root, .out = out, .nleaf = nleaf, .leaf = leaf, .rank = 1,
-                     .tiles_per_row = 1, .rows = 1, .krows = 1, .rows2 = 1, .blocks2 = 1};
-  J.sizes[0] = n; J.ostrides[0] = 1;
-  J.direct = may_direct && dtype_is_register(out->dtype);
-  for (int j = 0; j < nleaf; ++j)
-    J.lmode[j] = ls[j] == 0 ? LEAF_BCAST
-               : (dtype_is_register(leaf[j].dtype) && !(J.direct && alias[j] && alias_needs_copy(&J))) ? LEAF_DIRECT
-                                                                                                 : LEAF_LOAD;
-  cluster_worker(&J, 0, 1);
-  *out_st = J.err;
+  const int direct = may_direct && dtype_is_register(out->dtype);
+  const int conv = G->ops[root].opcode == TPU_IR_CONVERT; /* alias_needs_copy */
+  const void* ptr[128];
+  int need = nm > 1 || !direct; /* tile buffers: registers of members, or of the root when stored */
+  for (int j = 0; j < nleaf; ++j) {
+    const tpu_host_view_t* L = lp[j];
+    if (!bc[j] && dtype_is_register(L->dtype) && !(direct && alias[j] && conv)) ptr[nr + j] = L->data; /* DIRECT */
+    else { ptr[nr + j] = NULL; need = 1; }
+  }
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int64_t* bufs = NULL;
+  if (need) {
+    bufs = tile_buffers((size_t)(nr + nleaf) * (TILE + 1));
+    if (!bufs) { *out_st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for tile buffers"); return 1; }
+    for (int i = 0; i < nr; ++i) ptr[i] = bufs + (size_t)i * TILE;
+    for (int j = 0; j < nleaf; ++j) {
+      if (ptr[nr + j]) continue;
+      const tpu_host_view_t* L = lp[j];
+      int64_t* buf = bufs + (size_t)(nr + j) * TILE;
+      T->load(buf, tpu_host_cls(L->dtype), L->data, L->dtype, bc[j] ? 0 : 1, n); /* BCAST or LOAD */
+      ptr[nr + j] = buf;
+    }
+  }
+  const int32_t* mem = e->members + e->mem_off[root];
+  for (int i = 0; i < nm; ++i) {
+    const int v = mem[i];
+    const tpu_ir_op_t* op = &G->ops[v];
+    const void* in[4] = {0};
+    for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
+    /* the root is the last member in topological order */
+    void* dst = (i == nm - 1 && direct) ? (void*)out->data : (void*)(bufs + (size_t)e->reg[v] * TILE);
+    if (T->compute(op, op->type.dtype, dst, e->in_dtype[v], in, n)) {
+      *out_st = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
+                        tpu_dtype_name(e->in_dtype[v]));
+      return 1;
+    }
+  }
+  if (!direct)
+    T->store(out->data, out->dtype, 1, bufs + (size_t)e->reg[root] * TILE, tpu_host_cls(G->ops[root].type.dtype), n);
+  *out_st = TPU_OK;
   return 1;
 }
 
-static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
-                                       const tpu_host_view_t* out) {
+/* The general tiled runner (leaf views are rewritten to the coalesced iteration dims). */
+static tpu_status_t run_cluster_tiled(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
+                                      const tpu_host_view_t* out) {
   int nleaf = e->leaf_cnt[root];
-  tpu_status_t flat_st;
-  if (nleaf <= 64 && run_cluster_flat(e, root, leaf, out, &flat_st)) return flat_st;
   /* Iteration order: dims sorted by |output stride| descending, size-1 dims dropped,
    * then adjacent dims coalesced when every operand is contiguous across them. */
   int R = out->rank, perm[TPU_MAX_DIMS], r = 0;
@@ -914,6 +946,18 @@ static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_ho
   int64_t per_unit = TPU_MIN(inner, TILE) * J.krows;
   tpu_pool_parallel_for(units, TPU_MAX(1, 32768 / per_unit), cluster_worker, &J);
   return J.err;
+}
+
+static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
+                                       const tpu_host_view_t* out) {
+  int nleaf = e->leaf_cnt[root];
+  tpu_status_t flat_st;
+  if (nleaf <= 64) {
+    const tpu_host_view_t* lp[64];
+    for (int j = 0; j < nleaf; ++j) lp[j] = &leaf[j];
+    if (run_cluster_flat(e, root, lp, out, &flat_st)) return flat_st;
+  }
+  return run_cluster_tiled(e, root, leaf, out);
 }
 
 /* A rank-0 cluster (scalar arithmetic: a compiled optimizer's per-parameter bias corrections, ~450 per UNet
@@ -961,10 +1005,14 @@ static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, 
   if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
   tpu_status_t sst;
   if (run_cluster_scalar(e, root, vals, out, &sst)) return sst;
-  tpu_host_view_t leaf[64];
   const int32_t* lv = e->leaves + e->leaf_off[root];
+  const tpu_host_view_t* lp[64];
+  lp[0] = NULL; /* (read only below nleaf; this quiets -Wmaybe-uninitialized for nleaf == 0) */
+  for (int j = 0; j < nleaf; ++j) lp[j] = &vals[lv[j]].v;
+  if (run_cluster_flat(e, root, lp, out, &sst)) return sst;
+  tpu_host_view_t leaf[64];
   for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
-  return run_cluster_leaves(e, root, leaf, out);
+  return run_cluster_tiled(e, root, leaf, out);
 }
 
 /* ---- GEMM epilogue: the cluster rooted at r runs on each block of the DOT's C as the GEMM finishes it
@@ -1263,12 +1311,16 @@ static void prange_sort(prange_t* pr, prange_t* tmp, int m) {
     if (runs == 1) break;
   }
 }
+/* Up to PRANGE_LINEAR parameters (every eager op) the ranges stay unsorted and every one is tested (no
+ * sort, no maxhi, no binary search: these were ~10% of a tiny eager add's executor instructions). */
+#define PRANGE_LINEAR 8
 static int prange_build(const tpu_host_view_t* params, int n, prange_t* pr) {
   int m = 0;
   for (int p = 0; p < n; ++p) {
     view_range(&params[p], &pr[m].lo, &pr[m].hi);
     if (pr[m].lo < pr[m].hi) pr[m++].p = p;
   }
+  if (n <= PRANGE_LINEAR) return m;
   prange_sort(pr, pr + n, m);
   for (int i = 0; i < m; ++i) pr[i].maxhi = i && pr[i - 1].maxhi > pr[i].hi ? pr[i - 1].maxhi : pr[i].hi;
   return m;
@@ -1367,8 +1419,10 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
         if (direct) {
           uintptr_t o0, o1;
           view_range(o, &o0, &o1);
-          for (int i = prange_below(pr, n_pr, o1) - 1; i >= 0 && pr[i].maxhi > o0 && direct; --i) {
-            if (pr[i].hi <= o0) continue; /* [lo, hi) overlaps the output's [o0, o1) */
+          const int lin = G->n_params <= PRANGE_LINEAR; /* unsorted: test each */
+          for (int i = lin ? n_pr - 1 : prange_below(pr, n_pr, o1) - 1; i >= 0 && direct; --i) {
+            if (!lin && pr[i].maxhi <= o0) break;
+            if (pr[i].hi <= o0 || pr[i].lo >= o1) continue; /* [lo, hi) overlaps the output's [o0, o1) */
             int p = pr[i].p;
             /* writing over a parameter is safe once every step reading it has run (last_use of
              * its op; INT32_MAX when the parameter or a view of it is itself an output) */
