@@ -256,6 +256,21 @@ def test_embedding_bag_bag_rows(mode, case):
         assert torch.equal(t[1].cpu(), c[1]) and torch.equal(t[2].cpu(), c[2]), (t[1], c[1], t[2], c[2])
 
 
+def test_embedding_bag_backward_no_bags_and_bad_offset2bag():
+    """No bags (PyTorch's CPU kernel crashes there): empty output, zero weight grad. An offset2bag entry
+    outside [0, B) passed to the backward op is an index error, and the device stays usable."""
+    w = torch.randn(5, 3, device=DEV, requires_grad=True)
+    y = F.embedding_bag(torch.tensor([1, 2]).to(DEV), w, torch.tensor([], dtype=torch.long).to(DEV), mode="mean")
+    y.sum().backward()
+    assert y.shape == (0, 3) and torch.equal(w.grad.cpu(), torch.zeros(5, 3))
+    with pytest.raises(RuntimeError, match="not in the valid range"):
+        torch.ops.aten._embedding_bag_dense_backward(
+            torch.ones(2, 3, device=DEV), torch.tensor([1, 2]).to(DEV), torch.tensor([0, 5]).to(DEV),
+            torch.tensor([1, 1]).to(DEV), torch.tensor([0]).to(DEV), 5, False, 0, None, -1).cpu()
+    w10 = torch.randn(10, 3)
+    close(F.embedding_bag(IDX.to(DEV), w10.to(DEV), OFF.to(DEV)), F.embedding_bag(IDX, w10, OFF))
+
+
 @pytest.mark.parametrize("bad", [-1, 10, 1 << 40])
 def test_embedding_bag_out_of_range_id(bad):
     """An id outside [0, num_weights) is PyTorch's RuntimeError (negative ids do not wrap)."""

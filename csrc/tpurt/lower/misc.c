@@ -290,17 +290,25 @@ static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
     return lw_output(cx, 0, slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
   }
   int o2b = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, a[2], -1), I64), 1, &n);
-  int bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, o2b, cst(cx, 0, o2b)), tpu_ir_compare(G, TPU_IR_CMP_GE, o2b, cst(cx, (double)B, o2b)));
-  o2b = tpu_ir_select(G, bad, cst(cx, (double)B, o2b), o2b);
-  int gpad = tpu_ir_concat(G, 2, (int[]){grad, lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
-  int rows = tpu_ir_index_select(G, gpad, o2b, 0); /* [N, D] */
+  /* The forward's offset2bag is always in [0, B) (ids before the first offset, which PyTorch
+   * rejects, get 0 as from PyTorch's CPU kernel), so its rows are read directly; an offset2bag
+   * from elsewhere with an entry outside [0, B) is the index error PyTorch's ids get (no wrap).
+   * Without bags (B = 0) every id reads a zero row. */
+  int rows;
+  if (B > 0) {
+    rows = tpu_ir_index_select(G, grad, o2b, 0); /* [N, D] */
+    if (rows >= 0) G->ops[rows].i1 = 1;
+  } else {
+    o2b = lw_const(cx, 0, I64, 1, &n);
+    rows = tpu_ir_index_select(G, lw_const(cx, 0, dt, 2, (int64_t[]){1, D}), o2b, 0);
+  }
   if (mode == BAG_MEAN) {
     int bs = tpu_ir_convert(G, lw_input(cx, a[3], -1), dt);
     int64_t b1 = B;
     int64_t nbs = tpu_numel(lw_rank_of(cx, a[3]), lw_sizes_of(cx, a[3]));
     if (nbs < B) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bag_size has %lld entries for %lld bags", cx->op_name, (long long)nbs, (long long)B);
     bs = slice_dim(cx, tpu_ir_reshape(G, bs, 1, &nbs), 0, 0, b1);
-    bs = tpu_ir_concat(G, 2, (int[]){bs, lw_const(cx, 1, dt, 1, (int64_t[]){1})}, 0);
+    if (B == 0) bs = lw_const(cx, 1, dt, 1, (int64_t[]){1});
     bs = BIN(MAX, tpu_ir_gather(G, bs, o2b, 0), lw_const(cx, 1, dt, 1, &n));
     rows = BIN(DIV, rows, tpu_ir_broadcast(G, bs, 2, vd, (int64_t[]){0}));
   }
