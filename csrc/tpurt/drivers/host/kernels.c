@@ -816,6 +816,34 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
   int64_t sn = 0, sst = 0, dn = 0, dst_ = 0;
   const int runs = x->dtype == out->dtype && flat_run(x, 0, dim, &sn, &sst) && flat_run(out, 0, dim, &dn, &dst_) &&
                    sn == dn;
+  if (runs && sst == 1 && dst_ == 1 && idx->dtype == TPU_DTYPE_I64) {
+    /* contiguous rows by an i64 index vector (embedding / embedding_bag rows): the same checks, the row
+     * copied with a fixed-size memcpy the compiler inlines for the common short rows */
+    const int64_t* ip = (const int64_t*)(const void*)idx->data;
+    const int64_t is = idx->strides[0], rb = sn * es, xs = x->strides[dim] * es, os = out->strides[dim] * oes;
+    const int64_t size = x->sizes[dim];
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t k = ip[j * is];
+      if (op->i1 == 1 && (k < 0 || k >= size))
+        return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
+                       (long long)j, (long long)k, (long long)size);
+      if (op->i1 == 2 && k < 0)
+        return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)k, dim,
+                       (long long)size);
+      if (k < 0 || k >= size) TPU_RETURN_IF_ERROR(check_index(&k, size, dim));
+      char* d = out->data + j * os;
+      const char* src = x->data + k * xs;
+      switch (rb) {
+        case 8: memcpy(d, src, 8); break;
+        case 16: memcpy(d, src, 16); break;
+        case 32: memcpy(d, src, 32); break;
+        case 64: memcpy(d, src, 64); break;
+        case 128: memcpy(d, src, 128); break;
+        default: memcpy(d, src, (size_t)rb); break;
+      }
+    }
+    return TPU_OK;
+  }
   for (int64_t j = 0; j < n; ++j) {
     int64_t k = tpu_host_load_i64(idx->data + j * idx->strides[0] * ies, idx->dtype);
     if (op->i1 == 1 && (k < 0 || k >= x->sizes[dim])) /* embedding_bag's ids: no negative wrap */
