@@ -30,6 +30,7 @@
 // structured (structured ones are registered by name and reuse the layout PyTorch's
 // CompositeExplicitAutogradNonFunctional kernel gave the first call with the same
 // argument signature: see via_out_ops and the last TORCH_LIBRARY_IMPL).
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -986,17 +987,78 @@ uint64_t hash_key(const MetaKey& key) {
   return h;
 }
 
-std::shared_ptr<const MetaShapes> meta_cache_find(MetaCache& cache, uint64_t h, const MetaKey& key) {
-  std::lock_guard<std::mutex> lock(cache.mu);
-  auto it = cache.map.find(h);
-  if (it == cache.map.end()) return nullptr;
-  for (const auto& [k, v] : it->second) {
-    if (k.size() == key.size() && std::equal(k.begin(), k.end(), key.begin())) return v;
+// Per-thread direct-mapped slots of recent hits in front of the caches' mutex and maps (the locked
+// lookup cost ~160 instructions a call). An entry's value depends only on its op and key (the cache
+// is only ever cleared to bound its size), so a slot stays correct for as long as it lives; OpInfos,
+// hence MetaCaches, are never freed (op_info retires them), so a cache's address names one op.
+struct MetaHitSlot {
+  const MetaCache* cache = nullptr;
+  uint64_t h = 0;
+  std::vector<int64_t> key;
+  std::shared_ptr<const MetaShapes> v;
+};
+constexpr size_t kMetaHitSlots = 32;
+
+// The slots' owner has a destructor (thread_local access through a guard and wrapper, ~45
+// instructions); the per-call path reads a trivial thread_local pointer to it instead. After the
+// owner is destroyed (thread exit) the slots are off: an op run by a later destructor skips them.
+thread_local MetaHitSlot* t_meta_hits = nullptr;
+thread_local bool t_meta_hits_gone = false;
+
+struct MetaHitOwner {
+  std::array<MetaHitSlot, kMetaHitSlots> slots;
+  ~MetaHitOwner() {
+    t_meta_hits = nullptr;
+    t_meta_hits_gone = true;
   }
-  return nullptr;
+};
+
+C10_NOINLINE MetaHitSlot* meta_hits_init() {
+  if (t_meta_hits_gone) return nullptr;
+  thread_local MetaHitOwner owner;
+  t_meta_hits = owner.slots.data();
+  return t_meta_hits;
+}
+
+// nullptr while the thread exits
+inline MetaHitSlot* meta_hit_slot(const MetaCache& cache, uint64_t h) {
+  MetaHitSlot* hits = t_meta_hits;
+  if (C10_UNLIKELY(!hits) && !(hits = meta_hits_init())) return nullptr;
+  return &hits[(h ^ (reinterpret_cast<uintptr_t>(&cache) >> 4)) % kMetaHitSlots];
+}
+
+void meta_hit_remember(MetaHitSlot* s, const MetaCache& cache, uint64_t h, const MetaKey& key,
+                       const std::shared_ptr<const MetaShapes>& v) {
+  if (!s) return;
+  s->cache = &cache;
+  s->h = h;
+  s->key.assign(key.begin(), key.end());
+  s->v = v;
+}
+
+std::shared_ptr<const MetaShapes> meta_cache_find(MetaCache& cache, uint64_t h, const MetaKey& key) {
+  MetaHitSlot* slot = meta_hit_slot(cache, h);
+  if (slot && slot->cache == &cache && slot->h == h && slot->key.size() == key.size() &&
+      std::equal(key.begin(), key.end(), slot->key.begin()))
+    return slot->v;
+  std::shared_ptr<const MetaShapes> hit;
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.map.find(h);
+    if (it == cache.map.end()) return nullptr;
+    for (const auto& [k, v] : it->second) {
+      if (k.size() == key.size() && std::equal(k.begin(), k.end(), key.begin())) {
+        hit = v;
+        break;
+      }
+    }
+  }
+  if (hit) meta_hit_remember(slot, cache, h, key, hit);
+  return hit;
 }
 
 void meta_cache_insert(MetaCache& cache, uint64_t h, const MetaKey& key, std::shared_ptr<const MetaShapes> v) {
+  meta_hit_remember(meta_hit_slot(cache, h), cache, h, key, v);
   std::lock_guard<std::mutex> lock(cache.mu);
   if (cache.entries >= kMetaCacheMaxEntries) {
     cache.map.clear();

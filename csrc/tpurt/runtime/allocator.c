@@ -6,7 +6,8 @@
  * (128 KiB steps in [1, 2) MiB, 256 KiB in [2, 4) MiB, ...): at most 12.5% rounding, where
  * whole 2 MiB multiples made a step's peak of 1-2 MiB activations up to 2x the bytes asked
  * for (benchmarks/bench_memory.py). Freed
- * blocks go to a per-class stack (hash map keyed by class size) and are reused by later
+ * blocks go to a per-class stack (classes up to 1 MiB: an array indexed by class; larger: a hash map
+ * keyed by class size) and are reused by later
  * allocations at once: all device work runs in queue order, so work enqueued after the free
  * runs after the work that still reads the block. Returning a cached block to the OS is
  * different: queued work may still read it, so each cached block remembers the queue position
@@ -37,8 +38,9 @@ typedef struct {
   uint64_t capacity;
   live_t* live;
   uint64_t live_cap, live_len; /* open addressing, linear probing, backward-shift deletion */
+  bucket_t* small; /* SMALL_CLASSES buckets indexed by small_index (classes <= SMALL_LIMIT), NULL until used */
   bucket_t* buckets;
-  uint64_t bucket_cap, bucket_len; /* open addressing, insert-only until empty/shutdown */
+  uint64_t bucket_cap, bucket_len; /* larger classes: open addressing, insert-only until empty/shutdown */
   uint64_t allocated, max_allocated, cached, max_reserved, requested;
   uint64_t num_allocs, num_frees, num_cache_hits, num_ooms;
 } dev_alloc_t;
@@ -84,6 +86,18 @@ static inline uint64_t large_class(uint64_t n) {
   return (n + step - 1) & ~(step - 1);
 }
 
+/* classes of at most SMALL_LIMIT bytes: 64..256 by 64 (0..3), then 512..SMALL_LIMIT by 512 (4..2051) */
+#define SMALL_CLASSES (4 + SMALL_LIMIT / SMALL_ROUND)
+static inline uint64_t small_index(uint64_t size) {
+  return size <= TINY_LIMIT ? size / TINY_ROUND - 1 : 3 + size / SMALL_ROUND;
+}
+
+/* live-map home slot: blocks are 64-byte aligned; one multiply (bits 29.. of the product depend on all
+ * address bits below them), ~4 instructions where mix64 took ~12 a probe and a shifted entry */
+static inline uint64_t ptr_hash(uintptr_t key) {
+  return ((uint64_t)(key >> 6) * 0x9e3779b97f4a7c15ull) >> 29;
+}
+
 static inline uint64_t mix64(uint64_t x) {
   x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull; x ^= x >> 33;
   return x;
@@ -94,14 +108,14 @@ static inline uint64_t mix64(uint64_t x) {
 static int64_t live_find(const dev_alloc_t* a, uintptr_t key) {
   if (!a->live_cap) return -1;
   uint64_t mask = a->live_cap - 1;
-  for (uint64_t i = mix64(key) & mask;; i = (i + 1) & mask) {
+  for (uint64_t i = ptr_hash(key) & mask;; i = (i + 1) & mask) {
     if (a->live[i].key == key) return (int64_t)i;
     if (a->live[i].key == 0) return -1;
   }
 }
 
 static void live_put(live_t* tab, uint64_t cap, live_t e) {
-  uint64_t mask = cap - 1, i = mix64(e.key) & mask;
+  uint64_t mask = cap - 1, i = ptr_hash(e.key) & mask;
   while (tab[i].key) i = (i + 1) & mask;
   tab[i] = e;
 }
@@ -125,7 +139,7 @@ static bool live_insert(dev_alloc_t* a, uintptr_t key, uint64_t size, uint64_t r
 static void live_erase(dev_alloc_t* a, uint64_t i) {
   uint64_t mask = a->live_cap - 1;
   for (uint64_t j = (i + 1) & mask; a->live[j].key; j = (j + 1) & mask) {
-    uint64_t home = mix64(a->live[j].key) & mask;
+    uint64_t home = ptr_hash(a->live[j].key) & mask;
     /* move j back into the hole at i unless its home lies cyclically in (i, j] */
     if (((j - home) & mask) >= ((j - i) & mask)) { a->live[i] = a->live[j]; i = j; }
   }
@@ -135,7 +149,29 @@ static void live_erase(dev_alloc_t* a, uint64_t i) {
 
 /* ---- cache: class size -> stack of free blocks */
 
-static bucket_t* bucket_get(dev_alloc_t* a, uint64_t size, bool create) {
+static bucket_t* bucket_get_slow(dev_alloc_t* a, uint64_t size, bool create);
+
+/* the direct-indexed small classes inline (every tiny op's alloc and free), the rest out of line */
+static inline bucket_t* bucket_get(dev_alloc_t* a, uint64_t size, bool create) {
+  if (a->small && size <= SMALL_LIMIT && !(size & (size <= TINY_LIMIT ? TINY_ROUND - 1 : SMALL_ROUND - 1))) {
+    bucket_t* b = &a->small[small_index(size)];
+    b->size = size;
+    return b;
+  }
+  return bucket_get_slow(a, size, create);
+}
+
+static __attribute__((noinline)) bucket_t* bucket_get_slow(dev_alloc_t* a, uint64_t size, bool create) {
+  if (size <= SMALL_LIMIT && !(size & (size <= TINY_LIMIT ? TINY_ROUND - 1 : SMALL_ROUND - 1))) { /* direct index */
+    if (!a->small) {
+      if (!create) return NULL;
+      a->small = calloc(SMALL_CLASSES, sizeof(bucket_t));
+      if (!a->small) return NULL;
+    }
+    bucket_t* b = &a->small[small_index(size)];
+    b->size = size;
+    return b;
+  }
   if (a->bucket_cap) {
     uint64_t mask = a->bucket_cap - 1;
     for (uint64_t i = mix64(size) & mask; a->buckets[i].size; i = (i + 1) & mask)
@@ -197,8 +233,9 @@ static void* cache_take(dev_alloc_t* a, uint64_t size, uint64_t* out_size) {
  * blocks still cached (0 if none). */
 static uint64_t cache_release(dev_alloc_t* a, uint64_t completed) {
   uint64_t pending = 0;
-  for (uint64_t i = 0; i < a->bucket_cap; ++i) {
-    bucket_t* b = &a->buckets[i];
+  uint64_t nsmall = a->small ? SMALL_CLASSES : 0;
+  for (uint64_t i = 0; i < nsmall + a->bucket_cap; ++i) {
+    bucket_t* b = i < nsmall ? &a->small[i] : &a->buckets[i - nsmall];
     uint32_t keep = 0;
     for (uint32_t j = 0; j < b->len; ++j) {
       if (b->items[j].fence <= completed) { free(b->items[j].ptr); a->cached -= b->size; continue; }
@@ -227,7 +264,9 @@ void tpu_rt_alloc_shutdown(void) {
   for (int d = 0; d < g_nalloc; ++d) {
     dev_alloc_t* a = &g_alloc[d];
     cache_release(a, UINT64_MAX);
+    for (uint64_t i = 0; a->small && i < SMALL_CLASSES; ++i) free(a->small[i].items);
     for (uint64_t i = 0; i < a->bucket_cap; ++i) free(a->buckets[i].items);
+    free(a->small);
     for (uint64_t i = 0; i < a->live_cap; ++i) free((void*)a->live[i].key); /* free(NULL) ok */
     free(a->buckets);
     free(a->live);

@@ -299,6 +299,37 @@ static void test_allocator(void) {
   s = stats(1);
   CHECK(s.allocated_bytes == 0 && s.requested_bytes == 0 && s.num_frees == N + 1);
   free(ptrs);
+
+  /* the direct-indexed small classes (64..256 by 64, 512..1 MiB by 512): each edge reuses its own
+   * block, a small request takes a cached block up to 1/8 larger, 1 MiB shares its bucket with the
+   * large classes, and empty_cache releases them all */
+  CHECK_OK(tpu_rt_empty_cache(1));
+  static const size_t edge[] = {1, 64, 65, 256, 257, 512, 513, MiB - 1, MiB};
+  static const uint64_t cls[] = {64, 64, 128, 256, 512, 512, 1024, MiB, MiB};
+  void* eb[9];
+  for (int k = 0; k < 9; ++k) {
+    uint64_t before = stats(1).allocated_bytes;
+    CHECK_OK(tpu_rt_malloc(1, edge[k], &eb[k]));
+    CHECK(eb[k] && stats(1).allocated_bytes == before + cls[k]);
+  }
+  for (int k = 0; k < 9; ++k) tpu_rt_free(1, eb[k]);
+  s = stats(1);
+  CHECK(s.allocated_bytes == 0 && s.reserved_bytes == 2 * 64 + 128 + 256 + 2 * 512 + 1024 + 2 * MiB);
+  uint64_t hits = s.num_cache_hits;
+  CHECK_OK(tpu_rt_malloc(1, 200, &p)); /* class 256: the one cached 256 block */
+  CHECK(p == eb[3] && stats(1).num_cache_hits == hits + 1);
+  CHECK_OK(tpu_rt_malloc(1, MiB, &q)); /* LIFO within the shared 1 MiB bucket */
+  CHECK(q == eb[8] || q == eb[7]);
+  tpu_rt_free(1, p);
+  tpu_rt_free(1, q);
+  CHECK_OK(tpu_rt_malloc(1, 8600, &p)); /* class 8704 */
+  tpu_rt_free(1, p);
+  CHECK_OK(tpu_rt_malloc(1, 8000, &q)); /* class 8192: the cached 8704 block is within 1/8 */
+  CHECK(q == p && stats(1).allocated_bytes == 8704);
+  tpu_rt_free(1, q);
+  CHECK_OK(tpu_rt_empty_cache(1));
+  s = stats(1);
+  CHECK(s.allocated_bytes == 0 && s.reserved_bytes == 0);
 }
 
 /* Allocator hold: blocks the holding thread frees stay out of other threads' reach (they leave
