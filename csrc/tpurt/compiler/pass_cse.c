@@ -3,32 +3,40 @@
  * by it. Every IR op is a pure function of its operands (RNG takes seed and offset as
  * operands), so sharing never changes a result. Params and scalars are never merged
  * (their index differs anyway). */
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "compiler/compiler.h"
 #include "compiler/rewrite.h"
 
+/* Word-at-a-time multiply-xorshift over the bytes (an op is ~430 bytes: a byte loop was most of
+ * the pass's time). Only equality of hashes matters: same_new decides. */
 static uint64_t mix(uint64_t h, const void* p, size_t n) {
   const unsigned char* c = p;
-  for (size_t i = 0; i < n; ++i) { h ^= c[i]; h *= 1099511628211ull; }
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, c + i, 8);
+    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) { h ^= c[i]; h *= 1099511628211ull; }
   return h;
 }
-/* Op with its operand offset cleared: the bytes that define its value besides operands. */
-static tpu_ir_op_t key_of(const tpu_ir_op_t* op) {
-  tpu_ir_op_t k = *op;
-  k.in_off = 0; /* prec (precision_config) is an attribute: compared */
-  return k;
-}
+/* The bytes that define an op's value besides its operands: all of it but in_off (prec, the
+ * precision_config, is an attribute: compared). */
+enum { OFF_IN = offsetof(tpu_ir_op_t, in_off), END_IN = OFF_IN + sizeof(((tpu_ir_op_t*)0)->in_off) };
 static uint64_t hash_new(const tpu_ir_graph_t* ng, int v) {
-  tpu_ir_op_t k = key_of(&ng->ops[v]);
-  uint64_t h = mix(1469598103934665603ull, &k, sizeof(k));
-  return mix(h, ng->operands + ng->ops[v].in_off, (size_t)k.n_in * sizeof(int32_t));
+  const tpu_ir_op_t* op = &ng->ops[v];
+  uint64_t h = mix(1469598103934665603ull, op, OFF_IN);
+  h = mix(h, (const char*)op + END_IN, sizeof(*op) - END_IN);
+  return mix(h, ng->operands + op->in_off, (size_t)op->n_in * sizeof(int32_t));
 }
 static int same_new(const tpu_ir_graph_t* ng, int a, int b) {
-  tpu_ir_op_t ka = key_of(&ng->ops[a]), kb = key_of(&ng->ops[b]);
-  return !memcmp(&ka, &kb, sizeof(ka)) &&
-         !memcmp(ng->operands + ng->ops[a].in_off, ng->operands + ng->ops[b].in_off,
-                 (size_t)ka.n_in * sizeof(int32_t));
+  const tpu_ir_op_t *x = &ng->ops[a], *y = &ng->ops[b];
+  return !memcmp(x, y, OFF_IN) && !memcmp((const char*)x + END_IN, (const char*)y + END_IN, sizeof(*x) - END_IN) &&
+         !memcmp(ng->operands + x->in_off, ng->operands + y->in_off, (size_t)x->n_in * sizeof(int32_t));
 }
 
 tpu_status_t tpu_compiler_cse(tpu_ir_graph_t* g, int* out_changes) { return tpu_pass_cse(g, out_changes, NULL); }
