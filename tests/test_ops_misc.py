@@ -241,9 +241,13 @@ def test_embedding_bag_bag_rows(mode, case):
     if case == "padding":
         kw["padding_idx"] = int(ids[1])
     if case == "psw":
-        if mode != "sum":
-            pytest.skip("per_sample_weights is for mode='sum' only")
         psw = torch.rand(n, generator=g) + 0.5
+        if mode != "sum":  # per_sample_weights is for mode='sum' only: the same error as on the CPU
+            for dev in ("cpu", DEV):
+                with pytest.raises(NotImplementedError, match="only supported for mode='sum'"):
+                    F.embedding_bag(ids.to(dev), torch.randn(nw, d).to(dev), offsets.to(dev), mode=mode,
+                                    per_sample_weights=psw.to(dev))
+            return
     if case == "last_offset":
         offsets, kw["include_last_offset"] = torch.cat([offsets, torch.tensor([ids.numel()])]), True
     w = torch.randn(nw, d, generator=g)
