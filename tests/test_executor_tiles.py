@@ -195,3 +195,35 @@ def test_pow_two_is_square(dtype):
     e[::3] = 3.0  # tiles mixing exponent 2 and others
     _close(x.to("tpu").pow(e.to("tpu")).nan_to_num(), x.pow(e).nan_to_num())
     _close(x.abs().to("tpu").pow(0.5).nan_to_num(), x.abs().pow(0.5).nan_to_num())
+
+
+def _bf16_bits(src: torch.Tensor) -> torch.Tensor:
+    """common.h's tpu_f32_to_bf16 on every bit pattern: round to nearest even, a NaN keeps its payload's top
+    bits and is made quiet ((u >> 16) | 0x40; PyTorch CPU's vector path returns 0xffff for every NaN)."""
+    u = src.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+    return torch.where((u & 0x7FFFFFFF) > 0x7F800000, ((u >> 16) | 0x40) & 0xFFFF, r)
+
+
+@pytest.mark.parametrize("n", [500, 513, 4097, 3 * 32768 + 5, 262144])
+def test_lone_convert_f32_bf16_direct(n: int) -> None:
+    """A lone f32 <-> bf16 (and f16 -> f32) convert over one contiguous layout longer than a tile runs straight
+    from input to output in 32K-element chunks (exec.c run_convert_direct); shorter ones take the one-tile path.
+    Both give the same bits: random bit patterns (NaN payloads, subnormals, infinities) against the rounding
+    rule, the CPU's bits for every non-NaN, exact widening back; views that are not contiguous keep the tile path."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, generator=g) * 10
+    y = torch.randint(0, 2**32, (n,), generator=g, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    y[:4] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0])
+    for src in (x, y):
+        r = src.to("tpu").to(torch.bfloat16).cpu()
+        assert torch.equal(r.view(torch.int16).to(torch.int64) & 0xFFFF, _bf16_bits(src))
+        ok = ~src.isnan()
+        assert torch.equal(r[ok].view(torch.int16), src[ok].to(torch.bfloat16).view(torch.int16))
+        back = r.to("tpu").to(torch.float32).cpu()
+        assert torch.equal(back.view(torch.int32), r.to(torch.float32).view(torch.int32))
+        h = src.to(torch.float16)
+        assert torch.equal(h.to("tpu").float().cpu().view(torch.int32), h.float().view(torch.int32))
+    m = x[: (n // 64) * 64].view(-1, 64)
+    assert torch.equal(m.to("tpu").t().to(torch.bfloat16).cpu().view(torch.int16),
+                       m.t().to(torch.bfloat16).view(torch.int16))

@@ -949,10 +949,53 @@ static tpu_status_t run_cluster_tiled(const tpu_host_exe_t* e, int root, tpu_hos
   return J.err;
 }
 
+/* A lone CONVERT between f32 and bf16 (or f16 -> f32) over one contiguous layout: the CPU's
+ * tile store / load conversion straight from the input to the output, in 32K-element chunks over
+ * the pool, instead of a register tile per 512 elements (load, round in f32, store). Same bits:
+ * rounding a value that is already a bf16 again changes nothing, NaN payloads included
+ * (common.h's tpu_f32_to_bf16). Autocast's activation casts (minGPT bf16: ~70 a step of 262K-524K
+ * elements) were ~2.4x PyTorch CPU's time through the tile path. 0 if not applicable. */
+typedef struct {
+  const tpu_host_tile_ops_t* T;
+  const char* src; char* dst;
+  int from, to;
+} convert_job_t;
+enum { CONVERT_CHUNK = 32768 };
+static void convert_worker(void* ctx, int64_t c0, int64_t c1) {
+  const convert_job_t* J = ctx;
+  const int64_t n = c1 - c0, fs = tpu_dtype_size(J->from), ts = tpu_dtype_size(J->to);
+  if (J->from == TPU_DTYPE_F32) J->T->store(J->dst + c0 * ts, J->to, 1, J->src + c0 * fs, TPU_HOST_CLS_F32, n);
+  else J->T->load(J->dst + c0 * ts, TPU_HOST_CLS_F32, J->src + c0 * fs, J->from, 1, n);
+}
+static int run_convert_direct(const tpu_host_exe_t* e, int root, const tpu_host_view_t* L,
+                              const tpu_host_view_t* out) {
+  const int from = L->dtype, to = out->dtype;
+  if (e->mem_cnt[root] != 1 || e->leaf_cnt[root] != 1 || e->g.ops[root].opcode != TPU_IR_CONVERT ||
+      e->g.ops[root].type.dtype != to ||
+      !((from == TPU_DTYPE_F32 && to == TPU_DTYPE_BF16) ||
+        ((from == TPU_DTYPE_BF16 || from == TPU_DTYPE_F16) && to == TPU_DTYPE_F32)) ||
+      L->rank != out->rank)
+    return 0;
+  int64_t n = 1;
+  for (int d = out->rank - 1; d >= 0; --d) {
+    if (L->sizes[d] != out->sizes[d]) return 0;
+    if (out->sizes[d] != 1 && (out->strides[d] != n || L->strides[d] != n)) return 0;
+    n *= out->sizes[d];
+  }
+  if (n < TILE) return 0; /* one tile: run_cluster_flat */
+  const uintptr_t o0 = (uintptr_t)out->data, o1 = o0 + (uintptr_t)n * tpu_dtype_size(to);
+  const uintptr_t l0 = (uintptr_t)L->data, l1 = l0 + (uintptr_t)n * tpu_dtype_size(from);
+  if (l0 < o1 && o0 < l1) return 0; /* overlapping (other element sizes): the tiled path's copies */
+  convert_job_t J = {.T = tpu_host_tile_ops(), .src = L->data, .dst = out->data, .from = from, .to = to};
+  tpu_pool_parallel_for(n, CONVERT_CHUNK, convert_worker, &J);
+  return 1;
+}
+
 static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
                                        const tpu_host_view_t* out) {
   int nleaf = e->leaf_cnt[root];
   tpu_status_t flat_st;
+  if (nleaf == 1 && run_convert_direct(e, root, &leaf[0], out)) return TPU_OK;
   if (nleaf <= 64) {
     const tpu_host_view_t* lp[64];
     for (int j = 0; j < nleaf; ++j) lp[j] = &leaf[j];
@@ -1011,6 +1054,7 @@ static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, 
   lp[0] = NULL; /* (read only below nleaf; this quiets -Wmaybe-uninitialized for nleaf == 0) */
   for (int j = 0; j < nleaf; ++j) lp[j] = &vals[lv[j]].v;
   if (run_cluster_flat(e, root, lp, out, &sst)) return sst;
+  if (nleaf == 1 && run_convert_direct(e, root, lp[0], out)) return TPU_OK;
   tpu_host_view_t leaf[64];
   for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
   return run_cluster_tiled(e, root, leaf, out);
