@@ -63,6 +63,22 @@ def test_sum_out_and_other_dims():
     close(x.to(torch.bfloat16).to(DEV).sum(0, dtype=torch.float32), x.to(torch.bfloat16).sum(0, dtype=torch.float32))
 
 
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(2048, 128), (37, 3, 29), (4, 5)])
+def test_sum_leading_low_precision(dt, shape):
+    """bf16 / f16 sums over the leading dims (autocast's bias gradients) take the column kernel on the values
+    widened to f32: the double sum rounded to f32, then once to the dtype (exactly), and CPU's result within
+    the dtype's rounding; fused eager gives the same bits."""
+    x = torch.randn(shape, generator=gen(5)).to(dt)
+    got = x.to(DEV).sum(0).cpu()
+    assert torch.equal(got, x.double().sum(0).float().to(dt))
+    close(got, x.sum(0), rtol=2e-2, atol=2e-2)
+    import torch_tpu
+    with torch_tpu.fused_eager():
+        fused = (x.to(DEV) * 1).sum(0)
+    assert torch.equal(fused.cpu(), got)
+
+
 def test_sum_special_values():
     x = torch.randn(9, 6, generator=gen(3))
     x[2, 0] = float("nan"); x[3, 1] = float("inf"); x[4, 2] = float("-inf"); x[5, 2] = float("inf")
