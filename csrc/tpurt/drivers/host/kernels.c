@@ -806,6 +806,18 @@ static inline __attribute__((always_inline)) int run_move(char* dst, int64_t ds,
   }
 #undef ACC_LOOP
 }
+/* index_select's index j with value *k along a dim of `size`: i1 == 1 (embedding_bag's ids: no negative wrap,
+ * PyTorch's RuntimeError), i1 == 2 (index_select: no negative wrap, reported as given), else a wrapped index */
+static tpu_status_t select_index(const tpu_ir_op_t* op, int64_t j, int64_t* k, int64_t size, int dim) {
+  if (*k >= 0 && *k < size) return TPU_OK;
+  if (op->i1 == 1)
+    return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
+                   (long long)j, (long long)*k, (long long)size);
+  if (op->i1 == 2 && *k < 0)
+    return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)*k, dim,
+                   (long long)size);
+  return check_index(k, size, dim);
+}
 tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_t* x,
                                      const tpu_host_view_t* idx, const tpu_host_view_t* out) {
   int dim = (int)op->i0;
@@ -817,20 +829,14 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
   const int runs = x->dtype == out->dtype && flat_run(x, 0, dim, &sn, &sst) && flat_run(out, 0, dim, &dn, &dst_) &&
                    sn == dn;
   if (runs && sst == 1 && dst_ == 1 && idx->dtype == TPU_DTYPE_I64) {
-    /* contiguous rows by an i64 index vector (embedding / embedding_bag rows): the same checks, the row
-     * copied with a fixed-size memcpy the compiler inlines for the common short rows */
+    /* contiguous rows by an i64 index vector (embedding / embedding_bag rows): the row copied with a
+     * fixed-size memcpy the compiler inlines for the common short rows */
     const int64_t* ip = (const int64_t*)(const void*)idx->data;
     const int64_t is = idx->strides[0], rb = sn * es, xs = x->strides[dim] * es, os = out->strides[dim] * oes;
     const int64_t size = x->sizes[dim];
     for (int64_t j = 0; j < n; ++j) {
       int64_t k = ip[j * is];
-      if (op->i1 == 1 && (k < 0 || k >= size))
-        return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
-                       (long long)j, (long long)k, (long long)size);
-      if (op->i1 == 2 && k < 0)
-        return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)k, dim,
-                       (long long)size);
-      if (k < 0 || k >= size) TPU_RETURN_IF_ERROR(check_index(&k, size, dim));
+      TPU_RETURN_IF_ERROR(select_index(op, j, &k, size, dim));
       char* d = out->data + j * os;
       const char* src = x->data + k * xs;
       switch (rb) {
@@ -846,13 +852,7 @@ tpu_status_t tpu_host_k_index_select(const tpu_ir_op_t* op, const tpu_host_view_
   }
   for (int64_t j = 0; j < n; ++j) {
     int64_t k = tpu_host_load_i64(idx->data + j * idx->strides[0] * ies, idx->dtype);
-    if (op->i1 == 1 && (k < 0 || k >= x->sizes[dim])) /* embedding_bag's ids: no negative wrap */
-      return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
-                     (long long)j, (long long)k, (long long)x->sizes[dim]);
-    if (op->i1 == 2 && k < 0) /* index_select: no negative wrap, reported as given */
-      return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)k, dim,
-                     (long long)x->sizes[dim]);
-    TPU_RETURN_IF_ERROR(check_index(&k, x->sizes[dim], dim));
+    TPU_RETURN_IF_ERROR(select_index(op, j, &k, x->sizes[dim], dim));
     if (runs) {
       run_move(out->data + j * out->strides[dim] * oes, dst_, x->data + k * x->strides[dim] * es, sst, x->dtype, sn, 0);
       continue;
