@@ -722,17 +722,38 @@ static int64_t* tile_buffers(size_t n) {
   return b->data;
 }
 
+/* The members of the cluster rooted at `root`, in topological order (the root last), over n elements: ptr
+ * holds every slot's input (registers, then leaves), each member writes its register at
+ * regs + reg * reg_stride (int64 units), the root into root_dst instead when it is not NULL. */
+static tpu_status_t compute_members(const tpu_host_exe_t* e, const tpu_host_tile_ops_t* T, int root,
+                                    const void* const* ptr, int64_t* regs, size_t reg_stride, void* root_dst,
+                                    int64_t n) {
+  const tpu_ir_graph_t* G = &e->g;
+  const int32_t* mem = e->members + e->mem_off[root];
+  const int nm = e->mem_cnt[root];
+  for (int i = 0; i < nm; ++i) {
+    const int v = mem[i];
+    const tpu_ir_op_t* op = &G->ops[v];
+    const void* in[4] = {0};
+    for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
+    void* dst = (i == nm - 1 && root_dst) ? root_dst : (void*)(regs + (size_t)e->reg[v] * reg_stride);
+    if (T->compute(op, op->type.dtype, dst, e->in_dtype[v], in, n))
+      return TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
+                     tpu_dtype_name(e->in_dtype[v]));
+  }
+  return TPU_OK;
+}
+
 static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   cluster_job_t* J = ctx;
   const tpu_host_exe_t* e = J->e;
   const tpu_ir_graph_t* G = &e->g;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
-  int nm = e->mem_cnt[J->root], nr = e->nreg[J->root], nslots = nr + J->nleaf;
+  int nr = e->nreg[J->root], nslots = nr + J->nleaf;
   /* nslots tile buffers, then the slots' pointers for the current tile */
   int64_t* bufs = tile_buffers((size_t)nslots * (TILE + 1));
   if (!bufs) { J->err = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for tile buffers"); return; }
   const void** ptr = (const void**)(bufs + (size_t)nslots * TILE);
-  const int32_t* mem = e->members + e->mem_off[J->root];
   int r = J->rank;
   int64_t in_st = r ? J->ostrides[r - 1] : 1, o_rs = r >= 2 ? J->ostrides[r - 2] : 0;
   int64_t inner = r ? J->sizes[r - 1] : 1;
@@ -790,19 +811,11 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       }
     }
     char* odst = J->out->data + (ooff + t0 * in_st) * oes;
-    for (int i = 0; i < nm; ++i) {
-      int v = mem[i];
-      const tpu_ir_op_t* op = &G->ops[v];
-      const void* in[4] = {0};
-      int in_dtype = e->in_dtype[v];
-      for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
-      /* the root is the last member in topological order */
-      void* dst = (i == nm - 1 && J->direct) ? (void*)odst : (void*)(bufs + (size_t)e->reg[v] * TILE);
-      if (T->compute(op, op->type.dtype, dst, in_dtype, in, len)) {
-        if (!J->err) J->err = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s",
-                                      tpu_ir_opcode_name(op->opcode), tpu_dtype_name(in_dtype));
-        return;
-      }
+    tpu_status_t cst = compute_members(e, T, J->root, ptr, bufs, TILE, J->direct ? (void*)odst : NULL, len);
+    if (cst) {
+      if (!J->err) J->err = cst;
+      else tpu_status_free(cst);
+      return;
     }
     if (!J->direct) {
       const char* rb = (const char*)(bufs + (size_t)e->reg[J->root] * TILE);
@@ -879,20 +892,8 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, const tpu_host_vi
       ptr[nr + j] = buf;
     }
   }
-  const int32_t* mem = e->members + e->mem_off[root];
-  for (int i = 0; i < nm; ++i) {
-    const int v = mem[i];
-    const tpu_ir_op_t* op = &G->ops[v];
-    const void* in[4] = {0};
-    for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
-    /* the root is the last member in topological order */
-    void* dst = (i == nm - 1 && direct) ? (void*)out->data : (void*)(bufs + (size_t)e->reg[v] * TILE);
-    if (T->compute(op, op->type.dtype, dst, e->in_dtype[v], in, n)) {
-      *out_st = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
-                        tpu_dtype_name(e->in_dtype[v]));
-      return 1;
-    }
-  }
+  *out_st = compute_members(e, T, root, ptr, bufs, TILE, direct ? out->data : NULL, n);
+  if (*out_st) return 1;
   if (!direct)
     T->store(out->data, out->dtype, 1, bufs + (size_t)e->reg[root] * TILE, tpu_host_cls(G->ops[root].type.dtype), n);
   *out_st = TPU_OK;
@@ -991,17 +992,26 @@ static int run_convert_direct(const tpu_host_exe_t* e, int root, const tpu_host_
   return 1;
 }
 
+/* The cluster over leaf views lp[0..nleaf) (nleaf <= 64): one flat tile, a lone direct convert, or tiled. */
+static tpu_status_t run_cluster_views(const tpu_host_exe_t* e, int root, const tpu_host_view_t* const* lp,
+                                      const tpu_host_view_t* out) {
+  const int nleaf = e->leaf_cnt[root];
+  tpu_status_t st;
+  if (run_cluster_flat(e, root, lp, out, &st)) return st;
+  if (nleaf == 1 && run_convert_direct(e, root, lp[0], out)) return TPU_OK;
+  tpu_host_view_t leaf[64]; /* run_cluster_tiled rewrites them to its iteration dims */
+  for (int j = 0; j < nleaf; ++j) leaf[j] = *lp[j];
+  return run_cluster_tiled(e, root, leaf, out);
+}
+
 static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_host_view_t* leaf,
                                        const tpu_host_view_t* out) {
   int nleaf = e->leaf_cnt[root];
-  tpu_status_t flat_st;
-  if (nleaf == 1 && run_convert_direct(e, root, &leaf[0], out)) return TPU_OK;
-  if (nleaf <= 64) {
-    const tpu_host_view_t* lp[64];
-    for (int j = 0; j < nleaf; ++j) lp[j] = &leaf[j];
-    if (run_cluster_flat(e, root, lp, out, &flat_st)) return flat_st;
-  }
-  return run_cluster_tiled(e, root, leaf, out);
+  if (nleaf > 64) return run_cluster_tiled(e, root, leaf, out);
+  const tpu_host_view_t* lp[64];
+  lp[0] = NULL; /* (read only below nleaf; this quiets -Wmaybe-uninitialized for nleaf == 0) */
+  for (int j = 0; j < nleaf; ++j) lp[j] = &leaf[j];
+  return run_cluster_views(e, root, lp, out);
 }
 
 /* A rank-0 cluster (scalar arithmetic: a compiled optimizer's per-parameter bias corrections, ~450 per UNet
@@ -1027,18 +1037,8 @@ static int run_cluster_scalar(const tpu_host_exe_t* e, int root, const val_t* va
     T->load(buf[nr + j], tpu_host_cls(L->dtype), L->data, L->dtype, 0, 1);
     ptr[nr + j] = buf[nr + j];
   }
-  const int32_t* mem = e->members + e->mem_off[root];
-  for (int i = 0; i < e->mem_cnt[root]; ++i) {
-    const int v = mem[i];
-    const tpu_ir_op_t* op = &G->ops[v];
-    const void* in[4] = {0};
-    for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
-    if (T->compute(op, op->type.dtype, buf[e->reg[v]], e->in_dtype[v], in, 1)) {
-      *out_st = TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
-                        tpu_dtype_name(e->in_dtype[v]));
-      return 1;
-    }
-  }
+  *out_st = compute_members(e, T, root, ptr, &buf[0][0], 8, NULL, 1);
+  if (*out_st) return 1;
   T->store(out->data, out->dtype, 1, buf[e->reg[root]], tpu_host_cls(G->ops[root].type.dtype), 1);
   *out_st = TPU_OK;
   return 1;
@@ -1053,11 +1053,7 @@ static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, 
   const tpu_host_view_t* lp[64];
   lp[0] = NULL; /* (read only below nleaf; this quiets -Wmaybe-uninitialized for nleaf == 0) */
   for (int j = 0; j < nleaf; ++j) lp[j] = &vals[lv[j]].v;
-  if (run_cluster_flat(e, root, lp, out, &sst)) return sst;
-  if (nleaf == 1 && run_convert_direct(e, root, lp[0], out)) return TPU_OK;
-  tpu_host_view_t leaf[64];
-  for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
-  return run_cluster_tiled(e, root, leaf, out);
+  return run_cluster_views(e, root, lp, out);
 }
 
 /* ---- GEMM epilogue: the cluster rooted at r runs on each block of the DOT's C as the GEMM finishes it
