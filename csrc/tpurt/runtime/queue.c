@@ -51,7 +51,7 @@ typedef struct {
   _Alignas(64) _Atomic uint64_t completed; /* sequence numbers (inline tasks included) */
   _Alignas(64) _Atomic uint64_t enqueued;
   _Atomic int waiters;
-  _Atomic int inline_running; /* a small task runs on its producer (queue_run_small): the worker waits */
+  _Atomic int inline_running; /* a small task runs on its producer (tpu_rt_queue_enqueue_small): the worker waits */
   _Atomic uint64_t wake_seq; /* lowest `completed` a sleeping waiter needs (UINT64_MAX: none; 0: any) */
   atomic_bool worker_sleeping; /* written under mu; read without it by queue_enqueue_small's pre-check */
   bool started;
@@ -344,7 +344,10 @@ tpu_status_t tpu_rt_queue_enqueue_small(int device, const char* op_name, tpu_rt_
     return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
   pthread_mutex_lock(&q->mu);
   const uint64_t seq = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
-  if (atomic_load(&q->stop) || atomic_load(&q->completed) != seq - 1 || !atomic_load(&q->worker_sleeping)) {
+  /* inline_running: another producer's task still runs on its thread (it has completed but not yet
+   * cleared the flag): a second inline run would let the worker take later tasks before this one ends */
+  if (atomic_load(&q->stop) || atomic_load(&q->completed) != seq - 1 || !atomic_load(&q->worker_sleeping) ||
+      atomic_load(&q->inline_running)) {
     pthread_mutex_unlock(&q->mu);
     return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
   }
