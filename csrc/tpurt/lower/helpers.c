@@ -162,8 +162,9 @@ int tpu_size_decide_eval(int op, int64_t a, int64_t b, int64_t* out) {
     case TPU_SIZE_DECIDE_LT: *out = a < b; return 1;
     case TPU_SIZE_DECIDE_EQ: *out = a == b; return 1;
     case TPU_SIZE_DECIDE_ADAPTIVE_WINDOW: {
-      if (a < 0 || b < 1 || b > (1 << 20) || a > (INT64_C(1) << 40)) return 0;
-      int64_t kmax = 0;
+      if (a < 0 || b < 1) return 0;
+      int64_t kmax = 0, end;
+      if (__builtin_mul_overflow(b, a, &end)) return 0; /* (o + 1) * a below for every o < b */
       for (int64_t o = 0; o < b; ++o) {
         int64_t lo = (o * a) / b, hi = ((o + 1) * a + b - 1) / b;
         if (hi - lo > kmax) kmax = hi - lo;

@@ -1817,13 +1817,18 @@ static int extent(const tpu_tensor_t* t, int64_t* lo, int64_t* hi) {
   *hi = mx + 1;
   return 1;
 }
-/* view (element offset off, in elements of its own dtype) lies inside outer */
+/* view (at byte offset off_bytes from outer's data) lies inside outer; 0 on overflow (instantiated sizes
+ * are caller ints) */
 static int view_inside(const tpu_tensor_t* outer, const tpu_tensor_t* view, int64_t off_bytes) {
   int64_t olo, ohi, vlo, vhi, es = (int64_t)tpu_dtype_size(view->dtype), oes = (int64_t)tpu_dtype_size(outer->dtype);
   if (!extent(outer, &olo, &ohi) || !extent(view, &vlo, &vhi) || off_bytes < 0 || off_bytes % es) return 0;
   if (vhi == vlo) return 1;
-  int64_t b0 = off_bytes + vlo * es, b1 = off_bytes + vhi * es; /* overflow: extents are far below 2^62 here */
-  return b0 >= olo * oes && b1 <= ohi * oes;
+  int64_t b0, b1, lo, hi;
+  if (__builtin_mul_overflow(vlo, es, &b0) || __builtin_add_overflow(b0, off_bytes, &b0) ||
+      __builtin_mul_overflow(vhi, es, &b1) || __builtin_add_overflow(b1, off_bytes, &b1) ||
+      __builtin_mul_overflow(olo, oes, &lo) || __builtin_mul_overflow(ohi, oes, &hi))
+    return 0;
+  return b0 >= lo && b1 <= hi;
 }
 static int type_is(const tpu_ir_type_t* ty, const tpu_tensor_t* t) {
   if (ty->dtype != t->dtype || ty->rank != t->ndim) return 0;
@@ -1834,8 +1839,9 @@ static int type_is(const tpu_ir_type_t* ty, const tpu_tensor_t* t) {
 tpu_status_t tpu_capture_decode(int device, tpu_ir_graph_t* g, const int64_t* slots, int n_slots, const int64_t* exact,
                                 int n_exact, unsigned flags, tpu_capture_t** out, char* reason, size_t reason_len) {
   *out = NULL;
-  TPU_RETURN_IF_ERROR(trace_init_once_status());
-  TPU_RETURN_IF_ERROR(tpu_rt_device_check(device));
+  tpu_status_t st0 = trace_init_once_status();
+  if (!st0) st0 = tpu_rt_device_check(device);
+  if (st0) { tpu_ir_graph_free(g); free(g); return st0; } /* g is ours in every case */
   dec_t D = {slots, exact, n_slots, n_exact, 0, 0, 0};
   tpu_capture_t* c = calloc(1, sizeof(*c));
   fentry_t* f = calloc(1, sizeof(*f));
