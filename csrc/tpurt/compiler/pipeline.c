@@ -73,13 +73,6 @@ static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, co
   free(ro); free(rn);
   return ok;
 }
-static tpu_status_t graph_copy(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
-  tpu_rw_t rw;
-  TPU_RETURN_IF_ERROR(tpu_rw_begin(&rw, g));
-  for (int v = 0; v < g->n_ops && !rw.ng.status; ++v) rw.map[v] = tpu_rw_copy(&rw, v);
-  tpu_ir_graph_init(out);
-  return tpu_rw_finish(&rw, out);
-}
 
 static int verify_from_env(void) {
   static int cached = -1;
@@ -101,7 +94,7 @@ tpu_status_t tpu_compiler_run_ex(tpu_ir_graph_t* g, const char* name, int verify
   if (g->status) return TPU_ERR(INTERNAL, "compiler: graph carries an error: %s", tpu_status_message(g->status));
   st.ops_before = g->n_ops;
   tpu_ir_graph_t orig;
-  TPU_RETURN_IF_ERROR(graph_copy(g, &orig));
+  TPU_RETURN_IF_ERROR(tpu_ir_graph_clone(g, &orig));
   int32_t* origin = malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(int32_t)); /* value -> original */
   if (!origin) { tpu_ir_graph_free(&orig); return TPU_ERR(OUT_OF_MEMORY, "compiler: out of host memory"); }
   for (int v = 0; v < g->n_ops; ++v) origin[v] = v;

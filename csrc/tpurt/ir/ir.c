@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char* const kNames[] = {
   "parameter", "scalar", "constant", "iota",
@@ -35,6 +36,20 @@ void tpu_ir_graph_init(tpu_ir_graph_t* g) { memset(g, 0, sizeof(*g)); }
 void tpu_ir_graph_free(tpu_ir_graph_t* g) {
   free(g->ops); free(g->operands); tpu_status_free(g->status);
   memset(g, 0, sizeof(*g));
+}
+tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
+  tpu_ir_graph_init(out);
+  out->ops = malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(tpu_ir_op_t));
+  out->operands = malloc((size_t)(g->n_operands ? g->n_operands : 1) * sizeof(int32_t));
+  if (!out->ops || !out->operands) { tpu_ir_graph_free(out); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  if (g->n_ops) memcpy(out->ops, g->ops, (size_t)g->n_ops * sizeof(tpu_ir_op_t));
+  if (g->n_operands) memcpy(out->operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
+  out->n_ops = out->cap_ops = g->n_ops;
+  out->n_operands = out->cap_operands = g->n_operands;
+  out->n_params = g->n_params; out->n_scalars = g->n_scalars;
+  memcpy(out->outputs, g->outputs, sizeof(out->outputs));
+  out->n_outputs = g->n_outputs; out->precision = g->precision;
+  return TPU_OK;
 }
 int tpu_ir_fail(tpu_ir_graph_t* g, tpu_status_t st) {
   if (g->status == TPU_OK) g->status = st; else tpu_status_free(st);

@@ -221,6 +221,8 @@ typedef struct tpu_ir_graph_s {
 
 void tpu_ir_graph_init(tpu_ir_graph_t* g);
 void tpu_ir_graph_free(tpu_ir_graph_t* g);
+/* A deep copy of g (status not copied; g must have none). *out is initialized here. Errors: OUT_OF_MEMORY. */
+tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out);
 static inline const tpu_ir_op_t* tpu_ir_op(const tpu_ir_graph_t* g, int v) { return &g->ops[v]; }
 static inline const tpu_ir_type_t* tpu_ir_type(const tpu_ir_graph_t* g, int v) { return &g->ops[v].type; }
 static inline int32_t tpu_ir_operand(const tpu_ir_graph_t* g, int v, int k) {

@@ -105,21 +105,6 @@ static void slot_name(const tpu_ir_graph_t* g, int op, int s, char* buf, size_t 
   else snprintf(buf, cap, "%%%d (%s) a[%d][%d]", op, on, (s - MAXD) / MAXD, (s - MAXD) % MAXD);
 }
 
-tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out) {
-  tpu_ir_graph_init(out);
-  out->ops = malloc((size_t)(g->n_ops ? g->n_ops : 1) * sizeof(tpu_ir_op_t));
-  out->operands = malloc((size_t)(g->n_operands ? g->n_operands : 1) * sizeof(int32_t));
-  if (!out->ops || !out->operands) { tpu_ir_graph_free(out); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
-  if (g->n_ops) memcpy(out->ops, g->ops, (size_t)g->n_ops * sizeof(tpu_ir_op_t));
-  if (g->n_operands) memcpy(out->operands, g->operands, (size_t)g->n_operands * sizeof(int32_t));
-  out->n_ops = out->cap_ops = g->n_ops;
-  out->n_operands = out->cap_operands = g->n_operands;
-  out->n_params = g->n_params; out->n_scalars = g->n_scalars;
-  memcpy(out->outputs, g->outputs, sizeof(out->outputs));
-  out->n_outputs = g->n_outputs; out->precision = g->precision;
-  return TPU_OK;
-}
-
 /* slot gi of a sample (g, aux); hint: the template's graph, whose constants' kinds read g's (or NULL) */
 static int64_t sample_get(const tpu_ir_graph_t* g, const int64_t* aux, int gi, const tpu_ir_graph_t* hint) {
   int G = g->n_ops * NSLOT;

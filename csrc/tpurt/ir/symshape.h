@@ -82,8 +82,6 @@ int tpu_ir_template_num_extra(const tpu_ir_template_t* t);
 int tpu_ir_template_num_exact(const tpu_ir_template_t* t);
 const int64_t* tpu_ir_template_exact(const tpu_ir_template_t* t); /* borrowed: the exact words */
 
-/* A deep copy of g (status not copied; g must have none). *out is initialized here. Errors: OUT_OF_MEMORY. */
-tpu_status_t tpu_ir_graph_clone(const tpu_ir_graph_t* g, tpu_ir_graph_t* out);
 
 int tpu_ir_template_num_samples(const tpu_ir_template_t* t);
 int tpu_ir_template_num_symbolic(const tpu_ir_template_t* t); /* fields that vary with the sizes */
