@@ -151,26 +151,27 @@ static void live_erase(dev_alloc_t* a, uint64_t i) {
 
 static bucket_t* bucket_get_slow(dev_alloc_t* a, uint64_t size, bool create);
 
+/* a class kept in the direct-indexed array: at most SMALL_LIMIT and on its step's grid (an off-grid size
+ * such as 576 must not share the 512 class's slot) */
+static inline bool small_class(uint64_t size) {
+  return size <= SMALL_LIMIT && !(size & (size <= TINY_LIMIT ? TINY_ROUND - 1 : SMALL_ROUND - 1));
+}
+
 /* the direct-indexed small classes inline (every tiny op's alloc and free), the rest out of line */
 static inline bucket_t* bucket_get(dev_alloc_t* a, uint64_t size, bool create) {
-  if (a->small && size <= SMALL_LIMIT && !(size & (size <= TINY_LIMIT ? TINY_ROUND - 1 : SMALL_ROUND - 1))) {
-    bucket_t* b = &a->small[small_index(size)];
-    b->size = size;
-    return b;
-  }
+  if (a->small && small_class(size)) return &a->small[small_index(size)];
   return bucket_get_slow(a, size, create);
 }
 
 static __attribute__((noinline)) bucket_t* bucket_get_slow(dev_alloc_t* a, uint64_t size, bool create) {
-  if (size <= SMALL_LIMIT && !(size & (size <= TINY_LIMIT ? TINY_ROUND - 1 : SMALL_ROUND - 1))) { /* direct index */
+  if (small_class(size)) { /* direct index; each slot's size set once */
     if (!a->small) {
       if (!create) return NULL;
       a->small = calloc(SMALL_CLASSES, sizeof(bucket_t));
       if (!a->small) return NULL;
+      for (uint64_t i = 0; i < SMALL_CLASSES; ++i) a->small[i].size = i < 4 ? (i + 1) * TINY_ROUND : (i - 3) * SMALL_ROUND;
     }
-    bucket_t* b = &a->small[small_index(size)];
-    b->size = size;
-    return b;
+    return &a->small[small_index(size)];
   }
   if (a->bucket_cap) {
     uint64_t mask = a->bucket_cap - 1;
