@@ -9,29 +9,17 @@
 
 #include "compiler/compiler.h"
 #include "compiler/rewrite.h"
+#include "cache/hash.h"
 
-/* Word-at-a-time multiply-xorshift over the bytes (an op is ~430 bytes: a byte loop was most of
- * the pass's time). Only equality of hashes matters: same_new decides. */
-static uint64_t mix(uint64_t h, const void* p, size_t n) {
-  const unsigned char* c = p;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    memcpy(&w, c + i, 8);
-    h = (h ^ w) * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
-  }
-  for (; i < n; ++i) { h ^= c[i]; h *= 1099511628211ull; }
-  return h;
-}
 /* The bytes that define an op's value besides its operands: all of it but in_off (prec, the
  * precision_config, is an attribute: compared). */
 enum { OFF_IN = offsetof(tpu_ir_op_t, in_off), END_IN = OFF_IN + sizeof(((tpu_ir_op_t*)0)->in_off) };
 static uint64_t hash_new(const tpu_ir_graph_t* ng, int v) {
   const tpu_ir_op_t* op = &ng->ops[v];
-  uint64_t h = mix(1469598103934665603ull, op, OFF_IN);
-  h = mix(h, (const char*)op + END_IN, sizeof(*op) - END_IN);
-  return mix(h, ng->operands + op->in_off, (size_t)op->n_in * sizeof(int32_t));
+  /* only equal hashes matter (same_new decides): cache/hash.h's in-memory word hash */
+  uint64_t h = tpu_hash_fast_step(0x243f6a8885a308d3ull, op, OFF_IN);
+  h = tpu_hash_fast_step(h, (const char*)op + END_IN, sizeof(*op) - END_IN);
+  return tpu_hash_fmix64(tpu_hash_fast_step(h, ng->operands + op->in_off, (size_t)op->n_in * sizeof(int32_t)));
 }
 static int same_new(const tpu_ir_graph_t* ng, int a, int b) {
   const tpu_ir_op_t *x = &ng->ops[a], *y = &ng->ops[b];
