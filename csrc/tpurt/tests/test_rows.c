@@ -133,23 +133,74 @@ static void test_isa(void) {
     float *x = malloc(n * 4), *y = malloc(n * 4), *r[3][2];
     for (int64_t i = 0; i < n; ++i) { x[i] = (float)(drand_() * 20); y[i] = (float)(-fabs(drand_()) * 3); }
     for (int k = 0; k < 3; ++k)
-      for (int j = 0; j < 2; ++j) r[k][j] = calloc((size_t)n * 2, 4);
+      for (int j = 0; j < 2; ++j) r[k][j] = calloc((size_t)n * 4, 4);
     for (int k = 0; k < 3; ++k) {
       if (!isa[k]) continue;
       for (int log = 0; log < 2; ++log) {
         isa[k]->softmax(x, r[k][log], n, log);
         isa[k]->softmax_bwd(x, y, r[k][log] + n, n, log);
       }
-      isa[k]->layer_norm(x, 0.25f, 1.5f, y, y, r[k][0], n);   /* overwrites softmax results of both */
-      isa[k]->layer_norm_bwd(y, x, 0.25f, 1.5f, x, r[k][1], n);
-      isa[k]->layer_norm_bwd(x, y, -0.5f, 0.75f, NULL, r[k][1] + n, n);
+      isa[k]->layer_norm(x, 0.25f, 1.5f, y, y, r[k][0] + 2 * n, n);
+      isa[k]->layer_norm_bwd(y, x, 0.25f, 1.5f, x, r[k][1] + 2 * n, n);
+      isa[k]->layer_norm_bwd(x, y, -0.5f, 0.75f, NULL, r[k][1] + 3 * n, n);
     }
     for (int k = 1; k < 3; ++k)
       if (isa[k])
-        for (int j = 0; j < 2; ++j) CHECK(!memcmp(r[0][j], r[k][j], (size_t)n * 8), "ISA %d differs at n = %lld", k, (long long)n);
+        for (int j = 0; j < 2; ++j) CHECK(!memcmp(r[0][j], r[k][j], (size_t)n * 12 + (j ? n * 4 : 0)), "ISA %d differs at n = %lld", k, (long long)n);
     for (int k = 0; k < 3; ++k) for (int j = 0; j < 2; ++j) free(r[k][j]);
     free(x); free(y);
   }
+}
+
+/* The exp inside the row kernels, bit for bit across the ISA builds over the whole float range: log_softmax's
+ * backward with g = (1, 0, 0, ...) gives o[i] = -exp(y[i]) for i > 0 (y: random bit patterns, so NaNs, infinities,
+ * denormals and huge values, and a dense sweep of [-110, 92] where results overflow, go denormal or underflow);
+ * the forward's exp(x - max) on rows spanning 0 .. -200. Lengths cover the 16-lane loop and the 8-lane / scalar
+ * tails. */
+static uint32_t xrand32(uint64_t* s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return (uint32_t)(*s >> 11); }
+static void test_exp_isa(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  const int64_t n = 1 << 17;
+  float *y = malloc(n * 4), *g = calloc(n, 4), *r[3], *f[3];
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = xrand32(&seed);
+    float v;
+    memcpy(&v, &u, 4);
+    y[i] = i % 2 ? v : -110.0f + 202.0f * (float)i / (float)n;
+  }
+  g[0] = 1.0f;
+  for (int k = 0; k < 3; ++k) { r[k] = calloc(n, 4); f[k] = calloc(n, 4); }
+  static const int64_t lens[] = {1, 7, 8, 15, 16, 17, 23, 31, 33, 96, 257};
+  for (int k = 0; k < 3; ++k) {
+    if (!isa[k]) continue;
+    isa[k]->softmax_bwd(g, y, r[k], n, 1);
+    int64_t off = 0;
+    for (int j = 0; off < n; j = (j + 1) % 11) { /* rows of varied length: x - max from 0 to -200 */
+      const int64_t len = lens[j] < n - off ? lens[j] : n - off;
+      float xs[257];
+      for (int64_t i = 0; i < len; ++i) xs[i] = -200.0f * (float)((off + i) % 997) / 996.0f;
+      isa[k]->softmax(xs, f[k] + off, len, 0);
+      off += len;
+    }
+  }
+  int ok = 1;
+  for (int64_t i = 1; i < n && ok; ++i) {
+    const double want = exp((double)y[i]);
+    const float got = -r[0][i];
+    ok = isnan(y[i]) ? isnan(got) : isinf((float)want) ? got == (float)want : fabs(got - want) <= 2.5e-7 * want + 3e-45;
+    if (!ok) printf("  base exp(%a) = %a, want %a\n", y[i], got, want);
+  }
+  CHECK(ok, "base build exp within 2 ulp of exp over the float range");
+  for (int k = 1; k < 3; ++k)
+    if (isa[k]) {
+      CHECK(!memcmp(r[0], r[k], (size_t)n * 4), "ISA %d exp bits differ from the base build", k);
+      CHECK(!memcmp(f[0], f[k], (size_t)n * 4), "ISA %d softmax bits differ from the base build", k);
+    }
+  for (int k = 0; k < 3; ++k) { free(r[k]); free(f[k]); }
+  free(y); free(g);
 }
 
 /* ROWS_LAYER_NORM(_BWD) against double loops: [M, N] x (and g) contiguous or strided, w / b present or not */
@@ -661,6 +712,7 @@ int main(void) {
   test_random();
   test_masked();
   test_isa();
+  test_exp_isa();
   test_layer_norm();
   test_errors();
   test_gelu();

@@ -97,6 +97,37 @@ static inline __attribute__((always_inline)) rows_vf rows_vexp(rows_vf x) { retu
 static inline __attribute__((always_inline)) rows_vf rows_vexp_nonpos(rows_vf x) { return rows_vexp_impl(x, 1); }
 static inline float RFN(expf_fma)(float x);
 
+#ifdef __AVX512F__
+/* The AVX-512 build's exp loops take 16 lanes per instruction with the same per-lane operations, and 2^n as one
+ * vscalefps: round(y 2^n) with one rounding, which is what the two-factor product above gives (its first product
+ * is exact), denormal results included. Zen 4 runs a 512-bit operation as two 256-bit halves, so the gain is
+ * the ~3x fewer instructions (no int conversion, shifts or blends): one thread, 2048 rows of 96, log_softmax
+ * forward 136 -> 95 us, backward 116 -> 74 us. Same bits as the 8-lane form (test_rows.c test_exp_isa). */
+#include <immintrin.h>
+static inline __attribute__((always_inline)) __m512 rows_vexp16(__m512 x, int nonpos) {
+  const __m512 lo = _mm512_set1_ps(-103.972084f), hi = _mm512_set1_ps(88.7228394f), big = _mm512_set1_ps(12582912.0f);
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ); /* not below lo (NaN kept) */
+  const __mmask16 over = nonpos ? 0 : _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+  const __m512 xc = _mm512_maskz_mov_ps(keep, nonpos ? x : _mm512_mask_mov_ps(x, over, hi));
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), big), big);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-0.693359375f), xc);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f)); p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f)); p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  __m512 y = _mm512_scalef_ps(_mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f)), n);
+  if (!nonpos) y = _mm512_mask_mov_ps(y, over, _mm512_set1_ps(INFINITY));
+  y = _mm512_maskz_mov_ps(keep, y);
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+/* lanes 0-7 and 8-15 of v as the two 8-lane vectors the generic loops keep */
+static inline __attribute__((always_inline)) void rows_split16(__m512 v, rows_vf* a, rows_vf* b) {
+  *a = (rows_vf)_mm512_castps512_ps256(v);
+  *b = (rows_vf)_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+#endif
+
 static float RFN(row_max)(const float* x, int64_t n) {
   rows_vf m0 = ROWS_SPLAT(-INFINITY), m1 = m0;
   int64_t i = 0;
@@ -115,11 +146,24 @@ static void RFN(softmax)(const float* x, float* y, int64_t n, int log) {
   const rows_vf mv = ROWS_SPLAT(m);
   rows_vf a0 = ROWS_SPLAT(0.0f), a1 = a0;
   int64_t i = 0;
+#ifdef __AVX512F__
+  {
+    const __m512 m16 = _mm512_set1_ps(m);
+    __m512 a = _mm512_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      const __m512 e = rows_vexp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), m16), 1);
+      if (!log) _mm512_storeu_ps(y + i, e);
+      a = _mm512_add_ps(a, e);
+    }
+    rows_split16(a, &a0, &a1);
+  }
+#else
   for (; i + 16 <= n; i += 16) {
     const rows_vf e0 = rows_vexp_nonpos(rows_ld(x + i) - mv), e1 = rows_vexp_nonpos(rows_ld(x + i + 8) - mv);
     if (!log) { rows_st(y + i, e0); rows_st(y + i + 8, e1); }
     a0 += e0; a1 += e1;
   }
+#endif
   const int64_t k = n - i;
   if (k) { /* -inf padding: exp gives 0 (a row whose max is -inf is NaN anyway) */
     rows_vf t0, t1;
@@ -157,6 +201,11 @@ static void RFN(softmax_bwd)(const float* g, const float* y, float* o, int64_t n
   const rows_vf sv = ROWS_SPLAT(s);
   i = 0;
   if (log) {
+#ifdef __AVX512F__
+    const __m512 s16 = _mm512_set1_ps(s);
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(o + i, _mm512_sub_ps(_mm512_loadu_ps(g + i), _mm512_mul_ps(rows_vexp16(_mm512_loadu_ps(y + i), 0), s16)));
+#endif
     for (; i + 8 <= n; i += 8) rows_st(o + i, rows_ld(g + i) - rows_vexp(rows_ld(y + i)) * sv);
     for (; i < n; ++i) o[i] = g[i] - RFN(expf_fma)(y[i]) * s;
   } else {
