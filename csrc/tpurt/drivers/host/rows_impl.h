@@ -314,6 +314,32 @@ static void RFN(stat2_f32)(const float* g, const float* x, int64_t n, double m, 
   rows_vd a[4] = {{0}, {0}, {0}, {0}}, b[4] = {{0}, {0}, {0}, {0}};
   const rows_vd mv = {m, m, m, m};
   int64_t i = 0;
+#ifdef __AVX512F__
+  /* a[0..1] and a[2..3] as two 8-double registers (elements i..i+7, i+8..i+15): the same lanes and adds, half
+   * the instructions (one thread, 2048 runs of 128: x 103 -> 49 us, with g 142 -> 64 us) */
+  if (n >= 16) {
+    const __m512d m8 = _mm512_set1_pd(m);
+    __m512d A0 = _mm512_setzero_pd(), A1 = A0, B0 = A0, B1 = A0;
+    if (!g)
+      for (; i + 16 <= n; i += 16) {
+        const __m512d d0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), m8);
+        const __m512d d1 = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)), m8);
+        A0 = _mm512_add_pd(A0, d0); A1 = _mm512_add_pd(A1, d1);
+        B0 = _mm512_add_pd(B0, _mm512_mul_pd(d0, d0)); B1 = _mm512_add_pd(B1, _mm512_mul_pd(d1, d1));
+      }
+    else
+      for (; i + 16 <= n; i += 16) {
+        const __m512d g0 = _mm512_cvtps_pd(_mm256_loadu_ps(g + i)), g1 = _mm512_cvtps_pd(_mm256_loadu_ps(g + i + 8));
+        A0 = _mm512_add_pd(A0, g0); A1 = _mm512_add_pd(A1, g1);
+        B0 = _mm512_add_pd(B0, _mm512_mul_pd(g0, _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), m8)));
+        B1 = _mm512_add_pd(B1, _mm512_mul_pd(g1, _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8)), m8)));
+      }
+    a[0] = (rows_vd)_mm512_castpd512_pd256(A0); a[1] = (rows_vd)_mm512_extractf64x4_pd(A0, 1);
+    a[2] = (rows_vd)_mm512_castpd512_pd256(A1); a[3] = (rows_vd)_mm512_extractf64x4_pd(A1, 1);
+    b[0] = (rows_vd)_mm512_castpd512_pd256(B0); b[1] = (rows_vd)_mm512_extractf64x4_pd(B0, 1);
+    b[2] = (rows_vd)_mm512_castpd512_pd256(B1); b[3] = (rows_vd)_mm512_extractf64x4_pd(B1, 1);
+  }
+#endif
   if (!g)
     for (; i + 16 <= n; i += 16)
       for (int q = 0; q < 4; ++q) { const rows_vd d = rows_ldd(x + i + 4 * q) - mv; a[q] += d; b[q] += d * d; }
