@@ -2,7 +2,8 @@
 vs PyTorch CPU on random inputs: softmax / log_softmax forward and backward over odd row lengths,
 many / few rows, dim != -1, non-contiguous views, bf16 / f16 / f64, -inf masked rows (minGPT's
 masked_fill + softmax; an all -inf row is NaN as on the CPU) and large magnitudes; layer norm
-forward and backward with and without weight / bias, f32 / bf16 / f64, non-contiguous inputs."""
+forward and backward with and without weight / bias, f32 / bf16 / f64, non-contiguous inputs; row / norm results
+identical bits at 1, 2 and 3 pool threads."""
 from __future__ import annotations
 
 import pytest
@@ -138,3 +139,47 @@ def test_layer_norm_single():
         assert g.abs().max() <= noise, (g.abs().max(), noise)
     torch.testing.assert_close(g_t[2], g_c[2])  # d bias
     assert g_t[1].abs().max() <= g_c[1].abs().max()  # d weight: exactly 0 here, rounding noise on the CPU
+
+
+_THREADS_CODE = r"""
+import hashlib, sys, torch, torch_tpu
+import torch.nn.functional as F
+g = torch.Generator().manual_seed(3)
+att = torch.randn(8, 4, 64, 64, generator=g).masked_fill(~torch.tril(torch.ones(64, 64, dtype=torch.bool)), float("-inf"))
+w, b = (torch.randn(128, generator=g).to("tpu").requires_grad_() for _ in range(2))
+w64, b64 = (torch.randn(64, generator=g).to("tpu").requires_grad_() for _ in range(2))
+cases = [  # (input, fn, parameters whose gradients are checked too)
+    (att, lambda x: F.softmax(x, dim=-1), []),
+    (torch.randn(2048, 96, generator=g), lambda x: F.log_softmax(x, dim=-1), []),
+    (torch.randn(64, 515, 9, generator=g), lambda x: F.softmax(x, dim=1), []),
+    (torch.randn(32, 64, 128, generator=g) * 3 + 1, lambda x: F.layer_norm(x, (128,), w, b), [w, b]),
+    (torch.randn(16, 64, 16, 16, generator=g), lambda x: F.group_norm(x, 8, w64, b64), [w64, b64]),
+    (torch.randn(16, 128, 4, 4, generator=g), lambda x: F.group_norm(x, 8, w, b), [w, b]),
+    (torch.randn(8, 32, 24, 24, generator=g), lambda x: F.batch_norm(x, None, None, training=True), []),
+]
+h = hashlib.sha256()
+for x, fn, ps in cases:
+    xd = x.to("tpu").requires_grad_()
+    y = fn(xd)
+    gy = torch.randn(y.shape, generator=torch.Generator().manual_seed(5)).to("tpu")
+    grads = torch.autograd.grad(y, [xd, *ps], gy)
+    for t in (y, *grads):
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_rows_bits_independent_of_threads():
+    """Row / norm kernels split rows, channels and column blocks over the thread pool; every reduction stays within
+    one row or channel, so 1, 2 and 3 threads (the last splitting the 2-core machine's work unevenly) give the
+    same bits, forward and backward."""
+    import os
+    import subprocess
+    import sys
+    outs = []
+    for n in ("1", "2", "3"):
+        env = dict(os.environ, TORCH_TPU_NUM_THREADS=n)
+        r = subprocess.run([sys.executable, "-c", _THREADS_CODE], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(r.stdout.strip().splitlines()[-1])
+    assert outs[0] == outs[1] == outs[2], outs
