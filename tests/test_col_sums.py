@@ -79,6 +79,43 @@ def test_sum_leading_low_precision(dt, shape):
     assert torch.equal(fused.cpu(), got)
 
 
+@pytest.mark.parametrize("dt", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("view", ["t", "slice", "step", "neg_rows", "expand", "rank3_keepdim", "wide"])
+def test_sum_leading_low_precision_views(dt, view):
+    """The bf16 / f16 column kernel (drivers/host/colsum.c) reads its dtype directly: strided, sliced, stepped,
+    broadcast rows, odd widths (vector tails), more columns than one block; exact against the double sum of
+    the widened values rounded to f32 then the dtype; fused eager gives the same bits."""
+    base = torch.randn(70, 4100 if view == "wide" else 47, generator=gen(10)) * 3
+    pick = {"t": lambda a: a[:, :31].t(), "slice": lambda a: a[3:61, 2:41], "step": lambda a: a[::3, ::2],
+            "neg_rows": lambda a: a[:9], "expand": lambda a: a[:1].expand(33, a.shape[1]),
+            "rank3_keepdim": lambda a: a[:69].view(3, 23, -1), "wide": lambda a: a[5:]}[view]
+    x = pick(base.to(dt))
+    dims = (0, 1) if view == "rank3_keepdim" else (0,)
+    keep = view == "rank3_keepdim"
+    xd = pick(base.to(dt).to(DEV))
+    if view == "neg_rows":  # reversed rows (a flip copy on CPU), then a strided slice of it
+        x, xd = x.flip(0)[::2], xd.flip(0)[::2]
+    got = xd.sum(dims, keepdim=keep).cpu()
+    assert torch.equal(got, x.double().sum(dims, keepdim=keep).float().to(dt))
+    close(got, x.sum(dims, keepdim=keep), rtol=2e-2, atol=2e-2 * (x.shape[0] ** 0.5))
+    import torch_tpu
+    with torch_tpu.fused_eager():
+        fused = (pick(base.to(dt).to(DEV)) * 1).sum(dims, keepdim=keep)
+    if view != "neg_rows":
+        assert torch.equal(fused.cpu(), got)
+
+
+def test_sum_leading_low_precision_special_values():
+    x = torch.randn(37, 21, generator=gen(11))
+    x[2, 0] = float("nan"); x[3, 1] = float("inf"); x[4, 2] = float("-inf"); x[5, 2] = float("inf")
+    x[:, 3] = 3e38  # overflows bf16 as the CPU's sum does
+    x[:, 4] = 1e-40  # bf16 denormals are summed, not flushed
+    xb = x.to(torch.bfloat16)
+    got = xb.to(DEV).sum(0).cpu()
+    close(got, xb.sum(0), equal_nan=True, rtol=2e-2, atol=1e-2)
+    assert got[4] != 0
+
+
 def test_sum_special_values():
     x = torch.randn(9, 6, generator=gen(3))
     x[2, 0] = float("nan"); x[3, 1] = float("inf"); x[4, 2] = float("-inf"); x[5, 2] = float("inf")

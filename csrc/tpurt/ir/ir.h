@@ -143,7 +143,7 @@ typedef enum tpu_ir_custom_e {
   TPU_IR_CUSTOM_ROWS_LAYER_NORM_BWD, /* (g [M, N], x, mean [M], rstd [M], w [N]?) -> d x; i1 bit 0 w given */
   TPU_IR_CUSTOM_GELU,           /* (x f32, any shape) -> x Phi(x), exact (erf) GELU (drivers/host/rows.h) */
   TPU_IR_CUSTOM_GELU_BWD,       /* (g, x f32, same shape) -> g (Phi(x) + x phi(x)) */
-  TPU_IR_CUSTOM_COL_SUMS,       /* i1 = 0: (x [M, N] f32) -> [N] sums over M; i1 = 1: (g [M, N], x, mean [M], rstd [M])
+  TPU_IR_CUSTOM_COL_SUMS,       /* i1 = 0: (x [M, N] f32, bf16 or f16) -> [N] f32 sums over M; i1 = 1: (g [M, N], x, mean [M], rstd [M])
                                    -> [2, N]: sum_M g (x - mean) rstd, sum_M g (drivers/host/rows.h) */
   TPU_IR_CUSTOM_SILU,           /* (x f32, any shape) -> x / (1 + exp(-x)) (drivers/host/rows.h) */
   TPU_IR_CUSTOM_SILU_BWD,       /* (g, x f32, same shape) -> g s (1 + x (1 - s)), s = sigmoid(x) */

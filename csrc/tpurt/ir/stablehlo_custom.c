@@ -348,7 +348,9 @@ static int addc(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
 /* COL_SUMS (drivers/host/rows.h): sums over dim 0 of [M, N]; the layer-norm pair stacked as [2, N] */
 static int col_sums(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   static const int64_t fl[2] = {1, 0};
-  if (op->i1 != 1) return shlo_reduce(P, TPU_IR_MONOID_SUM, in[0], fl);
+  if (op->i1 != 1) /* a bf16 / f16 operand sums its values widened to f32 (the result's dtype) */
+    return shlo_reduce(P, TPU_IR_MONOID_SUM, shlo_type(P, in[0])->dtype == op->type.dtype ? in[0]
+                                                 : shlo_convert(P, in[0], op->type.dtype), fl);
   const tpu_ir_type_t t = *shlo_type(P, in[0]);
   static const int64_t d0 = 0;
   int xh = shlo_bin(P, "stablehlo.multiply", shlo_bin(P, "stablehlo.subtract", in[1], shlo_bcast_to(P, in[2], &t, &d0)),

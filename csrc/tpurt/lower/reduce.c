@@ -131,10 +131,10 @@ static int nonzero_mask(tpu_lower_ctx_t* cx, int x) {
 
 /* An f32 sum over the leading dims (a bias gradient) runs as the host's column-sum kernel (custom COL_SUMS,
  * drivers/host/rows.h: double accumulators per column in row order) in every mode, so strict eager and
- * fused-eager / compiled graphs give the same bits; a bf16 / f16 one (autocast's bias gradients) too, on its
- * values widened to f32 (exact), the f32 sum rounded once to the dtype, as the generic reduce rounds its f32
- * accumulator (which the column kernel beat ~1.6x on minGPT's bf16 bias gradients). -1 where it does not
- * apply (the generic reduce). */
+ * fused-eager / compiled graphs give the same bits; a bf16 / f16 one (autocast's bias gradients) too: the
+ * kernel reads the dtype directly (drivers/host/colsum.h: the values widened exactly while summed, no widened
+ * copy), and its f32 sum is rounded once to the dtype, as the generic reduce rounds its f32 accumulator.
+ * -1 where it does not apply (the generic reduce). */
 static int col_sums(tpu_lower_ctx_t* cx, int monoid, int nan_zero, int x, const red_t* r) {
   if (monoid != TPU_IR_MONOID_SUM || nan_zero || x < 0 || !r->n_red || r->rank < 2) return -1;
   const tpu_ir_type_t t = *tpu_ir_type(G, x);
@@ -146,7 +146,7 @@ static int col_sums(tpu_lower_ctx_t* cx, int monoid, int nan_zero, int x, const 
   int64_t d2[2] = {1, 1};
   for (int d = 0; d < r->rank; ++d) d2[d >= k] *= t.dims[d];
   if (d2[0] * d2[1] == 0) return -1;
-  int x2 = tpu_ir_reshape(G, t.dtype == TPU_DTYPE_F32 ? x : tpu_ir_convert(G, x, TPU_DTYPE_F32), 2, d2);
+  int x2 = tpu_ir_reshape(G, x, 2, d2);
   tpu_ir_type_t rt = {0};
   rt.dtype = TPU_DTYPE_F32; rt.rank = 1; rt.dims[0] = d2[1];
   int s = lw_custom(cx, TPU_IR_CUSTOM_COL_SUMS, 0, &rt, 1, &x2);
