@@ -1,5 +1,6 @@
 /* test_norm.c — the channel statistics / affine kernels of batch and group norm
- * (drivers/host/norm.c) against their _ref twin on random shapes, layouts and dtypes. */
+ * (drivers/host/norm.c) against their _ref twin on random shapes, layouts and dtypes (A = 1 with many channels:
+ * the statistics' blocks of one-run channels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +42,11 @@ static double at(const tpu_host_view_t* v, const int64_t* idx) {
 }
 
 static void test_random(void) {
-  for (int it = 0; it < 120; ++it) {
+  for (int it = 0; it < 160; ++it) {
     int dt = it % 3 == 2 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
     int affine = it % 2, two = (it / 2) % 2;
     int64_t A = irand(1, 4), B = irand(1, 9), I = irand(1, 40);
+    if (it >= 120) { A = 1; B = irand(60, 200); I = irand(14, 40); } /* group norm's [1, N*G, n]: blocks of runs */
     int64_t full[3] = {A, B, I}, vec[1] = {B}, st2[2] = {2, B};
     int n = affine ? (two ? 5 : 3) : (two ? 3 : 1), nfull = two ? 2 : 1;
     hview_t in[5];

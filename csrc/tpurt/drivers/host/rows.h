@@ -79,6 +79,9 @@ typedef struct {
   /* a contiguous f32 run's sums in double, one pass (norm.c): g NULL: *s1 = sum (x - m), *s2 = sum (x - m)^2;
    * else *s1 = sum g, *s2 = sum g (x - m) */
   void (*stat2_f32)(const float* g, const float* x, int64_t n, double m, double* s1, double* s2);
+  /* stat2_f32 of count runs of n elements at x + r st (g + r st), shifted by m[r] (m NULL: the run's first x) */
+  void (*stat2_runs)(const float* g, const float* x, int64_t st, int64_t n, int64_t count, const double* m, double* s1,
+                     double* s2);
   /* softmax / its gradient over n elements of w (1..8) adjacent rows at once: element k of row l at p[k * stride + l] */
   void (*softmax_cols)(const float* x, int64_t xs, float* y, int64_t ys, int64_t n, int64_t w, int log);
   void (*softmax_cols_bwd)(const float* g, int64_t gs, const float* y, int64_t ys, float* o, int64_t os, int64_t n,

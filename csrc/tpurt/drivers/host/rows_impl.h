@@ -310,7 +310,8 @@ static inline __attribute__((always_inline)) double rows_hsumd(const rows_vd* a)
   v += __builtin_shuffle(v, (rows_vl){1, 0, 3, 2});
   return v[0];
 }
-static void RFN(stat2_f32)(const float* g, const float* x, int64_t n, double m, double* s1, double* s2) {
+static inline __attribute__((always_inline)) void RFN(stat2_f32)(const float* g, const float* x, int64_t n, double m,
+                                                                  double* s1, double* s2) {
   rows_vd a[4] = {{0}, {0}, {0}, {0}}, b[4] = {{0}, {0}, {0}, {0}};
   const rows_vd mv = {m, m, m, m};
   int64_t i = 0;
@@ -362,6 +363,12 @@ static void RFN(stat2_f32)(const float* g, const float* x, int64_t n, double m, 
     }
   }
   *s1 = rows_hsumd(a); *s2 = rows_hsumd(b);
+}
+
+static void RFN(stat2_runs)(const float* g, const float* x, int64_t st, int64_t n, int64_t count, const double* m,
+                            double* s1, double* s2) {
+  for (int64_t r = 0; r < count; ++r)
+    RFN(stat2_f32)(g ? g + r * st : NULL, x + r * st, n, m ? m[r] : (double)x[r * st], s1 + r, s2 + r);
 }
 
 /* GELU (erf form, rows.h): with h = x^2 / 2 and z = |x| / sqrt(2), q = Phi(-|x|) = erfc(z) / 2 from
@@ -544,4 +551,4 @@ static void RFN(addc)(const float* s, const float* a, const float* b, float v, f
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
                                                      RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
                                                      RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc), RFN(stat2_f32),
-                                                     RFN(softmax_cols), RFN(softmax_cols_bwd)};
+                                                     RFN(stat2_runs), RFN(softmax_cols), RFN(softmax_cols_bwd)};
