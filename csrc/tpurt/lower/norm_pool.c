@@ -357,21 +357,25 @@ static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
   int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2};
   if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: sums per (n, c), one affine pass */
     int64_t dc[3] = {1, N * C, HW}, d3[3] = {N, Gp, C / Gp}, sb[2] = {0, 1}, nc = N * C, c1 = C;
-    int64_t dnc[2] = {N, C}, f0[2] = {1, 0}, f2[3] = {0, 0, 1};
+    int64_t dnc[2] = {N, C}, f0[2] = {1, 0};
     const int nat = half_ok(cx, 1, dt) && lw_dtype_of(cx, 0) == lw_dtype_of(cx, 1); /* bf16 / f16 as they are */
     int x0 = lw_input(cx, 1, nat ? -1 : dt);
     int x3 = tpu_ir_reshape(G, x0, 3, dc), g3 = tpu_ir_reshape(G, lw_input(cx, 0, nat ? -1 : dt), 3, dc);
     int mean = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), 3, d3, sb); /* [N, G, Cg] */
     int rstd = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2), 3, d3, sb);
     int st = chan_stats(cx, 3, (int[]){g3, x3, tpu_ir_reshape(G, mean, 1, &nc)}, nc, dt);
-    int s1 = tpu_ir_reshape(G, chan_row(cx, st, 0, nc), 3, d3);  /* sum g per (n, c) */
-    int s2 = tpu_ir_reshape(G, chan_row(cx, st, 1, nc), 3, d3);  /* sum g (x - mean) */
     if (out_present(cx, 0)) {
-      int w = lw_is_none(cx, 4) ? -1 : tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 4, dt), 2, wd), 3, d3, wb);
-      int inv_n = lw_const(cx, 1.0 / (double)n, dt, 2, d2);
-      /* per (n, group): m1 = sum(g w) / n, m2 = rstd sum(g w (x - mean)) / n */
-      int m1 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, w < 0 ? s1 : BIN(MUL, s1, w), f2), inv_n);
-      int m2 = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, w < 0 ? s2 : BIN(MUL, s2, w), f2), inv_n);
+      int w = lw_is_none(cx, 4) ? -1 : tpu_ir_reshape(G, lw_input(cx, 4, dt), 2, wd);
+      /* per (n, group), both rows of the [2, N*C] sums in one reduce over [2, N, G, Cg] (one step, not two
+       * reduces and their products): m1 = sum(g w) / n, m2 = rstd sum(g w (x - mean)) / n */
+      int64_t d4s[4] = {2, N, Gp, C / Gp}, d3s[3] = {2, N, Gp}, wb4[2] = {2, 3}, f3[4] = {0, 0, 0, 1};
+      int sw = tpu_ir_reshape(G, st, 4, d4s);
+      if (w >= 0) sw = BIN(MUL, sw, tpu_ir_broadcast(G, w, 4, d4s, wb4));
+      int mm = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, sw, f3), lw_const(cx, 1.0 / (double)n, dt, 3, d3s));
+      int64_t lo0[3] = {0, 0, 0}, hi0[3] = {1, N, Gp}, lo1[3] = {1, 0, 0}, hi1[3] = {2, N, Gp}, one[3] = {1, 1, 1};
+      int m1 = tpu_ir_reshape(G, tpu_ir_slice(G, mm, lo0, hi0, one), 2, d2);
+      int m2 = tpu_ir_reshape(G, tpu_ir_slice(G, mm, lo1, hi1, one), 2, d2);
+      if (w >= 0) w = tpu_ir_broadcast(G, w, 3, d3, wb);
       int m1b = tpu_ir_broadcast(G, m1, 3, d3, sb), m2b = BIN(MUL, rstd, tpu_ir_broadcast(G, m2, 3, d3, sb));
       /* d_input = rstd (g w - m1 - (x - mean) rstd m2) = g a + x b + c */
       int a = w < 0 ? rstd : BIN(MUL, rstd, w);
@@ -382,9 +386,16 @@ static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
     } else {
       lw_output(cx, 0, -1);
     }
-    int dw = BIN(MUL, s2, rstd);
-    lw_output(cx, 1, out_present(cx, 1) ? tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, dw, 2, dnc), f0), 1, &c1) : -1);
-    return lw_output(cx, 2, out_present(cx, 2) ? tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, s1, 2, dnc), f0), 1, &c1) : -1);
+    if (out_present(cx, 1)) {
+      int s2 = tpu_ir_reshape(G, chan_row(cx, st, 1, nc), 3, d3); /* sum g (x - mean) per (n, c) */
+      int dw = BIN(MUL, s2, rstd);
+      lw_output(cx, 1, tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, dw, 2, dnc), f0), 1, &c1));
+    } else {
+      lw_output(cx, 1, -1);
+    }
+    if (!out_present(cx, 2)) return lw_output(cx, 2, -1);
+    int s1 = chan_row(cx, st, 0, nc); /* sum g per (n, c) */
+    return lw_output(cx, 2, tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, s1, 2, dnc), f0), 1, &c1));
   }
   int x = tpu_ir_reshape(G, lw_input(cx, 1, dt), 4, d4);
   int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);

@@ -223,6 +223,32 @@ static float* frand(int64_t n, double scale, double shift) {
   for (int64_t i = 0; i < n; ++i) p[i] = (float)(drand_() * scale + shift);
   return p;
 }
+/* affine_rows (norm.c's CHANNEL_AFFINE rows): every ISA build equals the scalar f32 formula bit for bit */
+static void test_affine_rows(void) {
+  const tpu_host_rows_ops_t* isa[3] = {&tpu_host_rows_ops_base, NULL, NULL};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
+  static const int64_t ns[] = {1, 7, 8, 16, 17, 33};
+  for (int t = 0; t < 6; ++t)
+    for (int two = 0; two < 2; ++two) {
+      const int64_t n = ns[t], rows = 5, st = n + 3;
+      float *u = frand(rows * st, 3, 0), *v = frand(rows * st, 3, 0), *a = frand(rows, 2, 0), *b = frand(rows, 2, 0);
+      float *c = frand(rows, 2, 0), *o = malloc(rows * st * 4), *want = malloc(rows * st * 4);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < n; ++i)
+          want[r * st + i] = two ? u[r * st + i] * a[r] + v[r * st + i] * b[r] + c[r] : u[r * st + i] * a[r] + c[r];
+      for (int k = 0; k < 3; ++k) {
+        if (!isa[k]) continue;
+        memset(o, 0, rows * st * 4);
+        isa[k]->affine_rows(u, st, two ? v : NULL, st, o, st, n, rows, a, b, c);
+        int same = 1;
+        for (int64_t r = 0; r < rows; ++r) same &= !memcmp(o + r * st, want + r * st, n * 4);
+        CHECK(same, "affine_rows ISA %d n %lld two %d", k, (long long)n, two);
+      }
+      free(u); free(v); free(a); free(b); free(c); free(o); free(want);
+    }
+}
+
 static void test_layer_norm(void) {
   static const int64_t lens[] = {1, 7, 33, 1000, 4097};
   for (int it = 0; it < 80; ++it) {
@@ -714,6 +740,7 @@ int main(void) {
   test_isa();
   test_exp_isa();
   test_layer_norm();
+  test_affine_rows();
   test_errors();
   test_gelu();
   test_silu();

@@ -182,6 +182,16 @@ static void affine_worker(void* ctx, int64_t r0, int64_t r1) {
   const int two = J->n == 5;
   const tpu_host_view_t *u = &J->xs[0], *v = two ? &J->xs[1] : NULL, *o = J->out;
   const tpu_host_view_t *va = &J->xs[two ? 2 : 1], *vb = two ? &J->xs[3] : NULL, *vc = &J->xs[two ? 4 : 2];
+  if (J->kind == 0 && J->A == 1 && u->strides[2] == 1 && o->strides[2] == 1 && (!v || v->strides[2] == 1) &&
+      va->strides[0] == 1 && vc->strides[0] == 1 && (!vb || vb->strides[0] == 1)) {
+    /* one row per channel with contiguous vectors (group norm's [1, N*C, HxW]): all rows in one call */
+    tpu_host_rows_ops()->affine_rows((const float*)u->data + r0 * u->strides[1], u->strides[1],
+                                     v ? (const float*)v->data + r0 * v->strides[1] : NULL, v ? v->strides[1] : 0,
+                                     (float*)o->data + r0 * o->strides[1], o->strides[1], J->I, r1 - r0,
+                                     (const float*)va->data + r0, vb ? (const float*)vb->data + r0 : NULL,
+                                     (const float*)vc->data + r0);
+    return;
+  }
   if (J->kind == 0 && u->strides[2] == 1 && o->strides[2] == 1 && (!v || v->strides[2] == 1)) {
     /* f32 rows with contiguous runs (group norm's [1, N*C, HxW]): no per-row index division, dispatch or
      * double round trip (the per-row overhead was most of a 4x4 map's time); the same float operations */

@@ -82,6 +82,10 @@ typedef struct {
   /* stat2_f32 of count runs of n elements at x + r st (g + r st), shifted by m[r] (m NULL: the run's first x) */
   void (*stat2_runs)(const float* g, const float* x, int64_t st, int64_t n, int64_t count, const double* m, double* s1,
                      double* s2);
+  /* channel affine rows (norm.c): row r of n elements, o = u a[r] + c[r], or u a[r] + v b[r] + c[r] (v non-NULL),
+   * f32 in that order (no FMA); rows r at u + r us, v + r vs, o + r os */
+  void (*affine_rows)(const float* u, int64_t us, const float* v, int64_t vs, float* o, int64_t os, int64_t n,
+                      int64_t count, const float* a, const float* b, const float* c);
   /* softmax / its gradient over n elements of w (1..8) adjacent rows at once: element k of row l at p[k * stride + l] */
   void (*softmax_cols)(const float* x, int64_t xs, float* y, int64_t ys, int64_t n, int64_t w, int log);
   void (*softmax_cols_bwd)(const float* g, int64_t gs, const float* y, int64_t ys, float* o, int64_t os, int64_t n,

@@ -371,6 +371,26 @@ static void RFN(stat2_runs)(const float* g, const float* x, int64_t st, int64_t 
     RFN(stat2_f32)(g ? g + r * st : NULL, x + r * st, n, m ? m[r] : (double)x[r * st], s1 + r, s2 + r);
 }
 
+/* norm.c's CHANNEL_AFFINE rows in the ISA's vector width (group norm's short HxW rows took ~4.5 ns each through
+ * the base build's per-row loop): the same f32 multiply and adds per element, so the same bits */
+static void RFN(affine_rows)(const float* u, int64_t us, const float* v, int64_t vs, float* o, int64_t os, int64_t n,
+                             int64_t count, const float* a, const float* b, const float* c) {
+  for (int64_t r = 0; r < count; ++r) {
+    const float *ur = u + r * us, *vr = v ? v + r * vs : NULL;
+    float* or_ = o + r * os;
+    const float ca = a[r], cb = v ? b[r] : 0.0f, cc = c[r];
+    const rows_vf av = ROWS_SPLAT(ca), bv = ROWS_SPLAT(cb), cv = ROWS_SPLAT(cc);
+    int64_t i = 0;
+    if (vr) {
+      for (; i + 8 <= n; i += 8) rows_st(or_ + i, rows_ld(ur + i) * av + rows_ld(vr + i) * bv + cv);
+      for (; i < n; ++i) or_[i] = ur[i] * ca + vr[i] * cb + cc;
+    } else {
+      for (; i + 8 <= n; i += 8) rows_st(or_ + i, rows_ld(ur + i) * av + cv);
+      for (; i < n; ++i) or_[i] = ur[i] * ca + cc;
+    }
+  }
+}
+
 /* GELU (erf form, rows.h): with h = x^2 / 2 and z = |x| / sqrt(2), q = Phi(-|x|) = erfc(z) / 2 from
  * Abramowitz-Stegun 7.1.26 (t = 1 / (1 + p z), erfc(z) ~ t P(t) exp(-z^2), absolute error <= 1.5e-7;
  * the approximation PyTorch's vectorized CPU erf uses) computed directly, so the x < 0 side has no
@@ -551,4 +571,4 @@ static void RFN(addc)(const float* s, const float* a, const float* b, float v, f
 const tpu_host_rows_ops_t RFN(tpu_host_rows_ops_) = {RFN(softmax), RFN(softmax_bwd), RFN(layer_norm), RFN(layer_norm_bwd),
                                                      RFN(gelu), RFN(gelu_bwd), RFN(col_sums), RFN(ln_col_sums),
                                                      RFN(silu), RFN(silu_bwd), RFN(lerp), RFN(addc), RFN(stat2_f32),
-                                                     RFN(stat2_runs), RFN(softmax_cols), RFN(softmax_cols_bwd)};
+                                                     RFN(stat2_runs), RFN(affine_rows), RFN(softmax_cols), RFN(softmax_cols_bwd)};
