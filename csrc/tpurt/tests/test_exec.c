@@ -436,6 +436,111 @@ static void test_scalar_clusters(int dt) {
   tpu_ir_graph_free(&g0); tpu_ir_graph_free(&g1);
 }
 
+/* Elementwise custom calls (SILU, GELU, their gradients, LERP, ADDC) as cluster members and roots (exec.c's
+ * custom_elementwise): every output must be bitwise the same as with each custom call a library step of its own
+ * (tpu_host_set_custom_fusion(0), rows.c's kernels), with fewer steps. The graph (x, y, z [R, C] f32; s, v, w
+ * rank-0 f32 runtime scalars): b = silu(x s); c = addcmul(b, y, z, v); e = gelu(c / 2) (an output and read
+ * again); f = silu_bwd(e, x); l = lerp(f, y, w); l2 = lerp(l, z, y) (tensor weight); o = addcdiv(l2, x, |z| + 1, v);
+ * r = sum over dim 1 of gelu_bwd(x, y) * 2 (a cluster evaluated inside its reduce); p = x @ W + bias -> gelu
+ * (a GEMM epilogue). x may be a transposed view; o is also written in place over x. Inputs include NaN,
+ * +-inf and -0. */
+int tpu_host_set_custom_fusion(int on); /* exec.c's test hook (not in host.h) */
+static int custom_op(tpu_ir_graph_t* g, int target, int64_t i1, int n, const int* in) {
+  tpu_ir_op_t p;
+  memset(&p, 0, sizeof p);
+  p.opcode = TPU_IR_CUSTOM;
+  p.type = g->ops[in[0]].type;
+  p.i0 = target;
+  p.i1 = i1;
+  return tpu_ir_add_op(g, &p, n, in);
+}
+static void build_custom_graph(tpu_ir_graph_t* g, int64_t R, int64_t C) {
+  const int64_t d[2] = {R, C}, wd[2] = {C, 5}, pd[2] = {R, 5};
+  const int F = TPU_DTYPE_F32;
+  int x = tpu_ir_param(g, F, 2, d), y = tpu_ir_param(g, F, 2, d), z = tpu_ir_param(g, F, 2, d);
+  int W = tpu_ir_param(g, F, 2, wd), bias = tpu_ir_param(g, F, 1, &wd[1]);
+  int s = tpu_ir_scalar(g, F), v = tpu_ir_scalar(g, F), w = tpu_ir_scalar(g, F);
+  int b = custom_op(g, TPU_IR_CUSTOM_SILU, 0, 1, (int[]){tpu_ir_binary(g, TPU_IR_MUL, x, tpu_ir_broadcast(g, s, 2, d, NULL))});
+  int c = custom_op(g, TPU_IR_CUSTOM_ADDC, 0, 4, (int[]){b, y, z, v});
+  int half = tpu_ir_broadcast(g, tpu_ir_constant(g, F, 2.0), 2, d, NULL);
+  int e = custom_op(g, TPU_IR_CUSTOM_GELU, 0, 1, (int[]){tpu_ir_binary(g, TPU_IR_DIV, c, half)});
+  int f = custom_op(g, TPU_IR_CUSTOM_SILU_BWD, 0, 2, (int[]){e, x});
+  int l = custom_op(g, TPU_IR_CUSTOM_LERP, 0, 3, (int[]){f, y, w});
+  int l2 = custom_op(g, TPU_IR_CUSTOM_LERP, 0, 3, (int[]){l, z, y});
+  int one = tpu_ir_broadcast(g, tpu_ir_constant(g, F, 1.0), 2, d, NULL);
+  int den = tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_unary(g, TPU_IR_ABS, z), one);
+  int o = custom_op(g, TPU_IR_CUSTOM_ADDC, 1, 4, (int[]){l2, x, den, v});
+  int gb = custom_op(g, TPU_IR_CUSTOM_GELU_BWD, 0, 2, (int[]){x, y});
+  int r = tpu_ir_reduce(g, TPU_IR_MONOID_SUM, tpu_ir_binary(g, TPU_IR_MUL, gb, half), (const int64_t[]){0, 1});
+  int pb = tpu_ir_broadcast(g, bias, 2, pd, (const int64_t[]){1});
+  int pg = custom_op(g, TPU_IR_CUSTOM_GELU, 0, 1, (int[]){tpu_ir_binary(g, TPU_IR_ADD, tpu_ir_dot(g, x, W, 0, F), pb)});
+  tpu_ir_output(g, o); tpu_ir_output(g, e); tpu_ir_output(g, r); tpu_ir_output(g, pg);
+}
+static void fill_special(float* p, int64_t n) {
+  const float sp[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 30.0f, -30.0f, 1e-30f};
+  for (int64_t i = 0; i < n; ++i) p[i] = (float)((urand() - 0.45) * 8);
+  for (int64_t i = 0; i < n; i += 97) p[i] = sp[(i / 97) % 8];
+}
+static void test_custom_members(int64_t R, int64_t C, int transposed, int serial) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  build_custom_graph(&g, R, C);
+  tpu_host_exe_t *ef = NULL, *eu = NULL;
+  int old = tpu_host_set_custom_fusion(1);
+  int ok = g.status == TPU_OK && tpu_host_compile(&g, &ef) == TPU_OK;
+  tpu_host_set_custom_fusion(0);
+  ok = ok && tpu_host_compile(&g, &eu) == TPU_OK;
+  tpu_host_set_custom_fusion(old);
+  CHECK(ok, "custom-member graph %lldx%lld builds and compiles", (long long)R, (long long)C);
+  if (!ok) { tpu_host_exe_free(ef); tpu_host_exe_free(eu); tpu_ir_graph_free(&g); return; }
+  CHECK(tpu_host_exe_num_steps(ef) + 6 <= tpu_host_exe_num_steps(eu), "custom calls fused: %d vs %d steps",
+        tpu_host_exe_num_steps(ef), tpu_host_exe_num_steps(eu));
+  const int64_t n = R * C, F = TPU_DTYPE_F32;
+  float *x = malloc(n * 4), *y = malloc(n * 4), *z = malloc(n * 4), *W = malloc(C * 5 * 4), *bias = malloc(5 * 4);
+  float *xi = malloc(n * 4), *out[2][4];
+  fill_special(x, n); fill_special(y, n); fill_special(z, n);
+  for (int64_t i = 0; i < C * 5; ++i) W[i] = (float)(urand() - 0.5);
+  for (int i = 0; i < 5; ++i) bias[i] = (float)(urand() - 0.5);
+  const int64_t osz[4] = {n, n, R, R * 5};
+  for (int k = 0; k < 2; ++k)
+    for (int j = 0; j < 4; ++j) out[k][j] = malloc((size_t)osz[j] * 4);
+  /* x transposed: stored [C, R], viewed [R, C] */
+  tpu_host_view_t xv = {(char*)x, F, 2, {R, C}, {transposed ? 1 : C, transposed ? R : 1}};
+  tpu_host_view_t p[5] = {xv, {(char*)y, F, 2, {R, C}, {C, 1}}, {(char*)z, F, 2, {R, C}, {C, 1}},
+                          {(char*)W, F, 2, {C, 5}, {5, 1}}, {(char*)bias, F, 1, {5}, {1}}};
+  tpu_host_scalar_t sc[3] = {{0.75, 0}, {-0.3, 0}, {0.6, 0}};
+  int same = 1;
+  for (int pass = 0; pass < 2 && ok; ++pass) { /* pass 1: w = 0.3 (lerp's other branch) */
+    if (pass) sc[2].f = 0.3;
+    for (int k = 0; k < 2 && ok; ++k) {
+      tpu_host_view_t q[4] = {{(char*)out[k][0], F, 2, {R, C}, {C, 1}}, {(char*)out[k][1], F, 2, {R, C}, {C, 1}},
+                              {(char*)out[k][2], F, 1, {R}, {1}}, {(char*)out[k][3], F, 2, {R, 5}, {5, 1}}};
+      ok = run(k ? eu : ef, p, sc, q, serial) == TPU_OK;
+    }
+    for (int j = 0; j < 4 && ok; ++j) same &= !memcmp(out[0][j], out[1][j], (size_t)osz[j] * 4);
+  }
+  CHECK(ok && same, "custom members fused differ from library steps: %lldx%lld transposed %d serial %d", (long long)R,
+        (long long)C, transposed, serial);
+  /* in place: o over x's own view (fused plan) must equal the out-of-place result */
+  memcpy(xi, x, (size_t)n * 4);
+  tpu_host_view_t pi[5] = {p[0], p[1], p[2], p[3], p[4]};
+  pi[0].data = (char*)xi;
+  tpu_host_view_t qi[4] = {pi[0], {(char*)out[1][1], F, 2, {R, C}, {C, 1}}, {(char*)out[1][2], F, 1, {R}, {1}},
+                           {(char*)out[1][3], F, 2, {R, 5}, {5, 1}}};
+  ok = ok && run(ef, pi, sc, qi, serial) == TPU_OK;
+  int inplace = ok;
+  for (int64_t i = 0; i < R && inplace; ++i)
+    for (int64_t j = 0; j < C && inplace; ++j)
+      inplace = !memcmp(&xi[transposed ? j * R + i : i * C + j], &out[0][0][i * C + j], 4);
+  CHECK(inplace, "custom cluster written in place over x differs: %lldx%lld transposed %d", (long long)R, (long long)C,
+        transposed);
+  for (int k = 0; k < 2; ++k)
+    for (int j = 0; j < 4; ++j) free(out[k][j]);
+  free(x); free(y); free(z); free(W); free(bias); free(xi);
+  tpu_host_exe_free(ef); tpu_host_exe_free(eu);
+  tpu_ir_graph_free(&g);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
@@ -449,6 +554,10 @@ int main(void) {
       }
   const int sdts[] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_BF16, TPU_DTYPE_F16, TPU_DTYPE_I64, TPU_DTYPE_I32};
   for (int d = 0; d < 6; ++d) test_scalar_clusters(sdts[d]);
+  const int64_t cshape[][2] = {{1, 1}, {7, 5}, {3, 513}, {37, 1001}, {1100, 1000}};
+  for (int serial = 0; serial < 3; ++serial)
+    for (int i = 0; i < 5; ++i)
+      for (int t = 0; t < 2; ++t) test_custom_members(cshape[i][0], cshape[i][1], t, serial);
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
   test_reduce_chunking(37, 2053);

@@ -9,6 +9,7 @@
 
 #include "drivers/host/gemm.h"
 #include "drivers/host/host.h"
+#include "drivers/host/rows.h"
 
 enum { K_PARAM, K_SCALAR, K_CONST, K_VIEW, K_MEMBER, K_ROOT, K_LIB };
 
@@ -57,6 +58,76 @@ int tpu_host_set_epilogue_fusion(int on) {
   int old = epilogue_fusion_on();
   atomic_store_explicit(&g_epi_fusion, on ? 1 : 0, memory_order_relaxed);
   return old;
+}
+
+/* Elementwise custom calls (SILU, GELU and their gradients, LERP, ADDC: rows.h's one-pass f32 kernels) join
+ * elementwise clusters like any other op, as members (an AdamW update's multiply -> ADDC, sqrt/divide/add ->
+ * addcdiv; a bias add -> GELU in a GEMM epilogue) or roots with members: the same per-element kernel then runs
+ * on each tile (rows_impl.h's loops compute element i from the operands' element i alone, so the bits do not
+ * depend on tiling). A lone one (no member) stays a library step (rows.c's flat path). Their rank-0 operands
+ * (ADDC's value, LERP's scalar weight) are leaves read as broadcasts of the cluster's shape.
+ * TORCH_TPU_CUSTOM_FUSION=0 or tpu_host_set_custom_fusion(0) (a test hook) keeps every custom call a library
+ * step. */
+static _Atomic int g_custom_fusion = -1; /* -1: TORCH_TPU_CUSTOM_FUSION not read yet */
+static int custom_fusion_on(void) {
+  int v = atomic_load_explicit(&g_custom_fusion, memory_order_relaxed);
+  if (v < 0) {
+    const char* s = getenv("TORCH_TPU_CUSTOM_FUSION");
+    while (s && (*s == ' ' || *s == '\t')) ++s;
+    int expected = -1;
+    atomic_compare_exchange_strong(&g_custom_fusion, &expected, !(s && *s == '0'));
+    v = atomic_load_explicit(&g_custom_fusion, memory_order_relaxed);
+  }
+  return v;
+}
+int tpu_host_set_custom_fusion(int on) {
+  int old = custom_fusion_on();
+  atomic_store_explicit(&g_custom_fusion, on ? 1 : 0, memory_order_relaxed);
+  return old;
+}
+static int custom_elementwise(const tpu_ir_graph_t* G, int v) {
+  const tpu_ir_op_t* op = &G->ops[v];
+  if (op->opcode != TPU_IR_CUSTOM || op->type.dtype != TPU_DTYPE_F32) return 0;
+  int scalar_k = -1, n_in;
+  switch (op->i0) {
+    case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_GELU: n_in = 1; break;
+    case TPU_IR_CUSTOM_SILU_BWD: case TPU_IR_CUSTOM_GELU_BWD: n_in = 2; break;
+    case TPU_IR_CUSTOM_LERP: n_in = 3; scalar_k = 2; break;
+    case TPU_IR_CUSTOM_ADDC: n_in = 4; scalar_k = 3; if (op->i1 != 0 && op->i1 != 1) return 0; break;
+    default: return 0;
+  }
+  if (op->n_in != n_in) return 0;
+  for (int k = 0; k < n_in; ++k) {
+    const tpu_ir_type_t* t = &G->ops[tpu_ir_operand(G, v, k)].type;
+    if (t->dtype != TPU_DTYPE_F32) return 0;
+    if (t->rank == 0 && (k == scalar_k || op->type.rank == 0)) continue;
+    if (k == scalar_k && op->i0 == TPU_IR_CUSTOM_ADDC) return 0; /* ADDC's value is rank 0 */
+    if (t->rank != op->type.rank) return 0;
+    for (int d = 0; d < t->rank; ++d) if (t->dims[d] != op->type.dims[d]) return 0;
+  }
+  return 1;
+}
+/* Runs custom member `op` over n f32 elements of its operands' tile slots (see custom_elementwise). */
+static void custom_compute(const tpu_ir_graph_t* G, const tpu_ir_op_t* op, float* dst, const void* const* in,
+                           int64_t n) {
+  const tpu_host_rows_ops_t* R = tpu_host_rows_ops();
+  const float *a = in[0], *b = in[1];
+  switch (op->i0) {
+    case TPU_IR_CUSTOM_SILU: R->silu(a, dst, n); break;
+    case TPU_IR_CUSTOM_GELU: R->gelu(a, dst, n); break;
+    case TPU_IR_CUSTOM_SILU_BWD: R->silu_bwd(a, b, dst, n); break;
+    case TPU_IR_CUSTOM_GELU_BWD: R->gelu_bwd(a, b, dst, n); break;
+    case TPU_IR_CUSTOM_LERP: { /* a rank-0 weight's slot holds its value (first element) */
+      const int ws = G->ops[G->operands[op->in_off + 2]].type.rank != 0 || op->type.rank == 0 ? 1 : 0;
+      R->lerp(a, b, in[2], ws, dst, n);
+      break;
+    }
+    default: R->addc(a, b, in[2], *(const float*)in[3], dst, n, op->i1 == 1); break; /* ADDC */
+  }
+}
+/* ew: elementwise ops and (custom fusion on) elementwise custom calls. */
+static int plan_elementwise(const tpu_ir_graph_t* G, int v, int custom_on) {
+  return tpu_ir_is_elementwise(G->ops[v].opcode) || (custom_on && custom_elementwise(G, v));
 }
 
 /* Multi-step graphs (compiled replays, fused-eager traces, _foreach_ lists) run with the pool's grains
@@ -225,17 +296,20 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     users[v] += 2; /* an output is always materialized */
     if (e->out_index[v] < 0) e->out_index[v] = k;
   }
+  const int custom_on = custom_fusion_on();
   for (int v = 0; v < n; ++v) {
     int oc = G->ops[v].opcode;
     if (oc == TPU_IR_PARAM) e->kind[v] = K_PARAM;
     else if (oc == TPU_IR_SCALAR) e->kind[v] = K_SCALAR;
     else if (oc == TPU_IR_CONSTANT) e->kind[v] = K_CONST;
     else if (tpu_ir_is_view(oc)) e->kind[v] = K_VIEW;
-    else if (tpu_ir_is_elementwise(oc)) e->kind[v] = K_ROOT; /* demoted below */
+    else if (plan_elementwise(G, v, custom_on)) e->kind[v] = K_ROOT; /* demoted below */
     else e->kind[v] = K_LIB;
   }
+  /* (a member has its reader's shape: a rank-0 operand of a custom call stays a leaf) */
   for (int v = 0; v < n; ++v)
-    if (e->kind[v] == K_ROOT && users[v] == 1 && tpu_ir_is_elementwise(G->ops[user[v]].opcode))
+    if (e->kind[v] == K_ROOT && users[v] == 1 && plan_elementwise(G, user[v], custom_on) &&
+        G->ops[v].type.rank == G->ops[user[v]].type.rank)
       e->kind[v] = K_MEMBER;
   /* Clusters keep at most 48 distinct leaves (the runner holds 64 leaf views; long fused-eager
    * chains would exceed that): walking each cluster from its root, last root first, a member whose
@@ -266,6 +340,13 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
       }
     }
     free(stk);
+  }
+  /* a custom call that is a root without members runs its library kernel (rows.c) */
+  for (int v = 0; v < n; ++v) {
+    if (e->kind[v] != K_ROOT || G->ops[v].opcode != TPU_IR_CUSTOM) continue;
+    int has = 0;
+    for (int k = 0; k < G->ops[v].n_in; ++k) has |= e->kind[tpu_ir_operand(G, v, k)] == K_MEMBER;
+    if (!has) e->kind[v] = K_LIB;
   }
   /* An elementwise root read only by a reduce is never materialized whole: the reduce
    * evaluates it block by block (cache-sized temporaries), see run_fused_reduce. */
@@ -507,6 +588,14 @@ static int copy_small(const tpu_host_view_t* src, const tpu_host_view_t* dst) {
 }
 #undef COPY_STRIDED_ROW
 
+/* A rank-0 leaf of a cluster of rank > 0 (a custom call's scalar operand, see custom_elementwise) as a
+ * broadcast of the cluster's shape. */
+static void leaf_bcast(tpu_host_view_t* v, int rank, const int64_t* sizes) {
+  if (v->rank != 0 || rank == 0) return;
+  v->rank = rank;
+  for (int d = 0; d < rank; ++d) { v->sizes[d] = sizes[d]; v->strides[d] = 0; }
+}
+
 /* Strides for viewing `src` with new sizes without copying (PyTorch's computeStride
  * rule); returns 0 if impossible. */
 static int reshape_strides(const tpu_host_view_t* src, int rank, const int64_t* sizes, int64_t* out) {
@@ -737,6 +826,7 @@ static tpu_status_t compute_members(const tpu_host_exe_t* e, const tpu_host_tile
     const void* in[4] = {0};
     for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
     void* dst = (i == nm - 1 && root_dst) ? root_dst : (void*)(regs + (size_t)e->reg[v] * reg_stride);
+    if (op->opcode == TPU_IR_CUSTOM) { custom_compute(G, op, dst, in, n); continue; }
     if (T->compute(op, op->type.dtype, dst, e->in_dtype[v], in, n))
       return TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
                      tpu_dtype_name(e->in_dtype[v]));
@@ -1000,7 +1090,7 @@ static tpu_status_t run_cluster_views(const tpu_host_exe_t* e, int root, const t
   if (run_cluster_flat(e, root, lp, out, &st)) return st;
   if (nleaf == 1 && run_convert_direct(e, root, lp[0], out)) return TPU_OK;
   tpu_host_view_t leaf[64]; /* run_cluster_tiled rewrites them to its iteration dims */
-  for (int j = 0; j < nleaf; ++j) leaf[j] = *lp[j];
+  for (int j = 0; j < nleaf; ++j) { leaf[j] = *lp[j]; leaf_bcast(&leaf[j], out->rank, out->sizes); }
   return run_cluster_tiled(e, root, leaf, out);
 }
 
@@ -1124,7 +1214,9 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
   atomic_init(&D->failed, 0);
   int ok = nleaf <= 64 && dot_epi_view(out, &op->type, &D->out);
   for (int j = 0; j < nleaf && ok; ++j) {
-    ok = dot_epi_view(&vals[lv[j]].v, &op->type, &D->leaf[j]);
+    tpu_host_view_t lj = vals[lv[j]].v;
+    leaf_bcast(&lj, op->type.rank, op->type.dims); /* (all strides 0: any shape of the same numel) */
+    ok = dot_epi_view(&lj, &op->type, &D->leaf[j]);
     int u = lv[j];
     while (G->ops[u].opcode == TPU_IR_RESHAPE) u = tpu_ir_operand(G, u, 0);
     D->is_c[j] = u == d;
@@ -1158,7 +1250,7 @@ static tpu_status_t run_fused_reduce(const tpu_host_exe_t* e, int v, int u, val_
   if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
   tpu_host_view_t leaf[64], lb[64];
   const int32_t* lv = e->leaves + e->leaf_off[u];
-  for (int j = 0; j < nleaf; ++j) leaf[j] = vals[lv[j]].v;
+  for (int j = 0; j < nleaf; ++j) { leaf[j] = vals[lv[j]].v; leaf_bcast(&leaf[j], S->rank, S->dims); }
   int64_t total = tpu_ir_numel(S), es = (int64_t)tpu_dtype_size(S->dtype);
   int d0 = -1;
   for (int d = 0; d < R && d0 < 0; ++d) if (S->dims[d] > 1) d0 = d;
@@ -1521,7 +1613,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
     double t2 = prof_now();
     prof_add("output copies", t2 - prof_t1);
     char key[48];
-    snprintf(key, sizeof(key), "exe total, %s steps", e->n_steps < 4 ? "<4" : e->n_steps < 64 ? "<64" : ">=64");
+    if (e->n_steps < 64) snprintf(key, sizeof(key), "exe total, %s steps", e->n_steps < 4 ? "<4" : "<64");
+    else snprintf(key, sizeof(key), "exe total, %d steps", e->n_steps); /* compiled graphs: one row each */
     prof_add(key, t2 - prof_t0);
   }
   scratch_free(&s);
