@@ -265,8 +265,8 @@ tpu_status_t tpu_host_k_channel(const tpu_ir_op_t* op, int n, const tpu_host_vie
   ch_job_t J = {0}; /* set by ch_check on success; zeroed for the compiler's flow analysis */
   TPU_RETURN_IF_ERROR(ch_check(op, n, xs, out, &J));
   int64_t per = TPU_MAX((int64_t)1, J.I * (J.affine ? 1 : J.A));
-  if (J.affine) tpu_pool_parallel_for(J.A * J.B, TPU_MAX((int64_t)1, 32768 / per), affine_worker, &J);
-  else tpu_pool_parallel_for(J.B, TPU_MAX((int64_t)1, 32768 / per), stats_worker, &J);
+  if (J.affine) tpu_pool_parallel_for_dynamic(J.A * J.B, TPU_MAX((int64_t)1, 32768 / per), affine_worker, &J);
+  else tpu_pool_parallel_for_dynamic(J.B, TPU_MAX((int64_t)1, 32768 / per), stats_worker, &J);
   return TPU_OK;
 }
 

@@ -168,7 +168,7 @@ static tpu_status_t k_layer_norm(const tpu_ir_op_t* op, int n, const tpu_host_vi
                 .mean = &xs[nf], .rstd = &xs[nf + 1], .w = hw ? &xs[nf + 2] : NULL,
                 .b = hb ? &xs[nf + 2 + hw] : NULL, .out = out, .N = N};
   if (M == 0 || N == 0) return TPU_OK;
-  tpu_pool_parallel_for(M, TPU_MAX((int64_t)1, 16384 / N), ln_worker, &J);
+  tpu_pool_parallel_for_dynamic(M, TPU_MAX((int64_t)1, 16384 / N), ln_worker, &J);
   if (J.oom) return TPU_ERR(OUT_OF_MEMORY, "host: row layer norm: out of memory for %lld-element scratch rows", (long long)N);
   return TPU_OK;
 }
@@ -408,10 +408,10 @@ tpu_status_t tpu_host_k_rows(const tpu_ir_op_t* op, int n, const tpu_host_view_t
   if (rows == 0 || J.N == 0) return TPU_OK;
   if (!J.f64 && J.I > 1 && out->strides[2] == 1 && xs[0].strides[2] == 1 && (!bwd || xs[1].strides[2] == 1)) {
     const int64_t units = out->sizes[0] * ((J.I + 7) / 8);
-    tpu_pool_parallel_for(units, TPU_MAX((int64_t)1, 2048 / J.N), cols_worker, &J);
+    tpu_pool_parallel_for_dynamic(units, TPU_MAX((int64_t)1, 2048 / J.N), cols_worker, &J);
     return TPU_OK;
   }
-  tpu_pool_parallel_for(rows, TPU_MAX((int64_t)1, 16384 / J.N), rows_worker, &J);
+  tpu_pool_parallel_for_dynamic(rows, TPU_MAX((int64_t)1, 16384 / J.N), rows_worker, &J);
   if (J.oom) return TPU_ERR(OUT_OF_MEMORY, "host: row softmax: out of memory for a %lld-element scratch row",
                             (long long)J.N);
   return TPU_OK;

@@ -15,7 +15,9 @@
  * neighbours are adjacent in memory (softmax over dim != -1 of a contiguous tensor: I innermost) run
  * 8 at a time, one vector lane each, sums in order along the dim; other strided rows go through a
  * per-chunk scratch row.
- * f64 rows use libm exp/log in double. Rows run in parallel on the thread pool.
+ * f64 rows use libm exp/log in double. Rows (and layer-norm rows, norm.c's channels) run on the thread pool in up
+ * to 4 chunks per thread (tpu_pool_parallel_for_dynamic: a late or descheduled worker on shared cores leaves its
+ * share to the others); each row or channel is one chunk's, so the bits do not depend on the thread count.
  *
  *   ROWS_LAYER_NORM     (x [M, N], mean [M], rstd [M], w [N]?, b [N]?) -> [M, N]:
  *                       (x - mean) rstd [* w] [+ b]; i1 bit 0: w given, bit 1: b given
