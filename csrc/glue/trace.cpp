@@ -7,7 +7,8 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include <ATen/ops/empty_strided.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -66,13 +67,17 @@ class CaptureHandle {
   // until the run is enqueued.
   std::vector<at::Tensor> run(std::vector<at::Tensor> inputs, bool donate) {
     std::vector<tpu_tensor_t> in = records(inputs, "captured graph input");
-    const int nb = tpu_capture_num_buffers(c_);
+    if (!layouts_ready_) load_layouts();
+    const int nb = static_cast<int>(bufs_.size());
     std::vector<at::Tensor> bufs(static_cast<size_t>(nb));
     std::vector<tpu_tensor_t> rec(static_cast<size_t>(nb));
+    // Straight to the allocator (no dispatcher round trip per buffer): a replay's buffers are the same
+    // empty_strided PyTorch's factory would make on this device.
+    c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device_)));
+    const auto ks = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
     auto alloc = [&](int b) {
-      tpu_tensor_t meta;
-      check_status(tpu_capture_buffer_info(c_, b, &meta));
-      bufs[b] = at::empty_strided(sizes_of(meta), strides_of(meta), options(meta));
+      const BufLayout& l = bufs_[static_cast<size_t>(b)];
+      bufs[b] = at::detail::empty_strided_generic(l.sizes, l.strides, tpu_allocator(), ks, l.dtype);
       fill_tensor_record(bufs[b], &rec[b], "captured graph output");
     };
     std::vector<int> dead;  // donated inputs, by last read
@@ -89,6 +94,7 @@ class CaptureHandle {
       int32_t latest = *std::max_element(first.begin(), first.end());
       // the same tensor more than once (a value and its detached alias): one entry, its last read
       std::unordered_map<const c10::TensorImpl*, std::pair<int, size_t>> first_of;  // -> (first index, copies)
+      first_of.reserve(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) {
         auto it = first_of.emplace(inputs[i].unsafeGetTensorImpl(), std::make_pair(static_cast<int>(i), size_t{0})).first;
         it->second.second++;
@@ -131,17 +137,22 @@ class CaptureHandle {
       st = tpu_capture_run(c_, in.data(), static_cast<int>(in.size()), rec.data(), nb);
     }
     check_status(st);
-    const int n = tpu_capture_num_outputs(c_);
-    std::vector<at::Tensor> outs(static_cast<size_t>(n));
-    for (int k = 0; k < n; ++k) {
-      tpu_tensor_t meta;
-      int input = -1, buffer = -1;
-      int64_t off = 0;
-      check_status(tpu_capture_output_info(c_, k, &meta, &input, &buffer, &off));
-      const at::Tensor& base = input >= 0 ? inputs.at(static_cast<size_t>(input)) : bufs.at(static_cast<size_t>(buffer));
-      auto sizes = sizes_of(meta), strides = strides_of(meta);
-      if (off == 0 && base.sizes().vec() == sizes && base.strides().vec() == strides) outs[k] = base;
-      else outs[k] = base.as_strided(sizes, strides, base.storage_offset() + off);
+    const size_t n = outs_.size();
+    std::vector<at::Tensor> outs(n);
+    for (size_t k = 0; k < n; ++k) {
+      const OutLayout& o = outs_[k];
+      const at::Tensor& base = o.input >= 0 ? inputs.at(static_cast<size_t>(o.input)) : bufs.at(static_cast<size_t>(o.buffer));
+      if (o.off == 0 && base.sizes().equals(o.sizes) && base.strides().equals(o.strides)) {
+        outs[k] = base;
+        continue;
+      }
+      // Another tensor on the base's storage, not an autograd view of it (what inductor's outputs are,
+      // torch._C._dynamo.guards._reinterpret_tensor): AOTAutograd detaches every output that is a view
+      // before saving it, and an autograd as_strided costs a view record; a graph output has no autograd
+      // history to share with its base anyway (AOTAutograd regenerates aliases of inputs itself).
+      at::Tensor alias = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(base.storage()), base.key_set(), base.dtype());
+      alias.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, base.storage_offset() + o.off);
+      outs[k] = std::move(alias);
     }
     return outs;
   }
@@ -161,6 +172,40 @@ class CaptureHandle {
   int device_;
   std::vector<at::Tensor> constants_;
   std::vector<int32_t> life_last_, life_first_;  // tpu_capture_lifetimes, once (per input / per buffer)
+  // what tpu_capture_buffer_info / tpu_capture_output_info return, read once (they never change)
+  struct BufLayout {
+    std::vector<int64_t> sizes, strides;
+    c10::ScalarType dtype;
+  };
+  struct OutLayout {
+    std::vector<int64_t> sizes, strides;
+    int input, buffer;
+    int64_t off;
+  };
+  std::vector<BufLayout> bufs_;
+  std::vector<OutLayout> outs_;
+  bool layouts_ready_ = false;
+  void load_layouts() {
+    const int nb = tpu_capture_num_buffers(c_), n = tpu_capture_num_outputs(c_);
+    std::vector<BufLayout> bl(static_cast<size_t>(nb));
+    std::vector<OutLayout> ol(static_cast<size_t>(n));
+    for (int b = 0; b < nb; ++b) {
+      tpu_tensor_t meta;
+      check_status(tpu_capture_buffer_info(c_, b, &meta));
+      bl[b] = BufLayout{sizes_of(meta), strides_of(meta), c10::typeMetaToScalarType(options(meta).dtype())};
+    }
+    for (int k = 0; k < n; ++k) {
+      tpu_tensor_t meta;
+      OutLayout& o = ol[k];
+      check_status(tpu_capture_output_info(c_, k, &meta, &o.input, &o.buffer, &o.off));
+      o.sizes = sizes_of(meta);
+      o.strides = strides_of(meta);
+      TORCH_CHECK(o.input >= 0 || (o.buffer >= 0 && o.buffer < nb), "captured graph: output ", k, " has no base");
+    }
+    bufs_ = std::move(bl);
+    outs_ = std::move(ol);
+    layouts_ready_ = true;
+  }
 };
 
 int g_capture_device = -1;  // the device of the last _capture_begin (default for _capture_end)
