@@ -19,6 +19,7 @@
 
 #include "cache/exec_cache.h"
 #include "cache/hash.h"
+#include "cache/shape_family.h"
 #include "runtime/runtime.h"
 
 #define DEFAULT_MAX_BYTES (1ull << 30)
@@ -466,6 +467,7 @@ void tpu_cache_stats_reset(void) {
 }
 tpu_status_t tpu_cache_clear(void) {
   tpu_exec_cache_clear();
+  tpu_shape_family_clear();
   return tpu_disk_cache_clear();
 }
 const char* tpu_cache_dir(void) {

@@ -114,6 +114,11 @@ static tpu_status_t validate(const tpu_exec_entry_t* e, const tpu_ir_graph_t* g,
   return TPU_OK;
 }
 
+tpu_status_t tpu_exec_graph_check(const tpu_exec_entry_t* e, const tpu_ir_graph_t* g, const tpu_arg_t* args,
+                                  int nargs, const tpu_tensor_t* outs, int nouts) {
+  return validate(e, g, args, nargs, outs, nouts);
+}
+
 tpu_status_t tpu_exec_payload_decode(const uint8_t* buf, size_t len, const tpu_arg_t* args, int nargs,
                                      const tpu_tensor_t* outs, int nouts, tpu_exec_entry_t** out_e) {
   *out_e = NULL;

@@ -27,6 +27,11 @@ int tpu_exec_disk_load(const uint8_t* key, size_t key_len, const tpu_arg_t* args
 /* Writes e (key and executable set) to the disk level; failures are counted, never returned. */
 void tpu_exec_disk_store(const tpu_exec_entry_t* e);
 
+/* Checks a graph for e's tables against a call (what a disk load checks: every parameter and output
+ * type equals its tensor's, bindings name arguments of the right kind); INVALID_ARGUMENT if not. */
+tpu_status_t tpu_exec_graph_check(const tpu_exec_entry_t* e, const tpu_ir_graph_t* g, const tpu_arg_t* args,
+                                  int nargs, const tpu_tensor_t* outs, int nouts);
+
 /* For tests: the payload of e, and its decoding + validation against a call. */
 tpu_status_t tpu_exec_payload_encode(const tpu_exec_entry_t* e, uint8_t** out_buf, size_t* out_len);
 tpu_status_t tpu_exec_payload_decode(const uint8_t* buf, size_t len, const tpu_arg_t* args, int nargs,

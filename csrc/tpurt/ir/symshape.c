@@ -28,6 +28,7 @@ struct tpu_ir_template_s {
   uint8_t determined[MAX_MONO];
   int64_t m0[MAX_MONO];    /* value of each undetermined monomial in every sample so far */
   int32_t* vidx;           /* per (op, slot): index into vars, or -1 (constant) */
+  int32_t* op_nvars;       /* per op: how many of its slots are vars (0: the op is the first sample's) */
   var_t* vars; int n_vars, cap_vars;
 };
 
@@ -133,7 +134,8 @@ tpu_status_t tpu_ir_template_create_ex(const tpu_ir_graph_t* g, const int64_t* a
   size_t nv = (size_t)g->n_ops * NSLOT + (size_t)n_aux;
   t->vidx = malloc((nv ? nv : 1) * sizeof(int32_t));
   t->aux = malloc((size_t)(n_aux + n_exact + 1) * sizeof(int64_t));
-  if (!t->vidx || !t->aux) { tpu_ir_template_free(t); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
+  t->op_nvars = calloc((size_t)(g->n_ops ? g->n_ops : 1), sizeof(int32_t));
+  if (!t->vidx || !t->aux || !t->op_nvars) { tpu_ir_template_free(t); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
   for (size_t i = 0; i < nv; ++i) t->vidx[i] = -1;
   if (n_aux) memcpy(t->aux, aux, (size_t)n_aux * sizeof(int64_t));
   if (n_exact) memcpy(t->aux + n_aux, exact, (size_t)n_exact * sizeof(int64_t));
@@ -154,7 +156,7 @@ tpu_status_t tpu_ir_template_create(const tpu_ir_graph_t* g, const int64_t* syms
 void tpu_ir_template_free(tpu_ir_template_t* t) {
   if (!t) return;
   tpu_ir_graph_free(&t->g);
-  free(t->vidx); free(t->vars); free(t->aux); free(t);
+  free(t->vidx); free(t->op_nvars); free(t->vars); free(t->aux); free(t);
 }
 
 /* Everything but the slots must be equal; the first difference goes into reason. */
@@ -232,15 +234,22 @@ tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* 
   const int NV = g->n_ops * NSLOT + n_aux;
   cand_t tmp[MAX_MONO];
   char name[96];
-  /* pass 1: check (t unchanged) */
+  /* pass 1: check (t unchanged). An op with no symbolic slot that equals the first sample's
+   * bytewise has every slot constant and equal: skipped (most of a graph's ops). */
+  const int G = g->n_ops * NSLOT;
   for (int gi = 0; gi < NV; ++gi) {
+    if (gi < G && gi % NSLOT == 0 && !t->op_nvars[gi / NSLOT] &&
+        !memcmp(&t->g.ops[gi / NSLOT], &g->ops[gi / NSLOT], sizeof(tpu_ir_op_t))) {
+      gi += NSLOT - 1;
+      continue;
+    }
     int64_t d = sample_get(g, aux, gi, &t->g), r = sample_get(&t->g, t->aux, gi, NULL);
     int vi = t->vidx[gi];
     if (vi < 0) {
       if (d == r) continue;
       if (!new_candidates(t, r, d, mv, mok, tmp)) {
-        if (gi < g->n_ops * NSLOT) slot_name(g, gi / NSLOT, gi % NSLOT, name, sizeof name);
-        else var_name(t, -1, gi - g->n_ops * NSLOT, name, sizeof name);
+        if (gi < G) slot_name(g, gi / NSLOT, gi % NSLOT, name, sizeof name);
+        else var_name(t, -1, gi - G, name, sizeof name);
         snprintf(reason, reason_len, "%s is %lld at this size and %lld at the %d earlier one(s): no c + k*m fits", name,
                  (long long)d, (long long)r, t->n_samples);
         return TPU_OK;
@@ -269,14 +278,19 @@ tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* 
     }
   }
   for (int gi = 0; gi < NV; ++gi) {
+    if (gi < G && gi % NSLOT == 0 && !t->op_nvars[gi / NSLOT] &&
+        !memcmp(&t->g.ops[gi / NSLOT], &g->ops[gi / NSLOT], sizeof(tpu_ir_op_t))) {
+      gi += NSLOT - 1;
+      continue;
+    }
     int64_t d = sample_get(g, aux, gi, &t->g), r = sample_get(&t->g, t->aux, gi, NULL);
     int32_t* vi = &t->vidx[gi];
     if (*vi < 0) {
       if (d == r) continue;
       var_t* x = &t->vars[t->n_vars];
-      int G = g->n_ops * NSLOT;
       x->op = gi < G ? gi / NSLOT : -1; x->slot = gi < G ? gi % NSLOT : gi - G;
       x->n = new_candidates(t, r, d, mv, mok, x->c);
+      if (x->op >= 0) t->op_nvars[x->op]++;
       *vi = t->n_vars++;
       continue;
     }
@@ -295,6 +309,68 @@ tpu_status_t tpu_ir_template_add_ex(tpu_ir_template_t* t, const tpu_ir_graph_t* 
 tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* syms,
                                  int* out_verdict, char* reason, size_t reason_len) {
   return tpu_ir_template_add_ex(t, g, NULL, 0, NULL, 0, syms, out_verdict, reason, reason_len);
+}
+
+/* The value of var x at monomial values mv: 0 and *val, or why not: 1 its candidates disagree or
+ * overflow, 2 below min_varying, 3 a negative dim, 4 a float constant that is not exact. */
+static int var_value(const tpu_ir_template_t* t, const var_t* x, const int64_t* mv, const uint8_t* mok,
+                     int64_t min_varying, int64_t* out) {
+  int64_t val = 0;
+  if (x->n <= 0) return 1;
+  for (int c = 0; c < x->n; ++c) {
+    int e_ok;
+    int64_t e = cand_eval(&x->c[c], mv, mok, &e_ok);
+    if (!e_ok || (c > 0 && e != val)) return 1;
+    val = e;
+  }
+  *out = val;
+  if (val < min_varying) return 2;
+  if (x->op < 0) return 0;
+  if (x->slot < MAXD && val < 0) return 3;
+  if (x->slot == VAL && tpu_dtype_is_floating(t->g.ops[x->op].type.dtype)) {
+    int64_t ref;
+    int kind = value_slot(&t->g.ops[x->op], &ref);
+    if (val > (int64_t)EXACT_F || val < -(int64_t)EXACT_F || (val == 0 && kind == 2) || (val < 2 && kind == 3)) return 4;
+  }
+  return 0;
+}
+
+/* Every undetermined monomial must keep its value (else nothing constant is predictable). */
+static int undetermined_moved(const tpu_ir_template_t* t, const int64_t* mv, const uint8_t* mok) {
+  for (int m = 0; m < t->n_mono; ++m)
+    if (!t->determined[m] && (!mok[m] || mv[m] != t->m0[m])) return m + 1;
+  return 0;
+}
+
+int tpu_ir_template_matches(const tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* syms,
+                            int64_t min_varying) {
+  if (!t || !g || t->n_aux || (t->n_syms && !syms) || g->status) return 0;
+  const tpu_ir_graph_t* a = &t->g;
+  if (a->n_ops != g->n_ops || a->n_operands != g->n_operands || a->n_params != g->n_params ||
+      a->n_scalars != g->n_scalars || a->n_outputs != g->n_outputs || a->precision != g->precision ||
+      memcmp(a->operands, g->operands, (size_t)a->n_operands * sizeof(int32_t)) ||
+      memcmp(a->outputs, g->outputs, (size_t)a->n_outputs * sizeof(int32_t)))
+    return 0;
+  int64_t mv[MAX_MONO];
+  uint8_t mok[MAX_MONO];
+  mono_values(t->n_syms, syms, mv, mok);
+  if (undetermined_moved(t, mv, mok)) return 0;
+  for (int v = 0; v < a->n_ops; ++v) {
+    if (!t->op_nvars[v]) {
+      if (memcmp(&a->ops[v], &g->ops[v], sizeof(tpu_ir_op_t))) return 0;
+      continue;
+    }
+    tpu_ir_op_t op = a->ops[v];
+    for (int sl = 0; sl < NSLOT; ++sl) {
+      int vi = t->vidx[v * NSLOT + sl];
+      if (vi < 0) continue;
+      int64_t val;
+      if (var_value(t, &t->vars[vi], mv, mok, min_varying, &val)) return 0;
+      slot_set(&op, sl, val);
+    }
+    if (memcmp(&op, &g->ops[v], sizeof op)) return 0;
+  }
+  return 1;
 }
 
 tpu_status_t tpu_ir_template_instantiate_ex(const tpu_ir_template_t* t, const int64_t* syms, int64_t min_varying,
@@ -319,24 +395,16 @@ tpu_status_t tpu_ir_template_instantiate_ex(const tpu_ir_template_t* t, const in
   for (int i = 0; i < t->n_vars && !st; ++i) {
     const var_t* x = &t->vars[i];
     int64_t val = 0;
-    int ok = x->n > 0;
-    for (int c = 0; c < x->n && ok; ++c) {
-      int e_ok;
-      int64_t e = cand_eval(&x->c[c], mv, mok, &e_ok);
-      if (!e_ok) { ok = 0; break; }
-      if (c == 0) val = e; else if (e != val) ok = 0;
-    }
-    var_name(t, x->op, x->slot, name, sizeof name);
-    if (!ok) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s has %d expression(s) that disagree (or overflow) at these sizes", name, x->n);
-    else if (val < min_varying)
-      st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is %lld at these sizes (a varying field below %lld: a size 0 or 1 may lower differently)",
-                   name, (long long)val, (long long)min_varying);
-    else if (x->op < 0) out_aux[x->slot] = val;
-    else if (x->slot < MAXD && val < 0) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is negative (%lld) at these sizes", name, (long long)val);
-    else if (x->slot == VAL && tpu_dtype_is_floating(out_g->ops[x->op].type.dtype) &&
-             (val > (int64_t)EXACT_F || val < -(int64_t)EXACT_F || (val == 0 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 2) ||
-             (val < 2 && value_slot(&t->g.ops[x->op], &(int64_t){0}) == 3)))
-      st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is not exact as a float (or 1 / 0) at these sizes", name);
+    int why = var_value(t, x, mv, mok, min_varying, &val);
+    if (why) {
+      var_name(t, x->op, x->slot, name, sizeof name);
+      if (why == 1) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s has %d expression(s) that disagree (or overflow) at these sizes", name, x->n);
+      else if (why == 2)
+        st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is %lld at these sizes (a varying field below %lld: a size 0 or 1 may lower differently)",
+                     name, (long long)val, (long long)min_varying);
+      else if (why == 3) st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is negative (%lld) at these sizes", name, (long long)val);
+      else st = TPU_ERR(INVALID_ARGUMENT, "size template: %s is not exact as a float (or 1 / 0) at these sizes", name);
+    } else if (x->op < 0) out_aux[x->slot] = val;
     else slot_set(&out_g->ops[x->op], x->slot, val);
   }
   if (!st) st = tpu_ir_verify(out_g);

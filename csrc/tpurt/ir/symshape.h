@@ -65,6 +65,12 @@ tpu_status_t tpu_ir_template_add(tpu_ir_template_t* t, const tpu_ir_graph_t* g, 
  * negative, a result that fails tpu_ir_verify; OUT_OF_MEMORY. *out_g is freed on error. */
 tpu_status_t tpu_ir_template_instantiate(const tpu_ir_template_t* t, const int64_t* syms, tpu_ir_graph_t* out_g);
 
+/* 1 if g is exactly the graph instantiate would give at syms (every op bytewise, every size field
+ * one all candidates agree on, varying fields >= min_varying), else 0: the check of a graph built at
+ * new sizes against the prediction, without building the prediction. Templates without extra slots. */
+int tpu_ir_template_matches(const tpu_ir_template_t* t, const tpu_ir_graph_t* g, const int64_t* syms,
+                            int64_t min_varying);
+
 /* Templates with extra slots: besides the graph, each sample brings n_aux integers that are size
  * fields too (c + k*m; a capture's bindings: input/buffer/output layouts, offsets) and n_exact
  * words that must be identical in every sample (their structure: kinds, indexes, dtypes, ranks).

@@ -7,6 +7,7 @@
 #include "cache/exec_cache.h"
 #include "cache/hash.h"
 #include "cache/exec_codec.h"
+#include "cache/shape_family.h"
 #include "compiler/compiler.h"
 #include "lower/lower.h"
 #include "lower/trace.h"
@@ -82,7 +83,10 @@ static int graph_reads_precision(const tpu_ir_graph_t* g) {
 
 /* ---- signature: everything a lowering may depend on (not data, strides, or
  * runtime scalar values). */
-typedef struct { uint8_t* p; size_t len, cap; uint8_t inline_buf[1024]; int oom; } key_t_;
+/* sizes (optional, NULL on the hot path): a shape family's key (cache/shape_family.h) is the key
+ * without tensor sizes; they go to sizes->v instead (n = -1 once there are too many). */
+typedef struct { int64_t v[TPU_SHAPE_FAMILY_MAX_SLOTS]; int n; } key_sizes_t;
+typedef struct { uint8_t* p; size_t len, cap; uint8_t inline_buf[1024]; int oom; key_sizes_t* sizes; } key_t_;
 static inline void key_put(key_t_* k, const void* data, size_t n) {
   if (__builtin_expect(k->len + n > k->cap, 0)) {
     size_t cap = k->cap * 2;
@@ -98,7 +102,12 @@ static inline void key_put(key_t_* k, const void* data, size_t n) {
 static void key_tensor(key_t_* k, const tpu_tensor_t* t) {
   int32_t hdr[2] = {t->ndim, t->ndim >= 0 ? t->dtype : -1};
   key_put(k, hdr, sizeof(hdr));
-  if (t->ndim > 0) key_put(k, t->sizes, (size_t)t->ndim * sizeof(int64_t));
+  if (t->ndim <= 0) return;
+  key_sizes_t* z = k->sizes;
+  if (__builtin_expect(!z, 1)) { key_put(k, t->sizes, (size_t)t->ndim * sizeof(int64_t)); return; }
+  if (z->n < 0 || z->n + t->ndim > TPU_SHAPE_FAMILY_MAX_SLOTS) { z->n = -1; return; }
+  memcpy(z->v + z->n, t->sizes, (size_t)t->ndim * sizeof(int64_t));
+  z->n += t->ndim;
 }
 static tpu_status_t build_key(key_t_* k, const char* name, const tpu_arg_t* args, int nargs,
                               const tpu_tensor_t* outs, int nouts, uint32_t key_scalars,
@@ -168,11 +177,15 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A shape family's view of one call (NULL: none): the key without sizes, and the sizes. */
+typedef struct { const uint8_t* key; size_t len; const int64_t* slots; int n_slots; int instantiated; } fam_call_t;
+
 /* lower_only: the entry gets everything but its executable (e->exe NULL; see tpu_exec_entry_materialize);
- * *out_reads_precision then says whether the lowered graph has DOTs/CONVs. */
+ * *out_reads_precision then says whether the lowered graph has DOTs/CONVs. fc (optional): a size the
+ * op's shape family can make without the passes (fc->instantiated = 1), or a sample for it. */
 static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, const tpu_arg_t* args, int nargs,
                                   const tpu_tensor_t* outs, int nouts, int precision, int lower_only,
-                                  int* out_reads_precision, tpu_exec_entry_t** out_e) {
+                                  int* out_reads_precision, fam_call_t* fc, tpu_exec_entry_t** out_e) {
   double t0 = now_s();
   tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
   if (!cx) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
@@ -189,24 +202,45 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
     e = calloc(1, sizeof(*e));
     if (!e) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   }
-  if (st == TPU_OK && lower_only && out_reads_precision) *out_reads_precision = graph_reads_precision(&cx->g);
-  if (st == TPU_OK && !lower_only) st = tpu_compiler_compile(&cx->g, name, &e->exe); /* passes + host plan */
   if (st == TPU_OK) {
     e->n_tbind = cx->n_tbind; e->n_sbind = cx->n_sbind; e->gen_arg = cx->gen_arg;
     e->rng_increment = cx->rng_increment; e->n_outputs = nouts;
     e->n_arg_outs = cx->n_arg_outs;
     memcpy(e->arg_outs, cx->arg_outs, sizeof(e->arg_outs));
-    memcpy(e->tbind, cx->tbind, sizeof(e->tbind));
-    memcpy(e->sbind, cx->sbind, sizeof(e->sbind));
+    memcpy(e->tbind, cx->tbind, (size_t)cx->n_tbind * sizeof(e->tbind[0]));
+    memcpy(e->sbind, cx->sbind, (size_t)cx->n_sbind * sizeof(e->sbind[0]));
     e->n_checks = cx->n_checks;
     memcpy(e->checks, cx->checks, sizeof(e->checks));
+  }
+  if (st == TPU_OK && lower_only && out_reads_precision) *out_reads_precision = graph_reads_precision(&cx->g);
+  if (st == TPU_OK && !lower_only && fc) {
+    /* a new size of a known family: the optimized graph from its template, checked against this call */
+    tpu_ir_graph_t post;
+    int r = tpu_shape_family_try(fc->key, fc->len, fc->slots, fc->n_slots, cx, &post);
+    if (r == 1) {
+      int seq = tpu_compiler_dump_next_seq();
+      if (seq >= 0) { tpu_compiler_dump(&cx->g, name, seq, "before"); tpu_compiler_dump(&post, name, seq, "after"); }
+      tpu_status_t vs = tpu_exec_graph_check(e, &post, args, nargs, outs, nouts);
+      if (!vs) vs = tpu_host_compile(&post, &e->exe);
+      if (vs) { tpu_status_free(vs); e->exe = NULL; } /* never expected: compile in full below */
+      else fc->instantiated = 1;
+      tpu_ir_graph_free(&post);
+    }
+    if (!e->exe) {
+      tpu_ir_graph_t pre;
+      int learn = r == 0 && tpu_ir_graph_clone(&cx->g, &pre) == TPU_OK;
+      st = tpu_compiler_compile(&cx->g, name, &e->exe); /* passes + host plan */
+      if (learn && st == TPU_OK) tpu_shape_family_learn(fc->key, fc->len, fc->slots, fc->n_slots, cx, &pre, tpu_host_exe_graph(e->exe));
+      else if (learn) tpu_ir_graph_free(&pre);
+    }
+  } else if (st == TPU_OK && !lower_only) {
+    st = tpu_compiler_compile(&cx->g, name, &e->exe); /* passes + host plan */
+  }
+  if (st == TPU_OK) {
     if (!lower_only) tpu_metrics_add_compile(now_s() - t0);
     *out_e = e;
   } else if (e) {
     free(e);
-  }
-  if (st && tpu_status_code(st) == TPU_STATUS_INTERNAL) {
-    /* make internal lowering errors debuggable */
   }
   tpu_ir_graph_free(&cx->g);
   free(cx);
@@ -217,7 +251,7 @@ tpu_status_t tpu_exec_entry_materialize(tpu_exec_entry_t* e, const tpu_lowering_
                                         const tpu_arg_t* args, int nargs, const tpu_tensor_t* outs, int nouts) {
   if (e->exe) return TPU_OK;
   tpu_exec_entry_t* full = NULL;
-  TPU_RETURN_IF_ERROR(compile_entry(l, name, args, nargs, outs, nouts, 0, 0, NULL, &full));
+  TPU_RETURN_IF_ERROR(compile_entry(l, name, args, nargs, outs, nouts, 0, 0, NULL, NULL, &full));
   if (full->n_tbind != e->n_tbind || full->n_sbind != e->n_sbind || full->n_arg_outs != e->n_arg_outs ||
       full->rng_increment != e->rng_increment) {
     tpu_host_exe_free(full->exe); free(full);
@@ -490,7 +524,7 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
   if (list_split_plan(op->list_op, args, nargs, nouts, &split_n, &split_chunk, &split_tail))
     return list_split_run(device, op_name, args, nargs, outs, nouts, split_n, split_chunk, split_tail);
   key_t_ k; /* fields set one by one: an initializer would zero the 1 KiB inline buffer every op */
-  k.p = k.inline_buf; k.len = 0; k.cap = sizeof(k.inline_buf); k.oom = 0;
+  k.p = k.inline_buf; k.len = 0; k.cap = sizeof(k.inline_buf); k.oom = 0; k.sizes = NULL;
   const int uses_precision = __atomic_load_n(&op->uses_precision, __ATOMIC_ACQUIRE);
   int precision = uses_precision ? tpu_rt_matmul_precision() : 0;
   tpu_status_t st = build_key(&k, op_name, args, nargs, outs, nouts, l->key_scalars, l->key_class, precision);
@@ -514,7 +548,19 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
     /* While a capture records a new size, an op's own executable is only a fallback (the capture runs one
      * fused graph): lowered now (key, bindings, checks), compiled only if a fallback runs it; not cached. */
     int lazy = !from_disk && precision == 0 && tpu_trace_capturing(device), reads_precision = 0;
-    if (!from_disk) st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, lazy, &reads_precision, &e);
+    /* the op's shape family (cache/shape_family.h): this key without its tensor sizes */
+    key_sizes_t fz;
+    key_t_ fk;
+    fam_call_t fc = {0};
+    fk.p = fk.inline_buf; fk.len = 0; fk.cap = sizeof(fk.inline_buf); fk.oom = 0; fk.sizes = &fz; fz.n = 0;
+    if (!from_disk && !lazy && tpu_shape_family_enabled() &&
+        build_key(&fk, op_name, args, nargs, outs, nouts, l->key_scalars, l->key_class, precision) == TPU_OK &&
+        fz.n > 0) {
+      fc.key = fk.p; fc.len = fk.len; fc.slots = fz.v; fc.n_slots = fz.n;
+    }
+    if (!from_disk) st = compile_entry(l, op_name, args, nargs, outs, nouts, precision, lazy, &reads_precision,
+                                       fc.key ? &fc : NULL, &e);
+    if (fk.p != fk.inline_buf) free(fk.p);
     if (st == TPU_OK && lazy) {
       if (!uses_precision && reads_precision) __atomic_store_n(&((struct tpu_op_s*)op)->uses_precision, 1, __ATOMIC_RELEASE);
       e->hash = h; e->key_len = k.len; e->refcount = 1;
@@ -535,7 +581,8 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
       if (!e->key) { tpu_host_exe_free(e->exe); free(e); st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
       else {
         memcpy(e->key, k.p, k.len);
-        if (!from_disk) tpu_exec_disk_store(e);
+        /* a family's new size is planned in less time than a load costs: not written */
+        if (!from_disk && !fc.instantiated) tpu_exec_disk_store(e);
         e = tpu_exec_cache_insert(e); memo_store(e);
       }
     }

@@ -14,6 +14,7 @@
 #include "cache/exec_cache.h"
 #include "cache/exec_codec.h"
 #include "cache/hash.h"
+#include "cache/shape_family.h"
 #include "ir/serialize.h"
 #include "tpurt.h"
 
@@ -460,6 +461,68 @@ static void test_op_path(void) {
   tpu_rt_free(0, da); tpu_rt_free(0, db); tpu_rt_free(0, dout);
 }
 
+/* ---- shape families (cache/shape_family.h): new sizes of an op made from its size templates give
+ * the bits a full compile gives, and are not written to the disk level. mean over dim 0 of [n, 5]
+ * (its scale 1/n is a size field) and add of [n, 1] + [5], n = 2..40. */
+static void run_mean_add(int64_t n, int families, float* out_mean, float* out_add) {
+  tpu_shape_family_set_enabled(families);
+  float* x = malloc((size_t)n * 5 * sizeof(float));
+  for (int64_t i = 0; i < n * 5; ++i) x[i] = (float)((double)(int64_t)(rnd() % 2001 - 1000) / 7.0);
+  void *dx = NULL, *dm = NULL, *da = NULL;
+  OK(tpu_rt_malloc(0, (size_t)n * 5 * 4, &dx)); OK(tpu_rt_malloc(0, 5 * 4, &dm)); OK(tpu_rt_malloc(0, (size_t)n * 5 * 4, &da));
+  OK(tpu_rt_memcpy_h2d(0, dx, x, (size_t)n * 5 * 4));
+  tpu_tensor_t tx = tpu_tensor_contiguous(dx, 0, TPU_DTYPE_F32, 2, (int64_t[]){n, 5});
+  tpu_tensor_t tm = tpu_tensor_contiguous(dm, 0, TPU_DTYPE_F32, 1, (int64_t[]){5});
+  int64_t dim0 = 0;
+  tpu_arg_t margs[] = {tpu_arg_tensor(&tx), tpu_arg_int_list(&dim0, 1), tpu_arg_bool(false), tpu_arg_none(), tpu_arg_tensor(&tm)};
+  OK(tpu_op_run(0, "aten::mean.out", margs, 5, &tm, 1));
+  tpu_tensor_t tc = tpu_tensor_contiguous(dx, 0, TPU_DTYPE_F32, 2, (int64_t[]){n, 1});
+  tpu_tensor_t ta = tpu_tensor_contiguous(da, 0, TPU_DTYPE_F32, 2, (int64_t[]){n, 5});
+  tpu_arg_t aargs[] = {tpu_arg_tensor(&tc), tpu_arg_tensor(&tm), tpu_arg_f64(0.75), tpu_arg_tensor(&ta)};
+  OK(tpu_op_run(0, "aten::add.out", aargs, 4, &ta, 1));
+  OK(tpu_rt_synchronize(0));
+  tpu_status_free(tpu_rt_memcpy_d2h(0, out_mean, dm, 5 * 4));
+  tpu_status_free(tpu_rt_memcpy_d2h(0, out_add, da, (size_t)n * 5 * 4));
+  tpu_rt_free(0, dx); tpu_rt_free(0, dm); tpu_rt_free(0, da);
+  free(x);
+}
+static void test_shape_families(void) {
+  OK(tpu_cache_clear());
+  int was = tpu_shape_family_set_enabled(1);
+  tpu_shape_family_stats_t f0, f1;
+  tpu_cache_stats_t s0, s1;
+  tpu_metrics_t m0, m1;
+  tpu_shape_family_stats(&f0); tpu_cache_stats_get(&s0); tpu_metrics_get(&m0);
+  int same = 1, nn = 0;
+  static float m_on[5], m_off[5], a_on[40 * 5], a_off[40 * 5];
+  for (int64_t n = 2; n <= 40; ++n, ++nn) {
+    uint64_t seed = g_rng;
+    run_mean_add(n, 1, m_on, a_on);
+    g_rng = seed;
+    tpu_exec_cache_clear(); /* the full compile of this size (and the families stay) */
+    tpu_cache_stats_t sx; tpu_cache_stats_get(&sx);
+    run_mean_add(n, 0, m_off, a_off);
+    same &= !memcmp(m_on, m_off, sizeof m_on) && !memcmp(a_on, a_off, (size_t)n * 5 * 4);
+    tpu_exec_cache_clear();
+  }
+  tpu_shape_family_set_enabled(1);
+  tpu_shape_family_stats(&f1); tpu_cache_stats_get(&s1); tpu_metrics_get(&m1);
+  CHECK(same, "every size: the same bits with and without the templates");
+  uint64_t inst = f1.instantiated - f0.instantiated;
+  printf("  shape families: %llu of %d sizes x 2 ops instantiated, %llu samples\n", (unsigned long long)inst, nn,
+         (unsigned long long)(f1.samples - f0.samples));
+  CHECK(inst >= 2 * (uint64_t)(nn - 4), "all but the first sizes are instantiated (%llu)", (unsigned long long)inst);
+  /* each size made twice (on, off; off loads what on wrote): only full compiles write files */
+  CHECK(m1.compiles - m0.compiles + s1.disk_hits - s0.disk_hits == 4 * (uint64_t)nn, "every size compiled or loaded");
+  CHECK(s1.disk_writes - s0.disk_writes <= 4 * (uint64_t)nn - inst, "instantiated executables are not written");
+  /* a size 1 (may lower differently) is never instantiated; the result is still right */
+  tpu_shape_family_stats(&f0);
+  run_mean_add(1, 1, m_on, a_on);
+  tpu_shape_family_stats(&f1);
+  CHECK(f1.instantiated == f0.instantiated, "size 1: compiled in full");
+  tpu_shape_family_set_enabled(was);
+}
+
 int main(void) {
   snprintf(g_dir, sizeof g_dir, "/tmp/tpu_test_cache_XXXXXX");
   if (!mkdtemp(g_dir)) { printf("mkdtemp failed\n"); return 1; }
@@ -470,6 +533,7 @@ int main(void) {
   test_disk(); /* forks: before the runtime starts its threads */
   OK(tpu_rt_init());
   test_op_path();
+  test_shape_families();
   tpu_disk_cache_clear();
   rmdir(g_dir);
   printf("test_cache: %d passed, %d failed\n", g_pass, g_fail);
