@@ -190,3 +190,64 @@ def test_gemm_bf16_env_invalid_value_raises_at_import():
     proc = _run_env("import torch", TORCH_TPU_GEMM_BF16="yes")
     assert proc.returncode != 0
     assert "TORCH_TPU_GEMM_BF16" in proc.stderr and "expected 0 or 1" in proc.stderr
+
+
+_DIRECT = """
+    import hashlib
+    import torch, torch.nn.functional as F
+    import torch_tpu
+    g = torch.Generator().manual_seed(5)
+    r = lambda *s: torch.randn(*s, generator=g).bfloat16()
+    d = lambda t: t.to("tpu")
+    outs = []
+    x, w, b = r(37, 130), r(65, 130), r(65)
+    x3, wl, bl = r(3, 19, 130), r(200, 130), r(200)
+    xk, wk = r(9, 900), r(33, 900)  # k over one GEMM block: C is written, then stored
+    q, k, v = r(16, 33, 32), r(16, 32, 41), r(16, 41, 24)
+    for fused in (False, True):
+        torch_tpu.set_fused_eager(fused)
+        outs.append(F.linear(d(x), d(w), d(b)).cpu())                       # bias + bf16 store
+        outs.append(F.linear(d(x3), d(wl), d(bl)).cpu())                     # 3-D input, 200 columns
+        outs.append(F.linear(d(x3).transpose(0, 1), d(w), d(b)).cpu())       # non-contiguous input
+        outs.append(torch.addmm(d(b), d(x), d(w).t()).cpu())
+        outs.append(torch.addmm(d(b)[:1].expand(65), d(x), d(w).t()).cpu())  # broadcast bias
+        outs.append(torch.addmm(d(b), d(x)[:1], d(w).t()).cpu())            # one row (GEMV)
+        outs.append(torch.mm(d(x), d(w).t()).cpu())                         # convert only
+        outs.append(torch.mm(d(xk), d(wk).t()).cpu())
+        outs.append(torch.mm(d(x).t(), d(x)).cpu())                          # transposed A
+        outs.append(torch.bmm(d(q), d(k)).cpu())
+        outs.append(torch.bmm(d(k).transpose(1, 2), d(q).transpose(1, 2)).cpu())
+        outs.append(torch.bmm(d(q)[::2], d(k)[::2]).cpu())                  # strided batch
+        outs.append(torch.matmul(d(q).view(4, 4, 33, 32), d(k).view(4, 4, 32, 41)).cpu())
+        outs.append(torch.bmm(d(q), d(k)).transpose(1, 2).contiguous().cpu())
+        outs.append((torch.bmm(d(q), d(k)) @ d(v)).cpu())
+        torch_tpu.set_fused_eager(False)
+    for t in outs:
+        print(hashlib.sha256(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()[:16], t.dtype, tuple(t.shape))
+"""
+
+
+def _direct_run(epilogue: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_TPU_GEMM_EPILOGUE"}
+    env["TORCH_TPU_GEMM_EPILOGUE"] = epilogue
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_DIRECT)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("\n")
+
+
+def test_bf16_products_fused_store_bit_identical_to_unfused():
+    """bf16 products whose result is only rounded to bf16 (a bias row added first: autocast's linear layers,
+    bmm) may be stored by the GEMM itself (drivers/host/gemm.h, tpu_host_gemm_epi_t.out_bf16): the same bits
+    as the product followed by separate elementwise ops (TORCH_TPU_GEMM_EPILOGUE=0), in strict and fused
+    eager; odd sizes, 3-D and non-contiguous inputs, broadcast bias, one row, long k, batched and strided."""
+    on, off = _direct_run("1"), _direct_run("0")
+    assert len(on) > 30 and on == off
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (37, 130), (2048, 128)])
+def test_bf16_linear_bias_vs_cpu(shape):
+    m, kdim = shape
+    x, w, b = make((m, kdim), torch.bfloat16, 1), make((77, kdim), torch.bfloat16, 2), make((77,), torch.bfloat16, 3)
+    got = F.linear(x.to(DEV), w.to(DEV), b.to(DEV))
+    close_lowp(got, x.float() @ w.float().t() + b.float(), torch.bfloat16)

@@ -560,6 +560,83 @@ static void run_direct_a(uint64_t seed) {
   }
 }
 
+/* ---- the epilogue's direct bf16 store (tpu_host_gemm_epi_t.out_bf16): out = bf16(bias + C) equals the
+ * rounding of the f32 product the same kernels compute into C, bit for bit; fn is never called on the block
+ * path. Random bf16 / f32 operands and layouts, m or n of 1 (GEMV), k over one block (C written, then
+ * stored), transposed C and output, broadcast / strided / absent bias, batches in one call or one call per
+ * matrix with t0 counting (as the executor's unfolded batch loop). */
+static void epi_never(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb, const float* blk,
+                      int64_t rs, int64_t cs) {
+  (void)t, (void)i0, (void)j0, (void)mb, (void)nb, (void)blk, (void)rs, (void)cs;
+  ++*(int*)ctx;
+}
+static void run_store_bf16(uint64_t seed) {
+  uint64_t s = seed;
+  int64_t den_total = 0;
+  for (int r = 0; r < (SANITIZED ? 40 : 160); ++r) {
+    const int64_t batch = r % 3 == 0 ? rng_int(&s, 2, 5) : 1;
+    const int64_t m = r % 9 == 0 ? 1 : rng_int(&s, 1, r % 5 == 0 ? 300 : 70);
+    const int64_t n = r % 11 == 0 ? 1 : rng_int(&s, 1, r % 4 == 0 ? 200 : 70);
+    const int64_t k = r % 13 == 0 ? rng_int(&s, 800, 1100) : rng_int(&s, 1, 140);
+    const int dt = r % 4 == 3 ? TPU_DTYPE_F32 : TPU_DTYPE_BF16;
+    const int ta = (int)rng_int(&s, 0, 1), tb = (int)rng_int(&s, 0, 1), c_tr = r % 5 == 4, o_tr = r % 7 == 6;
+    const int bias_kind = (int)rng_int(&s, 0, 3); /* none, per column, per (matrix, column), stepped */
+    const int per_call = batch > 1 && r % 2;
+    const int64_t es = dt == TPU_DTYPE_BF16 ? 2 : 4;
+    char* a = malloc((size_t)(batch * m * k) * (size_t)es);
+    char* b = malloc((size_t)(batch * k * n) * (size_t)es);
+    float* c = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* bias = malloc((size_t)(batch * 2 * n) * sizeof(float));
+    uint16_t* out = malloc((size_t)(batch * m * n + 1) * sizeof(uint16_t));
+    for (int64_t i = 0; i < batch * m * k; ++i) {
+      float v = (float)rng_unit(&s) * 4;
+      if (dt == TPU_DTYPE_BF16) ((uint16_t*)a)[i] = tpu_f32_to_bf16(v); else ((float*)a)[i] = v;
+    }
+    for (int64_t i = 0; i < batch * k * n; ++i) {
+      float v = (float)rng_unit(&s) * (r % 10 == 1 ? 1e-37f : 1.0f); /* r % 10 == 1: denormal results */
+      if (i % 101 == 7) v = i % 2 ? INFINITY : NAN;
+      if (dt == TPU_DTYPE_BF16) ((uint16_t*)b)[i] = tpu_f32_to_bf16(v); else ((float*)b)[i] = v;
+    }
+    for (int64_t i = 0; i < batch * 2 * n; ++i) bias[i] = (float)rng_unit(&s) * (i % 17 == 3 ? 1e30f : 8.0f);
+    const int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+    const int64_t c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1, o_rs = o_tr ? 1 : n, o_cs = o_tr ? m : 1;
+    const float* bp = bias_kind ? bias : NULL;
+    const int64_t bias_bs = bias_kind == 2 ? 2 * n : 0, bias_cs = bias_kind == 3 ? 2 : 1;
+    /* expected: the f32 product into C, then rounded */
+    tpu_host_sgemm_batched_ex(dt, dt, 0, batch, m, n, k, 1.0f, a, m * k, a_rs, a_cs, b, k * n, b_rs, b_cs, 0.0f, c,
+                              m * n, c_rs, c_cs);
+    out[batch * m * n] = 0xabcd; /* sentinel */
+    for (int64_t i = 0; i < batch * m * n; ++i) out[i] = 0x1234;
+    int calls = 0;
+    tpu_host_gemm_epi_t epi = {epi_never, &calls, 0, (int)rng_int(&s, 0, 1), out, m * n, o_rs, o_cs, bp, bias_bs, bias_cs};
+    float* c2 = malloc((size_t)(batch * m * n) * sizeof(float));
+    if (per_call)
+      for (int64_t t = 0; t < batch; ++t, ++epi.t0)
+        tpu_host_sgemm_batched_epi(dt, dt, 0, 1, m, n, k, 1.0f, a + t * m * k * es, 0, a_rs, a_cs, b + t * k * n * es,
+                                   0, b_rs, b_cs, 0.0f, c2 + t * m * n, 0, c_rs, c_cs, &epi);
+    else
+      tpu_host_sgemm_batched_epi(dt, dt, 0, batch, m, n, k, 1.0f, a, m * k, a_rs, a_cs, b, k * n, b_rs, b_cs, 0.0f, c2,
+                                 m * n, c_rs, c_cs, &epi);
+    int ok = calls == 0 && out[batch * m * n] == 0xabcd, denormals = 0;
+    for (int64_t t = 0; t < batch && ok; ++t)
+      for (int64_t i = 0; i < m && ok; ++i)
+        for (int64_t j = 0; j < n && ok; ++j) {
+          const float v = c[t * m * n + i * c_rs + j * c_cs];
+          const uint16_t want = tpu_f32_to_bf16(bp ? bp[t * bias_bs + j * bias_cs] + v : v);
+          ok = out[t * m * n + i * o_rs + j * o_cs] == want;
+          denormals += (want & 0x7f80) == 0 && (want & 0x7f) != 0;
+        }
+    case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1, .beta = 0, .tb = tb};
+    char what[128];
+    snprintf(what, sizeof what, "direct bf16 store == bf16(bias + C) %s ta %d c_tr %d o_tr %d bias %d per_call %d den %d",
+             dt == TPU_DTYPE_BF16 ? "bf16" : "f32", ta, c_tr, o_tr, bias_kind, per_call, denormals);
+    report(ok, &info, what, 0, 0);
+    den_total += denormals;
+    free(a); free(b); free(c); free(c2); free(bias); free(out);
+  }
+  if (den_total == 0) report(0, &(case_t){0}, "direct bf16 store: no denormal result was produced", 0, 0);
+}
+
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */
 static void* concurrent_main(void* arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg;
@@ -585,6 +662,7 @@ int main(void) {
     run_formats(4321 + (uint64_t)i);
     run_bf16_layouts(555 + (uint64_t)i);
     run_direct_a(999 + (uint64_t)i);
+    run_store_bf16(2024 + (uint64_t)i);
     printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
   }
   run_bf16_denormals();

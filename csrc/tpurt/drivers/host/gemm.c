@@ -297,9 +297,50 @@ typedef struct gemm_args_s {
 } gemm_args_t;
 
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+/* The direct bf16 store (tpu_host_gemm_epi_t.out_bf16) of the block C[t][i0:i0+mb, j0:j0+nb] (C's own
+ * coordinates) whose values are at blk[i * rs + j * cs]. */
+static void store_bf16_portable(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias, uint16_t* out,
+                                int64_t o_rs) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = x[i * x_rs + j];
+      out[i * o_rs + j] = tpu_f32_to_bf16(bias ? bias[j] + v : v);
+    }
+}
+static void gemm_store_bf16(const tpu_host_gemm_epi_t* e, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb,
+                            const float* blk, int64_t rs, int64_t cs) {
+  uint16_t* o = e->out_bf16 + t * e->out_bs + i0 * e->out_rs + j0 * e->out_cs;
+  const float* bias = e->bias ? e->bias + t * e->bias_bs + j0 * e->bias_cs : NULL;
+  if (cs == 1 && e->out_cs == 1 && (!bias || e->bias_cs == 1)) {
+#if defined(__x86_64__) || defined(__i386__)
+    const int limit = atomic_load_explicit(&g_isa_limit, memory_order_relaxed); /* tests pick each variant */
+    if (limit >= TPU_HOST_GEMM_ISA_AVX512BF16 && tpu_cpu_has_avx512bf16()) {
+      tpu_host_gemm_store_bf16_avx512bf16(mb, nb, blk, rs, bias, o, e->out_rs);
+      return;
+    }
+    if (limit >= TPU_HOST_GEMM_ISA_AVX512 && tpu_cpu_has_avx512f()) {
+      tpu_host_gemm_store_bf16_avx512(mb, nb, blk, rs, bias, o, e->out_rs);
+      return;
+    }
+#endif
+    store_bf16_portable(mb, nb, blk, rs, bias, o, e->out_rs);
+    return;
+  }
+  for (int64_t i = 0; i < mb; ++i)
+    for (int64_t j = 0; j < nb; ++j) {
+      const float v = blk[i * rs + j * cs];
+      o[i * e->out_rs + j * e->out_cs] = tpu_f32_to_bf16(bias ? bias[j * e->bias_cs] + v : v);
+    }
+}
+
 /* C[i0:i0+mb, j0:j0+nb] (the driver's coordinates) is final: run the epilogue on it. */
 static void gemm_epi_at(const gemm_args_t* g, int64_t i0, int64_t j0, int64_t mb, int64_t nb, const float* blk,
                         int64_t rs, int64_t cs) {
+  if (g->epi->out_bf16) {
+    if (g->epi_tr) gemm_store_bf16(g->epi, g->epi_t, j0, i0, nb, mb, blk, cs, rs);
+    else gemm_store_bf16(g->epi, g->epi_t, i0, j0, mb, nb, blk, rs, cs);
+    return;
+  }
   if (g->epi_tr) g->epi->fn(g->epi->ctx, g->epi_t, j0, i0, nb, mb, blk, cs, rs);
   else g->epi->fn(g->epi->ctx, g->epi_t, i0, j0, mb, nb, blk, rs, cs);
 }

@@ -96,6 +96,16 @@ typedef struct tpu_host_gemm_epi_s {
   void* ctx;
   int64_t t0;
   int c_unused; /* only the epilogue reads C: blocks may stay in a per-thread buffer */
+  /* (optional) a bf16 store the packed driver does itself in place of fn (autocast's linear layers and
+   * bmms: the product, plus a bias, rounded to bf16): with out_bf16 set, a finished block's values v go to
+   * out_bf16[t * out_bs + i * out_rs + j * out_cs] as bf16(bias[t * bias_bs + j * bias_cs] + v) (bias f32,
+   * may be NULL: bf16(v)), rounded to nearest even with NaN kept (tpu_f32_to_bf16), the add in that operand
+   * order: the bits of the elementwise ops it replaces. fn must still be set: paths without blocks call it.
+   * t is the epilogue's t (t0 + the batch index): out and bias must be linear in it. */
+  uint16_t* out_bf16;
+  int64_t out_bs, out_rs, out_cs;
+  const float* bias;
+  int64_t bias_bs, bias_cs;
 } tpu_host_gemm_epi_t;
 /* tpu_host_sgemm_batched_ex with an epilogue (epi may be NULL: none). */
 void tpu_host_sgemm_batched_epi(int a_dtype, int b_dtype, int precision, int64_t batch, int64_t m, int64_t n,
@@ -155,6 +165,15 @@ typedef void (*tpu_host_gemm_pack_fn)(int64_t rows, int64_t kc, const void* src,
 typedef void (*tpu_host_gemv_rows_fn)(int64_t n, int64_t k, const float* x, int64_t xs,
                                       const float* b, int64_t b_rs, float* acc);
 typedef float (*tpu_host_sdot_fn)(int64_t k, const float* x, const float* y);
+
+/* out[i * o_rs + j] = bf16(bias[j] + x[i * x_rs + j]) (bias may be NULL: bf16(x)) for i < m, j < n: the direct
+ * bf16 store of an epilogue (tpu_host_gemm_epi_t.out_bf16) on contiguous rows; per ISA. */
+typedef void (*tpu_host_gemm_store_bf16_fn)(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
+                                            uint16_t* out, int64_t o_rs);
+void tpu_host_gemm_store_bf16_avx512(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
+                                     uint16_t* out, int64_t o_rs);
+void tpu_host_gemm_store_bf16_avx512bf16(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
+                                         uint16_t* out, int64_t o_rs);
 
 typedef struct tpu_host_gemm_kernel_s {
   const char* name;

@@ -226,6 +226,36 @@ static float sdot_avx512(int64_t k, const float* x, const float* y) {
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
 }
 
+/* gemm.h: out row = bf16(bias + x row), tpu_f32_to_bf16's rounding (nearest even, NaN -> quiet NaN) 16 lanes at a time */
+static inline __m256i bf16_round16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                   _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+void tpu_host_gemm_store_bf16_avx512(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
+                                     uint16_t* out, int64_t o_rs) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * x_rs;
+    uint16_t* oi = out + i * o_rs;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      __m512 v = _mm512_loadu_ps(xi + j);
+      if (bias) v = _mm512_add_ps(_mm512_loadu_ps(bias + j), v);
+      _mm256_storeu_si256((__m256i*)(oi + j), bf16_round16(v));
+    }
+    if (j < n) {
+      const __mmask16 mk = (__mmask16)((1u << (n - j)) - 1u);
+      __m512 v = _mm512_maskz_loadu_ps(mk, xi + j);
+      if (bias) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, bias + j), v);
+      _mm256_mask_storeu_epi16(oi + j, mk, bf16_round16(v));
+    }
+  }
+}
+
 const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512 = {
     .name = "avx512 " STR(S_MR) "x32", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = S_KC,
     .mc = S_MC, .nc = S_NC, .ukr = sgemm_ukr,

@@ -201,6 +201,30 @@ static void pack_b_bf16(int64_t rows, int64_t kc, const void* src, int64_t rs, i
   pack_pairs(B_NR, rows, kc, (const uint16_t*)src, rs, cs, (uint32_t*)dst);
 }
 
+/* gemm.h's direct bf16 store with vcvtneps2bf16: it rounds to nearest even and quiets NaN as tpu_f32_to_bf16
+ * does, but flushes f32 denormals to zero, so 16 lanes holding one (exponent 0, mantissa not 0) take the
+ * AVX-512F integer rounding instead: the same bits everywhere. */
+void tpu_host_gemm_store_bf16_avx512bf16(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
+                                         uint16_t* out, int64_t o_rs) {
+  const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * x_rs;
+    uint16_t* oi = out + i * o_rs;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 mk = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+      __m512 v = _mm512_maskz_loadu_ps(mk, xi + j);
+      if (bias) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, bias + j), v);
+      const __m512i u = _mm512_castps_si512(v);
+      const __mmask16 den = _mm512_testn_epi32_mask(u, expo) & _mm512_test_epi32_mask(u, mant);
+      if (__builtin_expect(den != 0, 0)) {
+        tpu_host_gemm_store_bf16_avx512(1, TPU_MIN((int64_t)16, n - j), xi + j, 0, bias ? bias + j : NULL, oi + j, 0);
+        continue;
+      }
+      _mm256_mask_storeu_epi16(oi + j, mk, (__m256i)_mm512_cvtneps_pbh(v));
+    }
+  }
+}
+
 const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16 = {
     .name = "avx512 14x32 + avx512bf16 " STR(B_MR) "x32", /* with the f32 kernel */ .elem_size = 4, .pack_size = 2, .kunit = 2, .mr = B_MR, .nr = B_NR,
     .kc = B_KC, .mc = B_MC, .nc = B_NC, .ukr = sbgemm_ukr, .pack_a = pack_a_bf16, .pack_b = pack_b_bf16,
