@@ -663,3 +663,35 @@ def test_gather_scatter_accept_int32_index():
         torch.testing.assert_close(f(x.to("tpu"), i.to("tpu"), src.to("tpu")).cpu(), f(x, i, src))
     with pytest.raises(RuntimeError, match="int32/int64"):
         torch.gather(x.to("tpu"), 1, i.to(torch.int16).to("tpu"))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("last", [False, True])
+def test_embedding_bag_offsets_must_start_at_zero(mode, last):
+    """PyTorch's CPU kernel raises when offsets[0] != 0; tpu raises the same RuntimeError (at the next sync,
+    as every data-dependent error) instead of dropping the ids before the first offset. Valid offsets still
+    match CPU, and the device stays usable."""
+    import torch.nn.functional as F
+
+    w = make((11, 5), seed=3)
+    ids = rnd_index((13,), 11, seed=4, neg=False)
+    psw = make((13,), seed=5) if mode == "sum" else None
+    # with include_last_offset the last offset is the end of the last bag (13 = all ids: tpu puts ids after
+    # an earlier end into the last bag, where CPU drops them; a separate, older difference)
+    for offs, bad in (([0, 3, 7, 13] if last else [0, 3, 7, 7], None), ([2, 3, 7, 12], 2), ([5, 9], 5), ([-1, 4], -1)):
+        o = torch.tensor(offs)
+        args = dict(mode=mode, include_last_offset=last)
+        if bad is None:
+            ref = F.embedding_bag(ids, w, o, per_sample_weights=psw, **args)
+            got = F.embedding_bag(ids.to(DEV), w.to(DEV), o.to(DEV),
+                                  per_sample_weights=None if psw is None else psw.to(DEV), **args)
+            torch.testing.assert_close(got.cpu(), ref)
+            continue
+        msg = rf"offsets\[0\] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, got {bad}"
+        with pytest.raises(RuntimeError, match=msg):
+            F.embedding_bag(ids, w, o, per_sample_weights=psw, **args)
+        with pytest.raises(RuntimeError, match=msg):
+            F.embedding_bag(ids.to(DEV), w.to(DEV), o.to(DEV),
+                            per_sample_weights=None if psw is None else psw.to(DEV), **args).cpu()
+    x = torch.arange(6.0).to(DEV)
+    assert (x + 1).cpu().tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]

@@ -63,7 +63,8 @@ typedef enum tpu_ir_opcode_e {
                          i1 = 1: negative indices are an error (torch.gather, scatter, index_add) instead
                          of wrapping (advanced indexing, take) */
   TPU_IR_INDEX_SELECT,/* (x, index i64 rank-1); i0 = dim; i1 = 1: ids outside [0, size) are an error (no wrap,
-                         embedding_bag's message); i1 = 2: the same with index_select's message */
+                         embedding_bag's message); i1 = 2: the same with index_select's message;
+                         i1 = 3: the same with embedding_bag's "offsets[0] has to be 0" message */
   TPU_IR_SCATTER,     /* (x, index, src): torch scatter along i0 = dim; i1 = 0 replace / 1 add /
                          2 multiply / 3 max / 4 min (max/min propagate NaN) */
   TPU_IR_INDEX_PUT,   /* (x, values, idx_0..idx_{n-1}) advanced indexing on leading dims

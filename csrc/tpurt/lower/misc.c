@@ -176,8 +176,16 @@ static int bag_plus1(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags) {
   int64_t noff = lw_rank_of(cx, off_i) ? lw_sizes_of(cx, off_i)[0] : 1;
   int off = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, off_i, -1), I64), 1, &noff);
   if (noff > nbags) off = slice_dim(cx, off, 0, 0, nbags);
-  int64_t np1 = n + 1, zero = 0;
-  int cnt = tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &np1), lw_const(cx, 1, I64, 1, &nbags), 1, &off, &zero, 1);
+  int64_t np1 = n + 1, zero = 0, one = 1;
+  /* offsets[0] must be 0 (PyTorch's CPU kernel raises otherwise): a strict read of row offsets[0] of
+   * a one-row zero, which raises (index_select i1 = 3) unless it is 0, is the count's zero start */
+  int start = lw_const(cx, 0, I64, 1, &np1);
+  if (noff > 0 && nbags > 0) {
+    int row = tpu_ir_index_select(G, lw_const(cx, 0, I64, 1, &one), slice_dim(cx, off, 0, 0, 1), 0);
+    if (row >= 0) G->ops[row].i1 = 3;
+    start = tpu_ir_broadcast(G, row, 1, &np1, &zero);
+  }
+  int cnt = tpu_ir_index_put(G, start, lw_const(cx, 1, I64, 1, &nbags), 1, &off, &zero, 1);
   return slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n);
 }
 

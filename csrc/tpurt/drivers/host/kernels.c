@@ -807,12 +807,16 @@ static inline __attribute__((always_inline)) int run_move(char* dst, int64_t ds,
 #undef ACC_LOOP
 }
 /* index_select's index j with value *k along a dim of `size`: i1 == 1 (embedding_bag's ids: no negative wrap,
- * PyTorch's RuntimeError), i1 == 2 (index_select: no negative wrap, reported as given), else a wrapped index */
+ * PyTorch's RuntimeError), i1 == 2 (index_select: no negative wrap, reported as given), i1 == 3 (embedding_bag's
+ * offsets[0] != 0), else a wrapped index */
 static tpu_status_t select_index(const tpu_ir_op_t* op, int64_t j, int64_t* k, int64_t size, int dim) {
   if (*k >= 0 && *k < size) return TPU_OK;
   if (op->i1 == 1)
     return TPU_ERR(INVALID_ARGUMENT, "Index %lld of input takes value %lld which is not in the valid range [0, %lld)",
                    (long long)j, (long long)*k, (long long)size);
+  if (op->i1 == 3) /* embedding_bag's offsets[0], read from a one-row table */
+    return TPU_ERR(INVALID_ARGUMENT, "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+                   "from position 0. However, got %lld", (long long)*k);
   if (op->i1 == 2 && *k < 0)
     return TPU_ERR(INDEX_ERROR, "index %lld is out of bounds for dimension %d with size %lld", (long long)*k, dim,
                    (long long)size);
