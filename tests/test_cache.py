@@ -260,3 +260,54 @@ def test_clear_and_stats_in_process() -> None:
     out = (x.to("tpu") * 3 - 1).cpu()  # compiled again: nothing cached anywhere
     assert torch_tpu.metrics()["compiles"] > before
     torch.testing.assert_close(out, x * 3 - 1)
+
+
+# New sizes of eager ops (shape families, csrc/tpurt/cache/shape_family.h): ops over 2..23 rows, each size
+# once, run with the size templates on and off (every size compiled in full); saves the results.
+SIZES_WORKLOAD = textwrap.dedent(
+    """
+    import sys, torch, torch_tpu
+    import torch.nn.functional as F
+    torch.manual_seed(0)
+    w = torch.randn(37, 6).to("tpu").requires_grad_()
+    lin = torch.nn.Linear(6, 5).to("tpu")
+    out = []
+    for n in range(2, 24):
+        g = torch.Generator().manual_seed(n)
+        x = torch.randn(n, 6, generator=g).to("tpu").requires_grad_()
+        ids = torch.randint(0, 37, (2 * n + 1,), generator=g).to("tpu")
+        offs = torch.tensor([0, n // 2, n + 1]).to("tpu")
+        psw = torch.rand(2 * n + 1, generator=g).to("tpu")
+        bag = F.embedding_bag(ids, w, offs, mode="sum", per_sample_weights=psw)
+        bagm = F.embedding_bag(ids, w, offs, mode="mean")
+        y = (lin(x).softmax(-1).sum() + F.layer_norm(x, (6,)).var(0).sum() + x.mean(0).sum()
+             + bag.square().sum() + bagm.sum() + torch.cat([x, x[: n // 2 + 1]]).logsumexp(0).sum())
+        y.backward()
+        out += [y.detach().cpu(), x.grad.cpu(), x.var(0, correction=1).detach().cpu(), x.cumsum(0).detach().cpu()]
+    out += [w.grad.cpu(), lin.weight.grad.cpu()]
+    torch.save(out, sys.argv[1])
+    """
+)
+
+
+def test_new_sizes_from_templates_are_bit_identical(tmp_path: Path) -> None:
+    """Eager ops at sizes made from a shape family's templates (no compiler passes) give the bits of a full
+    compile of each size (TORCH_TPU_EAGER_TEMPLATES=0), and their executables are not written to disk."""
+    res = {}
+    for on in ("1", "0"):
+        out = tmp_path / f"sizes{on}.pt"
+        cache = tmp_path / f"cache{on}"
+        p = subprocess.run([sys.executable, "-c", SIZES_WORKLOAD + textwrap.dedent(
+            """
+            import json; m = torch_tpu.metrics()
+            print("METRICS " + json.dumps({"compiles": m["compiles"], "writes": m["cache_disk_writes"]}))
+            """), str(out)], env=_env(cache, TORCH_TPU_EAGER_TEMPLATES=on), text=True, capture_output=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-4000:]
+        line = next(ln for ln in p.stdout.splitlines() if ln.startswith("METRICS "))
+        res[on] = (torch.load(out), json.loads(line[len("METRICS "):]))
+    (a, ma), (b, mb) = res["1"], res["0"]
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x.view(-1).view(torch.int32), y.view(-1).view(torch.int32))
+    assert ma["compiles"] == mb["compiles"] and mb["writes"] == mb["compiles"]
+    assert ma["writes"] < ma["compiles"] // 2, "sizes made from templates were written to disk"
