@@ -15,8 +15,9 @@
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <cstdint>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 #include "glue.h"
 
@@ -36,14 +37,34 @@ py::object graph_signature(py::handle args) {
   py::object owner = py::reinterpret_steal<py::object>(seq);
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject** items = PySequence_Fast_ITEMS(seq);
-  std::string s;
+  // per thread, reused: the bytes are built here and copied once into the result (no allocation per call
+  // once they have grown to the largest graph's size)
+  thread_local std::string s;
+  s.clear();
   s.reserve(static_cast<size_t>(n) * 56);
+  // storage -> the first argument holding it: open addressing over a power-of-two table at most half full,
+  // reused across calls (a node-based map allocated once per tensor: ~140 mallocs per AdamW graph call)
   struct First {
+    const void* storage;
     int32_t index;
     int64_t byte_offset;
   };
-  std::unordered_map<const void*, First> first;  // storage -> the first argument holding it
-  first.reserve(static_cast<size_t>(n));
+  thread_local std::vector<First> table;
+  size_t cap = 16;
+  while (cap < static_cast<size_t>(n) * 2) cap <<= 1;
+  table.assign(cap, First{nullptr, 0, 0});
+  const size_t mask = cap - 1;
+  auto first_of = [&](const void* key, int32_t index, int64_t off) -> const First& {
+    size_t h = (reinterpret_cast<uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull >> 20;
+    for (;; h = (h + 1) & mask) {
+      First& f = table[h & mask];
+      if (f.storage == key) return f;
+      if (f.storage == nullptr) {
+        f = First{key, index, off};
+        return f;
+      }
+    }
+  };
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* o = items[i];
     if (THPVariable_Check(o)) {
@@ -60,7 +81,7 @@ py::object graph_signature(py::handle args) {
       // empty storages have no address to compare
       if (t.has_storage() && t.storage().nbytes() > 0) {
         const int64_t off = t.storage_offset() * static_cast<int64_t>(t.element_size());
-        const First& f = first.emplace(t.storage().unsafeGetStorageImpl(), First{static_cast<int32_t>(i), off}).first->second;
+        const First& f = first_of(t.storage().unsafeGetStorageImpl(), static_cast<int32_t>(i), off);
         put<int32_t>(s, f.index);
         if (f.index != i) put<int64_t>(s, off - f.byte_offset);  // where it lies relative to that argument
       } else {
