@@ -12,7 +12,11 @@
    convert of autocast), tpu only, one thread, best-of-N process CPU time per call (robust on a shared
    machine). Run it with TORCH_TPU_GEMM_EPILOGUE=0 (product, then separate passes) and without (the
    passes run on each block of C as the GEMM finishes it) for the before/after in RESULTS.md.
-Usage: python benchmarks/bench_gemm.py [--only f32,bf16,precision,epilogue]
+5. mingpt: each matrix product and bias-gradient sum of examples/mingpt's bf16 autocast training step
+   (sizes, strides and counts per step as a CPU autocast step issues them), replayed on random bf16
+   values, one thread both sides, process CPU time (best of --rounds x 20 calls, tpu and CPU
+   interleaved): per-op tpu/CPU time ratios and their sum over a step.
+Usage: python benchmarks/bench_gemm.py [--only f32,bf16,precision,epilogue,mingpt]
 On a CPU with AVX512-BF16 the bf16 rows (and "medium"/"high") use the vdpbf16ps kernel; run with
 TORCH_TPU_GEMM_BF16=0 to time the f32-widening kernels instead (the before/after in RESULTS.md).
 """
@@ -137,10 +141,84 @@ def epilogue_table() -> None:
     torch_tpu.set_fused_eager(False)
 
 
+# (calls per step, op, [(sizes, strides) of each tensor argument]) of minGPT's bf16 autocast step
+MINGPT_OPS = [
+    (4, "addmm", [((384,), (1,)), ((2048, 128), (128, 1)), ((128, 384), (1, 128))]),
+    (4, "addmm", [((128,), (1,)), ((2048, 128), (128, 1)), ((128, 128), (1, 128))]),
+    (4, "addmm", [((512,), (1,)), ((2048, 128), (128, 1)), ((128, 512), (1, 128))]),
+    (4, "addmm", [((128,), (1,)), ((2048, 512), (512, 1)), ((512, 128), (1, 512))]),
+    (1, "mm", [((2048, 128), (128, 1)), ((128, 96), (1, 128))]),
+    (4, "mm", [((2048, 384), (384, 1)), ((384, 128), (128, 1))]),
+    (4, "mm", [((2048, 128), (128, 1)), ((128, 128), (128, 1))]),
+    (4, "mm", [((2048, 128), (128, 1)), ((128, 512), (512, 1))]),
+    (4, "mm", [((2048, 512), (512, 1)), ((512, 128), (128, 1))]),
+    (1, "mm", [((2048, 96), (96, 1)), ((96, 128), (128, 1))]),
+    (4, "mm", [((384, 2048), (1, 384)), ((2048, 128), (128, 1))]),
+    (4, "mm", [((128, 2048), (1, 128)), ((2048, 128), (128, 1))]),
+    (4, "mm", [((512, 2048), (1, 512)), ((2048, 128), (128, 1))]),
+    (4, "mm", [((128, 2048), (1, 128)), ((2048, 512), (512, 1))]),
+    (1, "mm", [((96, 2048), (1, 96)), ((2048, 128), (128, 1))]),
+    (4, "bmm", [((128, 64, 32), (2048, 32, 1)), ((128, 32, 64), (2048, 1, 32))]),
+    (4, "bmm", [((128, 64, 64), (4096, 64, 1)), ((128, 64, 32), (2048, 32, 1))]),
+    (4, "bmm", [((128, 64, 32), (2048, 32, 1)), ((128, 32, 64), (2048, 64, 1))]),
+    (4, "bmm", [((128, 64, 64), (4096, 1, 64)), ((128, 64, 32), (2048, 32, 1))]),
+    (4, "bmm", [((128, 64, 64), (4096, 64, 1)), ((128, 64, 32), (2048, 1, 64))]),
+    (4, "bmm", [((128, 32, 64), (2048, 1, 32)), ((128, 64, 64), (4096, 64, 1))]),
+    (8, "sum0", [((2048, 128), (128, 1))]),
+    (4, "sum0", [((2048, 384), (384, 1))]),
+    (4, "sum0", [((2048, 512), (512, 1))]),
+]
+
+
+def mingpt_table(rounds: int) -> None:
+    import time
+    torch.set_num_threads(1)  # the tpu side: run with TORCH_TPU_NUM_THREADS=1
+
+    def strided(values, sizes, strides, device):
+        n = 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
+        base = torch.zeros(n, dtype=torch.bfloat16)
+        base.as_strided(sizes, strides).copy_(values)
+        return base.to(device).as_strided(sizes, strides)
+
+    def call(op, ts):
+        return {"addmm": lambda: torch.addmm(*ts), "mm": lambda: torch.mm(*ts), "bmm": lambda: torch.bmm(*ts),
+                "sum0": lambda: ts[0].sum(0, keepdim=True)}[op]
+
+    def per_call(fn, device, calls=20):
+        sync(device)
+        t0 = time.process_time()
+        for _ in range(calls):
+            fn()
+        sync(device)
+        return (time.process_time() - t0) / calls
+
+    tot = {"cpu": 0.0, "tpu": 0.0}
+    for count, op, specs in MINGPT_OPS:
+        g = torch.Generator().manual_seed(0)
+        vals = [torch.randn(s, generator=g).bfloat16() for s, _ in specs]
+        fns = {d: call(op, [strided(v, s, st, d) for v, (s, st) in zip(vals, specs)]) for d in ("cpu", "tpu")}
+        for d in fns:
+            for _ in range(3):
+                fns[d]()
+        best = {"cpu": float("inf"), "tpu": float("inf")}
+        for _ in range(rounds):
+            for d in ("cpu", "tpu"):
+                best[d] = min(best[d], per_call(fns[d], d))
+        for d in tot:
+            tot[d] += count * best[d]
+        shapes = " x ".join(f"{list(s)}/{list(st)}" for s, st in specs)
+        print(f"  {count}x {op:5s} {shapes:72s} cpu {best['cpu'] * 1e6:7.0f} us  tpu {best['tpu'] * 1e6:7.0f} us"
+              f"  tpu/cpu time {best['tpu'] / best['cpu']:5.2f}x")
+    print(f"  per step: cpu {tot['cpu'] * 1e3:.2f} ms  tpu {tot['tpu'] * 1e3:.2f} ms  tpu/cpu time "
+          f"{tot['tpu'] / tot['cpu']:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="f32,bf16,precision")
-    only = ap.parse_args().only.split(",")
+    ap.add_argument("--rounds", type=int, default=7, help="mingpt: best of this many rounds per op")
+    args = ap.parse_args()
+    only = args.only.split(",")
     print("machine:", machine())
     if "f32" in only:
         for m, n, k in SHAPES:
@@ -156,6 +234,9 @@ def main() -> None:
         import os
         print("epilogue fusion:", "off" if os.environ.get("TORCH_TPU_GEMM_EPILOGUE", "1").strip().startswith("0") else "on")
         epilogue_table()
+    if "mingpt" in only:
+        print("minGPT bf16 autocast step ops, one thread, process CPU time (run with TORCH_TPU_NUM_THREADS=1):")
+        mingpt_table(args.rounds)
 
 
 if __name__ == "__main__":

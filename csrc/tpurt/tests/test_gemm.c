@@ -580,7 +580,8 @@ static void run_store_bf16(uint64_t seed) {
     const int64_t k = r % 13 == 0 ? rng_int(&s, 800, 1100) : rng_int(&s, 1, 140);
     const int dt = r % 4 == 3 ? TPU_DTYPE_F32 : TPU_DTYPE_BF16;
     const int ta = (int)rng_int(&s, 0, 1), tb = (int)rng_int(&s, 0, 1), c_tr = r % 5 == 4, o_tr = r % 7 == 6;
-    const int bias_kind = (int)rng_int(&s, 0, 3); /* none, per column, per (matrix, column), stepped */
+    int bias_kind = (int)rng_int(&s, 0, 3); /* none, per column, per (matrix, column), stepped */
+    if (r % 10 == 1) bias_kind = 1 + bias_kind % 3;
     const int per_call = batch > 1 && r % 2;
     const int64_t es = dt == TPU_DTYPE_BF16 ? 2 : 4;
     char* a = malloc((size_t)(batch * m * k) * (size_t)es);
@@ -593,11 +594,12 @@ static void run_store_bf16(uint64_t seed) {
       if (dt == TPU_DTYPE_BF16) ((uint16_t*)a)[i] = tpu_f32_to_bf16(v); else ((float*)a)[i] = v;
     }
     for (int64_t i = 0; i < batch * k * n; ++i) {
-      float v = (float)rng_unit(&s) * (r % 10 == 1 ? 1e-37f : 1.0f); /* r % 10 == 1: denormal results */
+      float v = (float)rng_unit(&s) * (r % 10 == 1 ? 0.0f : 1.0f); /* r % 10 == 1: denormal bias + 0 */
       if (i % 101 == 7) v = i % 2 ? INFINITY : NAN;
       if (dt == TPU_DTYPE_BF16) ((uint16_t*)b)[i] = tpu_f32_to_bf16(v); else ((float*)b)[i] = v;
     }
-    for (int64_t i = 0; i < batch * 2 * n; ++i) bias[i] = (float)rng_unit(&s) * (i % 17 == 3 ? 1e30f : 8.0f);
+    for (int64_t i = 0; i < batch * 2 * n; ++i)
+      bias[i] = (float)rng_unit(&s) * (r % 10 == 1 ? 1e-39f : i % 17 == 3 ? 1e30f : 8.0f); /* f32 denormals */
     const int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
     const int64_t c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1, o_rs = o_tr ? 1 : n, o_cs = o_tr ? m : 1;
     const float* bp = bias_kind ? bias : NULL;
