@@ -155,7 +155,9 @@ int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* sl
   if (f->strikes >= MAX_STRIKES || f->n_slots != n_slots) { r = -1; goto out; }
   if (!f->ready) goto out;
   int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
-  if (!syms_of(f, slots, syms) || !tables_same(&f->tab, cx)) { r = -1; g_refused++; goto out; }
+  /* another symbol layout (two sizes that moved together in the first samples part) or other tables:
+   * compiled in full; tpu_shape_family_learn starts the family again from it (a strike) */
+  if (!syms_of(f, slots, syms) || !tables_same(&f->tab, cx)) goto out;
   /* not the predicted graph: compiled in full and learned from (tpu_shape_family_learn decides) */
   if (!tpu_ir_template_matches(f->tpre, &cx->g, syms, 2)) goto out;
   tpu_status_t st = tpu_ir_template_instantiate_ex(f->tpost, syms, 2, out_post, NULL);
@@ -202,7 +204,25 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     f->have_sample = 1;
     goto out;
   }
-  if (!tables_same(&f->tab, cx)) { fam_strike(f); goto out; }
+  int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
+  if (!tables_same(&f->tab, cx) || (f->tpre && !syms_of(f, slots, syms))) {
+    /* no instance of this family as learned: start again from this sample (4 strikes: stop learning) */
+    fam_strike(f);
+    fam_drop_sample(f);
+    tpu_ir_template_free(f->tpre); tpu_ir_template_free(f->tpost);
+    f->tpre = f->tpost = NULL;
+    f->ready = 0;
+    tables_free(&f->tab);
+    if (f->strikes < MAX_STRIKES && !tables_copy(&f->tab, cx)) {
+      if (tpu_ir_graph_clone(post, &f->post1) != TPU_OK) tables_free(&f->tab);
+      else {
+        f->pre1 = *pre; tpu_ir_graph_init(pre);
+        memcpy(f->slots0, slots, (size_t)n_slots * sizeof(int64_t));
+        f->have_sample = 1;
+      }
+    }
+    goto out;
+  }
   int verdict = TPU_IR_TEMPLATE_NOT_INSTANCE;
   if (f->have_sample) { /* the second sample: the layout, then both templates */
     int64_t s1[TPU_IR_TEMPLATE_MAX_SYMS], s2[TPU_IR_TEMPLATE_MAX_SYMS];
@@ -235,8 +255,6 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     fam_drop_sample(f);
     goto out;
   }
-  int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
-  if (!syms_of(f, slots, syms)) { fam_strike(f); goto out; }
   int vpre = TPU_IR_TEMPLATE_NOT_INSTANCE, vpost = TPU_IR_TEMPLATE_NOT_INSTANCE;
   tpu_status_t st = tpu_ir_template_add(f->tpre, pre, syms, &vpre, why, sizeof why);
   if (!st && vpre != TPU_IR_TEMPLATE_NOT_INSTANCE) st = tpu_ir_template_add(f->tpost, post, syms, &vpost, why, sizeof why);
