@@ -292,7 +292,45 @@ static void test_extra_slots(void) {
   tpu_ir_template_free(t);
 }
 
+/* tpu_ir_template_matches: a graph built at new sizes is the prediction exactly when instantiate would
+ * build it; other variants, sizes that leave the prediction (a monomial never varied, a varying field
+ * below min_varying) and a graph with another size are not. */
+static int matches_built(const tpu_ir_template_t* t, int64_t B, int64_t T, int64_t bB, int64_t bT, int variant, int64_t minv) {
+  tpu_ir_graph_t g;
+  build(&g, bB, bT, variant);
+  int m = tpu_ir_template_matches(t, &g, (int64_t[]){B, T}, minv);
+  tpu_ir_graph_free(&g);
+  return m;
+}
+static void test_matches(void) {
+  tpu_ir_graph_t g;
+  build(&g, 4, 12, DIV_BY_T);
+  tpu_ir_template_t* t = NULL;
+  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
+  tpu_ir_graph_free(&g);
+  char why[256];
+  CHECK(matches_built(t, 4, 12, 4, 12, DIV_BY_T, 2), "the sample itself");
+  CHECK(!matches_built(t, 5, 12, 5, 12, DIV_BY_T, 2), "nothing varied yet: no prediction");
+  CHECK(add(t, 6, 12, DIV_BY_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
+  CHECK(!matches_built(t, 5, 9, 5, 9, DIV_BY_T, 2), "s1 never varied");
+  CHECK(add(t, 5, 9, DIV_BY_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
+  int all = 1, same_as_instantiate = 1;
+  for (int64_t B = 2; B <= 9; B += 3)
+    for (int64_t T = 2; T <= 20; T += 3) {
+      all &= matches_built(t, B, T, B, T, DIV_BY_T, 2);
+      same_as_instantiate &= instance_equals_built_v(t, B, T, DIV_BY_T);
+    }
+  CHECK(all && same_as_instantiate, "every built graph matches its sizes");
+  CHECK(!matches_built(t, 5, 9, 5, 10, DIV_BY_T, 2), "a graph built at other sizes");
+  CHECK(!matches_built(t, 5, 9, 5, 9, PLAIN, 2) && !matches_built(t, 5, 9, 5, 9, OTHER_OP, 2), "another graph");
+  CHECK(!matches_built(t, 5, 1, 5, 1, DIV_BY_T, 2) && matches_built(t, 5, 1, 5, 1, DIV_BY_T, INT64_MIN),
+        "a varying field below min_varying");
+  CHECK(tpu_ir_template_matches(NULL, NULL, NULL, 2) == 0, "bad arguments");
+  tpu_ir_template_free(t);
+}
+
 int main(void) {
+  test_matches();
   test_extra_slots();
   test_generalize_and_predict();
   test_not_affine();
