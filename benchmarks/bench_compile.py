@@ -146,11 +146,13 @@ def measure(name: str, device: str, backend: str | None, repeat: int, **kw) -> d
     """seconds: median seconds per step; cpu: process CPU seconds per step (all threads; less sensitive to other
     jobs on the machine than wall time); first: seconds of the first step (compiles, caches); recompiled: Dynamo
     graphs compiled after the first two steps (recompiles inside the measured region, which should be 0); peak:
-    tpu bytes allocated at the peak of one steady-state step (torch.tpu.max_memory_allocated); host / dev: CPU
+    tpu bytes allocated at the peak of one steady-state step (torch.tpu.max_memory_allocated), less what was
+    allocated before this mode's model was built (the other mode's model, kept alive for --pairs); host / dev: CPU
     seconds per step of the host threads / the device's worker threads (see _split_cpu; tpu only)."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
+    base = torch.tpu.memory_allocated() if device == "tpu" else 0
     step = make_step(name, device, backend, **kw)
     t0 = time.perf_counter()
     step()
@@ -171,7 +173,7 @@ def measure(name: str, device: str, backend: str | None, repeat: int, **kw) -> d
         torch.tpu.reset_peak_memory_stats()
         step()
         torch.tpu.synchronize()
-        peak = torch.tpu.max_memory_allocated()
+        peak = torch.tpu.max_memory_allocated() - base
     return dict(seconds=seconds, cpu=cpu, host=host, dev=dev, first=first, recompiled=recompiled, peak=peak, step=step)
 
 
