@@ -56,7 +56,7 @@ static void check(int dt, int64_t m, int64_t n, int64_t rs, int64_t cs, int spec
       st = tpu_host_k_col_sums_lowp(&xv, &ov);
     } else { /* one ISA's row kernel directly (contiguous columns only) */
       if (cs != 1) continue;
-      double* acc = calloc((size_t)n + 1, 8);
+      double* acc = calloc((size_t)(n > 0 ? n : 0) + 1, 8);
       const tpu_host_colsum_ops_t* o = tpu_host_colsum_ops(isa);
       (dt == TPU_DTYPE_BF16 ? o->bf16 : o->f16)(x0, rs, m, acc, n);
       for (int64_t j = 0; j < n; ++j) got[j] = (float)acc[j];

@@ -256,7 +256,7 @@ static void run_cover(void) {
       tpu_host_sgemm_batched(B, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1, 0.0f, ref, m * n, c_rs, c_cs);
       for (int64_t i = 0; i < B * m * n; ++i) c[i] = NAN; /* the callback must see values, not this */
       cover_t cv = {m, n, c_rs, c_cs, c, ref, seen, 0};
-      tpu_host_gemm_epi_t epi = {cover_fn, &cv, 0, tc >> 1};
+      tpu_host_gemm_epi_t epi = {.fn = cover_fn, .ctx = &cv, .t0 = 0, .c_unused = tc >> 1};
       tpu_host_sgemm_batched_epi(TPU_DTYPE_F32, TPU_DTYPE_F32, 0, B, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1,
                                  0.0f, c, m * n, c_rs, c_cs, &epi);
       int once = 1;

@@ -1199,6 +1199,58 @@ static int dot_epi_view(const tpu_host_view_t* v, const tpu_ir_type_t* t, tpu_ho
   return reshape_strides(v, t->rank, t->dims, out->strides);
 }
 
+/* The stride s with which a view's batch dims [0, nb) are at t * s for their row-major index t (0 when every
+ * batch dim has size 1), or 0 with *ok = 0 when there is none. */
+static int64_t epi_batch_stride(const tpu_host_view_t* v, int nb, int* ok) {
+  int64_t s = 0, span = 1;
+  for (int d = nb - 1; d >= 0; --d) {
+    if (v->sizes[d] == 1) continue;
+    if (span == 1) s = v->strides[d];
+    else if (v->strides[d] != s * span) *ok = 0;
+    span *= v->sizes[d];
+  }
+  return s;
+}
+
+/* A cluster that only rounds the product to bf16, with a bias row added first (autocast's linear layers:
+ * convert(add(broadcast(bias f32), dot)); bmms: convert(dot)) is the GEMM's own bf16 store
+ * (tpu_host_gemm_epi_t.out_bf16): the same operations per element, without the cluster's tile passes.
+ * Sets epi's direct-store fields when it applies. */
+static void dot_epi_direct(const tpu_host_exe_t* e, int r, const dot_epi_t* D, tpu_host_gemm_epi_t* epi) {
+  const tpu_ir_graph_t* G = &e->g;
+  const int32_t* mem = e->members + e->mem_off[r];
+  const int cnt = e->mem_cnt[r], nb = D->nb;
+  const int32_t* lv = e->leaves + e->leaf_off[r];
+  if ((cnt != 1 && cnt != 2) || G->ops[r].opcode != TPU_IR_CONVERT || G->ops[r].type.dtype != TPU_DTYPE_BF16 ||
+      D->out.dtype != TPU_DTYPE_BF16 || mem[cnt - 1] != r)
+    return;
+  int jc = -1, jb = -1; /* leaf indices of the product and of the bias */
+  for (int j = 0; j < D->nleaf; ++j) if (D->is_c[j]) jc = j;
+  if (jc < 0) return;
+  int src = tpu_ir_operand(G, r, 0);
+  if (cnt == 2) {
+    const int a = mem[0];
+    if (src != a || G->ops[a].opcode != TPU_IR_ADD || G->ops[a].type.dtype != TPU_DTYPE_F32 || D->nleaf != 2) return;
+    if (tpu_ir_operand(G, a, 1) != lv[jc]) return;
+    for (int j = 0; j < D->nleaf; ++j) if (lv[j] == tpu_ir_operand(G, a, 0) && j != jc) jb = j;
+    if (jb < 0) return;
+    const tpu_host_view_t* bv = &D->leaf[jb];
+    if (bv->dtype != TPU_DTYPE_F32 || bv->strides[nb] != 0) return; /* one row, the same for every row */
+  } else if (D->nleaf != 1 || src != lv[jc]) {
+    return;
+  }
+  int ok = 1;
+  const int64_t out_bs = epi_batch_stride(&D->out, nb, &ok);
+  const int64_t bias_bs = jb >= 0 ? epi_batch_stride(&D->leaf[jb], nb, &ok) : 0;
+  if (!ok) return;
+  epi->out_bf16 = (uint16_t*)D->out.data;
+  epi->out_bs = out_bs, epi->out_rs = D->out.strides[nb], epi->out_cs = D->out.strides[nb + 1];
+  if (jb >= 0) {
+    epi->bias = (const float*)D->leaf[jb].data;
+    epi->bias_bs = bias_bs, epi->bias_cs = D->leaf[jb].strides[nb + 1];
+  }
+}
+
 static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_t* vals,
                                      const tpu_host_view_t* out) {
   const tpu_ir_graph_t* G = &e->g;
@@ -1228,7 +1280,8 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
     return run_cluster(e, r, vals, out);
   }
   pthread_mutex_init(&D->mu, NULL);
-  tpu_host_gemm_epi_t epi = {dot_epi_block, D, 0, 1}; /* only the cluster reads the product */
+  tpu_host_gemm_epi_t epi = {.fn = dot_epi_block, .ctx = D, .t0 = 0, .c_unused = 1}; /* only the cluster reads the product */
+  dot_epi_direct(e, r, D, &epi);
   st = tpu_host_k_dot_epi(op, a, b, c, &epi);
   if (st == TPU_OK) st = D->err;
   else if (D->err) tpu_status_free(D->err);
