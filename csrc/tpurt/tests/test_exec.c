@@ -444,7 +444,6 @@ static void test_scalar_clusters(int dt) {
  * r = sum over dim 1 of gelu_bwd(x, y) * 2 (a cluster evaluated inside its reduce); p = x @ W + bias -> gelu
  * (a GEMM epilogue). x may be a transposed view; o is also written in place over x. Inputs include NaN,
  * +-inf and -0. */
-int tpu_host_set_custom_fusion(int on); /* exec.c's test hook (not in host.h) */
 static int custom_op(tpu_ir_graph_t* g, int target, int64_t i1, int n, const int* in) {
   tpu_ir_op_t p;
   memset(&p, 0, sizeof p);

@@ -94,6 +94,9 @@ tpu_status_t tpu_host_k_dot_epi(const tpu_ir_op_t* op, const tpu_host_view_t* a,
  * (default on; TORCH_TPU_GEMM_EPILOGUE=0, read once, turns it off). Returns the previous setting;
  * applies to executables compiled afterwards. */
 int tpu_host_set_epilogue_fusion(int on);
+/* Testing hook: whether tpu_host_compile runs f32 custom kernels (GELU, SiLU, LERP, ADDC, ...) inside
+ * elementwise clusters (default on; TORCH_TPU_CUSTOM_FUSION=0 turns it off). Returns the previous setting. */
+int tpu_host_set_custom_fusion(int on);
 /* How many GEMMs of the executable run an elementwise cluster as their epilogue. */
 int tpu_host_exe_num_epilogues(const tpu_host_exe_t* exe);
 tpu_status_t tpu_host_k_iota(const tpu_ir_op_t* op, const tpu_host_view_t* out);
