@@ -19,18 +19,11 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
+from test_fused_eager import _to  # tests/test_fused_eager.py
 
 pytestmark = pytest.mark.skipif(not torch.tpu.is_available(), reason="no tpu device")
 
 SHAPES = [(1,), (37, 53), (513,), (4, 3, 70001 // 12)]
-
-
-def _to(x, device):
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to(v, device) for v in x)
-    return x
 
 
 def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
