@@ -676,8 +676,8 @@ def test_embedding_bag_offsets_must_start_at_zero(mode, last):
     w = make((11, 5), seed=3)
     ids = rnd_index((13,), 11, seed=4, neg=False)
     psw = make((13,), seed=5) if mode == "sum" else None
-    # with include_last_offset the last offset is the end of the last bag (13 = all ids: tpu puts ids after
-    # an earlier end into the last bag, where CPU drops them; a separate, older difference)
+    # with include_last_offset the last offset is the end of the last bag (13 = all ids; ids after an earlier
+    # end go into the last bag on tpu as in PyTorch's CPU reference path: test_ops_misc's last_offset_tail)
     for offs, bad in (([0, 3, 7, 13] if last else [0, 3, 7, 7], None), ([2, 3, 7, 12], 2), ([5, 9], 5), ([-1, 4], -1)):
         o = torch.tensor(offs)
         args = dict(mode=mode, include_last_offset=last)

@@ -288,6 +288,36 @@ def test_embedding_bag_out_of_range_id(bad):
     close(F.embedding_bag(IDX.to(DEV), w.to(DEV), OFF.to(DEV)), F.embedding_bag(IDX, w, OFF))
 
 
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("extra", ["psw", "padding", "plain"])
+@pytest.mark.parametrize("tail", [0, 1, 5])
+def test_embedding_bag_last_offset_tail(mode, extra, tail):
+    """include_last_offset with random bags (empty ones, an empty last one: mean 0) and `tail` ids after
+    offsets[B] (0: the documented case offsets[B] == len(input)); output, weight grad and per-sample-weight
+    grad vs CPU, float64. With a tail, PyTorch's CPU reference kernel (float64, padding_idx, mode='max',
+    and the backward of every dtype) puts those ids into the last bag, and tpu does the same; only its
+    float32/16 fast forward path (sum/mean without padding_idx) drops them, while that path's sum backward
+    reads offset2bag it never filled, so float32 with a tail has no consistent CPU answer to compare to."""
+    if extra == "psw" and mode != "sum":
+        pytest.skip("per_sample_weights is for mode='sum' only (tested in test_embedding_bag_bag_rows)")
+    g = torch.Generator().manual_seed(101 + 7 * tail + len(mode) + len(extra))
+    nw, d, b = 37, 5, 13
+    lengths = torch.randint(0, 4, (b,), generator=g)
+    lengths[3] = 0
+    lengths[-1] = 0
+    n = int(lengths.sum()) + tail
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(lengths, 0)])
+    ids = torch.randint(0, nw, (n,), generator=g)
+    kw = dict(mode=mode, include_last_offset=True)
+    if extra == "padding":
+        kw["padding_idx"] = int(ids[0])
+    psw = torch.rand(n, generator=g, dtype=torch.float64) + 0.5 if extra == "psw" else None
+    w = torch.randn(nw, d, generator=g, dtype=torch.float64)
+    bag_compare(w, ids, offsets, psw, **kw)
+    if tail == 0:  # the documented case also in float32 (PyTorch's fast path)
+        bag_compare(w.float(), ids, offsets, None if psw is None else psw.float(), **kw)
+
+
 def test_embedding_bag_scale_grad_by_freq():
     # documented semantics (and CUDA's): each weight row's gradient is divided by the
     # frequency of its index. PyTorch's CPU kernel indexes its count table with the
