@@ -1,5 +1,5 @@
 /* memcpy.c — host<->device and device<->device copies, ordered with the device queues.
- * h2d: direct copy if the queue is idle (checked and done under the queue lock), else a staged
+ * h2d: direct copy if the queue is idle (run on the caller as the queue's next task), else a staged
  * snapshot copied by a queued task. d2h: synchronize (surfacing queued errors), then copy.
  * d2d: same device -> queued memmove; across devices -> synchronize both, then copy. */
 #include <stdlib.h>
@@ -14,13 +14,9 @@ typedef struct {
   char data[];     /* staged snapshot (h2d) */
 } copy_ctx_t;
 
-static void copy_now(void* ctx) {
+static tpu_status_t copy_task(void* ctx) {
   copy_ctx_t* c = ctx;
   memmove(c->dst, c->src, c->nbytes);
-}
-
-static tpu_status_t copy_task(void* ctx) {
-  copy_now(ctx);
   return TPU_OK;
 }
 
@@ -36,7 +32,7 @@ tpu_status_t tpu_rt_memcpy_h2d(int device, void* dst, const void* src, size_t nb
   TPU_RETURN_IF_ERROR(check_args("memcpy_h2d", dst, src, nbytes));
   if (nbytes == 0) return TPU_OK;
   copy_ctx_t direct = {.dst = dst, .src = src, .nbytes = nbytes};
-  if (tpu_rt_queue_run_if_idle(device, copy_now, &direct)) return TPU_OK;
+  if (tpu_rt_queue_run_if_idle(device, "memcpy_h2d", copy_task, &direct)) return TPU_OK;
   copy_ctx_t* c = malloc(sizeof(copy_ctx_t) + nbytes);
   if (!c)
     return TPU_ERR(OUT_OF_MEMORY, "memcpy_h2d: out of host memory staging %zu bytes for tpu:%d", nbytes, device);

@@ -77,7 +77,11 @@ void tpu_rt_set_trace_hooks(tpu_rt_flush_hook_fn flush, tpu_rt_free_hook_fn on_f
 
 int tpu_rt_queue_current_device(void) { return tl_task_device; }
 
-static void task_finish(queue_t* q, const task_t* t, tpu_status_t st, uint64_t seq, bool record_error) {
+tpu_rt_queue_test_hook_fn tpu_rt_queue_test_hook;
+
+/* op: names the task in a recorded error (t->op, or a caller-run task's own name, never copied) */
+static void task_finish(queue_t* q, const task_t* t, const char* op, tpu_status_t st, bool record_error) {
+  const uint64_t seq = t->seq;
   if (t->free_fn) t->free_fn(t->ctx);
   if (t->marker) {
     uint64_t now = tpu_rt_now_ns();
@@ -89,7 +93,7 @@ static void task_finish(queue_t* q, const task_t* t, tpu_status_t st, uint64_t s
   }
   if (st && record_error) {
     pthread_mutex_lock(&q->mu);
-    if (!q->error) q->error = tpu_status_make(tpu_status_code(st), "%s: %s", t->op, tpu_status_message(st));
+    if (!q->error) q->error = tpu_status_make(tpu_status_code(st), "%s: %s", op ? op : "<unnamed task>", tpu_status_message(st));
     pthread_mutex_unlock(&q->mu);
   }
   atomic_store(&q->completed, seq); /* seq_cst: ordered before the waiters load (see the header) */
@@ -102,6 +106,19 @@ static void task_finish(queue_t* q, const task_t* t, tpu_status_t st, uint64_t s
     pthread_mutex_unlock(&q->mu);
   }
   if (record_error) tpu_status_free(st);
+}
+
+/* Runs t as queue position t->seq on the calling thread: the worker, or a producer that claimed
+ * the position (run_on_caller, run_inline). Returns the task's status if !record_error, else TPU_OK. */
+static inline __attribute__((always_inline)) tpu_status_t task_run(queue_t* q, task_t* t, const char* op,
+                                                                   bool record_error) {
+  int* tl = &tl_task_device; /* one TLS look-up, not three */
+  const int prev = *tl;       /* a task of another device may run one here */
+  *tl = q->device;
+  tpu_status_t st = t->fn ? t->fn(t->ctx) : TPU_OK;
+  *tl = prev;
+  task_finish(q, t, op, st, record_error);
+  return record_error ? TPU_OK : st;
 }
 
 /* Sleeps on cv_done until `cond` holds; the caller holds q->mu. `target`: the `completed` value
@@ -139,7 +156,7 @@ static void* worker_main(void* arg) {
       pthread_mutex_unlock(&q->mu);
       continue;
     }
-    /* a task enqueued while a small task runs on its producer comes after it */
+    /* a task enqueued while a task runs on its producer (run_on_caller) comes after it */
     for (int i = 1; atomic_load_explicit(&q->inline_running, memory_order_acquire); ++i) {
       tpu_rt_cpu_relax();
       if ((i & 1023) == 0) sched_yield();
@@ -147,10 +164,7 @@ static void* worker_main(void* arg) {
     const ring_t* r = atomic_load_explicit(&q->ring, memory_order_acquire);
     task_t t = r->slots[h & (r->cap - 1)];
     atomic_store(&q->head, h + 1); /* seq_cst: backpressured producers read it after `waiters` */
-    tl_task_device = q->device;
-    tpu_status_t st = t.fn ? t.fn(t.ctx) : TPU_OK;
-    tl_task_device = -1;
-    task_finish(q, &t, st, t.seq, true);
+    task_run(q, &t, t.op, true);
   }
   return NULL;
 }
@@ -221,17 +235,6 @@ void tpu_rt_queue_wait(int device, uint64_t seq) {
   }
 }
 
-bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx) {
-  if (device < 0 || device >= g_nqueues) return false;
-  tpu_rt_trace_flush_hook(device);
-  queue_t* q = &g_queues[device];
-  pthread_mutex_lock(&q->mu);
-  bool idle = atomic_load(&q->completed) == atomic_load(&q->enqueued);
-  if (idle) fn(ctx);
-  pthread_mutex_unlock(&q->mu);
-  return idle;
-}
-
 static void op_name_copy(char* dst, const char* op) {
   if (!op) op = "<unnamed task>";
   size_t n = strnlen(op, QUEUE_OP_NAME_LEN - 1);
@@ -239,8 +242,41 @@ static void op_name_copy(char* dst, const char* op) {
   dst[n] = '\0';
 }
 
+/* ---- tasks run on their producer's thread: every task under LAUNCH_BLOCKING (run_inline), a
+ * small task on an idle queue whose worker sleeps (tpu_rt_queue_enqueue_small), a direct copy on
+ * an idle queue (tpu_rt_queue_run_if_idle). All three go through run_on_caller: it claims the
+ * next sequence number under mu and sets inline_running, runs the task as the worker would
+ * (task_run), then clears inline_running; the worker takes a later task only after that. A claim
+ * needs an idle queue (everything enqueued has completed) and no other caller-run task still
+ * finishing (completed stored, inline_running not yet cleared): two overlapping runs would let
+ * the worker start a later task before the second one ended, and `completed` go backwards.
+ * Under LAUNCH_BLOCKING every claim is made holding inline_mu (the worker never starts). */
+static inline __attribute__((always_inline)) bool run_on_caller(queue_t* q, task_t* t, const char* op, bool need_asleep,
+                                                                bool record_error, tpu_status_t* out_st) {
+  /* cheap pre-check without the lock: a busy queue takes the ordinary path */
+  if ((need_asleep && !atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) ||
+      atomic_load_explicit(&q->completed, memory_order_acquire) != atomic_load_explicit(&q->enqueued, memory_order_relaxed))
+    return false;
+  pthread_mutex_lock(&q->mu);
+  const uint64_t seq = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
+  const bool claim = !atomic_load(&q->stop) && atomic_load(&q->completed) == seq - 1 &&
+                     !atomic_load(&q->inline_running) && (!need_asleep || atomic_load(&q->worker_sleeping));
+  if (claim) {
+    atomic_store_explicit(&q->inline_running, 1, memory_order_relaxed); /* published by the unlock */
+    atomic_store_explicit(&q->enqueued, seq, memory_order_release);    /* a sequence number, no ring slot */
+  }
+  pthread_mutex_unlock(&q->mu);
+  if (!claim) return false;
+  t->seq = seq;
+  *out_st = task_run(q, t, op, record_error);
+  tpu_rt_queue_test_hook_fn hook = tpu_rt_queue_test_hook;
+  if (__builtin_expect(hook != NULL, 0)) hook(q->device); /* tests: inside the window described above */
+  atomic_store_explicit(&q->inline_running, 0, memory_order_release);
+  return true;
+}
+
 /* LAUNCH_BLOCKING: drain, run on the caller, return the task's own status. */
-static tpu_status_t run_inline(queue_t* q, const task_t* t, uint64_t* out_seq) {
+static tpu_status_t run_inline(queue_t* q, task_t* t, uint64_t* out_seq) {
   if (tl_task_device == q->device) { /* enqueued from inside an inline task: part of it */
     tpu_status_t st = t->fn ? t->fn(t->ctx) : TPU_OK;
     if (t->free_fn) t->free_fn(t->ctx);
@@ -249,30 +285,37 @@ static tpu_status_t run_inline(queue_t* q, const task_t* t, uint64_t* out_seq) {
   }
   pthread_mutex_lock(&q->inline_mu);
   tpu_rt_queue_wait(q->device, atomic_load(&q->enqueued));
-  pthread_mutex_lock(&q->mu);
-  uint64_t seq = atomic_load(&q->enqueued) + 1; /* a sequence number, no ring slot */
-  atomic_store(&q->enqueued, seq);
-  pthread_mutex_unlock(&q->mu);
-  int prev = tl_task_device; /* a task of another device may enqueue here */
-  tl_task_device = q->device;
-  tpu_status_t st = t->fn ? t->fn(t->ctx) : TPU_OK;
-  tl_task_device = prev;
-  task_finish(q, t, st, seq, false);
+  tpu_status_t st = TPU_OK;
+  const bool ran = run_on_caller(q, t, t->op, false, false, &st); /* drained, inline_mu held: only shutdown refuses */
   pthread_mutex_unlock(&q->inline_mu);
-  if (out_seq) *out_seq = seq;
+  if (!ran) {
+    if (t->free_fn) t->free_fn(t->ctx);
+    return TPU_ERR(INTERNAL, "%s: tpu:%d queue is shutting down", t->op, q->device);
+  }
+  if (out_seq) *out_seq = t->seq;
   return st;
 }
 
-static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, void* ctx,
-                               tpu_rt_task_free_fn free_fn, bool marker, uint64_t* out_seq) {
-  tpu_status_t st = tpu_rt_device_check(device);
-  if (!st && !fn && !marker) st = TPU_ERR(INVALID_ARGUMENT, "%s: enqueued a task with no function", op ? op : "?");
-  if (st) { if (free_fn) free_fn(ctx); return st; }
-  tpu_rt_trace_flush_hook(device); /* recorded (fused eager) work runs first */
+bool tpu_rt_queue_run_if_idle(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx) {
+  /* inside a task of this device the queue is never idle (that task has not completed) */
+  if (!fn || device < 0 || device >= g_nqueues || tl_task_device == device) return false;
+  tpu_rt_trace_flush_hook(device);
   queue_t* q = &g_queues[device];
-  task_t t = {.fn = fn, .ctx = ctx, .free_fn = free_fn, .marker = marker};
-  op_name_copy(t.op, op);
-  if (tpu_rt_config()->launch_blocking) return run_inline(q, &t, out_seq);
+  const bool blocking = tpu_rt_config()->launch_blocking;
+  if (blocking) pthread_mutex_lock(&q->inline_mu);
+  task_t t = {.fn = fn, .ctx = ctx};
+  tpu_status_t st;
+  const bool ran = run_on_caller(q, &t, op_name, false, true, &st);
+  if (blocking) pthread_mutex_unlock(&q->inline_mu);
+  return ran;
+}
+
+/* Enqueues t on q, whose pending recorded (fused eager) work the caller has flushed. */
+static tpu_status_t queue_push_flushed(queue_t* q, const char* op, task_t* t, uint64_t* out_seq) {
+  const int device = q->device;
+  op_name_copy(t->op, op);
+  if (tpu_rt_config()->launch_blocking) return run_inline(q, t, out_seq);
+  tpu_status_t st = TPU_OK;
   pthread_mutex_lock(&q->mu);
   /* Backpressure: bound host memory held by not-yet-started tasks (staging copies...). A task
    * enqueueing on its own device is never blocked (the worker would wait for itself). */
@@ -283,12 +326,12 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
   ring_t* r = atomic_load_explicit(&q->ring, memory_order_relaxed);
   const uint64_t head = atomic_load(&q->head); /* may be stale (lower): copying extra slots is harmless */
   if (atomic_load(&q->stop)) {
-    st = TPU_ERR(INTERNAL, "%s: tpu:%d queue is shutting down", t.op, device);
+    st = TPU_ERR(INTERNAL, "%s: tpu:%d queue is shutting down", t->op, device);
   } else if (!r || tail - head == r->cap) {
     uint64_t cap = r ? r->cap * 2 : 256;
     ring_t* nr = malloc(sizeof(ring_t) + cap * sizeof(task_t));
     if (!nr) {
-      st = TPU_ERR(OUT_OF_MEMORY, "%s: out of host memory growing the tpu:%d queue", t.op, device);
+      st = TPU_ERR(OUT_OF_MEMORY, "%s: out of host memory growing the tpu:%d queue", t->op, device);
     } else {
       nr->prev = r;
       nr->cap = cap;
@@ -301,17 +344,17 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
     char name[32];
     snprintf(name, sizeof(name), "tpu-queue-%d", device);
     int rc = tpu_rt_thread_create(&q->thread, worker_main, q, name);
-    if (rc) st = TPU_ERR(INTERNAL, "%s: cannot start the tpu:%d worker thread: %s", t.op, device, strerror(rc));
+    if (rc) st = TPU_ERR(INTERNAL, "%s: cannot start the tpu:%d worker thread: %s", t->op, device, strerror(rc));
     else q->started = true;
   }
   if (st) {
     pthread_mutex_unlock(&q->mu);
-    if (free_fn) free_fn(ctx);
+    if (t->free_fn) t->free_fn(t->ctx);
     return st;
   }
   uint64_t seq = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
-  t.seq = seq;
-  r->slots[tail & (r->cap - 1)] = t;
+  t->seq = seq;
+  r->slots[tail & (r->cap - 1)] = *t;
   atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
   atomic_store_explicit(&q->enqueued, seq, memory_order_release);
   if (atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed)) pthread_cond_signal(&q->cv_work);
@@ -320,48 +363,35 @@ static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, vo
   return TPU_OK;
 }
 
+static tpu_status_t queue_push(int device, const char* op, tpu_rt_task_fn fn, void* ctx,
+                               tpu_rt_task_free_fn free_fn, bool marker, uint64_t* out_seq) {
+  tpu_status_t st = tpu_rt_device_check(device);
+  if (!st && !fn && !marker) st = TPU_ERR(INVALID_ARGUMENT, "%s: enqueued a task with no function", op ? op : "?");
+  if (st) { if (free_fn) free_fn(ctx); return st; }
+  tpu_rt_trace_flush_hook(device); /* recorded (fused eager) work runs first */
+  task_t t = {.fn = fn, .ctx = ctx, .free_fn = free_fn, .marker = marker};
+  return queue_push_flushed(&g_queues[device], op, &t, out_seq);
+}
+
 tpu_status_t tpu_rt_queue_enqueue(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
                                   tpu_rt_task_free_fn free_fn) {
   return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
 }
 
-/* An idle queue (everything enqueued has completed) whose worker sleeps runs a small task on the
- * caller: waking the worker (a futex system call, then a context switch on an idle or busy core
- * before the task starts) costs more than the task. A worker that is still awake (spinning after
- * its last task, as in a stream of ops) gets the task as usual and runs it in parallel with the
- * host thread. Same sequence number, first-error recording and completion as a worker run;
- * producers that enqueue meanwhile (other threads, or the task itself) get later numbers and the
- * worker waits for inline_running before it takes them. */
+/* An idle queue whose worker sleeps runs a small task on the caller (run_on_caller): waking the
+ * worker (a futex system call, then a context switch on an idle or busy core before the task
+ * starts) costs more than the task. A worker that is still awake (spinning after its last task, as
+ * in a stream of ops) gets the task as usual and runs it in parallel with the host thread. */
 tpu_status_t tpu_rt_queue_enqueue_small(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
                                         tpu_rt_task_free_fn free_fn) {
   if (!fn || device < 0 || device >= g_nqueues || tl_task_device >= 0 || tpu_rt_config()->launch_blocking)
     return queue_push(device, op_name, fn, ctx, free_fn, false, NULL); /* errors and the rest */
-  tpu_rt_trace_flush_hook(device); /* recorded (fused eager) work runs first */
+  tpu_rt_trace_flush_hook(device); /* recorded (fused eager) work runs first; once */
   queue_t* q = &g_queues[device];
-  /* cheap pre-check without the lock: a busy queue takes the ordinary path */
-  if (!atomic_load_explicit(&q->worker_sleeping, memory_order_relaxed) ||
-      atomic_load_explicit(&q->completed, memory_order_acquire) != atomic_load_explicit(&q->enqueued, memory_order_relaxed))
-    return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
-  pthread_mutex_lock(&q->mu);
-  const uint64_t seq = atomic_load_explicit(&q->enqueued, memory_order_relaxed) + 1;
-  /* inline_running: another producer's task still runs on its thread (it has completed but not yet
-   * cleared the flag): a second inline run would let the worker take later tasks before this one ends */
-  if (atomic_load(&q->stop) || atomic_load(&q->completed) != seq - 1 || !atomic_load(&q->worker_sleeping) ||
-      atomic_load(&q->inline_running)) {
-    pthread_mutex_unlock(&q->mu);
-    return queue_push(device, op_name, fn, ctx, free_fn, false, NULL);
-  }
-  atomic_store_explicit(&q->inline_running, 1, memory_order_relaxed); /* published by the unlock */
-  atomic_store_explicit(&q->enqueued, seq, memory_order_release);    /* a sequence number, no ring slot */
-  pthread_mutex_unlock(&q->mu);
-  task_t t = {.fn = fn, .ctx = ctx, .free_fn = free_fn, .seq = seq};
-  tl_task_device = device;
-  tpu_status_t st = fn(ctx);
-  tl_task_device = -1;
-  if (st) op_name_copy(t.op, op_name); /* only an error message reads it */
-  task_finish(q, &t, st, seq, true);
-  atomic_store_explicit(&q->inline_running, 0, memory_order_release);
-  return TPU_OK;
+  task_t t = {.fn = fn, .ctx = ctx, .free_fn = free_fn};
+  tpu_status_t st;
+  if (run_on_caller(q, &t, op_name, true, true, &st)) return st; /* TPU_OK: a failure is recorded */
+  return queue_push_flushed(q, op_name, &t, NULL);
 }
 
 tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq) {

@@ -98,17 +98,24 @@ void tpu_rt_queue_wait(int device, uint64_t seq);
  * caller), or -1. */
 int tpu_rt_queue_current_device(void);
 
-/* If the device's queue is idle (completed == enqueued), runs fn(ctx) on the calling thread
- * while holding the queue lock, so no task can start meanwhile, and returns true; else false.
- * fn must not enqueue. */
-bool tpu_rt_queue_run_if_idle(int device, void (*fn)(void* ctx), void* ctx);
+/* If the device's queue is idle (completed == enqueued) and the caller is not one of its tasks,
+ * runs fn(ctx) on the calling thread at once as the next task, as the worker would (its sequence
+ * number; a failure recorded for synchronize, prefixed by op_name), and returns true; work enqueued
+ * meanwhile runs after it. Else returns false and runs nothing (e.g. the caller stages a copy). */
+bool tpu_rt_queue_run_if_idle(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx);
 
 /* tpu_rt_queue_enqueue for a task known to be small (microseconds): if the queue is idle, its
  * worker sleeps and the caller is not a task, runs it on the calling thread at once, as the worker
- * would (its sequence
- * number, a failure recorded for synchronize, TPU_OK returned, free_fn called); else enqueues it. */
+ * would (its sequence number, a failure recorded for synchronize, TPU_OK returned, free_fn
+ * called); else enqueues it. */
 tpu_status_t tpu_rt_queue_enqueue_small(int device, const char* op_name, tpu_rt_task_fn fn, void* ctx,
                                         tpu_rt_task_free_fn free_fn);
+
+/* Tests only (test_runtime.c), NULL otherwise: called on the producer's thread after a task it ran
+ * there (enqueue_small, run_if_idle, LAUNCH_BLOCKING) has completed, before the worker may start
+ * the tasks enqueued meanwhile. Set it while no task runs. */
+typedef void (*tpu_rt_queue_test_hook_fn)(int device);
+extern tpu_rt_queue_test_hook_fn tpu_rt_queue_test_hook;
 
 /* Enqueues a no-op marker whose completion time is recorded (events); *out_seq is its seq. */
 tpu_status_t tpu_rt_queue_enqueue_marker(int device, uint64_t* out_seq);

@@ -2,6 +2,7 @@
  * Sets its own environment (2 devices, 64 MiB per device, 4 pool threads) before the first
  * init; `make test-c` also exports TORCH_TPU_NUM_DEVICES=2. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,6 +521,135 @@ static void test_queue_small(void) {
   CHECK(atomic_load(&freed) == 3);
 }
 
+/* The window between a caller-run task's completion and its letting the worker go (held open by
+ * the test hook): another producer's small task must not run on its own thread then, or the worker
+ * could start a task enqueued after it beside it (and `completed` go backwards). */
+static struct {
+  atomic_int phase, hooked, x_started, x_on_b, y_started, y_during_x, x_done;
+  pthread_t b;
+} g_win;
+static uint64_t win_elapsed_ms(uint64_t t0) { return (tpu_rt_now_ns() - t0) / 1000000; }
+static tpu_status_t win_task_x(void* p) { /* producer B's small task */
+  atomic_store(&g_win.x_started, 1);
+  if (pthread_equal(pthread_self(), g_win.b)) { /* ran on B: does the worker start y beside it? */
+    atomic_store(&g_win.x_on_b, 1);
+    for (uint64_t t0 = tpu_rt_now_ns(); !atomic_load(&g_win.y_started) && win_elapsed_ms(t0) < 1000;) sleep_ms(1);
+  }
+  atomic_store(&g_win.x_done, 1);
+  return TPU_OK;
+}
+static tpu_status_t win_task_y(void* p) {
+  atomic_store(&g_win.y_started, 1);
+  if (!atomic_load(&g_win.x_done)) atomic_store(&g_win.y_during_x, 1);
+  return TPU_OK;
+}
+static void* win_thread_b(void* p) {
+  while (atomic_load(&g_win.phase) != 1) sched_yield();
+  CHECK_OK(tpu_rt_queue_enqueue_small(0, "x", win_task_x, NULL, NULL));
+  atomic_store(&g_win.phase, 2);
+  return p;
+}
+static void win_hook(int device) { /* on A's thread: its task has completed, the worker still waits */
+  int zero = 0;
+  if (device != 0 || !atomic_compare_exchange_strong(&g_win.phase, &zero, 1)) return;
+  atomic_store(&g_win.hooked, 1);
+  for (uint64_t t0 = tpu_rt_now_ns(); atomic_load(&g_win.phase) != 2 && !atomic_load(&g_win.x_started) &&
+                                      win_elapsed_ms(t0) < 5000;)
+    sched_yield();
+  CHECK_OK(tpu_rt_queue_enqueue(0, "y", win_task_y, NULL, NULL)); /* after x; wakes the worker */
+}
+static void test_queue_caller_run_window(void) {
+  CHECK_OK(tpu_rt_queue_enqueue(0, "start", task_noop, NULL, NULL)); /* the worker exists */
+  pthread_t b;
+  pthread_create(&b, NULL, win_thread_b, NULL);
+  g_win.b = b;
+  tpu_rt_queue_test_hook = win_hook;
+  for (int attempt = 0; attempt < 20 && atomic_load(&g_win.phase) == 0; ++attempt) {
+    let_worker_sleep(); /* A's small task runs on this thread only while the worker sleeps */
+    CHECK_OK(tpu_rt_queue_enqueue_small(0, "a", task_noop, NULL, NULL));
+  }
+  tpu_rt_queue_test_hook = NULL;
+  if (atomic_load(&g_win.phase) == 0) atomic_store(&g_win.phase, 1); /* never ran on the caller: let B go */
+  pthread_join(b, NULL);
+  CHECK(atomic_load(&g_win.hooked)); /* A ran on this thread and held the window open */
+  CHECK(!atomic_load(&g_win.x_on_b));
+  CHECK(!atomic_load(&g_win.y_during_x));
+  /* y completing before x would leave `completed` below `enqueued` for good: wait with a bound */
+  for (uint64_t t0 = tpu_rt_now_ns(); tpu_rt_queue_completed_seq(0) < tpu_rt_queue_enqueued_seq(0) &&
+                                      win_elapsed_ms(t0) < 5000;)
+    sleep_ms(1);
+  CHECK(tpu_rt_queue_completed_seq(0) == tpu_rt_queue_enqueued_seq(0));
+  if (tpu_rt_queue_completed_seq(0) != tpu_rt_queue_enqueued_seq(0)) {
+    fprintf(stderr, "tpu:0 lost a completion; stopping (later tests would wait forever)\n");
+    exit(1);
+  }
+  CHECK_OK(tpu_rt_synchronize(0));
+  CHECK(atomic_load(&g_win.x_done) && atomic_load(&g_win.y_started));
+}
+
+/* Caller-run tasks (enqueue_small, direct h2d copies) from several threads, mixed with ordinary
+ * enqueues: tasks of one queue never overlap, each producer's tasks run in its order and
+ * `completed` never goes backwards. Catches a second caller-run task claimed while the first has
+ * completed but not yet let the worker go (the worker then started a later task beside it). */
+enum { MIX_THREADS = 3, MIX_TASKS = 3000 };
+static struct {
+  atomic_int running, overlap, order, done, small_on_caller;
+  int last[MIX_THREADS];
+  uint8_t dst[MIX_THREADS][64]; /* staged copies may land after their thread ends */
+} g_mix;
+typedef struct { int producer, index; pthread_t caller; } mix_task_t;
+static tpu_status_t mix_task(void* p) {
+  mix_task_t* m = p;
+  if (atomic_fetch_add(&g_mix.running, 1) != 0) atomic_fetch_add(&g_mix.overlap, 1);
+  if (pthread_equal(pthread_self(), m->caller)) atomic_fetch_add(&g_mix.small_on_caller, 1);
+  if (m->index != g_mix.last[m->producer] + 1) atomic_fetch_add(&g_mix.order, 1);
+  g_mix.last[m->producer] = m->index;
+  for (int k = 0; k < 200 * (m->index % 4); ++k) tpu_rt_cpu_relax(); /* widen the windows */
+  atomic_fetch_sub(&g_mix.running, 1);
+  return TPU_OK;
+}
+static void* mix_thread(void* arg) {
+  const int p = (int)(intptr_t)arg;
+  uint8_t src[64] = {0};
+  for (int k = 0; k < MIX_TASKS; ++k) {
+    mix_task_t* m = malloc(sizeof(*m));
+    *m = (mix_task_t){p, k, pthread_self()};
+    if (k % 29 == 28) CHECK_OK(tpu_rt_queue_enqueue(0, "mix", mix_task, m, free));
+    else CHECK_OK(tpu_rt_queue_enqueue_small(0, "mix_small", mix_task, m, free));
+    if (k % 7 == 0) CHECK_OK(tpu_rt_memcpy_h2d(0, g_mix.dst[p], src, sizeof src));
+    if (k % 4 == 3) { struct timespec ts = {0, 200000}; nanosleep(&ts, NULL); } /* the worker sleeps again */
+  }
+  return NULL;
+}
+static void* mix_monitor(void* arg) {
+  uint64_t last = 0;
+  while (!atomic_load(&g_mix.done)) {
+    uint64_t c = tpu_rt_queue_completed_seq(0);
+    if (c < last) atomic_fetch_add(&g_mix.order, 1);
+    last = c;
+  }
+  return arg;
+}
+static void test_queue_caller_runs_concurrent(void) {
+  for (int k = 0; k < MIX_THREADS; ++k) g_mix.last[k] = -1;
+  CHECK_OK(tpu_rt_synchronize(0));
+  pthread_t t[MIX_THREADS], mon;
+  pthread_create(&mon, NULL, mix_monitor, NULL);
+  for (int k = 0; k < MIX_THREADS; ++k) pthread_create(&t[k], NULL, mix_thread, (void*)(intptr_t)k);
+  for (int k = 0; k < MIX_THREADS; ++k) pthread_join(t[k], NULL);
+  CHECK_OK(tpu_rt_synchronize(0));
+  atomic_store(&g_mix.done, 1);
+  pthread_join(mon, NULL);
+  CHECK(atomic_load(&g_mix.overlap) == 0);
+  CHECK(atomic_load(&g_mix.order) == 0);
+  for (int k = 0; k < MIX_THREADS; ++k) CHECK(g_mix.last[k] == MIX_TASKS - 1);
+  CHECK(tpu_rt_queue_completed_seq(0) == tpu_rt_queue_enqueued_seq(0));
+  if (getenv("TPU_TEST_VERBOSE"))
+    fprintf(stderr, "caller-run mix: %d of %d small tasks on their producer, overlaps %d, order errors %d\n",
+            atomic_load(&g_mix.small_on_caller), MIX_THREADS * (MIX_TASKS - MIX_TASKS / 29), atomic_load(&g_mix.overlap),
+            atomic_load(&g_mix.order));
+}
+
 static void test_task_reentry(void) {
   atomic_int flag = 0;
   CHECK_OK(tpu_rt_queue_enqueue(0, "reentry", task_uses_runtime, &flag, NULL));
@@ -856,6 +986,13 @@ static tpu_status_t task_record_thread(void* p) {
   return TPU_OK;
 }
 
+typedef struct { void* dst; const uint8_t* src; int ran; } h2d_ctx_t;
+static tpu_status_t task_h2d(void* p) {
+  h2d_ctx_t* h = p;
+  h->ran = 1;
+  return tpu_rt_memcpy_h2d(0, h->dst, h->src, 100);
+}
+
 static void test_shutdown_and_blocking(void) {
   /* shutdown drains pending work and frees its contexts (LeakSanitizer checks the latter) */
   atomic_int n = 0, freed = 0;
@@ -906,6 +1043,17 @@ static void test_shutdown_and_blocking(void) {
   atomic_int flag = 0;
   CHECK_OK(tpu_rt_queue_enqueue(0, "reentry", task_uses_runtime, &flag, NULL));
   CHECK(atomic_load(&flag) == 1);
+  CHECK_ERR(tpu_rt_queue_enqueue_small(0, "aten::bad", task_fail, (void*)(intptr_t)5, NULL), INDEX_ERROR,
+            "index 5 is out of bounds");
+  CHECK_OK(tpu_rt_synchronize(0));
+  h2d_ctx_t h = {d, src, 0};
+  uint64_t before = tpu_rt_queue_enqueued_seq(0);
+  for (int k = 0; k < 100; ++k) src[k] = (uint8_t)(255 - k);
+  CHECK_OK(tpu_rt_queue_enqueue(0, "h2d_inside", task_h2d, &h, NULL)); /* a copy from inside a task: part of it */
+  CHECK_OK(tpu_rt_memcpy_d2h(0, out, d, 100));
+  CHECK(memcmp(out, src, 100) == 0 && tpu_rt_queue_enqueued_seq(0) == before + 1);
+  CHECK_OK(tpu_rt_memcpy_h2d(0, d, src, 100)); /* idle: direct, a queue position of its own */
+  CHECK(tpu_rt_queue_enqueued_seq(0) == before + 2 && tpu_rt_queue_completed_seq(0) == before + 2);
   tpu_rt_free(0, d);
   tpu_rt_shutdown();
   unsetenv("TORCH_TPU_LAUNCH_BLOCKING");
@@ -921,6 +1069,8 @@ int main(void) {
   test_queue_order_and_errors();
   test_task_reentry();
   test_queue_small();
+  test_queue_caller_run_window();
+  test_queue_caller_runs_concurrent();
   test_events();
   test_memcpy();
   test_pool();
