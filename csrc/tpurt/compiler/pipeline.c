@@ -33,7 +33,22 @@ static int32_t* count_readers(const tpu_ir_graph_t* g) {
 }
 static int fused_into(const tpu_ir_graph_t* g, const int32_t* readers, int r) {
   int p = tpu_ir_operand(g, r, 0);
-  return tpu_ir_is_elementwise(g->ops[p].opcode) && readers[p] == 1;
+  return (tpu_ir_is_elementwise(g->ops[p].opcode) || tpu_ir_custom_elementwise(g, p)) && readers[p] == 1;
+}
+/* An elementwise custom call (tpu_ir_custom_elementwise) read only by the reduce is fused by the host plan
+ * only when it has a member operand (and custom fusion is on), which depends on its operands' readers: the
+ * guard cannot tell, so such a producer must keep its operands' reader counts, or the original is used. */
+static int custom_producer_same(const tpu_ir_graph_t* g, const int32_t* rn, int r, const tpu_ir_graph_t* orig,
+                                const int32_t* ro, int r0) {
+  int p = tpu_ir_operand(g, r, 0), p0 = tpu_ir_operand(orig, r0, 0);
+  int cn = tpu_ir_custom_elementwise(g, p), co = tpu_ir_custom_elementwise(orig, p0);
+  if (!cn && !co) return 1;
+  if (cn != co || g->ops[p].n_in != orig->ops[p0].n_in || g->ops[p].i0 != orig->ops[p0].i0) return 0;
+  for (int k = 0; k < g->ops[p].n_in; ++k) {
+    int u = tpu_ir_operand(g, p, k), u0 = tpu_ir_operand(orig, p0, k);
+    if (rn[u] != ro[u0] || g->ops[u].opcode != orig->ops[u0].opcode) return 0;
+  }
+  return 1;
 }
 /* 1: g is fine (maybe with dangling views added), 0: use the original, -1: out of memory. */
 static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, const int32_t* origin) {
@@ -61,6 +76,7 @@ static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, co
     if (r0 < 0 || orig->ops[r0].opcode != TPU_IR_REDUCE) { ok = 0; break; }
     if (tpu_ir_numel(t) * (int64_t)tpu_dtype_size(t->dtype) <= GUARD_BYTES) continue;
     int fo = fused_into(orig, ro, r0), fn = fused_into(g, rn, r);
+    if (fo && fn && !custom_producer_same(g, rn, r, orig, ro, r0)) { ok = 0; break; }
     if (fo == fn) continue;
     if (fo) { ok = 0; break; }
     int p = tpu_ir_operand(g, r, 0);

@@ -28,6 +28,28 @@ const char* tpu_ir_opcode_name(int opcode) {
   return (opcode >= 0 && opcode < TPU_IR_OPCODE_COUNT) ? kNames[opcode] : "?";
 }
 int tpu_ir_is_elementwise(int op) { return op >= TPU_IR_NEG && op <= TPU_IR_CONVERT; }
+int tpu_ir_custom_elementwise(const tpu_ir_graph_t* G, int v) {
+  const tpu_ir_op_t* op = &G->ops[v];
+  if (op->opcode != TPU_IR_CUSTOM || op->type.dtype != TPU_DTYPE_F32) return 0;
+  int scalar_k = -1, n_in;
+  switch (op->i0) {
+    case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_GELU: n_in = 1; break;
+    case TPU_IR_CUSTOM_SILU_BWD: case TPU_IR_CUSTOM_GELU_BWD: n_in = 2; break;
+    case TPU_IR_CUSTOM_LERP: n_in = 3; scalar_k = 2; break;
+    case TPU_IR_CUSTOM_ADDC: n_in = 4; scalar_k = 3; if (op->i1 != 0 && op->i1 != 1) return 0; break;
+    default: return 0;
+  }
+  if (op->n_in != n_in) return 0;
+  for (int k = 0; k < n_in; ++k) {
+    const tpu_ir_type_t* t = &G->ops[tpu_ir_operand(G, v, k)].type;
+    if (t->dtype != TPU_DTYPE_F32) return 0;
+    if (t->rank == 0 && (k == scalar_k || op->type.rank == 0)) continue;
+    if (k == scalar_k && op->i0 == TPU_IR_CUSTOM_ADDC) return 0; /* ADDC's value is rank 0 */
+    if (t->rank != op->type.rank) return 0;
+    for (int d = 0; d < t->rank; ++d) if (t->dims[d] != op->type.dims[d]) return 0;
+  }
+  return 1;
+}
 int tpu_ir_is_view(int op) { return op >= TPU_IR_BROADCAST && op <= TPU_IR_REVERSE; }
 static int is_unary(int op) { return op >= TPU_IR_NEG && op <= TPU_IR_IS_INF; }
 static int is_binary(int op) { return op >= TPU_IR_ADD && op <= TPU_IR_FMOD; }

@@ -231,6 +231,9 @@ static inline int32_t tpu_ir_operand(const tpu_ir_graph_t* g, int v, int k) {
 }
 const char* tpu_ir_opcode_name(int opcode);
 int tpu_ir_is_elementwise(int opcode);  /* unary/binary/compare/select/clamp/convert */
+/* A custom call computed element by element over f32 operands of its own shape (rank-0 scalars where the op
+ * takes them): SiLU/GELU (+ backward), LERP, ADDC. The host plan may run it inside elementwise clusters. */
+int tpu_ir_custom_elementwise(const tpu_ir_graph_t* g, int v);
 int tpu_ir_is_view(int opcode);         /* broadcast/reshape/transpose/slice/reverse */
 
 /* Records an error on g (first wins) and returns -1. */

@@ -433,6 +433,22 @@ static void b_guard_output(tpu_ir_graph_t* g) { /* CSE would make the dot read a
   tpu_ir_output(g, tpu_ir_unary(g, TPU_IR_EXP, x));
   tpu_ir_output(g, tpu_ir_dot(g, tpu_ir_unary(g, TPU_IR_EXP, x), x, 0, TPU_DTYPE_F32));
 }
+static void b_guard_custom(tpu_ir_graph_t* g) { /* gelu(x + 1) twice, one summed (fused), one negated: CSE would
+                                                  * share it, materializing the summed producer */
+  int x = tpu_ir_param(g, TPU_DTYPE_F32, 2, SBIG);
+  int one = tpu_ir_broadcast(g, tpu_ir_constant(g, TPU_DTYPE_F32, 1.0), 2, SBIG, NULL);
+  int gl[2];
+  for (int i = 0; i < 2; ++i) {
+    tpu_ir_op_t p;
+    memset(&p, 0, sizeof p);
+    p.opcode = TPU_IR_CUSTOM, p.i0 = TPU_IR_CUSTOM_GELU;
+    int a = tpu_ir_binary(g, TPU_IR_ADD, x, one);
+    p.type = g->ops[a].type;
+    gl[i] = tpu_ir_add_op(g, &p, 1, &a);
+  }
+  tpu_ir_output(g, tpu_ir_reduce(g, TPU_IR_MONOID_SUM, gl[0], (int64_t[]){2, 0, 1}));
+  tpu_ir_output(g, tpu_ir_unary(g, TPU_IR_NEG, gl[1]));
+}
 static void test_reduce_guard(void) {
   tpu_compiler_stats_t st;
   g_finite_inputs = 1;
@@ -459,6 +475,12 @@ static void test_reduce_guard(void) {
   check_same("guard output", &ref, &opt, &st);
   CHECK(count_op(&opt, TPU_IR_EXP) == 2, "a library op never starts reading a graph output (exp %d)",
         count_op(&opt, TPU_IR_EXP));
+  tpu_ir_graph_free(&ref); tpu_ir_graph_free(&opt);
+  tpu_ir_graph_init(&ref); tpu_ir_graph_init(&opt);
+  b_guard_custom(&ref); b_guard_custom(&opt);
+  check_same("guard custom", &ref, &opt, &st);
+  CHECK(count_op(&opt, TPU_IR_CUSTOM) == 2, "a fused custom producer is not shared with another reader (custom %d)",
+        count_op(&opt, TPU_IR_CUSTOM));
   tpu_ir_graph_free(&ref); tpu_ir_graph_free(&opt);
   g_finite_inputs = 0;
 }

@@ -85,29 +85,7 @@ int tpu_host_set_custom_fusion(int on) {
   atomic_store_explicit(&g_custom_fusion, on ? 1 : 0, memory_order_relaxed);
   return old;
 }
-static int custom_elementwise(const tpu_ir_graph_t* G, int v) {
-  const tpu_ir_op_t* op = &G->ops[v];
-  if (op->opcode != TPU_IR_CUSTOM || op->type.dtype != TPU_DTYPE_F32) return 0;
-  int scalar_k = -1, n_in;
-  switch (op->i0) {
-    case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_GELU: n_in = 1; break;
-    case TPU_IR_CUSTOM_SILU_BWD: case TPU_IR_CUSTOM_GELU_BWD: n_in = 2; break;
-    case TPU_IR_CUSTOM_LERP: n_in = 3; scalar_k = 2; break;
-    case TPU_IR_CUSTOM_ADDC: n_in = 4; scalar_k = 3; if (op->i1 != 0 && op->i1 != 1) return 0; break;
-    default: return 0;
-  }
-  if (op->n_in != n_in) return 0;
-  for (int k = 0; k < n_in; ++k) {
-    const tpu_ir_type_t* t = &G->ops[tpu_ir_operand(G, v, k)].type;
-    if (t->dtype != TPU_DTYPE_F32) return 0;
-    if (t->rank == 0 && (k == scalar_k || op->type.rank == 0)) continue;
-    if (k == scalar_k && op->i0 == TPU_IR_CUSTOM_ADDC) return 0; /* ADDC's value is rank 0 */
-    if (t->rank != op->type.rank) return 0;
-    for (int d = 0; d < t->rank; ++d) if (t->dims[d] != op->type.dims[d]) return 0;
-  }
-  return 1;
-}
-/* Runs custom member `op` over n f32 elements of its operands' tile slots (see custom_elementwise). */
+/* Runs custom member `op` over n f32 elements of its operands' tile slots (see tpu_ir_custom_elementwise). */
 static void custom_compute(const tpu_ir_graph_t* G, const tpu_ir_op_t* op, float* dst, const void* const* in,
                            int64_t n) {
   const tpu_host_rows_ops_t* R = tpu_host_rows_ops();
@@ -127,7 +105,7 @@ static void custom_compute(const tpu_ir_graph_t* G, const tpu_ir_op_t* op, float
 }
 /* ew: elementwise ops and (custom fusion on) elementwise custom calls. */
 static int plan_elementwise(const tpu_ir_graph_t* G, int v, int custom_on) {
-  return tpu_ir_is_elementwise(G->ops[v].opcode) || (custom_on && custom_elementwise(G, v));
+  return tpu_ir_is_elementwise(G->ops[v].opcode) || (custom_on && tpu_ir_custom_elementwise(G, v));
 }
 
 /* Multi-step graphs (compiled replays, fused-eager traces, _foreach_ lists) run with the pool's grains
@@ -588,7 +566,7 @@ static int copy_small(const tpu_host_view_t* src, const tpu_host_view_t* dst) {
 }
 #undef COPY_STRIDED_ROW
 
-/* A rank-0 leaf of a cluster of rank > 0 (a custom call's scalar operand, see custom_elementwise) as a
+/* A rank-0 leaf of a cluster of rank > 0 (a custom call's scalar operand, see tpu_ir_custom_elementwise) as a
  * broadcast of the cluster's shape. */
 static void leaf_bcast(tpu_host_view_t* v, int rank, const int64_t* sizes) {
   if (v->rank != 0 || rank == 0) return;
