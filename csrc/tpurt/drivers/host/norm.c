@@ -125,7 +125,7 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
                        * double without the second pass (cancellation only as (mean - k)^2 / variance) */
       const float* xb = (const float*)x->data + b * x->strides[1];
       const double k0 = (double)xb[0];
-      if (batch) { r0 = bt1[k]; r1 = bt2[k]; }
+      if (batch) { r0 += bt1[k]; r1 += bt2[k]; } /* 0 + sum as the per-run path (sign of a zero sum) */
       else
         for (int64_t a = 0; a < J->A; ++a) {
           double t1, t2;
@@ -139,7 +139,7 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
       r0 = r1 = 0; /* an inf or NaN: the two-pass sums below give the IEEE results (inf mean, NaN variance) */
     }
     if (fast && g) {
-      if (batch) { r0 = bt1[k]; r1 = bt2[k]; goto store; }
+      if (batch) { r0 += bt1[k]; r1 += bt2[k]; goto store; } /* 0 + sum as the per-run path */
       const double m = vec_at(&J->xs[2], b, J->f64);
       for (int64_t a = 0; a < J->A; ++a) {
         double t1, t2;
