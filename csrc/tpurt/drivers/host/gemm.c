@@ -299,12 +299,12 @@ typedef struct gemm_args_s {
 static int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
 /* The direct bf16 store (tpu_host_gemm_epi_t.out_bf16) of the block C[t][i0:i0+mb, j0:j0+nb] (C's own
  * coordinates) whose values are at blk[i * rs + j * cs]. */
-static void store_bf16_portable(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias, uint16_t* out,
-                                int64_t o_rs) {
+static void store_bf16_portable(int64_t m, int64_t n, const float* x, int64_t x_rs, int64_t x_cs, const float* bias,
+                                int64_t b_cs, uint16_t* out, int64_t o_rs, int64_t o_cs) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      const float v = x[i * x_rs + j];
-      out[i * o_rs + j] = tpu_f32_to_bf16(bias ? bias[j] + v : v);
+      const float v = x[i * x_rs + j * x_cs];
+      out[i * o_rs + j * o_cs] = tpu_f32_to_bf16(bias ? bias[j * b_cs] + v : v);
     }
 }
 static void gemm_store_bf16(const tpu_host_gemm_epi_t* e, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb,
@@ -323,14 +323,10 @@ static void gemm_store_bf16(const tpu_host_gemm_epi_t* e, int64_t t, int64_t i0,
       return;
     }
 #endif
-    store_bf16_portable(mb, nb, blk, rs, bias, o, e->out_rs);
+    store_bf16_portable(mb, nb, blk, rs, 1, bias, 1, o, e->out_rs, 1); /* unit strides as constants */
     return;
   }
-  for (int64_t i = 0; i < mb; ++i)
-    for (int64_t j = 0; j < nb; ++j) {
-      const float v = blk[i * rs + j * cs];
-      o[i * e->out_rs + j * e->out_cs] = tpu_f32_to_bf16(bias ? bias[j * e->bias_cs] + v : v);
-    }
+  store_bf16_portable(mb, nb, blk, rs, cs, bias, e->bias_cs, o, e->out_rs, e->out_cs);
 }
 
 /* C[i0:i0+mb, j0:j0+nb] (the driver's coordinates) is final: run the epilogue on it. */
