@@ -88,6 +88,16 @@ const char* tpu_cpu_features_string(void);
 typedef void (*tpu_pool_fn)(void* ctx, int64_t begin, int64_t end);
 void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
 int tpu_pool_num_threads(void);
+/* Width of the column blocks that split n columns over the pool: ceil(n / wide) blocks, or one per thread of at
+ * least `minw` columns when that is more, rounded up to a multiple of `align`, at most `wide`. Columns only, so
+ * sums keep their order (the column-sum kernels: rows.c, colsum.c). */
+static inline int64_t tpu_pool_column_block(int64_t n, int64_t wide, int64_t minw, int64_t align) {
+  int64_t nb = (n + wide - 1) / wide, per_thread = n / minw, th = tpu_pool_num_threads();
+  if (per_thread > th) per_thread = th;
+  if (per_thread > nb) nb = per_thread;
+  int64_t bw = ((n + nb - 1) / nb + align - 1) / align * align;
+  return bw < wide ? bw : wide;
+}
 /* Same, in up to 4 chunks per thread taken as threads come free (for units of uneven cost, or
  * many units: a thread that starts late leaves its share to the others). */
 void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);

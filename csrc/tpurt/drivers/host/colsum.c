@@ -49,9 +49,7 @@ tpu_status_t tpu_host_k_col_sums_lowp(const tpu_host_view_t* x, const tpu_host_v
   const tpu_host_colsum_ops_t* ops = tpu_host_colsum_ops(2);
   cs_job_t J = {x->dtype == TPU_DTYPE_BF16 ? ops->bf16 : ops->f16, x, out, x->sizes[0], x->sizes[1], CS_WIDE};
   if (J.N == 0) return TPU_OK;
-  /* ceil(N / CS_WIDE) blocks, or one per thread of at least 64 columns: columns only, same bits */
-  const int64_t nb = TPU_MAX((J.N + CS_WIDE - 1) / CS_WIDE, TPU_MIN((int64_t)tpu_pool_num_threads(), J.N / 64));
-  J.bw = TPU_MIN((int64_t)CS_WIDE, ((J.N + nb - 1) / nb + 15) / 16 * 16);
+  J.bw = tpu_pool_column_block(J.N, CS_WIDE, 64, 16);
   tpu_pool_parallel_for((J.N + J.bw - 1) / J.bw, 1, cs_worker, &J);
   return TPU_OK;
 }

@@ -379,11 +379,7 @@ static tpu_status_t k_col_sums(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (N == 0) return TPU_OK;
   col_job_t J = {.ops = tpu_host_rows_ops(), .g = ln ? &xs[0] : NULL, .x = &xs[ln ? 1 : 0], .mean = ln ? &xs[2] : NULL,
                  .rstd = ln ? &xs[3] : NULL, .out = out, .M = M, .N = N, .bw = COL_BLOCK};
-  { /* ceil(N / width) blocks, or one per thread (at least 64 / 32 columns each): columns only, same bits */
-    const int64_t wide = ln ? COL_BLOCK : COL_WIDE, minw = ln ? 32 : 64;
-    const int64_t nb = TPU_MAX((N + wide - 1) / wide, TPU_MIN((int64_t)tpu_pool_num_threads(), N / minw));
-    J.bw = TPU_MIN(wide, ((N + nb - 1) / nb + 7) / 8 * 8);
-  }
+  J.bw = tpu_pool_column_block(N, ln ? COL_BLOCK : COL_WIDE, ln ? 32 : 64, 8);
   tpu_pool_parallel_for((N + J.bw - 1) / J.bw, 1, col_worker, &J);
   return TPU_OK;
 }
