@@ -151,8 +151,17 @@ int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* sl
   int r = 0;
   pthread_mutex_lock(&g_mu);
   fam_t* f = fam_find(h, fkey, fkey_len);
-  if (!f) { r = fam_insert(h, fkey, fkey_len, n_slots) ? 0 : -1; goto out; } /* first size: a sample */
+  if (!f) { /* the first size: only its sizes (most programs never see a second one; no graph copies) */
+    if ((f = fam_insert(h, fkey, fkey_len, n_slots))) memcpy(f->slots0, slots, (size_t)n_slots * sizeof(int64_t));
+    r = -1;
+    goto out;
+  }
   if (f->strikes >= MAX_STRIKES || f->n_slots != n_slots) { r = -1; goto out; }
+  /* no sample yet: a second size is the first sample; the first size again (the memory level dropped it) is not */
+  if (!f->tpre && !f->have_sample) {
+    if (!memcmp(f->slots0, slots, (size_t)n_slots * sizeof(int64_t))) r = -1;
+    goto out;
+  }
   if (!f->ready) goto out;
   int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
   /* another symbol layout (two sizes that moved together in the first samples part) or other tables:

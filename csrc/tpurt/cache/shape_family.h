@@ -3,7 +3,9 @@
  *
  * A family is every call of one op whose cache keys differ only in tensor sizes (same op, ranks,
  * dtypes, argument kinds and values that are keyed): embedding_bag at each new id count, an NLP
- * op at each sequence length. Its first two sizes fix which size slots of the key vary together
+ * op at each sequence length. Its first size only records the sizes (no graph copies: a program
+ * whose sizes never vary pays a key and a lookup, no more); from the second size on, every full
+ * compile is a sample. The first two samples fix which size slots of the key vary together
  * (size symbols s0, s1, ...: slots equal to each other in both samples share one); every compiled
  * size after that is a sample of two size templates (ir/symshape.h): one over the lowered graph
  * (before the passes) and one over the optimized graph (after them). Once a sample was predicted
@@ -44,7 +46,7 @@ int tpu_shape_family_enabled(void);
 /* cx: the op lowered at these sizes (its graph before the passes, its binding tables).
  * 1: *out_post is the optimized graph at these sizes (caller frees); 0: compile in full, then
  * call tpu_shape_family_learn with a copy of cx->g made before the passes; -1: compile in full,
- * nothing to learn. */
+ * nothing to learn (the family's first size, or a family that stopped learning). */
 int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* slots, int n_slots,
                          const tpu_lower_ctx_t* cx, tpu_ir_graph_t* out_post);
 /* A full compile's sample: pre (taken: freed or kept), cx's tables, the optimized graph post
