@@ -31,7 +31,7 @@ typedef struct fam_s {
   tables_t tab;
   /* one sample so far: its graphs; two or more: the symbol layout and the templates */
   int have_sample;
-  tpu_ir_graph_t pre1, post1;
+  struct sample_s { tpu_ir_graph_t pre, post; }* s1; /* allocated apart: 8 KiB of graph headers */
   int n_syms;
   int8_t sym_of[TPU_SHAPE_FAMILY_MAX_SLOTS]; /* -1: the slot is constant */
   tpu_ir_template_t *tpre, *tpost;
@@ -86,8 +86,18 @@ static int tables_same(const tables_t* t, const tpu_lower_ctx_t* cx) {
 
 static void fam_drop_sample(fam_t* f) {
   if (!f->have_sample) return;
-  tpu_ir_graph_free(&f->pre1); tpu_ir_graph_free(&f->post1);
+  tpu_ir_graph_free(&f->s1->pre); tpu_ir_graph_free(&f->s1->post);
+  free(f->s1); f->s1 = NULL;
   f->have_sample = 0;
+}
+/* f's first sample (none held): pre taken, a copy of post; 0, or -1 (out of memory: none) */
+static int fam_set_sample(fam_t* f, tpu_ir_graph_t* pre, const tpu_ir_graph_t* post, const int64_t* slots) {
+  if (!(f->s1 = malloc(sizeof *f->s1))) return -1;
+  if (tpu_ir_graph_clone(post, &f->s1->post) != TPU_OK) { free(f->s1); f->s1 = NULL; return -1; }
+  f->s1->pre = *pre; tpu_ir_graph_init(pre);
+  memcpy(f->slots0, slots, (size_t)f->n_slots * sizeof(int64_t));
+  f->have_sample = 1;
+  return 0;
 }
 static void fam_free(fam_t* f) {
   fam_drop_sample(f);
@@ -207,10 +217,7 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
   g_samples++;
   if (!f->tpre && !f->have_sample) { /* the first sample */
     if (tables_copy(&f->tab, cx)) goto out;
-    if (tpu_ir_graph_clone(post, &f->post1) != TPU_OK) { tables_free(&f->tab); goto out; }
-    f->pre1 = *pre; tpu_ir_graph_init(pre);
-    memcpy(f->slots0, slots, (size_t)n_slots * sizeof(int64_t));
-    f->have_sample = 1;
+    if (fam_set_sample(f, pre, post, slots)) tables_free(&f->tab);
     goto out;
   }
   int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
@@ -223,12 +230,7 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     f->ready = 0;
     tables_free(&f->tab);
     if (f->strikes < MAX_STRIKES && !tables_copy(&f->tab, cx)) {
-      if (tpu_ir_graph_clone(post, &f->post1) != TPU_OK) tables_free(&f->tab);
-      else {
-        f->pre1 = *pre; tpu_ir_graph_init(pre);
-        memcpy(f->slots0, slots, (size_t)n_slots * sizeof(int64_t));
-        f->have_sample = 1;
-      }
+      if (fam_set_sample(f, pre, post, slots)) tables_free(&f->tab);
     }
     goto out;
   }
@@ -242,8 +244,8 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     if (n < 0 || small2) { fam_strike(f); goto out; } /* too many symbols; a size 0 or 1 may lower differently */
     tpu_status_t st = TPU_OK;
     if (!small1) {
-      st = tpu_ir_template_create(&f->pre1, s1, n, &f->tpre);
-      if (!st) st = tpu_ir_template_create(&f->post1, s1, n, &f->tpost);
+      st = tpu_ir_template_create(&f->s1->pre, s1, n, &f->tpre);
+      if (!st) st = tpu_ir_template_create(&f->s1->post, s1, n, &f->tpost);
       if (!st) st = tpu_ir_template_add(f->tpre, pre, s2, &verdict, why, sizeof why);
       if (!st && verdict != TPU_IR_TEMPLATE_NOT_INSTANCE) st = tpu_ir_template_add(f->tpost, post, s2, &verdict, why, sizeof why);
       if (st) tpu_status_free(st);
@@ -254,11 +256,7 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
       f->tpre = f->tpost = NULL;
       if (!small1) fam_strike(f);
       fam_drop_sample(f);
-      if (f->strikes < MAX_STRIKES && tpu_ir_graph_clone(post, &f->post1) == TPU_OK) {
-        f->pre1 = *pre; tpu_ir_graph_init(pre);
-        memcpy(f->slots0, slots, (size_t)n_slots * sizeof(int64_t));
-        f->have_sample = 1;
-      }
+      if (f->strikes < MAX_STRIKES) (void)fam_set_sample(f, pre, post, slots);
       goto out;
     }
     fam_drop_sample(f);
