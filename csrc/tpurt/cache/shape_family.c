@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cache/hash.h"
+#include "compiler/compiler.h"
 #include "ir/symshape.h"
 
 #define NBUCKETS 1024
@@ -140,8 +141,9 @@ static void fam_strike(fam_t* f) {
   }
 }
 
-/* The call's symbol values under f's layout; 0 if the call does not fit it (a constant slot
- * changed, two slots of one symbol differ) or a symbol is below 2. */
+/* The call's symbol values under f's layout: 1; 0 if the call does not fit it (a constant slot
+ * changed, two slots of one symbol differ); -1 if it fits but a symbol is below 2 (a size 0 or 1 may
+ * lower differently: compiled in full, neither instantiated nor learned from, no strike). */
 static int syms_of(const fam_t* f, const int64_t* slots, int64_t* syms) {
   int seen[TPU_IR_TEMPLATE_MAX_SYMS] = {0};
   for (int i = 0; i < f->n_slots; ++i) {
@@ -150,8 +152,19 @@ static int syms_of(const fam_t* f, const int64_t* slots, int64_t* syms) {
     if (!seen[s]) { syms[s] = slots[i]; seen[s] = 1; }
     else if (syms[s] != slots[i]) return 0;
   }
-  for (int s = 0; s < f->n_syms; ++s) if (syms[s] < 2) return 0;
+  for (int s = 0; s < f->n_syms; ++s) if (syms[s] < 2) return -1;
   return 1;
+}
+
+/* A reduce over more than TPU_COMPILER_REDUCE_GUARD_BYTES: the passes' reduce-fusion guard may decide
+ * differently at this size than at the samples' sizes, so such a graph is compiled in full and not learned. */
+static int has_big_reduce(const tpu_ir_graph_t* g) {
+  for (int v = 0; v < g->n_ops; ++v) {
+    if (g->ops[v].opcode != TPU_IR_REDUCE) continue;
+    const tpu_ir_type_t* t = tpu_ir_type(g, tpu_ir_operand(g, v, 0));
+    if (tpu_ir_numel(t) * (int64_t)tpu_dtype_size(t->dtype) > TPU_COMPILER_REDUCE_GUARD_BYTES) return 1;
+  }
+  return 0;
 }
 
 int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* slots, int n_slots,
@@ -166,7 +179,7 @@ int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* sl
     r = -1;
     goto out;
   }
-  if (f->strikes >= MAX_STRIKES || f->n_slots != n_slots) { r = -1; goto out; }
+  if (f->strikes >= MAX_STRIKES || f->n_slots != n_slots || has_big_reduce(&cx->g)) { r = -1; goto out; }
   /* no sample yet: a second size is the first sample; the first size again (the memory level dropped it) is not */
   if (!f->tpre && !f->have_sample) {
     if (!memcmp(f->slots0, slots, (size_t)n_slots * sizeof(int64_t))) r = -1;
@@ -176,7 +189,9 @@ int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* sl
   int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
   /* another symbol layout (two sizes that moved together in the first samples part) or other tables:
    * compiled in full; tpu_shape_family_learn starts the family again from it (a strike) */
-  if (!syms_of(f, slots, syms) || !tables_same(&f->tab, cx)) goto out;
+  const int fit = syms_of(f, slots, syms);
+  if (fit < 0) { r = -1; goto out; }
+  if (!fit || !tables_same(&f->tab, cx)) goto out;
   /* not the predicted graph: compiled in full and learned from (tpu_shape_family_learn decides) */
   if (!tpu_ir_template_matches(f->tpre, &cx->g, syms, 2)) goto out;
   tpu_status_t st = tpu_ir_template_instantiate_ex(f->tpost, syms, 2, out_post, NULL);
@@ -221,7 +236,9 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     goto out;
   }
   int64_t syms[TPU_IR_TEMPLATE_MAX_SYMS];
-  if (!tables_same(&f->tab, cx) || (f->tpre && !syms_of(f, slots, syms))) {
+  const int fit = f->tpre ? syms_of(f, slots, syms) : 1;
+  if (fit < 0) goto out; /* a symbol below 2: not a sample (see syms_of) */
+  if (!tables_same(&f->tab, cx) || !fit) {
     /* no instance of this family as learned: start again from this sample (4 strikes: stop learning) */
     fam_strike(f);
     fam_drop_sample(f);
@@ -241,7 +258,8 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     if (n == 0) goto out; /* the same sizes again (the memory level dropped it): nothing new */
     int small1 = 0, small2 = 0;
     for (int s = 0; s < n; ++s) { small1 |= s1[s] < 2; small2 |= s2[s] < 2; }
-    if (n < 0 || small2) { fam_strike(f); goto out; } /* too many symbols; a size 0 or 1 may lower differently */
+    if (n < 0) { fam_strike(f); goto out; } /* too many symbols */
+    if (small2) goto out; /* a size 0 or 1 may lower differently: not a sample, no strike */
     tpu_status_t st = TPU_OK;
     if (!small1) {
       st = tpu_ir_template_create(&f->s1->pre, s1, n, &f->tpre);

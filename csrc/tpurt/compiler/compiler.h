@@ -32,6 +32,11 @@
 #include "drivers/host/host.h"
 #include "ir/ir.h"
 
+/* Reduces over operands above this many bytes are where the passes may change the result's summation order
+ * (the host plan sums a fused producer block by block): pipeline.c's guard checks them, and size templates
+ * (cache/shape_family.c) never instantiate a graph holding one. */
+#define TPU_COMPILER_REDUCE_GUARD_BYTES ((int64_t)1 << 20)
+
 typedef struct tpu_compiler_stats_s {
   int32_t ops_before, ops_after;  /* graph sizes around the passes */
   int32_t canon_rewrites;         /* canonicalize: algebraic identities, view chains */

@@ -22,7 +22,7 @@ static const struct { const char* name; pass_fn fn; size_t stat; } kPasses[] = {
  * canonicalize can hand a reduce another producer), so after the passes each reduce must see
  * the same fused/materialized status as before: a producer that became fused gets a dangling
  * view (it stays materialized); any other change keeps the original graph. */
-#define GUARD_BYTES ((int64_t)1 << 20) /* the driver materializes whole below 4 MiB: margin */
+#define GUARD_BYTES TPU_COMPILER_REDUCE_GUARD_BYTES /* the driver materializes whole below 4 MiB: margin */
 static int32_t* count_readers(const tpu_ir_graph_t* g) {
   int32_t* n = calloc((size_t)(g->n_ops ? g->n_ops : 1), sizeof(int32_t));
   if (!n) return NULL;

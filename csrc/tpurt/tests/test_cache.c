@@ -494,7 +494,7 @@ static void test_shape_families(void) {
   tpu_metrics_t m0, m1;
   tpu_shape_family_stats(&f0); tpu_cache_stats_get(&s0); tpu_metrics_get(&m0);
   int same = 1, nn = 0;
-  static float m_on[5], m_off[5], a_on[40 * 5], a_off[40 * 5];
+  static float m_on[5], m_off[5], a_on[43 * 5], a_off[43 * 5];
   for (int64_t n = 2; n <= 40; ++n, ++nn) {
     uint64_t seed = g_rng;
     run_mean_add(n, 1, m_on, a_on);
@@ -520,6 +520,18 @@ static void test_shape_families(void) {
   run_mean_add(1, 1, m_on, a_on);
   tpu_shape_family_stats(&f1);
   CHECK(f1.instantiated == f0.instantiated, "size 1: compiled in full");
+  /* ... and does not reset what the family learned: the next new sizes are still made from the templates */
+  for (int64_t n = 41; n <= 43; ++n) run_mean_add(n, 1, m_on, a_on);
+  tpu_shape_family_stats(&f0);
+  CHECK(f0.instantiated - f1.instantiated == 6, "after a size 1, new sizes instantiated (%llu of 6)",
+        (unsigned long long)(f0.instantiated - f1.instantiated));
+  /* a reduce over more than TPU_COMPILER_REDUCE_GUARD_BYTES (the passes' guard decides by size): compiled in full */
+  float* big = malloc((size_t)60000 * 5 * sizeof(float));
+  run_mean_add(60000, 1, m_on, big);
+  tpu_shape_family_stats(&f1);
+  CHECK(f1.instantiated - f0.instantiated == 1, "a 1.2 MB mean compiled in full, its add instantiated (%llu)",
+        (unsigned long long)(f1.instantiated - f0.instantiated));
+  free(big);
   tpu_shape_family_set_enabled(was);
 }
 
