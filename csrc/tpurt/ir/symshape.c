@@ -170,7 +170,7 @@ static int same_structure(const tpu_ir_graph_t* a, const tpu_ir_graph_t* b, char
     const char* on = tpu_ir_opcode_name(x.opcode);
     if (x.opcode != y.opcode) { snprintf(reason, cap, "%%%d is %s instead of %s", v, tpu_ir_opcode_name(y.opcode), on); return 0; }
     if (x.n_in != y.n_in || x.in_off != y.in_off ||
-        memcmp(a->operands + x.in_off, b->operands + y.in_off, (size_t)x.n_in * sizeof(int32_t))) {
+        (x.n_in && memcmp(a->operands + x.in_off, b->operands + y.in_off, (size_t)x.n_in * sizeof(int32_t)))) {
       snprintf(reason, cap, "%%%d (%s) has other operands", v, on); return 0;
     }
     if (x.type.dtype != y.type.dtype || x.type.rank != y.type.rank) { snprintf(reason, cap, "%%%d (%s) has another dtype or rank", v, on); return 0; }
@@ -185,7 +185,8 @@ static int same_structure(const tpu_ir_graph_t* a, const tpu_ir_graph_t* b, char
     for (int s = 0; s < VAL; ++s) { *slot_ptr(&x, s) = 0; *slot_ptr(&y, s) = 0; }
     if (memcmp(&x, &y, sizeof x)) { snprintf(reason, cap, "%%%d (%s) differs", v, on); return 0; }
   }
-  if (a->n_outputs != b->n_outputs || memcmp(a->outputs, b->outputs, (size_t)a->n_outputs * sizeof(int32_t))) {
+  if (a->n_outputs != b->n_outputs ||
+      (a->n_outputs && memcmp(a->outputs, b->outputs, (size_t)a->n_outputs * sizeof(int32_t)))) {
     snprintf(reason, cap, "the graph outputs differ"); return 0;
   }
   return 1;
@@ -348,9 +349,9 @@ int tpu_ir_template_matches(const tpu_ir_template_t* t, const tpu_ir_graph_t* g,
   const tpu_ir_graph_t* a = &t->g;
   if (a->n_ops != g->n_ops || a->n_operands != g->n_operands || a->n_params != g->n_params ||
       a->n_scalars != g->n_scalars || a->n_outputs != g->n_outputs || a->precision != g->precision ||
-      memcmp(a->operands, g->operands, (size_t)a->n_operands * sizeof(int32_t)) ||
-      memcmp(a->outputs, g->outputs, (size_t)a->n_outputs * sizeof(int32_t)))
-    return 0;
+      (a->n_operands && memcmp(a->operands, g->operands, (size_t)a->n_operands * sizeof(int32_t))) ||
+      (a->n_outputs && memcmp(a->outputs, g->outputs, (size_t)a->n_outputs * sizeof(int32_t))))
+    return 0; /* (memcmp's pointers must not be NULL even for 0 bytes: a graph without operands has none) */
   int64_t mv[MAX_MONO];
   uint8_t mok[MAX_MONO];
   mono_values(t->n_syms, syms, mv, mok);
