@@ -228,10 +228,7 @@ _DIRECT = """
 
 
 def _direct_run(epilogue: str) -> list[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TORCH_TPU_GEMM_EPILOGUE"}
-    env["TORCH_TPU_GEMM_EPILOGUE"] = epilogue
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_DIRECT)], env=env, capture_output=True, text=True,
-                          timeout=600)
+    proc = _run_env(_DIRECT, TORCH_TPU_GEMM_EPILOGUE=epilogue)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split("\n")
 
