@@ -9,6 +9,7 @@
 #include "cache/hash.h"
 #include "compiler/compiler.h"
 #include "ir/symshape.h"
+#include "runtime/runtime.h"
 
 #define NBUCKETS 1024
 #define MAX_STRIKES 4
@@ -45,20 +46,10 @@ static int g_count;
 static uint64_t g_instantiated, g_samples, g_refused;
 static int g_enabled = -1;
 
-int tpu_shape_family_enabled(void) {
-  int e = __atomic_load_n(&g_enabled, __ATOMIC_RELAXED);
-  if (e < 0) {
-    const char* v = getenv("TORCH_TPU_EAGER_TEMPLATES");
-    e = !(v && !strcmp(v, "0"));
-    __atomic_store_n(&g_enabled, e, __ATOMIC_RELAXED);
-  }
-  return e;
-}
+int tpu_shape_family_enabled(void) { return tpu_rt_env_switch(&g_enabled, "TORCH_TPU_EAGER_TEMPLATES", 1); }
 
 int tpu_shape_family_set_enabled(int on) {
-  int was = tpu_shape_family_enabled();
-  __atomic_store_n(&g_enabled, on ? 1 : 0, __ATOMIC_RELAXED);
-  return was;
+  return tpu_rt_env_switch_set(&g_enabled, "TORCH_TPU_EAGER_TEMPLATES", 1, on);
 }
 
 static void tables_free(tables_t* t) { free(t->tbind); free(t->sbind); free(t->checks); memset(t, 0, sizeof *t); }

@@ -5,6 +5,7 @@
 
 #include "compiler/compiler.h"
 #include "compiler/rewrite.h"
+#include "runtime/runtime.h"
 
 #define MAX_ROUNDS 4
 
@@ -92,13 +93,7 @@ static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, co
 
 static int verify_from_env(void) {
   static int cached = -1;
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char* s = getenv("TORCH_TPU_VERIFY_PASSES");
-    v = s && *s && strcmp(s, "0") != 0;
-    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-  }
-  return v;
+  return tpu_rt_env_switch(&cached, "TORCH_TPU_VERIFY_PASSES", 0);
 }
 
 tpu_status_t tpu_compiler_run_ex(tpu_ir_graph_t* g, const char* name, int verify,

@@ -102,6 +102,21 @@ static const char* env_get(const char* var) {
   return (v && *skip_blanks(v)) ? v : NULL;
 }
 
+int tpu_rt_env_switch(int* cell, const char* var, int dflt) {
+  int v = __atomic_load_n(cell, __ATOMIC_RELAXED);
+  if (v >= 0) return v;
+  const char* s = env_get(var);
+  int expected = -1;
+  (void)__atomic_compare_exchange_n(cell, &expected, s ? *skip_blanks(s) != '0' : (dflt != 0), 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+  return __atomic_load_n(cell, __ATOMIC_RELAXED);
+}
+int tpu_rt_env_switch_set(int* cell, const char* var, int dflt, int on) {
+  int old = tpu_rt_env_switch(cell, var, dflt);
+  __atomic_store_n(cell, on ? 1 : 0, __ATOMIC_RELAXED);
+  return old;
+}
+
 tpu_status_t tpu_rt_config_from_env(tpu_rt_config_t* out_config) {
   tpu_rt_config_t c = {.num_devices = 1, .launch_blocking = false, .pool_wait_us = 1000};
   int64_t i;

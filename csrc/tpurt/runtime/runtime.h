@@ -47,6 +47,11 @@ tpu_status_t tpu_rt_env_parse_int(const char* var, const char* value, int64_t lo
                                   int64_t* out_value);
 tpu_status_t tpu_rt_env_parse_bytes(const char* var, const char* value, uint64_t* out_value);
 tpu_status_t tpu_rt_env_parse_bool(const char* var, const char* value, bool* out_value);
+/* An on/off switch read from the environment once: *cell starts at -1; unset or empty -> dflt, a value whose
+ * first non-blank character is '0' -> 0, anything else -> 1. _set overrides it (test hooks) and returns the
+ * previous value. */
+int tpu_rt_env_switch(int* cell, const char* var, int dflt);
+int tpu_rt_env_switch_set(int* cell, const char* var, int dflt, int on);
 
 /* Reads all TORCH_TPU_* runtime variables; first invalid one wins. */
 tpu_status_t tpu_rt_config_from_env(tpu_rt_config_t* out_config);

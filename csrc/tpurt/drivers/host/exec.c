@@ -10,6 +10,7 @@
 #include "drivers/host/gemm.h"
 #include "drivers/host/host.h"
 #include "drivers/host/rows.h"
+#include "runtime/runtime.h"
 
 enum { K_PARAM, K_SCALAR, K_CONST, K_VIEW, K_MEMBER, K_ROOT, K_LIB };
 
@@ -41,23 +42,10 @@ struct tpu_host_exe_s {
   int n_out_alias;
 };
 
-static _Atomic int g_epi_fusion = -1; /* -1: not read from the environment yet */
-static int epilogue_fusion_on(void) {
-  int v = atomic_load_explicit(&g_epi_fusion, memory_order_relaxed);
-  if (v < 0) {
-    const char* s = getenv("TORCH_TPU_GEMM_EPILOGUE");
-    while (s && (*s == ' ' || *s == '\t')) ++s;
-    v = !(s && *s == '0');
-    int expected = -1;
-    atomic_compare_exchange_strong(&g_epi_fusion, &expected, v);
-    v = atomic_load_explicit(&g_epi_fusion, memory_order_relaxed);
-  }
-  return v;
-}
+static int g_epi_fusion = -1; /* -1: TORCH_TPU_GEMM_EPILOGUE not read yet */
+static int epilogue_fusion_on(void) { return tpu_rt_env_switch(&g_epi_fusion, "TORCH_TPU_GEMM_EPILOGUE", 1); }
 int tpu_host_set_epilogue_fusion(int on) {
-  int old = epilogue_fusion_on();
-  atomic_store_explicit(&g_epi_fusion, on ? 1 : 0, memory_order_relaxed);
-  return old;
+  return tpu_rt_env_switch_set(&g_epi_fusion, "TORCH_TPU_GEMM_EPILOGUE", 1, on);
 }
 
 /* Elementwise custom calls (SILU, GELU and their gradients, LERP, ADDC: rows.h's one-pass f32 kernels) join
@@ -68,22 +56,10 @@ int tpu_host_set_epilogue_fusion(int on) {
  * (ADDC's value, LERP's scalar weight) are leaves read as broadcasts of the cluster's shape.
  * TORCH_TPU_CUSTOM_FUSION=0 or tpu_host_set_custom_fusion(0) (a test hook) keeps every custom call a library
  * step. */
-static _Atomic int g_custom_fusion = -1; /* -1: TORCH_TPU_CUSTOM_FUSION not read yet */
-static int custom_fusion_on(void) {
-  int v = atomic_load_explicit(&g_custom_fusion, memory_order_relaxed);
-  if (v < 0) {
-    const char* s = getenv("TORCH_TPU_CUSTOM_FUSION");
-    while (s && (*s == ' ' || *s == '\t')) ++s;
-    int expected = -1;
-    atomic_compare_exchange_strong(&g_custom_fusion, &expected, !(s && *s == '0'));
-    v = atomic_load_explicit(&g_custom_fusion, memory_order_relaxed);
-  }
-  return v;
-}
+static int g_custom_fusion = -1; /* -1: TORCH_TPU_CUSTOM_FUSION not read yet */
+static int custom_fusion_on(void) { return tpu_rt_env_switch(&g_custom_fusion, "TORCH_TPU_CUSTOM_FUSION", 1); }
 int tpu_host_set_custom_fusion(int on) {
-  int old = custom_fusion_on();
-  atomic_store_explicit(&g_custom_fusion, on ? 1 : 0, memory_order_relaxed);
-  return old;
+  return tpu_rt_env_switch_set(&g_custom_fusion, "TORCH_TPU_CUSTOM_FUSION", 1, on);
 }
 /* Runs custom member `op` over n f32 elements of its operands' tile slots (see tpu_ir_custom_elementwise). */
 static void custom_compute(const tpu_ir_graph_t* G, const tpu_ir_op_t* op, float* dst, const void* const* in,
