@@ -151,6 +151,15 @@ typedef enum tpu_ir_custom_e {
   TPU_IR_CUSTOM_LERP,           /* (start, end f32 [same shape], weight f32 [rank 0 or same shape]) -> lerp, one rounding */
   TPU_IR_CUSTOM_ADDC,           /* (self, t1, t2 f32 [same shape], value f32 [rank 0]) -> i1 0: fma(value t1, t2, self),
                                    1: self + (value t1) / t2 (drivers/host/rows.h) */
+  /* group norm over x [N, C, I] (I = HxW; G = C / Cg groups; drivers/host/norm.h); [N, G] / [C] vectors in the
+     statistics dtype (f32, or f64 with f64 x); bf16 / f16 x read as they are with f32 statistics */
+  TPU_IR_CUSTOM_GROUP_NORM_STATS, /* (x [N, C, I], eps f64 rank 0) -> [2, N, G]: mean, 1 / sqrt(var + eps) per group */
+  TPU_IR_CUSTOM_GROUP_NORM,     /* (x, mean [N, G], rstd [N, G], w [C]?, b [C]?) -> y [N, C, I] (x's dtype);
+                                   i1 bit 0 w given, bit 1 b given */
+  TPU_IR_CUSTOM_GROUP_NORM_SUMS, /* (g, x [N, C, I], mean, rstd [N, G]) -> [2, N + 1, C]: [0, n, c] sum g, [1, n, c]
+                                   sum g (x - mean) per (n, c); [0, N, c] d bias, [1, N, c] d weight */
+  TPU_IR_CUSTOM_GROUP_NORM_BWD, /* (g, x [N, C, I], mean, rstd [N, G], w [C]?, sums [2, N + 1, C]?) -> d x;
+                                   i1 bit 0 w given, bit 1 sums given (else computed as GROUP_NORM_SUMS would) */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

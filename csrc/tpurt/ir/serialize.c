@@ -69,12 +69,36 @@ static int64_t get_i64(rbuf_t* r) { int64_t v; get(r, &v, 8); return v; }
 
 #define BAD(...) TPU_ERR(INVALID_ARGUMENT, "ir: serialized graph: " __VA_ARGS__)
 
+/* The group-norm targets' shape rule (drivers/host/norm.h: x [N, C, I], [N, G] statistics, C % G == 0), so a
+ * damaged cache file is refused at load rather than failing in the kernel. */
+static int check_group_norm(const tpu_ir_graph_t* g, const tpu_ir_op_t* op, const int32_t* in) {
+  const int64_t t = op->i0, n = op->n_in;
+  const int bwd = t == TPU_IR_CUSTOM_GROUP_NORM_SUMS || t == TPU_IR_CUSTOM_GROUP_NORM_BWD;
+  if (op->i1 < 0 || op->i1 > 3 || n < 2 + bwd) return 0;
+  const tpu_ir_type_t *x = &g->ops[in[bwd]].type, *r = &op->type;
+  if (x->rank != 3) return 0;
+  const int64_t N = x->dims[0], C = x->dims[1];
+  if (t == TPU_IR_CUSTOM_GROUP_NORM_STATS)
+    return n == 2 && op->i1 == 0 && g->ops[in[1]].type.rank == 0 && r->rank == 3 && r->dims[0] == 2 && r->dims[1] == N &&
+           r->dims[2] >= 1 && C % r->dims[2] == 0;
+  const int hw = (t == TPU_IR_CUSTOM_GROUP_NORM || t == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (op->i1 & 1);
+  const int hb = t == TPU_IR_CUSTOM_GROUP_NORM && (op->i1 & 2), hs = t == TPU_IR_CUSTOM_GROUP_NORM_BWD && (op->i1 & 2);
+  if (n != (bwd ? 4 : 3) + hw + hb + hs) return 0;
+  const tpu_ir_type_t* m = &g->ops[in[bwd + 1]].type;
+  if (m->rank != 2 || m->dims[0] != N || m->dims[1] < 1 || C % m->dims[1]) return 0;
+  if (t == TPU_IR_CUSTOM_GROUP_NORM_SUMS) return r->rank == 3 && r->dims[0] == 2 && r->dims[1] == N + 1 && r->dims[2] == C;
+  return tpu_ir_same_shape(r, x);
+}
+
 /* Attributes of the ops that have no validating builder (added with tpu_ir_add_op). */
 static int check_unbuilt(const tpu_ir_graph_t* g, const tpu_ir_op_t* op, const int32_t* in) {
   const int rank = op->type.rank;
   switch (op->opcode) {
     case TPU_IR_CONSTANT: return op->n_in == 0 && rank == 0;
-    case TPU_IR_CUSTOM: return op->i0 > TPU_IR_CUSTOM_NONE && op->i0 < TPU_IR_CUSTOM_COUNT;
+    case TPU_IR_CUSTOM:
+      if (op->i0 >= TPU_IR_CUSTOM_GROUP_NORM_STATS && op->i0 <= TPU_IR_CUSTOM_GROUP_NORM_BWD)
+        return check_group_norm(g, op, in);
+      return op->i0 > TPU_IR_CUSTOM_NONE && op->i0 < TPU_IR_CUSTOM_COUNT;
     case TPU_IR_CONV: {
       /* y [N, O, *Q] = conv(x [N, C, *S], w [O, C/G, *K]): the shape rule of lower/conv.c */
       if (op->n_in != 2 || op->i1 < 1 || op->i1 > TPU_MAX_DIMS - 2 || op->i0 < 1 || rank != op->i1 + 2) return 0;

@@ -710,6 +710,7 @@ tpu_status_t tpu_ir_stablehlo_print(const tpu_ir_graph_t* g, const char* func_na
       P.st = TPU_ERR(INTERNAL, "stablehlo: %%%d (%s) printed with the wrong dtype", v, tpu_ir_opcode_name(opc));
     P.map[v] = r;
   }
+  if (P.st) { free(P.map); free(P.vals); free(P.buf); return P.st; } /* P.map is not filled past the failed op */
   shlo_printf(&P, "    \"func.return\"(");
   for (int k = 0; k < g->n_outputs; ++k) { if (k) shlo_printf(&P, ", "); shlo_name(&P, P.map[g->outputs[k]]); }
   shlo_printf(&P, ") : (");

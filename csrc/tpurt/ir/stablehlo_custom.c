@@ -12,6 +12,8 @@
  *   LERP           the two-sided lerp formula and a select
  *   ADDC           self + (value t1) * t2 or / t2
  *   COL_SUMS       reduces over dim 0 (the layer-norm pair concatenated)
+ *   GROUP_NORM_STATS / GROUP_NORM / GROUP_NORM_SUMS / GROUP_NORM_BWD  f64 reduces over [N, G, Cg, I] and the
+ *                  per (n, c) coefficient formulas of the host kernels in the statistics' dtype
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
 #include "ir/stablehlo_impl.h"
@@ -361,6 +363,128 @@ static int col_sums(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   return shlo_concat(P, 2, r, 0);
 }
 
+/* GROUP_NORM_STATS / GROUP_NORM / GROUP_NORM_SUMS / GROUP_NORM_BWD (drivers/host/norm.h) over x [N, C, I] with
+ * [N, G] statistics: sums in f64 as the host kernels make them, the per (n, c) coefficients in the statistics'
+ * dtype dt in the host's order (1 / sqrt, not rsqrt: the host divides) */
+#define MUL(a, b) shlo_bin(P, "stablehlo.multiply", (a), (b))
+#define ADD(a, b) shlo_bin(P, "stablehlo.add", (a), (b))
+#define SUB(a, b) shlo_bin(P, "stablehlo.subtract", (a), (b))
+static int gn_bng(shlo_t* P, int v, const int64_t* d4) { /* [N, G] -> [N, G, Cg, I] */
+  static const int64_t bd[2] = {0, 1};
+  return shlo_bcast(P, v, 4, d4, bd);
+}
+static int gn_bc(shlo_t* P, int v, const int64_t* d4) { /* [C] -> [N, G, Cg, I] */
+  static const int64_t bd[2] = {1, 2};
+  int64_t gc[2] = {d4[1], d4[2]};
+  return shlo_bcast(P, shlo_reshape(P, v, 2, gc), 4, d4, bd);
+}
+static int gn_x4(shlo_t* P, int x, const int64_t* d4, int dtype) { /* [N, C, I] -> [N, G, Cg, I] in dtype */
+  int r = shlo_reshape(P, x, 4, d4);
+  return shlo_type(P, r)->dtype == dtype ? r : shlo_convert(P, r, dtype);
+}
+/* per (n, c) sums in f64 as [N, C]: k = 0 sum g, k = 1 sum g (x - mean) */
+static int gn_sums(shlo_t* P, int g, int x, int mean, const int64_t* d4, int k) {
+  static const int64_t fl[4] = {0, 0, 0, 1};
+  const int F64 = TPU_DTYPE_F64;
+  int g4 = gn_x4(P, g, d4, F64), t = g4;
+  if (k) t = MUL(g4, SUB(gn_x4(P, x, d4, F64), gn_bng(P, shlo_convert(P, mean, F64), d4)));
+  int64_t d2[2] = {d4[0], d4[1] * d4[2]};
+  return shlo_reshape(P, shlo_reduce(P, TPU_IR_MONOID_SUM, t, fl), 2, d2);
+}
+static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  const int tgt = (int)op->i0, bwd = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD;
+  const int F64 = TPU_DTYPE_F64;
+  const tpu_ir_type_t tx = *shlo_type(P, in[bwd]);
+  const int64_t N = tx.dims[0], C = tx.dims[1], I = tx.dims[2];
+  const int64_t G = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS ? op->type.dims[2] : shlo_type(P, in[bwd + 1])->dims[1];
+  if (G < 1 || C % G) return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: group norm groups"));
+  const int64_t d4[4] = {N, G, C / G, I};
+  const double inv = 1.0 / (double)(C / G * I);
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+    const int dt = op->type.dtype;
+    static const int64_t fl[4] = {0, 0, 1, 1};
+    int x = gn_x4(P, in[0], d4, F64);
+    int cnt = shlo_scalar_const(P, F64, (double)(C / G * I));
+    int s = shlo_reduce(P, TPU_IR_MONOID_SUM, x, fl);
+    int m = shlo_bin(P, "stablehlo.divide", s, shlo_bcast_to(P, cnt, shlo_type(P, s), NULL));
+    int xc = SUB(x, gn_bng(P, m, d4));
+    int q = shlo_reduce(P, TPU_IR_MONOID_SUM, MUL(xc, xc), fl);
+    int v = shlo_bin(P, "stablehlo.divide", q, shlo_bcast_to(P, cnt, shlo_type(P, q), NULL));
+    int eps = shlo_convert(P, in[1], dt);
+    int vd = dt == F64 ? v : shlo_convert(P, v, dt);
+    int r = shlo_bin(P, "stablehlo.divide", shlo_const_like(P, vd, dt, 1.0),
+                     shlo_un(P, "stablehlo.sqrt", ADD(vd, shlo_bcast_to(P, eps, shlo_type(P, vd), NULL))));
+    int64_t d3[3] = {1, N, G};
+    int both[2] = {shlo_reshape(P, dt == F64 ? m : shlo_convert(P, m, dt), 3, d3), shlo_reshape(P, r, 3, d3)};
+    return shlo_concat(P, 2, both, 0);
+  }
+  const int dt = shlo_type(P, in[bwd + 1])->dtype;
+  int mean = in[bwd + 1], rstd = in[bwd + 2];
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS) {
+    int s1 = gn_sums(P, in[0], in[1], mean, d4, 0), s2 = gn_sums(P, in[0], in[1], mean, d4, 1);
+    static const int64_t f0[2] = {1, 0}, bd[2] = {0, 1};
+    int64_t dnc[2] = {N, C}, d3n[3] = {1, N, C}, d31[3] = {1, 1, C};
+    int r64 = shlo_reshape(P, shlo_bcast(P, shlo_convert(P, rstd, F64), 3, d4, bd), 2, dnc); /* [N, C] */
+    int db = shlo_reduce(P, TPU_IR_MONOID_SUM, s1, f0), dw = shlo_reduce(P, TPU_IR_MONOID_SUM, MUL(s2, r64), f0);
+    int rows[2];
+    int p0[2] = {shlo_reshape(P, s1, 3, d3n), shlo_reshape(P, db, 3, d31)};
+    int p1[2] = {shlo_reshape(P, s2, 3, d3n), shlo_reshape(P, dw, 3, d31)};
+    rows[0] = shlo_concat(P, 2, p0, 1);
+    rows[1] = shlo_concat(P, 2, p1, 1);
+    int r = shlo_concat(P, 2, rows, 0);
+    return dt == F64 ? r : shlo_convert(P, r, dt);
+  }
+  const int hw = (int)(op->i1 & 1);
+  int w = hw ? in[bwd + 3] : -1;
+  int r4 = gn_bng(P, rstd, d4), m4 = gn_bng(P, mean, d4);
+  int64_t d3[3] = {N, C, I};
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM) { /* y = x a + c, a = rstd w, c = -(mean a) + b */
+    int a = w >= 0 ? MUL(r4, gn_bc(P, w, d4)) : r4;
+    int c = shlo_un(P, "stablehlo.negate", MUL(m4, a));
+    if (op->i1 & 2) c = ADD(c, gn_bc(P, in[3 + hw], d4));
+    int y = ADD(MUL(gn_x4(P, in[0], d4, dt), a), c);
+    y = shlo_reshape(P, y, 3, d3);
+    return tx.dtype == dt ? y : shlo_convert(P, y, tx.dtype);
+  }
+  /* GROUP_NORM_BWD: the sums (rounded to dt) from the operand or made here */
+  int s1, s2;
+  if (op->i1 & 2) {
+    int sm = shlo_convert(P, in[n - 1], F64);
+    int64_t lo0[3] = {0, 0, 0}, hi0[3] = {1, N, C}, lo1[3] = {1, 0, 0}, hi1[3] = {2, N, C}, one[3] = {1, 1, 1};
+    int64_t dnc[2] = {N, C};
+    s1 = shlo_reshape(P, shlo_slice(P, sm, lo0, hi0, one), 2, dnc);
+    s2 = shlo_reshape(P, shlo_slice(P, sm, lo1, hi1, one), 2, dnc);
+  } else {
+    s1 = gn_sums(P, in[0], in[1], mean, d4, 0);
+    s2 = gn_sums(P, in[0], in[1], mean, d4, 1);
+    if (dt != F64) { s1 = shlo_convert(P, shlo_convert(P, s1, dt), F64); s2 = shlo_convert(P, shlo_convert(P, s2, dt), F64); }
+  }
+  /* per group in f64: t = sum_c w s; m1 = t1 / n, m2 = t2 / n rounded to dt */
+  static const int64_t fc[3] = {0, 0, 1};
+  int64_t d3g[3] = {N, G, C / G};
+  int ws1 = shlo_reshape(P, s1, 3, d3g), ws2 = shlo_reshape(P, s2, 3, d3g);
+  if (w >= 0) {
+    static const int64_t bd[2] = {1, 2};
+    int64_t gc[2] = {G, C / G};
+    int w64 = shlo_bcast(P, shlo_reshape(P, shlo_convert(P, w, F64), 2, gc), 3, d3g, bd);
+    ws1 = MUL(w64, ws1); ws2 = MUL(w64, ws2);
+  }
+  int t1 = shlo_reduce(P, TPU_IR_MONOID_SUM, ws1, fc), t2 = shlo_reduce(P, TPU_IR_MONOID_SUM, ws2, fc);
+  int iv = shlo_const_like(P, t1, F64, inv);
+  int m1 = MUL(t1, iv), m2 = MUL(t2, iv);
+  if (dt != F64) { m1 = shlo_convert(P, m1, dt); m2 = shlo_convert(P, m2, dt); }
+  int m2b = MUL(rstd, m2);                                                          /* [N, G] */
+  int b = shlo_un(P, "stablehlo.negate", MUL(MUL(rstd, rstd), m2b));
+  int cc = MUL(rstd, SUB(MUL(MUL(mean, rstd), m2b), m1));
+  int a = w >= 0 ? MUL(r4, gn_bc(P, w, d4)) : r4;
+  int dx = ADD(ADD(MUL(gn_x4(P, in[0], d4, dt), a), MUL(gn_x4(P, in[1], d4, dt), gn_bng(P, b, d4))), gn_bng(P, cc, d4));
+  dx = shlo_reshape(P, dx, 3, d3);
+  return tx.dtype == dt ? dx : shlo_convert(P, dx, tx.dtype);
+}
+#undef MUL
+#undef ADD
+#undef SUB
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -380,6 +504,8 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_SILU: case TPU_IR_CUSTOM_SILU_BWD: return silu(P, op, in);
     case TPU_IR_CUSTOM_LERP: return lerp(P, in);
     case TPU_IR_CUSTOM_ADDC: return addc(P, op, in);
+    case TPU_IR_CUSTOM_GROUP_NORM_STATS: case TPU_IR_CUSTOM_GROUP_NORM: case TPU_IR_CUSTOM_GROUP_NORM_SUMS:
+    case TPU_IR_CUSTOM_GROUP_NORM_BWD: return group_norm(P, op, op->n_in, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

@@ -5,10 +5,12 @@
  * bilinear / bicubic / trilinear upsampling (+ backward).
  *
  * No value-dependent branching; Scalars (momentum, eps, scale factors) stay runtime values:
- *   - Batch norm and group norm (non-empty inputs): the host's channel kernels (custom targets
- *     CHANNEL_STATS / CHANNEL_AFFINE, drivers/host/norm.h) on x viewed [N, C, rest] (group norm:
- *     [1, N*G, rest] for the statistics, [1, N*C, HxW] for the affine pass); small [C] / [N, G]
- *     vectors in between are plain IR. Empty inputs keep the composite reduce formulas.
+ *   - Batch norm (non-empty inputs): the host's channel kernels (custom targets CHANNEL_STATS /
+ *     CHANNEL_AFFINE, drivers/host/norm.h) on x viewed [N, C, rest]; small [C] vectors in between
+ *     are plain IR. Group norm (non-empty inputs): the host's group-norm targets on x viewed
+ *     [N, C, HxW]: forward GROUP_NORM_STATS ([2, N, G] mean, rstd) + GROUP_NORM (y); backward
+ *     GROUP_NORM_SUMS ([2, N + 1, C]: per (n, c) sums, d bias, d weight; only when either is
+ *     requested) + GROUP_NORM_BWD (d x). Empty inputs keep the composite reduce formulas.
  *   - Max pooling with fixed windows: the host's window-argmax kernel (custom target
  *     POOL_ARGMAX, drivers/host/pool.c, PyTorch's CPU NaN/tie rules) gives the flat
  *     spatial indices; the values are a gather at them.
@@ -67,11 +69,15 @@ static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
 /* ---------------------------------------------------------------- channel kernels */
 
 /* custom CHANNEL_STATS / CHANNEL_AFFINE (drivers/host/norm.h): result [rank, dims] of dtype dt */
-static int chan_custom(tpu_lower_ctx_t* cx, int target, int n, const int* in, int rank, const int64_t* dims, int dt) {
+static int chan_custom_i1(tpu_lower_ctx_t* cx, int target, int64_t i1, int n, const int* in, int rank,
+                          const int64_t* dims, int dt) {
   tpu_ir_type_t t = {0};
   t.dtype = dt; t.rank = rank;
   for (int d = 0; d < rank; ++d) t.dims[d] = dims[d];
-  return lw_custom(cx, target, 0, &t, n, in);
+  return lw_custom(cx, target, i1, &t, n, in);
+}
+static int chan_custom(tpu_lower_ctx_t* cx, int target, int n, const int* in, int rank, const int64_t* dims, int dt) {
+  return chan_custom_i1(cx, target, 0, n, in, rank, dims, dt);
 }
 /* [2, B] statistics of x3 [A, B, I] (n == 1) or of (g3, x3, m [B]) (n == 3) */
 static int chan_stats(tpu_lower_ctx_t* cx, int n, const int* in, int64_t B, int dt) {
@@ -304,6 +310,18 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
 
 /* ---------------------------------------------------------------- group norm */
 
+/* a group-norm custom target (drivers/host/norm.h) of result [rank, dims] in dtype dt */
+static int gn_custom(tpu_lower_ctx_t* cx, int target, int64_t bits, int n, const int* in, int rank, const int64_t* dims,
+                     int dt) {
+  return chan_custom_i1(cx, target, bits, n, in, rank, dims, dt);
+}
+/* row k of GROUP_NORM_STATS' [2, N, G] result, as [N, G] */
+static int gn_row(tpu_lower_ctx_t* cx, int st, int k, const int64_t* d2) {
+  if (st < 0) return -1;
+  int64_t lo[3] = {k, 0, 0}, hi[3] = {k + 1, d2[0], d2[1]}, one[3] = {1, 1, 1};
+  return tpu_ir_reshape(G, tpu_ir_slice(G, st, lo, hi, one), 2, d2);
+}
+
 /* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N,G], rstd [N,G]) */
 static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
@@ -313,22 +331,26 @@ static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected number of channels in input to be divisible by num_groups, but got input of shape [%lld, %lld] and num_groups=%lld",
                    (long long)N, (long long)C, (long long)Gp);
   int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, n = (C / Gp) * HW;
-  if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: stats per (n, group), one affine pass */
-    int64_t dg[3] = {1, N * Gp, n}, dc[3] = {1, N * C, HW}, d2[2] = {N, Gp}, d3[3] = {N, Gp, C / Gp}, nc = N * C;
-    int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2}, sb[2] = {0, 1};
+  if (!lw_is_none(cx, 1) && (lw_rank_of(cx, 1) != 1 || lw_sizes_of(cx, 1)[0] != C))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected weight to be a vector of size equal to the number of channels in input, but got weight of shape [%lld] and input of shape [%lld, %lld]",
+                   (long long)(lw_rank_of(cx, 1) == 1 ? lw_sizes_of(cx, 1)[0] : -1), (long long)N, (long long)C);
+  if (!lw_is_none(cx, 2) && (lw_rank_of(cx, 2) != 1 || lw_sizes_of(cx, 2)[0] != C))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected bias to be a vector of size equal to the number of channels in input, but got bias of shape [%lld] and input of shape [%lld, %lld]",
+                   (long long)(lw_rank_of(cx, 2) == 1 ? lw_sizes_of(cx, 2)[0] : -1), (long long)N, (long long)C);
+  if (N > 0 && C > 0 && HW > 0) { /* the host's group-norm kernels: statistics, then one pass for y */
+    int64_t d3[3] = {N, C, HW}, d2[2] = {N, Gp}, ds[3] = {2, N, Gp};
     int x0 = lw_input(cx, 0, half_ok(cx, 0, dt) ? -1 : dt); /* bf16 / f16 read as they are, y in their dtype */
-    int st = chan_stats(cx, 1, (int[]){tpu_ir_reshape(G, x0, 3, dg)}, N * Gp, dt);
-    int mean = chan_row(cx, st, 0, N * Gp), var = chan_row(cx, st, 1, N * Gp);
-    int rstd = UN(RSQRT, BIN(ADD, var, lw_bcast_like(cx, lw_scalar(cx, 7, dt), var)));
-    /* per (n, c): a = rstd w, c = b - mean a */
-    int a = tpu_ir_broadcast(G, tpu_ir_reshape(G, rstd, 2, d2), 3, d3, sb);
-    if (!lw_is_none(cx, 1)) a = BIN(MUL, a, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, dt), 2, wd), 3, d3, wb));
-    int c = UN(NEG, BIN(MUL, tpu_ir_broadcast(G, tpu_ir_reshape(G, mean, 2, d2), 3, d3, sb), a));
-    if (!lw_is_none(cx, 2)) c = BIN(ADD, c, tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, wd), 3, d3, wb));
-    lw_output(cx, 0, chan_affine(cx, tpu_ir_reshape(G, x0, 3, dc), -1, tpu_ir_reshape(G, a, 1, &nc), -1,
-                                 tpu_ir_reshape(G, c, 1, &nc), x0));
-    lw_output(cx, 1, tpu_ir_reshape(G, mean, 2, d2));
-    return lw_output(cx, 2, tpu_ir_reshape(G, rstd, 2, d2));
+    int x3 = tpu_ir_reshape(G, x0, 3, d3);
+    int st = gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM_STATS, 0, 2, (int[]){x3, lw_scalar(cx, 7, TPU_DTYPE_F64)}, 3, ds, dt);
+    int mean = gn_row(cx, st, 0, d2), rstd = gn_row(cx, st, 1, d2);
+    int in[5] = {x3, mean, rstd}, n = 3, bits = 0;
+    for (int k = 0; k < 2; ++k)
+      if (!lw_is_none(cx, 1 + k)) { in[n++] = lw_input(cx, 1 + k, dt); bits |= 1 << k; }
+    int y = x3 < 0 ? -1 : gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM, bits, n, in, 3, d3, type_of(cx, x3).dtype);
+    tpu_ir_type_t xt = type_of(cx, x0);
+    lw_output(cx, 0, y < 0 ? -1 : tpu_ir_reshape(G, y, xt.rank, xt.dims));
+    lw_output(cx, 1, mean);
+    return lw_output(cx, 2, rstd);
   }
   int x = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);
   int cn = lw_const(cx, (double)n, dt, 2, d4);
@@ -355,47 +377,31 @@ static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
   if (Gp <= 0 || C % Gp) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "native_group_norm_backward: bad group count");
   int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, bfl[4] = {1, 0, 0, 1}, n = (C / Gp) * HW, d2[2] = {N, Gp};
   int64_t wd[2] = {Gp, C / Gp}, wb[2] = {1, 2};
-  if (N > 0 && C > 0 && HW > 0) { /* the host's channel kernels: sums per (n, c), one affine pass */
-    int64_t dc[3] = {1, N * C, HW}, d3[3] = {N, Gp, C / Gp}, sb[2] = {0, 1}, nc = N * C, c1 = C;
-    int64_t dnc[2] = {N, C}, f0[2] = {1, 0};
+  if (!lw_is_none(cx, 4) && (lw_rank_of(cx, 4) != 1 || lw_sizes_of(cx, 4)[0] != C))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "native_group_norm_backward: expected weight of shape [%lld]", (long long)C);
+  if (N > 0 && C > 0 && HW > 0) {
+    /* the host's group-norm kernels: per (n, c) sums with d weight / d bias (when requested), then one pass for
+     * d x (which makes the sums itself when they are not needed otherwise) */
+    int64_t d3[3] = {N, C, HW}, dsm[3] = {2, N + 1, C}, c1 = C;
     const int nat = half_ok(cx, 1, dt) && lw_dtype_of(cx, 0) == lw_dtype_of(cx, 1); /* bf16 / f16 as they are */
     int x0 = lw_input(cx, 1, nat ? -1 : dt);
-    int x3 = tpu_ir_reshape(G, x0, 3, dc), g3 = tpu_ir_reshape(G, lw_input(cx, 0, nat ? -1 : dt), 3, dc);
-    int mean = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), 3, d3, sb); /* [N, G, Cg] */
-    int rstd = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2), 3, d3, sb);
-    int st = chan_stats(cx, 3, (int[]){g3, x3, tpu_ir_reshape(G, mean, 1, &nc)}, nc, dt);
+    int x3 = tpu_ir_reshape(G, x0, 3, d3), g3 = tpu_ir_reshape(G, lw_input(cx, 0, nat ? -1 : dt), 3, d3);
+    int mean = tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), rstd = tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2);
+    const int want_w = out_present(cx, 1), want_b = out_present(cx, 2);
+    int sums = want_w || want_b ? gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM_SUMS, 0, 4, (int[]){g3, x3, mean, rstd}, 3, dsm, dt) : -1;
     if (out_present(cx, 0)) {
-      int w = lw_is_none(cx, 4) ? -1 : tpu_ir_reshape(G, lw_input(cx, 4, dt), 2, wd);
-      /* per (n, group), both rows of the [2, N*C] sums in one reduce over [2, N, G, Cg] (one step, not two
-       * reduces and their products): m1 = sum(g w) / n, m2 = rstd sum(g w (x - mean)) / n */
-      int64_t d4s[4] = {2, N, Gp, C / Gp}, d3s[3] = {2, N, Gp}, wb4[2] = {2, 3}, f3[4] = {0, 0, 0, 1};
-      int sw = tpu_ir_reshape(G, st, 4, d4s);
-      if (w >= 0) sw = BIN(MUL, sw, tpu_ir_broadcast(G, w, 4, d4s, wb4));
-      int mm = BIN(MUL, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, sw, f3), lw_const(cx, 1.0 / (double)n, dt, 3, d3s));
-      int64_t lo0[3] = {0, 0, 0}, hi0[3] = {1, N, Gp}, lo1[3] = {1, 0, 0}, hi1[3] = {2, N, Gp}, one[3] = {1, 1, 1};
-      int m1 = tpu_ir_reshape(G, tpu_ir_slice(G, mm, lo0, hi0, one), 2, d2);
-      int m2 = tpu_ir_reshape(G, tpu_ir_slice(G, mm, lo1, hi1, one), 2, d2);
-      if (w >= 0) w = tpu_ir_broadcast(G, w, 3, d3, wb);
-      int m1b = tpu_ir_broadcast(G, m1, 3, d3, sb), m2b = BIN(MUL, rstd, tpu_ir_broadcast(G, m2, 3, d3, sb));
-      /* d_input = rstd (g w - m1 - (x - mean) rstd m2) = g a + x b + c */
-      int a = w < 0 ? rstd : BIN(MUL, rstd, w);
-      int b = UN(NEG, BIN(MUL, BIN(MUL, rstd, rstd), m2b));
-      int c = BIN(MUL, rstd, BIN(SUB, BIN(MUL, BIN(MUL, mean, rstd), m2b), m1b));
-      lw_output(cx, 0, chan_affine(cx, g3, x3, tpu_ir_reshape(G, a, 1, &nc), tpu_ir_reshape(G, b, 1, &nc),
-                                   tpu_ir_reshape(G, c, 1, &nc), x0));
+      int in[6] = {g3, x3, mean, rstd}, n = 4, bits = 0;
+      if (!lw_is_none(cx, 4)) { in[n++] = lw_input(cx, 4, dt); bits |= 1; }
+      if (sums >= 0) { in[n++] = sums; bits |= 2; }
+      int dx = x3 < 0 ? -1 : gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM_BWD, bits, n, in, 3, d3, type_of(cx, x3).dtype);
+      tpu_ir_type_t xt = type_of(cx, x0);
+      lw_output(cx, 0, dx < 0 ? -1 : tpu_ir_reshape(G, dx, xt.rank, xt.dims));
     } else {
       lw_output(cx, 0, -1);
     }
-    if (out_present(cx, 1)) {
-      int s2 = tpu_ir_reshape(G, chan_row(cx, st, 1, nc), 3, d3); /* sum g (x - mean) per (n, c) */
-      int dw = BIN(MUL, s2, rstd);
-      lw_output(cx, 1, tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, dw, 2, dnc), f0), 1, &c1));
-    } else {
-      lw_output(cx, 1, -1);
-    }
-    if (!out_present(cx, 2)) return lw_output(cx, 2, -1);
-    int s1 = chan_row(cx, st, 0, nc); /* sum g per (n, c) */
-    return lw_output(cx, 2, tpu_ir_reshape(G, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_reshape(G, s1, 2, dnc), f0), 1, &c1));
+    int64_t lo1[3] = {1, N, 0}, hi1[3] = {2, N + 1, C}, lo0[3] = {0, N, 0}, hi0[3] = {1, N + 1, C}, one[3] = {1, 1, 1};
+    lw_output(cx, 1, want_w && sums >= 0 ? tpu_ir_reshape(G, tpu_ir_slice(G, sums, lo1, hi1, one), 1, &c1) : -1);
+    return lw_output(cx, 2, want_b && sums >= 0 ? tpu_ir_reshape(G, tpu_ir_slice(G, sums, lo0, hi0, one), 1, &c1) : -1);
   }
   int x = tpu_ir_reshape(G, lw_input(cx, 1, dt), 4, d4);
   int g = tpu_ir_reshape(G, lw_input(cx, 0, dt), 4, d4);

@@ -1,12 +1,14 @@
-/* test_norm.c — the channel statistics / affine kernels of batch and group norm
- * (drivers/host/norm.c) against their _ref twin on random shapes, layouts and dtypes (A = 1 with many channels:
- * the statistics' blocks of one-run channels). */
+/* test_norm.c — the channel statistics / affine kernels of batch norm and the four group-norm targets
+ * (drivers/host/norm.c) against their _ref twins on random shapes, layouts and dtypes (A = 1 with many channels:
+ * the statistics' blocks of one-run channels; group norm: contiguous, channels-innermost and strided views, HxW = 1,
+ * groups of one channel and of more than 64, bf16 / f16 / f64, an inf). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "drivers/host/norm.h"
+#include "ir/serialize.h"
 
 static int g_pass, g_fail;
 #define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
@@ -94,10 +96,168 @@ static void test_errors(void) {
   free(x.buf); free(v.buf); free(o.buf);
 }
 
+/* |a - b| <= tol (1 + |b|) elementwise over two views of one shape (rank <= 3), NaN only where NaN */
+static int views_close(const tpu_host_view_t* a, const tpu_host_view_t* b, double tol, double* out_err) {
+  int64_t n[3] = {1, 1, 1}, idx[3];
+  for (int d = 0; d < a->rank; ++d) n[d] = a->sizes[d];
+  double err = 0;
+  int ok = 1;
+  for (idx[0] = 0; idx[0] < n[0]; ++idx[0])
+    for (idx[1] = 0; idx[1] < n[1]; ++idx[1])
+      for (idx[2] = 0; idx[2] < n[2]; ++idx[2]) {
+        double x = at(a, idx), y = at(b, idx);
+        if (isnan(x) || isnan(y)) { ok = ok && isnan(x) && isnan(y); continue; }
+        if (isinf(x) || isinf(y)) { ok = ok && x == y; continue; }
+        double e = fabs(x - y) / (1 + fabs(y));
+        if (e > err) err = e;
+      }
+  *out_err = err;
+  return ok && err <= tol;
+}
+static tpu_ir_op_t gn_op(int target, int64_t i1) {
+  tpu_ir_op_t op = {0};
+  op.opcode = TPU_IR_CUSTOM; op.i0 = target; op.i1 = i1;
+  return op;
+}
+
+static void test_group_norm(void) {
+  static const int dts[4] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_BF16, TPU_DTYPE_F16};
+  for (int it = 0; it < 240; ++it) {
+    const int xdt = dts[it % 4 == 3 ? irand(1, 3) : 0], sdt = xdt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
+    int64_t N = irand(1, 3), G = irand(1, 4), Cg = irand(1, 5), I = irand(1, 40);
+    if (it % 17 == 5) I = 1;
+    if (it % 23 == 7) Cg = irand(60, 70);
+    if (it % 11 == 3) I = irand(60, 300);
+    const int64_t C = G * Cg;
+    int64_t full[3] = {N, C, I}, ng[2] = {N, G}, vc[1] = {C}, st[3] = {2, N, G}, sm[3] = {2, N + 1, C};
+    hview_t x = hview(xdt, 3, full, irand(0, 2)), g = hview(xdt, 3, full, irand(0, 2));
+    const int inf = it % 19 == 9;
+    if (inf) { int64_t e[3] = {N - 1, C - 1, I - 1}, o = 0; for (int d = 0; d < 3; ++d) o += e[d] * x.v.strides[d];
+               tpu_host_store_f64(x.v.data + o * (int64_t)tpu_dtype_size(xdt), xdt, INFINITY); }
+    double epsv = 1e-5;
+    tpu_host_view_t eps = {0};
+    eps.data = (char*)&epsv; eps.dtype = TPU_DTYPE_F64; eps.rank = 0;
+    /* statistics */
+    hview_t so = hview(sdt, 3, st, irand(0, 2) == 2 ? 2 : 0), sr = hview(sdt, 3, st, 0);
+    tpu_host_view_t in[6] = {x.v, eps};
+    tpu_ir_op_t op = gn_op(TPU_IR_CUSTOM_GROUP_NORM_STATS, 0);
+    OK(tpu_host_k_group_norm(&op, 2, in, &so.v));
+    OK(tpu_host_k_group_norm_ref(&op, 2, in, &sr.v));
+    const double tol = sdt == TPU_DTYPE_F64 ? 1e-12 : 2e-5, ftol = xdt == TPU_DTYPE_BF16 ? 1.6e-2 : xdt == TPU_DTYPE_F16 ? 2e-3 : tol;
+    double err;
+    CHECK(views_close(&so.v, &sr.v, tol, &err), "gn stats N=%lld G=%lld Cg=%lld I=%lld dt %d: err %g", (long long)N,
+          (long long)G, (long long)Cg, (long long)I, xdt, err);
+    /* mean / rstd as [N, G] views of the kernel's statistics */
+    tpu_host_view_t mean = so.v, rstd = so.v;
+    mean.rank = rstd.rank = 2;
+    mean.sizes[0] = rstd.sizes[0] = N; mean.sizes[1] = rstd.sizes[1] = G;
+    mean.strides[0] = rstd.strides[0] = so.v.strides[1]; mean.strides[1] = rstd.strides[1] = so.v.strides[2];
+    rstd.data = so.v.data + so.v.strides[0] * (int64_t)tpu_dtype_size(sdt);
+    hview_t w = hview(sdt, 1, vc, irand(0, 1) * 2), b = hview(sdt, 1, vc, 0);
+    (void)ng;
+    /* forward apply */
+    const int bits = irand(0, 3);
+    int n = 3;
+    in[0] = x.v; in[1] = mean; in[2] = rstd;
+    if (bits & 1) in[n++] = w.v;
+    if (bits & 2) in[n++] = b.v;
+    hview_t yo = hview(xdt, 3, full, irand(0, 2)), yr = hview(xdt, 3, full, 0);
+    op = gn_op(TPU_IR_CUSTOM_GROUP_NORM, bits);
+    OK(tpu_host_k_group_norm(&op, n, in, &yo.v));
+    OK(tpu_host_k_group_norm_ref(&op, n, in, &yr.v));
+    CHECK(views_close(&yo.v, &yr.v, ftol, &err), "gn apply bits %d N=%lld G=%lld Cg=%lld I=%lld dt %d: err %g", bits,
+          (long long)N, (long long)G, (long long)Cg, (long long)I, xdt, err);
+    /* backward sums */
+    in[0] = g.v; in[1] = x.v; in[2] = mean; in[3] = rstd;
+    hview_t uo = hview(sdt, 3, sm, irand(0, 2) == 2 ? 2 : 0), ur = hview(sdt, 3, sm, 0);
+    op = gn_op(TPU_IR_CUSTOM_GROUP_NORM_SUMS, 0);
+    OK(tpu_host_k_group_norm(&op, 4, in, &uo.v));
+    OK(tpu_host_k_group_norm_ref(&op, 4, in, &ur.v));
+    CHECK(views_close(&uo.v, &ur.v, tol * (xdt == TPU_DTYPE_F32 ? 1 : 4), &err), "gn sums N=%lld G=%lld Cg=%lld I=%lld dt %d: err %g",
+          (long long)N, (long long)G, (long long)Cg, (long long)I, xdt, err);
+    /* backward d x, with and without the sums */
+    for (int hs = 0; hs < 2; ++hs) {
+      const int hw = irand(0, 1);
+      n = 4;
+      if (hw) in[n++] = w.v;
+      if (hs) in[n++] = uo.v;
+      hview_t dxo = hview(xdt, 3, full, irand(0, 2)), dxr = hview(xdt, 3, full, 0);
+      op = gn_op(TPU_IR_CUSTOM_GROUP_NORM_BWD, hw | hs << 1);
+      OK(tpu_host_k_group_norm(&op, n, in, &dxo.v));
+      OK(tpu_host_k_group_norm_ref(&op, n, in, &dxr.v));
+      CHECK(views_close(&dxo.v, &dxr.v, ftol * (sdt == TPU_DTYPE_F32 ? 10 : 1), &err),
+            "gn bwd w %d sums %d N=%lld G=%lld Cg=%lld I=%lld dt %d: err %g", hw, hs, (long long)N, (long long)G,
+            (long long)Cg, (long long)I, xdt, err);
+      free(dxo.buf); free(dxr.buf);
+    }
+    free(x.buf); free(g.buf); free(so.buf); free(sr.buf); free(w.buf); free(b.buf); free(yo.buf); free(yr.buf);
+    free(uo.buf); free(ur.buf);
+  }
+  /* bad operands fail with a status */
+  int64_t full[3] = {2, 6, 4}, st[3] = {2, 2, 4};
+  hview_t x = hview(TPU_DTYPE_F32, 3, full, 0), o = hview(TPU_DTYPE_F32, 3, st, 0);
+  double epsv = 1e-5;
+  tpu_host_view_t eps = {0};
+  eps.data = (char*)&epsv; eps.dtype = TPU_DTYPE_F64;
+  tpu_host_view_t in[2] = {x.v, eps};
+  tpu_ir_op_t op = gn_op(TPU_IR_CUSTOM_GROUP_NORM_STATS, 0);
+  tpu_status_t s = tpu_host_k_group_norm(&op, 2, in, &o.v);
+  CHECK(s != TPU_OK, "4 groups of 6 channels must fail");
+  tpu_status_free(s);
+  s = tpu_host_k_group_norm(&op, 1, in, &o.v);
+  CHECK(s != TPU_OK, "one operand must fail");
+  tpu_status_free(s);
+  free(x.buf); free(o.buf);
+}
+
+/* a cache file's graph: the group-norm forward (STATS -> slices -> GROUP_NORM) round-trips through the serializer;
+ * one with groups that do not divide the channels, or an operand missing, is refused at load */
+static int gn_graph(tpu_ir_graph_t* g, int64_t groups, int drop_bias) {
+  tpu_ir_graph_init(g);
+  int64_t d3[3] = {4, 6, 10}, c[1] = {6}, ds[3] = {2, 4, groups}, d2[2] = {4, groups};
+  int x = tpu_ir_param(g, TPU_DTYPE_F32, 3, d3), eps = tpu_ir_scalar(g, TPU_DTYPE_F64);
+  int w = tpu_ir_param(g, TPU_DTYPE_F32, 1, c), b = tpu_ir_param(g, TPU_DTYPE_F32, 1, c);
+  tpu_ir_op_t p = {0};
+  p.opcode = TPU_IR_CUSTOM; p.i0 = TPU_IR_CUSTOM_GROUP_NORM_STATS; p.type.dtype = TPU_DTYPE_F32; p.type.rank = 3;
+  memcpy(p.type.dims, ds, sizeof(ds));
+  int st = tpu_ir_add_op(g, &p, 2, (int[]){x, eps});
+  int64_t lo0[3] = {0, 0, 0}, hi0[3] = {1, 4, groups}, lo1[3] = {1, 0, 0}, hi1[3] = {2, 4, groups}, one[3] = {1, 1, 1};
+  int mean = tpu_ir_reshape(g, tpu_ir_slice(g, st, lo0, hi0, one), 2, d2);
+  int rstd = tpu_ir_reshape(g, tpu_ir_slice(g, st, lo1, hi1, one), 2, d2);
+  tpu_ir_op_t q = {0};
+  q.opcode = TPU_IR_CUSTOM; q.i0 = TPU_IR_CUSTOM_GROUP_NORM; q.i1 = 3; q.type.dtype = TPU_DTYPE_F32; q.type.rank = 3;
+  memcpy(q.type.dims, d3, sizeof(d3));
+  int y = tpu_ir_add_op(g, &q, drop_bias ? 4 : 5, (int[]){x, mean, rstd, w, b});
+  tpu_ir_output(g, y);
+  tpu_ir_output(g, mean);
+  return g->status == TPU_OK;
+}
+static void test_group_norm_serialize(void) {
+  for (int k = 0; k < 3; ++k) {
+    tpu_ir_graph_t g, back;
+    CHECK(gn_graph(&g, k == 1 ? 4 : 3, k == 2), "group-norm graph %d builds", k);
+    uint8_t* buf = NULL;
+    size_t len = 0;
+    OK(tpu_ir_graph_serialize(&g, &buf, &len));
+    tpu_status_t s = tpu_ir_graph_deserialize(buf, len, &back);
+    if (k == 0) {
+      CHECK(s == TPU_OK && tpu_ir_equal(&g, &back), "group-norm graph round-trips");
+    } else {
+      CHECK(s != TPU_OK, "damaged group-norm graph %d (%s) must be refused", k, k == 1 ? "4 groups of 6" : "bias missing");
+    }
+    tpu_ir_graph_free(&back);
+    tpu_status_free(s);
+    free(buf);
+    tpu_ir_graph_free(&g);
+  }
+}
+
 int main(void) {
   srand(7);
   test_random();
   test_errors();
+  test_group_norm();
+  test_group_norm_serialize();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail != 0;
 }

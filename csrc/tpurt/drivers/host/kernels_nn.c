@@ -30,6 +30,9 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
   if (op->i0 == TPU_IR_CUSTOM_SPECIAL && n == 1) return tpu_host_k_special(op, &xs[0], out); /* special.c */
   if (op->i0 == TPU_IR_CUSTOM_CHANNEL_STATS || op->i0 == TPU_IR_CUSTOM_CHANNEL_AFFINE)
     return tpu_host_k_channel(op, n, xs, out); /* norm.c */
+  if (op->i0 == TPU_IR_CUSTOM_GROUP_NORM_STATS || op->i0 == TPU_IR_CUSTOM_GROUP_NORM ||
+      op->i0 == TPU_IR_CUSTOM_GROUP_NORM_SUMS || op->i0 == TPU_IR_CUSTOM_GROUP_NORM_BWD)
+    return tpu_host_k_group_norm(op, n, xs, out); /* norm.c */
   if (op->i0 == TPU_IR_CUSTOM_COL_SUMS && op->i1 == 0 && n == 1 && xs[0].dtype != TPU_DTYPE_F32)
     return tpu_host_k_col_sums_lowp(&xs[0], out); /* colsum.c: bf16 / f16 read directly */
   if (op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX || op->i0 == TPU_IR_CUSTOM_ROWS_SOFTMAX_BWD ||

@@ -2,6 +2,7 @@
  * final per-channel maps of batch norm and group norm, one pass each over the tensor instead of
  * the generic reduce/elementwise executor's per-row work (costly when rows are short: 2x2 maps). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "drivers/host/norm.h"
 #include "drivers/host/rows.h" /* stat_f32: contiguous f32 runs in the CPU's vector width */
@@ -312,5 +313,473 @@ tpu_status_t tpu_host_k_channel_ref(const tpu_ir_op_t* op, int n, const tpu_host
 #undef AT
 #undef VEC
 #undef ES
+  return TPU_OK;
+}
+
+/* ================================================================ group norm (GROUP_NORM_*, norm.h)
+ * Legend: N batch, C channels, G groups of Cg = C / G channels, I spatial (HxW); x, g, y, dx [N, C, I] views with
+ * any strides; mean, rstd [N, G]; w, b [C]. Statistics and per-(n, c) coefficients in dt (f32, or f64 with f64 x);
+ * sums in double. Every value is computed by one task in a fixed order: the bits do not depend on threads. */
+
+typedef struct {
+  tpu_host_view_t g, x, out;         /* [N, C, I] (g: backward only), size-1 dims' strides normalized */
+  const tpu_host_view_t *mean, *rstd, *w, *b, *sums; /* NULL when absent */
+  int kind, f64;                     /* x's kind (0 f32, 1 f64, 2 bf16, 3 f16); f64: dt is f64 */
+  int64_t N, C, G, Cg, I;
+  double eps;
+  double* s;                         /* scratch [2][N * C]: per (n, c) sum g, sum g (x - mean) */
+  void *ca, *cb, *cc;                /* scratch [N * C] in dt: o = u ca + v cb + cc per (n, c) */
+  const tpu_host_view_t *u, *v;      /* the apply pass's operands (v NULL: one) */
+} gn_job_t;
+
+static double gn_vec2(const tpu_host_view_t* v, int64_t i, int64_t j, int f64) { /* [N, G] or [2, N + 1, C] row */
+  const int64_t o = i * v->strides[0] + j * v->strides[1];
+  return f64 ? ((const double*)v->data)[o] : (double)((const float*)v->data)[o];
+}
+static void gn_put3(const tpu_host_view_t* o, int64_t k, int64_t i, int64_t j, int f64, double val) {
+  const int64_t e = k * o->strides[0] + i * o->strides[1] + j * o->strides[2];
+  if (f64) ((double*)o->data)[e] = val;
+  else ((float*)o->data)[e] = (float)val;
+}
+/* size-1 dims may carry any stride: give them the one the fast paths test for */
+static tpu_host_view_t gn_norm_view(const tpu_host_view_t* v) {
+  tpu_host_view_t r = *v;
+  if (r.sizes[2] == 1) r.strides[2] = 1;
+  if (r.sizes[1] == 1) r.strides[1] = r.sizes[2] == 1 ? 1 : r.strides[2] * r.sizes[2];
+  return r;
+}
+
+/* mean and biased variance of group (n, channels c0 .. c0 + Cg) in double */
+static void gn_moments(const gn_job_t* J, int64_t n, int64_t c0, double* out_m, double* out_v) {
+  const tpu_host_view_t* x = &J->x;
+  const int64_t sc = x->strides[1], si = x->strides[2], Cg = J->Cg, I = J->I, base = n * x->strides[0] + c0 * sc;
+  const double cnt = (double)(Cg * I);
+  if (J->kind == 0 && (si == 1 || sc == 1)) {
+    /* f32 with unit-stride runs: one pass, sums of x - k and (x - k)^2 about the group's first element k (as
+     * CHANNEL_STATS: its one-run path when the group is one run); an inf / NaN falls to the two passes below */
+    const float* xb = (const float*)x->data + base;
+    const double k0 = (double)xb[0];
+    double s1 = 0, s2 = 0;
+    if (si == 1) {
+      const tpu_host_rows_ops_t* ops = tpu_host_rows_ops();
+      if (sc == I || Cg == 1) {
+        ops->stat2_f32(NULL, xb, Cg * I, k0, &s1, &s2);
+      } else {
+        for (int64_t c = 0; c < Cg; ++c) {
+          double t1, t2;
+          ops->stat2_f32(NULL, xb + c * sc, I, k0, &t1, &t2);
+          s1 += t1; s2 += t2;
+        }
+      }
+    } else { /* channels innermost (channels_last): one double lane per channel, over the positions */
+      enum { CB = 64 };
+      for (int64_t cb = 0; cb < Cg; cb += CB) {
+        const int64_t nc = TPU_MIN((int64_t)CB, Cg - cb);
+        double a1[CB], a2[CB];
+        for (int64_t c = 0; c < nc; ++c) a1[c] = a2[c] = 0;
+        for (int64_t i = 0; i < I; ++i) {
+          const float* p = xb + i * si + cb;
+          for (int64_t c = 0; c < nc; ++c) { const double d = (double)p[c] - k0; a1[c] += d; a2[c] += d * d; }
+        }
+        for (int64_t c = 0; c < nc; ++c) { s1 += a1[c]; s2 += a2[c]; }
+      }
+    }
+    const double d = s1 / cnt;
+    double m = k0 + d, v = s2 / cnt - d * d;
+    v = v > 0 ? v : 0;
+    if (isfinite(m) && isfinite(v)) { *out_m = m; *out_v = v; return; }
+  }
+  double s = 0, q = 0;
+  for (int64_t c = 0; c < Cg; ++c) s += k_sum(J->kind, x->data, base + c * sc, I, si);
+  const double m = s / cnt;
+  for (int64_t c = 0; c < Cg; ++c) q += k_sq(J->kind, x->data, base + c * sc, I, si, m);
+  *out_m = m; *out_v = q / cnt;
+}
+
+/* GROUP_NORM_STATS over groups t = n G + j in [t0, t1) */
+static void gn_stats_worker(void* ctx, int64_t t0, int64_t t1) {
+  const gn_job_t* J = ctx;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t n = t / J->G, j = t % J->G;
+    double m = NAN, v = NAN;
+    if (J->Cg * J->I > 0) gn_moments(J, n, j * J->Cg, &m, &v);
+    if (J->f64) {
+      gn_put3(&J->out, 0, n, j, 1, m);
+      gn_put3(&J->out, 1, n, j, 1, 1.0 / sqrt(v + J->eps));
+    } else { /* the variance rounded to f32, then 1 / sqrt in f32: the IR's rsqrt(var + eps) */
+      const float vf = (float)v;
+      gn_put3(&J->out, 0, n, j, 0, m);
+      gn_put3(&J->out, 1, n, j, 0, 1.0f / sqrtf(vf + (float)J->eps));
+    }
+  }
+}
+
+/* per (n, c) sums into J->s: units are channels (n C + c), or blocks of 64 channels of one sample when f32 channels
+ * are innermost (units n nb + k) */
+enum { GN_CB = 64 };
+static int gn_sums_cl(const gn_job_t* J) {
+  return J->kind == 0 && J->x.strides[1] == 1 && J->g.strides[1] == 1 && J->I > 1 && J->C > 1;
+}
+static void gn_sums_worker(void* ctx, int64_t t0, int64_t t1) {
+  const gn_job_t* J = ctx;
+  const tpu_host_view_t *g = &J->g, *x = &J->x;
+  const int64_t NC = J->N * J->C, I = J->I;
+  if (gn_sums_cl(J)) {
+    const int64_t nb = (J->C + GN_CB - 1) / GN_CB;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = t / nb, c0 = (t % nb) * GN_CB, nc = TPU_MIN((int64_t)GN_CB, J->C - c0);
+      double a1[GN_CB], a2[GN_CB], m[GN_CB];
+      for (int64_t c = 0; c < nc; ++c) { a1[c] = a2[c] = 0; m[c] = gn_vec2(J->mean, n, (c0 + c) / J->Cg, J->f64); }
+      const float* gb = (const float*)g->data + n * g->strides[0] + c0;
+      const float* xb = (const float*)x->data + n * x->strides[0] + c0;
+      for (int64_t i = 0; i < I; ++i) {
+        const float *gp = gb + i * g->strides[2], *xp = xb + i * x->strides[2];
+        for (int64_t c = 0; c < nc; ++c) { const double gv = (double)gp[c]; a1[c] += gv; a2[c] += gv * ((double)xp[c] - m[c]); }
+      }
+      for (int64_t c = 0; c < nc; ++c) { J->s[n * J->C + c0 + c] = a1[c]; J->s[NC + n * J->C + c0 + c] = a2[c]; }
+    }
+    return;
+  }
+  const int fast = J->kind == 0 && g->strides[2] == 1 && x->strides[2] == 1 && I > 0;
+  const tpu_host_rows_ops_t* ops = fast ? tpu_host_rows_ops() : NULL;
+  if (fast && g->strides[1] == x->strides[1]) {
+    /* the runs of up to 64 channels of one sample in one call (stat2_runs: the same sums per run as stat2_f32,
+     * without a call per short run: HxW = 16 runs took ~17 ns each one by one) */
+    double m[GN_CB], s1[GN_CB], s2[GN_CB];
+    for (int64_t t = t0; t < t1;) {
+      const int64_t n = t / J->C, c0 = t % J->C, cnt = TPU_MIN(TPU_MIN(t1 - t, J->C - c0), (int64_t)GN_CB);
+      for (int64_t k = 0; k < cnt; ++k) m[k] = gn_vec2(J->mean, n, (c0 + k) / J->Cg, J->f64);
+      ops->stat2_runs((const float*)g->data + n * g->strides[0] + c0 * g->strides[1],
+                      (const float*)x->data + n * x->strides[0] + c0 * x->strides[1], x->strides[1], I, cnt, m, s1, s2);
+      for (int64_t k = 0; k < cnt; ++k) { J->s[t + k] = s1[k]; J->s[NC + t + k] = s2[k]; }
+      t += cnt;
+    }
+    return;
+  }
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t n = t / J->C, c = t % J->C;
+    const int64_t go = n * g->strides[0] + c * g->strides[1], xo = n * x->strides[0] + c * x->strides[1];
+    const double m = gn_vec2(J->mean, n, c / J->Cg, J->f64);
+    double s1 = 0, s2 = 0;
+    if (fast) ops->stat2_f32((const float*)g->data + go, (const float*)x->data + xo, I, m, &s1, &s2);
+    else {
+      s1 = k_sum(J->kind, g->data, go, I, g->strides[2]);
+      s2 = k_dot(J->kind, g->data, go, g->strides[2], x->data, xo, x->strides[2], I, m);
+    }
+    J->s[t] = s1; J->s[NC + t] = s2;
+  }
+}
+
+/* the apply pass o = u ca + v cb + cc with coefficients per row r = n C + c: rows [r0, r1) */
+static void gn_apply_rows(void* ctx, int64_t r0, int64_t r1) {
+  const gn_job_t* J = ctx;
+  const tpu_host_view_t *u = J->u, *v = J->v, *o = &J->out;
+  const int64_t C = J->C, I = J->I;
+  const int rows_f32 = J->kind == 0 && u->strides[2] == 1 && o->strides[2] == 1 && (!v || v->strides[2] == 1);
+  for (int64_t r = r0; r < r1;) {
+    const int64_t n = r / C, c = r % C, cnt = TPU_MIN(r1 - r, C - c); /* rows of one sample */
+    const int64_t uo = n * u->strides[0] + c * u->strides[1], oo = n * o->strides[0] + c * o->strides[1];
+    const int64_t vo = v ? n * v->strides[0] + c * v->strides[1] : 0;
+    if (rows_f32) {
+      tpu_host_rows_ops()->affine_rows((const float*)u->data + uo, u->strides[1], v ? (const float*)v->data + vo : NULL,
+                                       v ? v->strides[1] : 0, (float*)o->data + oo, o->strides[1], I, cnt,
+                                       (const float*)J->ca + r, v ? (const float*)J->cb + r : NULL, (const float*)J->cc + r);
+      r += cnt;
+      continue;
+    }
+    for (int64_t k = 0; k < cnt; ++k) {
+      const int64_t rr = r + k, uk = uo + k * u->strides[1], ok = oo + k * o->strides[1], vk = vo + (v ? k * v->strides[1] : 0);
+      const int64_t vs = v ? v->strides[2] : 0;
+#define GN_AFF(SUF, T, CT, CA)                                                                                        \
+  run_affine_##SUF((T*)(void*)o->data + ok, o->strides[2], (const T*)(const void*)u->data + uk, u->strides[2],      \
+                   v ? (const T*)(const void*)v->data + vk : NULL, vs, I, ((const CA*)J->ca)[rr],                   \
+                   v ? ((const CA*)J->cb)[rr] : (CT)0, ((const CA*)J->cc)[rr])
+      switch (J->kind) {
+        case 1: GN_AFF(f64, double, double, double); break;
+        case 2: GN_AFF(bf16, uint16_t, float, float); break;
+        case 3: GN_AFF(f16, uint16_t, float, float); break;
+        default: GN_AFF(f32, float, float, float); break;
+      }
+#undef GN_AFF
+    }
+    r += cnt;
+  }
+}
+/* f32 with channels innermost (channels_last): one unit per (n, i), a run over the C channels (the same f32
+ * operations in the same order as affine_rows: the same bits) */
+static void gn_apply_cl(void* ctx, int64_t t0, int64_t t1) {
+  const gn_job_t* J = ctx;
+  const tpu_host_view_t *u = J->u, *v = J->v, *o = &J->out;
+  const int64_t C = J->C, I = J->I;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t n = t / I, i = t % I;
+    const float* up = (const float*)u->data + n * u->strides[0] + i * u->strides[2];
+    float* op = (float*)o->data + n * o->strides[0] + i * o->strides[2];
+    const float *a = (const float*)J->ca + n * C, *cc = (const float*)J->cc + n * C;
+    if (v) {
+      const float* vp = (const float*)v->data + n * v->strides[0] + i * v->strides[2];
+      const float* b = (const float*)J->cb + n * C;
+      for (int64_t c = 0; c < C; ++c) op[c] = up[c] * a[c] + vp[c] * b[c] + cc[c];
+    } else {
+      for (int64_t c = 0; c < C; ++c) op[c] = up[c] * a[c] + cc[c];
+    }
+  }
+}
+static void gn_apply(gn_job_t* J) {
+  const tpu_host_view_t *u = J->u, *v = J->v, *o = &J->out;
+  if (J->N * J->C * J->I == 0) return;
+  if (J->kind == 0 && J->I > 1 && J->C > 1 && u->strides[1] == 1 && o->strides[1] == 1 && (!v || v->strides[1] == 1) &&
+      !(u->strides[2] == 1 && o->strides[2] == 1))
+    tpu_pool_parallel_for_dynamic(J->N * J->I, TPU_MAX((int64_t)1, 32768 / J->C), gn_apply_cl, J);
+  else
+    tpu_pool_parallel_for_dynamic(J->N * J->C, TPU_MAX((int64_t)1, 32768 / TPU_MAX((int64_t)1, J->I)), gn_apply_rows, J);
+}
+
+/* the backward's per (n, c) coefficients from the sums (s1 = sum g, s2 = sum g (x - mean), rounded to dt):
+ * m1 = sum_c w s1 / n, m2 = rstd sum_c w s2 / n per group (n = Cg I), then
+ * d x = rstd (g w - m1 - (x - mean) rstd m2) = g (rstd w) + x (-rstd^2 m2) + rstd (mean rstd m2 - m1) */
+#define GN_BWD_COEF(T, SUF)                                                                                         \
+  static void gn_bwd_coef_##SUF(const gn_job_t* J, const double* S1, const double* S2) {                           \
+    T *A = J->ca, *B = J->cb, *Cc = J->cc;                                                                          \
+    const T* w = J->w ? (const T*)(const void*)J->w->data : NULL;                                                   \
+    const int64_t ws = J->w ? J->w->strides[0] : 0, Cg = J->Cg;                                                     \
+    const T *mp = (const T*)(const void*)J->mean->data, *rp = (const T*)(const void*)J->rstd->data;                 \
+    const double inv = 1.0 / (double)(Cg * J->I);                                                                   \
+    for (int64_t n = 0; n < J->N; ++n)                                                                              \
+      for (int64_t j = 0; j < J->G; ++j) {                                                                          \
+        const int64_t o = n * J->C + j * Cg;                                                                        \
+        double t1 = 0, t2 = 0;                                                                                      \
+        for (int64_t c = 0; c < Cg; ++c) {                                                                          \
+          const double wc = w ? (double)w[(j * Cg + c) * ws] : 1.0;                                                 \
+          t1 += wc * S1[o + c]; t2 += wc * S2[o + c];                                                               \
+        }                                                                                                           \
+        const T r = rp[n * J->rstd->strides[0] + j * J->rstd->strides[1]];                                          \
+        const T mu = mp[n * J->mean->strides[0] + j * J->mean->strides[1]];                                         \
+        const T m1 = (T)(t1 * inv), m2b = r * (T)(t2 * inv);                                                        \
+        const T b = -((r * r) * m2b), cc = r * ((mu * r) * m2b - m1);                                               \
+        for (int64_t c = 0; c < Cg; ++c) {                                                                          \
+          A[o + c] = w ? r * w[(j * Cg + c) * ws] : r;                                                              \
+          B[o + c] = b; Cc[o + c] = cc;                                                                             \
+        }                                                                                                           \
+      }                                                                                                             \
+  }
+/* the forward's: y = x (rstd w) + (b - mean rstd w) */
+#define GN_FWD_COEF(T, SUF)                                                                                         \
+  static void gn_fwd_coef_##SUF(const gn_job_t* J) {                                                                \
+    T *A = J->ca, *Cc = J->cc;                                                                                      \
+    const T* w = J->w ? (const T*)(const void*)J->w->data : NULL;                                                   \
+    const T* bp = J->b ? (const T*)(const void*)J->b->data : NULL;                                                  \
+    const int64_t ws = J->w ? J->w->strides[0] : 0, bs = J->b ? J->b->strides[0] : 0, Cg = J->Cg;                  \
+    const T *mp = (const T*)(const void*)J->mean->data, *rp = (const T*)(const void*)J->rstd->data;                 \
+    for (int64_t n = 0; n < J->N; ++n)                                                                              \
+      for (int64_t j = 0; j < J->G; ++j) {                                                                          \
+        const int64_t o = n * J->C + j * Cg;                                                                        \
+        const T r = rp[n * J->rstd->strides[0] + j * J->rstd->strides[1]];                                          \
+        const T mu = mp[n * J->mean->strides[0] + j * J->mean->strides[1]];                                         \
+        for (int64_t c = 0; c < Cg; ++c) {                                                                          \
+          const T a = w ? r * w[(j * Cg + c) * ws] : r;                                                             \
+          const T sh = -(mu * a);                                                                                   \
+          A[o + c] = a;                                                                                             \
+          Cc[o + c] = bp ? sh + bp[(j * Cg + c) * bs] : sh;                                                         \
+        }                                                                                                           \
+      }                                                                                                             \
+  }
+
+GN_BWD_COEF(double, f64)
+GN_BWD_COEF(float, f32)
+GN_FWD_COEF(double, f64)
+GN_FWD_COEF(float, f32)
+#undef GN_BWD_COEF
+#undef GN_FWD_COEF
+
+static int gn_kind(int dt) {
+  return dt == TPU_DTYPE_F64 ? 1 : dt == TPU_DTYPE_BF16 ? 2 : dt == TPU_DTYPE_F16 ? 3 : dt == TPU_DTYPE_F32 ? 0 : -1;
+}
+static int gn_is3(const tpu_host_view_t* v, int dt, int64_t a, int64_t b, int64_t c) {
+  return v->dtype == dt && v->rank == 3 && v->sizes[0] == a && v->sizes[1] == b && v->sizes[2] == c;
+}
+static int gn_isvec(const tpu_host_view_t* v, int dt, int rank, int64_t a, int64_t b) {
+  return v->dtype == dt && v->rank == rank && v->sizes[0] == a && (rank == 1 || v->sizes[1] == b);
+}
+
+/* checks operands (norm.h's table) and fills J; the kind of target in *tgt */
+static tpu_status_t gn_check(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out,
+                             gn_job_t* J) {
+  const int tgt = (int)op->i0, bwd = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD;
+  const int hw = (tgt == TPU_IR_CUSTOM_GROUP_NORM || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (op->i1 & 1);
+  const int hb = tgt == TPU_IR_CUSTOM_GROUP_NORM && (op->i1 & 2), hs = tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD && (op->i1 & 2);
+  const int want = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS ? 2 : (bwd ? 4 : 3) + hw + hb + hs;
+  if (n != want || op->i1 < 0 || op->i1 > 3) return TPU_ERR(INTERNAL, "host: group norm target %d with %d operands", tgt, n);
+  const tpu_host_view_t* x = &xs[bwd];
+  const int kind = gn_kind(x->dtype);
+  const int dt = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS || tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? out->dtype : xs[bwd + 1].dtype;
+  if (kind < 0 || x->rank != 3 || (dt != TPU_DTYPE_F32 && dt != TPU_DTYPE_F64) || ((kind == 1) != (dt == TPU_DTYPE_F64)))
+    return TPU_ERR(UNSUPPORTED, "host: group norm of %s with %s statistics", tpu_dtype_name(x->dtype), tpu_dtype_name(dt));
+  const int64_t N = x->sizes[0], C = x->sizes[1], I = x->sizes[2];
+  const int64_t G = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS ? (out->rank == 3 ? out->sizes[2] : 0)
+                                                          : (xs[bwd + 1].rank == 2 ? xs[bwd + 1].sizes[1] : 0);
+  if (G < 1 || C % G) return TPU_ERR(INTERNAL, "host: group norm with %lld groups of %lld channels", (long long)G, (long long)C);
+  *J = (gn_job_t){.x = gn_norm_view(x), .out = *out, .kind = kind, .f64 = dt == TPU_DTYPE_F64,
+                  .N = N, .C = C, .G = G, .Cg = C / G, .I = I};
+  int ok = 1;
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+    ok = xs[1].rank == 0 && gn_is3(out, dt, 2, N, G);
+    if (ok) J->eps = tpu_host_load_f64(xs[1].data, xs[1].dtype);
+  } else {
+    if (bwd) ok = gn_is3(&xs[0], x->dtype, N, C, I);
+    J->g = bwd ? gn_norm_view(&xs[0]) : J->g;
+    J->mean = &xs[bwd + 1]; J->rstd = &xs[bwd + 2];
+    ok = ok && gn_isvec(J->mean, dt, 2, N, G) && gn_isvec(J->rstd, dt, 2, N, G);
+    int k = bwd + 3;
+    if (hw) { J->w = &xs[k++]; ok = ok && gn_isvec(J->w, dt, 1, C, 0); }
+    if (hb) { J->b = &xs[k++]; ok = ok && gn_isvec(J->b, dt, 1, C, 0); }
+    if (hs) { J->sums = &xs[k++]; ok = ok && gn_is3(J->sums, dt, 2, N + 1, C); }
+    ok = ok && (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? gn_is3(out, dt, 2, N + 1, C) : gn_is3(out, x->dtype, N, C, I));
+    if (tgt != TPU_IR_CUSTOM_GROUP_NORM_SUMS) J->out = gn_norm_view(out);
+  }
+  if (!ok) return TPU_ERR(INTERNAL, "host: group norm target %d: operand shapes or dtypes do not match", tgt);
+  return TPU_OK;
+}
+
+tpu_status_t tpu_host_k_group_norm(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  gn_job_t J = {0};
+  TPU_RETURN_IF_ERROR(gn_check(op, n, xs, out, &J));
+  const int tgt = (int)op->i0;
+  const int64_t NC = J.N * J.C, per = TPU_MAX((int64_t)1, J.I);
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+    tpu_pool_parallel_for_dynamic(J.N * J.G, TPU_MAX((int64_t)1, 32768 / TPU_MAX((int64_t)1, J.Cg * J.I)), gn_stats_worker, &J);
+    return TPU_OK;
+  }
+  const size_t es = J.f64 ? sizeof(double) : sizeof(float);
+  const int need_s = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || (tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD && !J.sums);
+  char* scratch = malloc((size_t)NC * ((need_s ? 2 * sizeof(double) : 0) + 3 * es) + 1);
+  if (!scratch) return TPU_ERR(OUT_OF_MEMORY, "host: group norm scratch of %lld channels", (long long)NC);
+  const size_t so = need_s ? (size_t)NC * 2 * sizeof(double) : 0; /* the doubles first: aligned */
+  J.s = need_s ? (double*)(void*)scratch : NULL;
+  J.ca = scratch + so; J.cb = scratch + so + NC * es; J.cc = scratch + so + 2 * NC * es;
+  if (need_s) {
+    if (gn_sums_cl(&J))
+      tpu_pool_parallel_for_dynamic(J.N * ((J.C + GN_CB - 1) / GN_CB), TPU_MAX((int64_t)1, 32768 / (per * GN_CB)), gn_sums_worker, &J);
+    else
+      tpu_pool_parallel_for_dynamic(NC, TPU_MAX((int64_t)1, 32768 / per), gn_sums_worker, &J);
+  }
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS) { /* per (n, c) rounded to dt, then the sums over n in double */
+    double* tot = J.s; /* reused: [0, C) d bias, [C, 2C) d weight, overwritten after their row is read */
+    for (int64_t b = 0; b < J.N; ++b)
+      for (int64_t j = 0; j < J.G; ++j) {
+        const double r = gn_vec2(J.rstd, b, j, J.f64);
+        for (int64_t c = j * J.Cg; c < (j + 1) * J.Cg; ++c) {
+          const double s1 = J.s[b * J.C + c], s2 = J.s[NC + b * J.C + c];
+          gn_put3(out, 0, b, c, J.f64, s1);
+          gn_put3(out, 1, b, c, J.f64, s2);
+          if (b == 0) { tot[c] = 0.0 + s1; tot[NC + c] = 0.0 + s2 * r; } /* sums from 0 (the sign of a zero) */
+          else { tot[c] += s1; tot[NC + c] += s2 * r; }
+        }
+      }
+    for (int64_t c = 0; c < J.C; ++c) {
+      gn_put3(out, 0, J.N, c, J.f64, tot[c]);
+      gn_put3(out, 1, J.N, c, J.f64, tot[NC + c]);
+    }
+    free(scratch);
+    return TPU_OK;
+  }
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM) {
+    J.u = &J.x; J.v = NULL;
+    if (J.f64) gn_fwd_coef_f64(&J); else gn_fwd_coef_f32(&J);
+  } else {
+    /* the sums as GROUP_NORM_SUMS gives them (rounded to dt), from its result or computed here */
+    double* S = J.s;
+    if (J.sums) {
+      S = malloc((size_t)NC * 2 * sizeof(double) + 1);
+      if (!S) { free(scratch); return TPU_ERR(OUT_OF_MEMORY, "host: group norm scratch of %lld channels", (long long)NC); }
+      const tpu_host_view_t* sv = J.sums;
+      for (int64_t b = 0; b < J.N; ++b)
+        for (int64_t c = 0; c < J.C; ++c) {
+          const int64_t e = b * sv->strides[1] + c * sv->strides[2];
+          S[b * J.C + c] = J.f64 ? ((const double*)sv->data)[e] : (double)((const float*)sv->data)[e];
+          S[NC + b * J.C + c] = J.f64 ? ((const double*)sv->data)[sv->strides[0] + e] : (double)((const float*)sv->data)[sv->strides[0] + e];
+        }
+    } else if (!J.f64) {
+      for (int64_t t = 0; t < 2 * NC; ++t) S[t] = (double)(float)S[t];
+    }
+    const double *S1 = S, *S2 = S + NC;
+    if (J.f64) gn_bwd_coef_f64(&J, S1, S2); else gn_bwd_coef_f32(&J, S1, S2);
+    if (S != J.s) free(S);
+    J.u = &J.g; J.v = &J.x;
+  }
+  gn_apply(&J);
+  free(scratch);
+  return TPU_OK;
+}
+
+/* ---- reference: element by element through tpu_host_load_f64, the formulas in double */
+tpu_status_t tpu_host_k_group_norm_ref(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs,
+                                       const tpu_host_view_t* out) {
+  gn_job_t J = {0};
+  TPU_RETURN_IF_ERROR(gn_check(op, n, xs, out, &J));
+  const int tgt = (int)op->i0;
+#define EL(v, a, b, i) tpu_host_load_f64((v)->data + ((a) * (v)->strides[0] + (b) * (v)->strides[1] + (i) * (v)->strides[2]) * (int64_t)tpu_dtype_size((v)->dtype), (v)->dtype)
+#define V1(v, c) tpu_host_load_f64((v)->data + (c) * (v)->strides[0] * (int64_t)tpu_dtype_size((v)->dtype), (v)->dtype)
+#define V2(v, a, b) tpu_host_load_f64((v)->data + ((a) * (v)->strides[0] + (b) * (v)->strides[1]) * (int64_t)tpu_dtype_size((v)->dtype), (v)->dtype)
+#define PUT(o, a, b, i, val) tpu_host_store_f64((o)->data + ((a) * (o)->strides[0] + (b) * (o)->strides[1] + (i) * (o)->strides[2]) * (int64_t)tpu_dtype_size((o)->dtype), (o)->dtype, (val))
+  const tpu_host_view_t *x = &J.x, *g = &J.g;
+  const double cnt = (double)(J.Cg * J.I);
+  for (int64_t b = 0; b < J.N; ++b)
+    for (int64_t j = 0; j < J.G; ++j) {
+      const int64_t c0 = j * J.Cg, c1 = c0 + J.Cg;
+      if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+        double s = 0, q = 0;
+        for (int64_t c = c0; c < c1; ++c) for (int64_t i = 0; i < J.I; ++i) s += EL(x, b, c, i);
+        const double m = s / cnt;
+        for (int64_t c = c0; c < c1; ++c) for (int64_t i = 0; i < J.I; ++i) { const double d = EL(x, b, c, i) - m; q += d * d; }
+        const double v = q / cnt;
+        PUT(out, 0, b, j, m);
+        PUT(out, 1, b, j, J.f64 ? 1.0 / sqrt(v + J.eps) : (double)(1.0f / sqrtf((float)v + (float)J.eps)));
+        continue;
+      }
+      const double m = V2(J.mean, b, j), r = V2(J.rstd, b, j);
+      if (tgt == TPU_IR_CUSTOM_GROUP_NORM) {
+        for (int64_t c = c0; c < c1; ++c)
+          for (int64_t i = 0; i < J.I; ++i)
+            PUT(&J.out, b, c, i, (EL(x, b, c, i) - m) * r * (J.w ? V1(J.w, c) : 1.0) + (J.b ? V1(J.b, c) : 0.0));
+        continue;
+      }
+      double t1 = 0, t2 = 0;
+      for (int64_t c = c0; c < c1; ++c) {
+        double s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < J.I; ++i) { s1 += EL(g, b, c, i); s2 += EL(g, b, c, i) * (EL(x, b, c, i) - m); }
+        if (J.sums) { s1 = EL(J.sums, 0, b, c); s2 = EL(J.sums, 1, b, c); }
+        if (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS) {
+          PUT(out, 0, b, c, s1);
+          PUT(out, 1, b, c, s2);
+          /* totals: accumulated below over b */
+        }
+        const double wc = J.w ? V1(J.w, c) : 1.0;
+        t1 += wc * s1; t2 += wc * s2;
+      }
+      if (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS) continue;
+      const double m1 = t1 / cnt, m2 = t2 / cnt;
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t i = 0; i < J.I; ++i) {
+          const double wc = J.w ? V1(J.w, c) : 1.0;
+          PUT(&J.out, b, c, i, r * (EL(g, b, c, i) * wc - m1 - (EL(x, b, c, i) - m) * r * r * m2));
+        }
+    }
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS)
+    for (int64_t c = 0; c < J.C; ++c) {
+      double db = 0, dw = 0;
+      for (int64_t b = 0; b < J.N; ++b) {
+        double s1 = 0, s2 = 0;
+        const double m = V2(J.mean, b, c / J.Cg);
+        for (int64_t i = 0; i < J.I; ++i) { s1 += EL(g, b, c, i); s2 += EL(g, b, c, i) * (EL(x, b, c, i) - m); }
+        db += s1; dw += s2 * V2(J.rstd, b, c / J.Cg);
+      }
+      PUT(out, 0, J.N, c, db);
+      PUT(out, 1, J.N, c, dw);
+    }
+#undef EL
+#undef V1
+#undef V2
+#undef PUT
   return TPU_OK;
 }
