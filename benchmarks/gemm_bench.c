@@ -8,7 +8,9 @@
  * process CPU time instead of wall time (steadier for single-thread tuning on a busy machine);
  * "-avx2" / "-portable" / "-avx512" cap the kernels at that ISA ("-avx512": no vdpbf16ps kernel);
  * "-bf16" makes A and B bf16 (tpu_host_sgemm_ex, f32 C: the AVX512-BF16 kernel where the CPU has it);
- * "-b B" makes the following triples batched (B matrices each, as torch.bmm; -b 0 ends that). */
+ * "-b B" makes the following triples batched (B matrices each, as torch.bmm; -b 0 ends that); "-bt" stores the batched
+ * B matrices transposed ((n, k) row-major, as attention's q @ k^T); "-da N": A is read in place for C tiles up to N
+ * columns (2N for row-major A; tpu_host_gemm_set_direct_a, 0 = never). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +80,7 @@ static void peak_fn(void* ctx, int64_t b, int64_t e) {
 }
 
 static int g_bf16; /* -bf16: operands in bf16 */
+static int g_bt;   /* -bt: batched B stored (n, k) */
 static void fill(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = (float)((i * 7919 % 2001) - 1000) * 1e-3f;
   if (g_bf16) { /* the bf16 bits in the first half of the buffer */
@@ -129,17 +132,19 @@ static void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, double
   for (int r = 0; r < 200000 && (r < 3 || total < 1.0); ++r) {
     double t = now_s();
     if (g_bf16)
-      tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n,
-                                1, 0.0f, c, m * n, n, 1);
+      tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n,
+                                g_bt ? 1 : n, g_bt ? k : 1, 0.0f, c, m * n, n, 1);
     else
-      tpu_host_sgemm_batched(batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, n, 1, 0.0f, c, m * n, n, 1);
+      tpu_host_sgemm_batched(batch, m, n, k, 1.0f, a, m * k, k, 1, b, k * n, g_bt ? 1 : n, g_bt ? k : 1, 0.0f, c, m * n,
+                             n, 1);
     t = now_s() - t;
     best = t < best ? t : best;
     total += t;
   }
   double gf = 2.0 * batch * m * n * k / best * 1e-9;
-  printf("bmm %4lld x (%4lld x %4lld x %4lld): %7.1f GFLOP/s  (%4.1f%% of FMA peak) %10.2f us\n",
-         (long long)batch, (long long)m, (long long)n, (long long)k, gf, 100.0 * gf / peak_all, best * 1e6);
+  printf("bmm%s %4lld x (%4lld x %4lld x %4lld): %7.1f GFLOP/s  (%4.1f%% of FMA peak) %10.2f us\n",
+         g_bt ? " B^T" : "", (long long)batch, (long long)m, (long long)n, (long long)k, gf, 100.0 * gf / peak_all,
+         best * 1e6);
   free(a); free(b); free(c);
 }
 
@@ -174,6 +179,8 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "-avx2")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX2); continue; }
     if (!strcmp(argv[i], "-avx512")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX512); continue; }
     if (!strcmp(argv[i], "-bf16")) { g_bf16 = 1; continue; }
+    if (!strcmp(argv[i], "-bt")) { g_bt = 1; continue; }
+    if (!strcmp(argv[i], "-da") && i + 1 < argc) { tpu_host_gemm_set_direct_a(atoi(argv[++i])); continue; }
     if (!strcmp(argv[i], "-portable")) { tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_PORTABLE); continue; }
     if (!strcmp(argv[i], "-b") && i + 1 < argc) { batch = atoll(argv[++i]); continue; }
     if (i + 2 < argc && ns < 64) {

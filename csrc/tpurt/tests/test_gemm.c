@@ -3,7 +3,8 @@
  * Random shapes (1, odd sizes, edge tiles, 127, 257), k = 0, every layout (row-major, transposed,
  * strided, zero and negative strides), alpha/beta values, beta = 0 over NaN-filled C, m == 1 / n == 1 vector
  * paths, batched with broadcast batch strides, concurrent callers; A read in place (narrow C) equal bitwise
- * to packed A; each kernel ISA the CPU has.
+ * to packed A (f32, and bf16 k-pairs read from row-major A); bf16 operand formats and the direct bf16 store
+ * (from the epilogue's block or the bf16 kernels' registers); each kernel ISA the CPU has.
  * Buffers are sized exactly and C's padding holds sentinels, so an out-of-bounds read shows up
  * under ASan and an out-of-bounds write as a failed check. Prints "N passed, M failed" last. */
 #include <math.h>
@@ -639,6 +640,107 @@ static void run_store_bf16(uint64_t seed) {
   if (den_total == 0) report(0, &(case_t){0}, "direct bf16 store: no denormal result was produced", 0, 0);
 }
 
+/* ---- bf16 operands with A read in place (the bf16 kernels' ukr_a reads A's k-pairs as words from row-major
+ * rows): bitwise equal to packed A. Odd k (the last pair is A's last element alone: read past it, ASan would
+ * see it at the buffer's end), several k blocks, padded / zero / negative row strides, strided C, m around both
+ * strip heights (8 and 14). */
+static void run_direct_a_bf16(uint64_t seed) {
+  uint64_t s = seed;
+  for (int r = 0; r < (SANITIZED ? 30 : 100); ++r) {
+    const int64_t m = r % 8 == 0 ? rng_int(&s, 60, 200) : rng_int(&s, 1, 70), n = rng_int(&s, 1, r % 5 == 0 ? 128 : 64);
+    const int64_t k = r % 6 == 0 ? rng_int(&s, 769, 1700) : rng_int(&s, 1, 90), batch = r % 4 == 0 ? 3 : 1;
+    const int kind = (int)rng_int(&s, 0, 3); /* row-major, padded rows, zero rows, flipped rows */
+    const int64_t a_rs = kind == 1 ? k + rng_int(&s, 1, 5) : kind == 2 ? 0 : kind == 3 ? -k : k;
+    const int64_t a_span = (m - 1) * (a_rs < 0 ? -a_rs : a_rs) + k, a_off = a_rs < 0 ? (m - 1) * k : 0;
+    const int tb = (int)rng_int(&s, 0, 1), c_tr = r % 7 == 6;
+    const float beta = rng_int(&s, 0, 1) ? 0.0f : 0.5f;
+    uint16_t* a = malloc((size_t)(batch * a_span) * 2);
+    uint16_t* b = malloc((size_t)(batch * k * n) * 2);
+    float* c0 = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* c1 = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* c2 = malloc((size_t)(batch * m * n) * sizeof(float));
+    for (int64_t i = 0; i < batch * a_span; ++i) a[i] = tpu_f32_to_bf16((float)rng_unit(&s) * 3.0f);
+    for (int64_t i = 0; i < batch * k * n; ++i) b[i] = tpu_f32_to_bf16((float)rng_unit(&s));
+    for (int64_t i = 0; i < batch * m * n; ++i) c0[i] = (float)rng_unit(&s);
+    memcpy(c1, c0, (size_t)(batch * m * n) * sizeof(float));
+    memcpy(c2, c0, (size_t)(batch * m * n) * sizeof(float));
+    const int64_t b_rs = tb ? 1 : n, b_cs = tb ? k : 1, c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1;
+    int old = tpu_host_gemm_set_direct_a(1 << 30);
+    tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.25f, a + a_off, a_span, a_rs, 1, b,
+                              k * n, b_rs, b_cs, beta, c1, m * n, c_rs, c_cs);
+    tpu_host_gemm_set_direct_a(0);
+    tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.25f, a + a_off, a_span, a_rs, 1, b,
+                              k * n, b_rs, b_cs, beta, c2, m * n, c_rs, c_cs);
+    tpu_host_gemm_set_direct_a(old);
+    case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1.25, .beta = beta, .tb = tb};
+    char what[96];
+    snprintf(what, sizeof what, "bf16 A in place == packed, bitwise, a_rs=%lld c_cs=%lld", (long long)a_rs,
+             (long long)c_cs);
+    report(!memcmp(c1, c2, (size_t)(batch * m * n) * sizeof(float)), &info, what, 0, 0);
+    free(a); free(b); free(c0); free(c1); free(c2);
+  }
+}
+
+/* ---- the direct bf16 store from the bf16 kernels' registers (ukr_bf16 / ukr_a_bf16: one k pass, c_unused,
+ * contiguous output rows and bias): out == bf16(bias + C) of the same kernels, bit for bit, with A packed or in
+ * place, m around both strip heights, odd k, NaN/inf products, alpha != 1, and f32 denormal results (a denormal
+ * bias over zero products; tiny products scaled by alpha), which vcvtne2ps2bf16 would flush. */
+static void run_store_bf16_regs(uint64_t seed) {
+  uint64_t s = seed;
+  const int64_t shapes[][3] = {{64, 64, 32}, {64, 32, 64}, {32, 64, 64}, {70, 33, 31}, {8, 32, 2}, {14, 7, 1},
+                               {9, 100, 129}, {130, 64, 768}, {1, 40, 5}, {23, 1, 9}, {57, 96, 3}};
+  for (int r = 0; r < (SANITIZED ? 24 : 88); ++r) {
+    const int64_t* sh = shapes[r % TPU_ARRAY_LEN(shapes)];
+    const int64_t m = sh[0], n = sh[1], k = sh[2], batch = r % 3 == 0 ? 2 : 1;
+    const int ta = r % 4 == 3, tb = (r / 4) % 2, bias_kind = (r / 2) % 3; /* none, one row, one row per matrix */
+    const int den = (r / 5) % 4 == 1, tiny = (r / 5) % 4 == 2;          /* denormal bias / tiny products */
+    const float alpha = tiny ? 0x1p-10f : r % 5 == 2 ? 1.5f : 1.0f;
+    const int64_t a_rs = ta ? 1 : k, a_cs = ta ? m : 1, b_rs = tb ? 1 : n, b_cs = tb ? k : 1;
+    uint16_t* a = malloc((size_t)(batch * m * k) * 2);
+    uint16_t* b = malloc((size_t)(batch * k * n) * 2);
+    float* c = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* c2 = malloc((size_t)(batch * m * n) * sizeof(float));
+    float* bias = malloc((size_t)(batch * n) * sizeof(float));
+    uint16_t* out = malloc((size_t)(batch * m * n + 1) * sizeof(uint16_t));
+    for (int64_t i = 0; i < batch * m * k; ++i)
+      a[i] = tpu_f32_to_bf16(tiny ? 0x1p-60f * (float)rng_unit(&s) : (float)rng_unit(&s) * 4);
+    for (int64_t i = 0; i < batch * k * n; ++i) {
+      float v = den ? 0.0f : tiny ? 0x1p-60f * (float)rng_unit(&s) : (float)rng_unit(&s);
+      if (!den && !tiny && i % 97 == 5) v = i % 2 ? INFINITY : NAN;
+      b[i] = tpu_f32_to_bf16(v);
+    }
+    for (int64_t i = 0; i < batch * n; ++i)
+      bias[i] = den ? (float)(rng_unit(&s) + 3.0) * 2.5e-40f : tiny ? 0.0f : (float)rng_unit(&s) * 8; /* den: 5e-40..1e-39 */
+    const float* bp = bias_kind ? bias : NULL;
+    const int64_t bias_bs = bias_kind == 2 ? n : 0;
+    tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, alpha, a, m * k, a_rs, a_cs, b, k * n,
+                              b_rs, b_cs, 0.0f, c, m * n, n, 1);
+    int ok = 1, denormals = 0;
+    for (int direct = 0; direct < 2; ++direct) {
+      int old = tpu_host_gemm_set_direct_a(direct ? 1 << 30 : 0), calls = 0;
+      for (int64_t i = 0; i <= batch * m * n; ++i) out[i] = 0xabcd;
+      tpu_host_gemm_epi_t epi = {epi_never, &calls, 0, 1, out, m * n, n, 1, bp, bias_bs, 1};
+      tpu_host_sgemm_batched_epi(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, alpha, a, m * k, a_rs, a_cs, b,
+                                 k * n, b_rs, b_cs, 0.0f, c2, m * n, n, 1, &epi);
+      tpu_host_gemm_set_direct_a(old);
+      ok &= calls == 0 && out[batch * m * n] == 0xabcd;
+      for (int64_t t = 0; t < batch; ++t)
+        for (int64_t i = 0; i < m * n; ++i) {
+          const float v = c[t * m * n + i];
+          const uint16_t want = tpu_f32_to_bf16(bp ? bp[t * bias_bs + i % n] + v : v);
+          ok &= out[t * m * n + i] == want;
+          denormals += !direct && (want & 0x7f80) == 0 && (want & 0x7f) != 0;
+        }
+    }
+    case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = alpha, .ta = ta, .tb = tb};
+    char what[128];
+    snprintf(what, sizeof what, "bf16 store from registers == bf16(bias + C) bias %d den %d tiny %d (%d denormal)",
+             bias_kind, den, tiny, denormals);
+    report(ok && (!((den && bp) || tiny) || denormals > 0 || !bf16_kernel_on()), &info, what, 0, 0);
+    free(a); free(b); free(c); free(c2); free(bias); free(out);
+  }
+}
+
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */
 static void* concurrent_main(void* arg) {
   uint64_t s = (uint64_t)(uintptr_t)arg;
@@ -665,6 +767,8 @@ int main(void) {
     run_bf16_layouts(555 + (uint64_t)i);
     run_direct_a(999 + (uint64_t)i);
     run_store_bf16(2024 + (uint64_t)i);
+    run_direct_a_bf16(3030 + (uint64_t)i);
+    run_store_bf16_regs(4040 + (uint64_t)i);
     printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
   }
   run_bf16_denormals();

@@ -20,8 +20,8 @@
 #define GEMM_PAR_GRAIN (96 * 96 * 96)     /* m*n*k per thread below which splitting does not pay */
 #define GEMM_BATCH_SMALL (192 * 192 * 192) /* m*n*k below which a batch is split over matrices */
 #define GEMV_CHUNK 4096                  /* max columns per gemv task (acc lives on the stack) */
-/* A tile of C at most this many columns wide (twice that for row-major A) reads A in place (the kernel's
- * ukr_a) instead of packing it: a packed A strip would serve only a few B strips, and packing it cost
+/* A tile of C at most this many columns wide (twice that for row-major A; bf16 kernels: row-major A at any
+ * width, see gemm_plan) reads A in place (the kernel's ukr_a) instead of packing it: a packed A strip would serve only a few B strips, and packing it cost
  * about as much as the multiply (attention's bmm 64x64 @ 64x32 on AVX2: pack_a 0.7-0.9x the microkernel's
  * time; 128 x (64x32x64) one thread 560-740 -> 465 us; 2048x128x128 row-major A 900 -> 830 us). Strided
  * A columns over a long k (weight gradients, A^T with k = 2048) stay packed: the in-place reads then
@@ -257,18 +257,23 @@ static int gemm_bf16_env(void) {
   return v;
 }
 
-/* The vdpbf16ps kernel, when the setting, the environment and the CPU allow it (NULL otherwise). */
-static const tpu_host_gemm_kernel_t* gemm_pick_bf16(void) {
+/* The vdpbf16ps kernel for an m-row C, when the setting, the environment and the CPU allow it (NULL
+ * otherwise): 8-row strips where they pad fewer rows than 14-row ones (m = 64: 64 rows computed, not 70;
+ * m = 32: 32, not 42), else 14. Same bits either way (each C element's sum does not depend on the strip). */
+static const tpu_host_gemm_kernel_t* gemm_pick_bf16(int64_t m) {
 #if defined(__x86_64__) || defined(__i386__)
   if (atomic_load_explicit(&g_isa_limit, memory_order_relaxed) >= TPU_HOST_GEMM_ISA_AVX512BF16 &&
       tpu_cpu_has_avx512bf16() && gemm_bf16_env())
-    return &tpu_host_sbgemm_kernel_avx512bf16;
+    return (m + 7) / 8 * 8 < (m + 13) / 14 * 14 ? &tpu_host_sbgemm_kernel_avx512bf16_8
+                                                 : &tpu_host_sbgemm_kernel_avx512bf16;
+#else
+  (void)m;
 #endif
   return NULL;
 }
 
 const char* tpu_host_gemm_isa_name(void) {
-  const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16();
+  const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16(14);
   return kb ? kb->name : gemm_pick(4)->name;
 }
 
@@ -417,8 +422,14 @@ typedef struct gemm_plan_s {
   size_t abytes, bbytes;       /* packing buffer sizes */
   size_t tbytes;               /* conversion scratch (formats other than plain) */
   size_t cbytes;               /* epi_local: one (mc, nc) block of C */
-  int direct_a;                /* A is read in place (kernel's ukr_a) where its format is plain */
+  int direct_a;                /* A is read in place (kernel's ukr_a) where its format allows (gemm_direct_fmt) */
+  int store16;                 /* the direct bf16 store runs in the kernels (ukr_bf16 / ukr_a_bf16) */
 } gemm_plan_t;
+
+/* Pass t's A can be read in place: plain f32 for the f32 kernels, bf16 itself for the bf16 ones. */
+static int gemm_direct_fmt(const gemm_args_t* g, int t) {
+  return g->kr->pack_size == 2 ? g->fa[t] == FMT_BF16 : g->fa[t] == FMT_PLAIN;
+}
 
 
 static int gemm_needs_cvt(const gemm_args_t* g) {
@@ -439,9 +450,16 @@ static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   pl.tbytes = gemm_needs_cvt(g)
                   ? (size_t)round_up(TPU_MAX(cvt_rows(kr->mr), cvt_rows(kr->nr)) * pl.kc * 4, GEMM_ALIGN)
                   : 0;
-  pl.cbytes = g->epi_local ? (size_t)round_up(pl.mc * pl.nc * kr->elem_size, GEMM_ALIGN) : 0;
   const int64_t dmax = atomic_load_explicit(&g_direct_a, memory_order_relaxed);
-  pl.direct_a = kr->ukr_a && (cols <= dmax || (g->a_cs == 1 && cols <= 2 * dmax));
+  /* bf16 k-pairs from row-major A: in place at any width (one thread, 2048 x 384 x 128: 930 -> 903 us; k = 2048,
+   * rows 4 KB apart: 1247 -> 1174 us for n = 128) */
+  pl.direct_a = kr->ukr_a && (kr->ukr_a_rm ? g->a_cs == 1 && dmax > 0 : cols <= dmax || (g->a_cs == 1 && cols <= 2 * dmax));
+  /* the bf16 store from the kernels' registers: C's own layout (not C^T), contiguous output rows and bias */
+  const tpu_host_gemm_epi_t* e = g->epi;
+  pl.store16 = g->epi_local && e->out_bf16 && !g->epi_tr && e->out_cs == 1 && (!e->bias || e->bias_cs == 1) &&
+               kr->ukr_bf16 && (!pl.direct_a || kr->ukr_a_bf16);
+  pl.cbytes = g->epi_local && !pl.store16 ? (size_t)round_up(pl.mc * pl.nc * kr->elem_size, GEMM_ALIGN) : 0;
+  if (pl.direct_a && g->npass == 1 && gemm_direct_fmt(g, 0)) pl.abytes = 0; /* A is never packed */
   return pl;
 }
 
@@ -459,7 +477,7 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
     for (int t = 0; t < g->npass; ++t)
       for (int64_t pc = 0; pc < g->k; pc += pl->kc) {
         const int64_t kc = TPU_MIN(pl->kc, g->k - pc), kcp = pack_kc(kr, kc);
-        const int direct = pl->direct_a && g->fa[t] == FMT_PLAIN;
+        const int direct = pl->direct_a && gemm_direct_fmt(g, t);
         const void* beta = (pc == 0 && t == 0) ? g->beta : g->one;
         gemm_pack_fmt(kr, kr->pack_b, kr->pack_b_hi, kr->nr, nc, kc, g->b + (pc * g->b_rs + jc * g->b_cs) * g->b_es, g->b_cs,
                       g->b_rs, g->fb[t], g->b_es, bbuf, tmp);
@@ -473,16 +491,29 @@ static void gemm_tile(const gemm_args_t* g, const gemm_plan_t* pl, int64_t i0, i
             const char* bp = bbuf + jr * kcp * pes;
             const int64_t crs = g->epi_local ? nc : g->c_rs, ccs = g->epi_local ? 1 : g->c_cs;
             char* cj = g->epi_local ? cbuf + jr * es : g->c + (ic * g->c_rs + (jc + jr) * g->c_cs) * es;
-            if (direct)
+            if (pl->store16) { /* one k pass: every tile is final here */
+              const tpu_host_gemm_epi_t* e = g->epi;
+              uint16_t* o = e->out_bf16 + g->epi_t * e->out_bs + ic * e->out_rs + jc + jr;
+              const float* bias = e->bias ? e->bias + g->epi_t * e->bias_bs + jc + jr : NULL;
+              const float alpha = *(const float*)g->alpha;
+              if (direct)
+                for (int64_t ir = 0; ir < mc; ir += MR)
+                  kr->ukr_a_bf16(kc, a0 + ir * g->a_rs * g->a_es, g->a_rs, bp, o + ir * e->out_rs, e->out_rs, bias,
+                                 (int)TPU_MIN(MR, mc - ir), nr, alpha);
+              else
+                for (int64_t ir = 0; ir < mc; ir += MR)
+                  kr->ukr_bf16(kc, abuf + ir * kcp * pes, 0, bp, o + ir * e->out_rs, e->out_rs, bias,
+                               (int)TPU_MIN(MR, mc - ir), nr, alpha);
+            } else if (direct)
               for (int64_t ir = 0; ir < mc; ir += MR)
-                kr->ukr_a(kc, a0 + ir * g->a_rs * es, g->a_rs, g->a_cs, bp, cj + ir * crs * es, crs, ccs,
+                kr->ukr_a(kc, a0 + ir * g->a_rs * g->a_es, g->a_rs, g->a_cs, bp, cj + ir * crs * es, crs, ccs,
                           (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
             else
               for (int64_t ir = 0; ir < mc; ir += MR)
                 kr->ukr(kc, abuf + ir * kcp * pes, bp, cj + ir * crs * es, crs, ccs,
                         (int)TPU_MIN(MR, mc - ir), nr, g->alpha, beta);
           }
-          if (t == g->npass - 1 && pc + kc >= g->k) { /* block is final */
+          if (t == g->npass - 1 && pc + kc >= g->k && !pl->store16) { /* block is final */
             if (g->epi_local) gemm_epi_at(g, ic, jc, mc, nc, (const float*)cbuf, nc, 1);
             else gemm_epi(g, ic, jc, mc, nc);
           }
@@ -787,10 +818,6 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
                    (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD,
                    1, {0}, {0}, es, es, epi, epi ? epi->t0 + t : 0, 0, 0};
   gemm_set_fmt(&g, es, fmt);
-  if (es == 4 && gemm_bf16_products(&g)) {
-    const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16();
-    if (kb) g.kr = kb;
-  }
   if ((m > 1 && c_rs == 0) || (n > 1 && c_cs == 0)) { /* outputs alias: keep the loop's order */
     gemm_ref_tile(&g, 0, m, 0, n);
     return;
@@ -809,6 +836,10 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
     for (int t = 0; t < g.npass; ++t) { int f = g.fa[t]; g.fa[t] = g.fb[t]; g.fb[t] = f; }
     int64_t e = g.a_es; g.a_es = g.b_es; g.b_es = e;
     g.epi_tr = 1;
+  }
+  if (es == 4 && gemm_bf16_products(&g)) { /* (the strip height suits the driver's m: after the swap) */
+    const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16(g.m);
+    if (kb) g.kr = kb;
   }
   if (g.m == 1 && es == 4 && !gemm_needs_cvt(&g) && sgemv(&g, parallel)) {
     gemm_epi(&g, 0, 0, g.m, g.n);

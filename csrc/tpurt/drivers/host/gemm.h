@@ -130,8 +130,9 @@ typedef enum tpu_host_gemm_isa_e {
   TPU_HOST_GEMM_ISA_COUNT
 } tpu_host_gemm_isa_t;
 tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
-/* Tiles of C at most max_cols wide (2 max_cols for row-major A) read A in place (the kernels' ukr_a)
- * instead of packing it; 0: never, negative: the default (64). For every thread; returns the previous value. Same bits either way. */
+/* Tiles of C at most max_cols wide (2 max_cols for row-major A; the bf16 kernels: row-major bf16 A at any width)
+ * read A in place (the kernels' ukr_a) instead of packing it; 0: never, negative: the default (64). For every
+ * thread; returns the previous value. Same bits either way. */
 int tpu_host_gemm_set_direct_a(int max_cols);
 /* The kernels sgemm uses now, e.g. "avx512 14x32", with the bf16 kernel when it is enabled
  * ("avx512 14x32 + avx512bf16 14x32"). */
@@ -160,6 +161,12 @@ typedef void (*tpu_host_gemm_ukr_fn)(int64_t kc, const void* ap, const void* bp,
 typedef void (*tpu_host_gemm_ukr_a_fn)(int64_t kc, const void* a, int64_t a_rs, int64_t a_cs, const void* bp,
                                        void* c, int64_t c_rs, int64_t c_cs, int mr, int nr, const void* alpha,
                                        const void* beta);
+/* ukr_bf16 / ukr_a_bf16 (optional, f32 accumulators): the tile written straight to bf16, the epilogue's direct
+ * store (tpu_host_gemm_epi_t.out_bf16) without the f32 block: out[i * o_rs + j] = bf16(bias[j] + alpha * acc)
+ * (bias may be NULL: bf16(alpha * acc)), rounded as tpu_f32_to_bf16 (the bits the f32 write-back plus the store
+ * would give). a: the packed strip (ukr_bf16; a_rs unused) or A in place with row stride a_rs (ukr_a_bf16). */
+typedef void (*tpu_host_gemm_ukr_bf16_fn)(int64_t kc, const void* a, int64_t a_rs, const void* bp, uint16_t* out,
+                                          int64_t o_rs, const float* bias, int mr, int nr, float alpha);
 typedef void (*tpu_host_gemm_pack_fn)(int64_t rows, int64_t kc, const void* src, int64_t s_rs,
                                       int64_t s_cs, void* dst);
 typedef void (*tpu_host_gemv_rows_fn)(int64_t n, int64_t k, const float* x, int64_t xs,
@@ -184,7 +191,9 @@ typedef struct tpu_host_gemm_kernel_s {
   int64_t kc, mc, nc;     /* cache blocking: kc x nc B panel (L3), mc x kc A block (L2) */
   int64_t kc_rm, mc_rm;   /* (optional) kc, mc for plain row-major A (unit column stride) when k > kc */
   tpu_host_gemm_ukr_fn ukr;
-  tpu_host_gemm_ukr_a_fn ukr_a; /* (optional, plain A only) A read in place */
+  tpu_host_gemm_ukr_a_fn ukr_a; /* (optional) A read in place: plain A (f32 kernels), or bf16 A (bf16 kernels) */
+  int ukr_a_rm;                 /* ukr_a / ukr_a_bf16 need A's column stride 1 (they read bf16 k-pairs as words) */
+  tpu_host_gemm_ukr_bf16_fn ukr_bf16, ukr_a_bf16; /* (optional) the direct bf16 store from registers */
   tpu_host_gemm_pack_fn pack_a; /* rows = mc: MR-high strips of A */
   tpu_host_gemm_pack_fn pack_b; /* rows = nc: NR-high strips of B^T */
   /* (optional, bf16 kernel) pack from f32 rounding each value to bf16 (the HI format) in one pass;
@@ -196,6 +205,7 @@ typedef struct tpu_host_gemm_kernel_s {
 
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2, tpu_host_dgemm_kernel_avx2;
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512, tpu_host_dgemm_kernel_avx512;
-extern const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16; /* bf16 pairs, f32 C */
+extern const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16;   /* bf16 pairs, f32 C, 14 x 32 */
+extern const tpu_host_gemm_kernel_t tpu_host_sbgemm_kernel_avx512bf16_8; /* the same, 8 x 32 (m that 14 wastes) */
 
 #endif /* TPURT_DRIVERS_HOST_GEMM_H_ */

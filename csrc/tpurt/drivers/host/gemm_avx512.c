@@ -227,15 +227,6 @@ static float sdot_avx512(int64_t k, const float* x, const float* y) {
 }
 
 /* gemm.h: out row = bf16(bias + x row), tpu_f32_to_bf16's rounding (nearest even, NaN -> quiet NaN) 16 lanes at a time */
-static inline __m256i bf16_round16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                                                   _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
-}
 void tpu_host_gemm_store_bf16_avx512(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
                                      uint16_t* out, int64_t o_rs) {
   for (int64_t i = 0; i < m; ++i) {
@@ -245,13 +236,13 @@ void tpu_host_gemm_store_bf16_avx512(int64_t m, int64_t n, const float* x, int64
     for (; j + 16 <= n; j += 16) {
       __m512 v = _mm512_loadu_ps(xi + j);
       if (bias) v = _mm512_add_ps(_mm512_loadu_ps(bias + j), v);
-      _mm256_storeu_si256((__m256i*)(oi + j), bf16_round16(v));
+      _mm256_storeu_si256((__m256i*)(oi + j), tpu_avx512_bf16_round16(v));
     }
     if (j < n) {
       const __mmask16 mk = (__mmask16)((1u << (n - j)) - 1u);
       __m512 v = _mm512_maskz_loadu_ps(mk, xi + j);
       if (bias) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, bias + j), v);
-      _mm256_mask_storeu_epi16(oi + j, mk, bf16_round16(v));
+      _mm256_mask_storeu_epi16(oi + j, mk, tpu_avx512_bf16_round16(v));
     }
   }
 }

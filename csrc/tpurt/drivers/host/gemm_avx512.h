@@ -37,6 +37,18 @@ static inline void tpu_avx512_transpose16(__m512 r[16]) {
   }
 }
 
+/* bf16 bits of 16 f32 values with tpu_f32_to_bf16's rounding (nearest even, NaN quieted, denormals kept),
+ * in integer arithmetic (AVX-512F/BW). */
+static inline __m256i tpu_avx512_bf16_round16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                _mm512_set1_epi32(0x7f800000));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                                   _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+  r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
 /* Write-back of an (MR, 32) f32 accumulator tile: C[i, j] = alpha * acc + beta * C (beta == 0:
  * C not read) for i < mr, j < nr. Contiguous C rows use masked vector stores, other layouts a
  * spilled tile. Always inlined with a constant MR so acc stays in registers. */
