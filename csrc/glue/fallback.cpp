@@ -236,6 +236,7 @@ struct OpInfo {
   bool scalar_rets = false;       // a bool / int / float return (a 0-dim result tensor)
   bool bad_ret = false;           // an R_OTHER return
   bool via_out = false;           // a functional op run through its .out overload's lowering (via_out_ops)
+  bool shape_rule = false;        // libtpurt has a C shape rule (tpu_op_has_shapes) usable in place of meta
   const c10::SafeKernelFunction* composite = nullptr;  // via_out: PyTorch's kernel for a new signature
   std::vector<ArgInfo> args;
   std::vector<RetInfo> rets;
@@ -352,6 +353,10 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
     info->bad_ret |= ri.tag == R_OTHER;
     info->rets.push_back(ri);
   }
+  bool all_tensor_rets = true;
+  for (const RetInfo& r : info->rets) all_tensor_rets &= r.tag == R_TENSOR;
+  info->shape_rule = info->op != nullptr && !info->via_out && !info->has_out && info->nrets > 0 && all_tensor_rets &&
+                     tpu_op_has_shapes(info->op);
   return info;
 }
 
@@ -1068,7 +1073,46 @@ void meta_cache_insert(MetaCache& cache, uint64_t h, const MetaKey& key, std::sh
   ++cache.entries;
 }
 
-// The meta function's results for this call, from the cache or by running it.
+c10::ScalarType from_tpu_dtype(int32_t dt);
+
+// The op's C shape rule (tpu_op_shapes_found: ops whose meta function is Python, e.g. embedding_bag)
+// for a functional op with only Tensor returns; nullptr when it has none or declines these arguments
+// (the meta function then runs, with its checks and errors).
+std::shared_ptr<const MetaShapes> rule_shapes(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+  if (!info.shape_rule) return nullptr;
+  constexpr int kMaxOuts = 8;
+  tpu_tensor_t metas[kMaxOuts];
+  int nouts = 0;
+  {
+    Arena arena;
+    Marshalled m;
+    try {
+      marshal(info, args, arena, m);
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+    if (!tpu_op_shapes_found(info.op, m.args, static_cast<int>(info.nargs), metas, kMaxOuts, &nouts) ||
+        static_cast<size_t>(nouts) != info.nrets) {
+      return nullptr;
+    }
+  }
+  auto r = std::make_shared<MetaShapes>();
+  r->rets.resize(info.nrets);
+  r->ints.resize(info.nrets);
+  for (size_t k = 0; k < info.nrets; ++k) {
+    const tpu_tensor_t& mt = metas[k];
+    TMeta t;
+    t.defined = true;
+    t.dtype = from_tpu_dtype(mt.dtype);
+    t.sizes.assign(mt.sizes, mt.sizes + mt.ndim);
+    const c10::SmallVector<int64_t, 5> strides = c10::contiguous_strides(c10::IntArrayRef(mt.sizes, mt.ndim));
+    t.strides.assign(strides.begin(), strides.end());
+    r->rets[k].push_back(std::move(t));
+  }
+  return r;
+}
+
+// The meta function's results for this call, from the cache, the op's C shape rule or by running it.
 std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, const OpInfo& info,
                                               c10::ArrayRef<c10::IValue> args) {
   MetaKey key;
@@ -1076,7 +1120,11 @@ std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, con
   const uint64_t h = hash_key(key);
   MetaCache& cache = *info.meta_cache;
   if (auto hit = meta_cache_find(cache, h, key)) return hit;
-  std::shared_ptr<const MetaShapes> shapes;
+  std::shared_ptr<const MetaShapes> shapes = rule_shapes(info, args);
+  if (shapes) {
+    meta_cache_insert(cache, h, key, shapes);
+    return shapes;
+  }
   try {
     shapes = std::make_shared<const MetaShapes>(run_meta(op, info, args));
   } catch (const std::exception&) {

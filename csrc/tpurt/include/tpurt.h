@@ -267,6 +267,16 @@ const char* tpu_op_name(const tpu_op_t* op);
 tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* args, int nargs,
                               const tpu_tensor_t* outs, int nouts);
 
+/* Output dtypes and sizes (contiguous strides, data == NULL) of a call, from its arguments'
+ * records alone, for the few ops that carry such a rule (embedding_bag and its backward ops,
+ * whose PyTorch meta functions are Python): the same results as PyTorch's meta function, without
+ * running Python. False, writing nothing, when the op has no rule or the arguments fall outside it
+ * (bad arguments included: the caller then runs the meta function, which raises PyTorch's error).
+ * tpu_op_has_shapes says whether op has a rule at all. Pure; thread-safe. */
+bool tpu_op_has_shapes(const tpu_op_t* op);
+bool tpu_op_shapes_found(const tpu_op_t* op, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta,
+                         int max_outs, int* out_nouts);
+
 /* For ops whose output shapes depend on data (nonzero, masked_select, unique...):
  * computes output dtypes/sizes (contiguous strides) into out_meta (data == NULL),
  * waiting for the queue when it must read data. Returns TPU_STATUS_UNSUPPORTED if

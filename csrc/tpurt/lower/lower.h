@@ -74,7 +74,16 @@ typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
  * exponent: 2 -> x*x, any other -> pow(x, e)); the lowering must then decide only
  * on what the class tells apart, so every value of a class shares one executable. */
 typedef int32_t (*tpu_key_class_fn)(int arg, double value);
-typedef struct { const char* name; tpu_lower_fn fn; uint32_t key_scalars; tpu_key_class_fn key_class; } tpu_lowering_t;
+/* shapes (optional): the op's output dtypes and sizes from its arguments' records alone (no data,
+ * no graph), for ops whose PyTorch meta function is Python (~35 us a call) and whose sizes vary
+ * per call (embedding_bag's id count): the glue asks it instead of re-dispatching to meta tensors
+ * when its meta cache misses. It must give exactly what the meta function gives (contiguous
+ * strides) and returns false for anything outside its rule, bad arguments included (the meta
+ * function then runs and raises PyTorch's error). Writes *out_n records into out_meta[max]. */
+typedef bool (*tpu_shapes_fn)(const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max, int* out_n);
+typedef struct {
+  const char* name; tpu_lower_fn fn; uint32_t key_scalars; tpu_key_class_fn key_class; tpu_shapes_fn shapes;
+} tpu_lowering_t;
 /* key_class for coefficients whose only special value is 1 (add/sub's alpha, addmm's beta/alpha) */
 static inline int32_t lw_key_class_is_one(int arg, double value) { (void)arg; return value == 1.0; }
 /* Tables write entries as {name, fn}: key_scalars defaults to 0 without a warning. */

@@ -69,6 +69,15 @@ const tpu_lowering_t* tpu_lower_find(const char* op_name) {
   return op ? op->l : NULL;
 }
 bool tpu_op_supported(const char* op_name) { return tpu_op_find(op_name) != NULL; }
+bool tpu_op_has_shapes(const tpu_op_t* op) { return op && op->l->shapes; }
+bool tpu_op_shapes_found(const tpu_op_t* op, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta,
+                         int max_outs, int* out_nouts) {
+  if (!op || !op->l->shapes || !out_meta || !out_nouts || max_outs < 1 || nargs < 0 || (nargs && !args)) return false;
+  int n = 0;
+  if (!op->l->shapes(args, nargs, out_meta, max_outs, &n) || n < 0 || n > max_outs) return false;
+  *out_nouts = n;
+  return true;
+}
 
 /* DOTs, convolutions and their backward custom ops carry the precision (tpu_ir_op_t.prec) */
 static int graph_reads_precision(const tpu_ir_graph_t* g) {
