@@ -399,10 +399,30 @@ static void gn_moments(const gn_job_t* J, int64_t n, int64_t c0, double* out_m, 
 /* GROUP_NORM_STATS over groups t = n G + j in [t0, t1) */
 static void gn_stats_worker(void* ctx, int64_t t0, int64_t t1) {
   const gn_job_t* J = ctx;
+  const tpu_host_view_t* x = &J->x;
+  const int64_t len = J->Cg * J->I;
+  /* f32 groups that are single runs at one stride (contiguous NCHW): the runs of up to 64 groups in one call
+   * (stat2_runs: the same sums per run as gn_moments' stat2_f32 about the run's first element) */
+  const int runs = J->kind == 0 && len > 0 && x->strides[2] == 1 && x->strides[1] == J->I &&
+                   (J->N == 1 || x->strides[0] == J->G * len);
+  enum { RB = 64 };
+  double b1[RB], b2[RB];
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n = t / J->G, j = t % J->G;
+    const int64_t n = t / J->G, j = t % J->G, k = (t - t0) % RB;
     double m = NAN, v = NAN;
-    if (J->Cg * J->I > 0) gn_moments(J, n, j * J->Cg, &m, &v);
+    if (runs && k == 0) {
+      tpu_host_rows_ops()->stat2_runs(NULL, (const float*)x->data + n * x->strides[0] + j * len, len, len,
+                                      TPU_MIN((int64_t)RB, t1 - t), NULL, b1, b2);
+    }
+    if (runs) {
+      const double k0 = (double)((const float*)x->data)[n * x->strides[0] + j * J->Cg * x->strides[1]], cnt = (double)len;
+      const double d = b1[k] / cnt; /* as gn_moments' one-run path */
+      m = k0 + d; v = b2[k] / cnt - d * d;
+      v = v > 0 ? v : 0;
+      if (!isfinite(m) || !isfinite(v)) gn_moments(J, n, j * J->Cg, &m, &v); /* two passes: the IEEE results */
+    } else if (len > 0) {
+      gn_moments(J, n, j * J->Cg, &m, &v);
+    }
     if (J->f64) {
       gn_put3(&J->out, 0, n, j, 1, m);
       gn_put3(&J->out, 1, n, j, 1, 1.0 / sqrt(v + J->eps));
@@ -477,7 +497,11 @@ static void gn_apply_rows(void* ctx, int64_t r0, int64_t r1) {
   const int64_t C = J->C, I = J->I;
   const int rows_f32 = J->kind == 0 && u->strides[2] == 1 && o->strides[2] == 1 && (!v || v->strides[2] == 1);
   for (int64_t r = r0; r < r1;) {
-    const int64_t n = r / C, c = r % C, cnt = TPU_MIN(r1 - r, C - c); /* rows of one sample */
+    const int64_t n = r / C, c = r % C;
+    /* rows of one sample, or to r1 when the samples follow each other at the row stride (contiguous NCHW) */
+    const int uni = u->strides[0] == C * u->strides[1] && o->strides[0] == C * o->strides[1] &&
+                    (!v || v->strides[0] == C * v->strides[1]);
+    const int64_t cnt = uni ? r1 - r : TPU_MIN(r1 - r, C - c);
     const int64_t uo = n * u->strides[0] + c * u->strides[1], oo = n * o->strides[0] + c * o->strides[1];
     const int64_t vo = v ? n * v->strides[0] + c * v->strides[1] : 0;
     if (rows_f32) {
