@@ -553,9 +553,10 @@ int main(void) {
       }
   const int sdts[] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_BF16, TPU_DTYPE_F16, TPU_DTYPE_I64, TPU_DTYPE_I32};
   for (int d = 0; d < 6; ++d) test_scalar_clusters(sdts[d]);
-  const int64_t cshape[][2] = {{1, 1}, {7, 5}, {3, 513}, {37, 1001}, {1100, 1000}};
+  /* (rows of 300 / 700: one or several rows per tile of the tiled runner's 512 and 1024 elements) */
+  const int64_t cshape[][2] = {{1, 1}, {7, 5}, {3, 513}, {9, 300}, {5, 700}, {37, 1001}, {1100, 1000}};
   for (int serial = 0; serial < 3; ++serial)
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < 7; ++i)
       for (int t = 0; t < 2; ++t) test_custom_members(cshape[i][0], cshape[i][1], t, serial);
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
