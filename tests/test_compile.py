@@ -641,3 +641,53 @@ def test_capture_keyed_by_input_aliasing() -> None:
             torch.testing.assert_close(compiled(a, b).cpu(), f(a, b).cpu(), **EXACT)
     m = torch_tpu.metrics()
     assert m["compile_captures"] == 4 and m["compile_replays"] == 2, m
+
+
+@pytest.mark.skipif(not hasattr(torch_tpu._C, "_capture_begin"), reason="the runtime has no graph capture yet")
+def test_capture_boxed_call_assembles_outputs_and_clears_the_list() -> None:
+    """CaptureHandle.call (torch.compile's replay path): takes the tensors among a boxed argument list (non-tensors
+    skipped), clears the list, and returns the outputs as set_plan says (handle outputs in any order, Python values,
+    new empty tensors; a list, a tuple or the single value), equal to running the ops eagerly."""
+    C = torch_tpu._C
+
+    def ops(x, t, w):  # four outputs, one of them a view of an input
+        h = x @ w
+        return [(h - t).square().mean(), h.relu(), t.t(), h.sum(0)]
+
+    def batch(seed):
+        return _g(7, 5, seed=seed).to("tpu"), _g(7, 3, seed=seed + 50).to("tpu")
+
+    w = _g(5, 3, seed=99).to("tpu")
+    x, t = batch(0)
+    C._capture_begin(0)
+    outs = ops(x, t, w)
+    handle, reason = C._capture_end([x, t], outs, [w])
+    assert handle is not None, reason
+    with pytest.raises(RuntimeError, match="set_plan"):
+        handle.call([x, t])
+    empty = ((0, 3), (3, 1), torch.bfloat16, torch.device("tpu", 0))
+    specs = [("h", 3), ("value", None), ("h", 0), ("value", 7), ("empty", empty), ("h", 1), ("h", 3)]
+    for out_type, kind in ((1, list), (2, tuple)):
+        handle.set_plan(specs, out_type)
+        x2, t2 = batch(3 + out_type)
+        args = [x2, 5, t2, None]
+        got = handle.call(args)
+        assert args == [] and type(got) is kind and len(got) == len(specs)
+        want = ops(x2, t2, w)
+        assert got[1] is None and got[3] == 7
+        assert got[4].shape == (0, 3) and got[4].stride() == (3, 1) and got[4].dtype == torch.bfloat16
+        assert got[4].device.type == "tpu"
+        for i, k in ((0, 3), (2, 0), (5, 1), (6, 3)):
+            assert torch.equal(got[i].cpu(), want[k].cpu())
+    handle.set_plan([("h", 2)], 0)
+    x2, t2 = batch(9)
+    got = handle.call([x2, t2])
+    assert isinstance(got, torch.Tensor) and torch.equal(got.cpu(), ops(x2, t2, w)[2].cpu())
+    handle.set_plan(None, 1)  # None: every handle output, in order
+    got = handle.call([x2, t2])
+    assert all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, ops(x2, t2, w)))
+    for bad in (([("h", 4)], 1), ([("x", 0)], 1), ([("h", 0), ("h", 1)], 0), ([("h", 0)], 3)):
+        with pytest.raises(RuntimeError):
+            handle.set_plan(*bad)
+    with pytest.raises(RuntimeError, match="list"):
+        handle.call((x2, t2))

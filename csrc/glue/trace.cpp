@@ -5,11 +5,12 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <unordered_map>
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "glue.h"
@@ -33,6 +34,16 @@ std::vector<tpu_tensor_t> records(const std::vector<at::Tensor>& ts, const char*
     fill_tensor_record(ts[i], &r[i], what);
   }
   return r;
+}
+
+// records() into a vector the caller reuses (a replay's records: no allocation once it has grown)
+void records_into(const std::vector<at::Tensor>& ts, std::vector<tpu_tensor_t>& r, const char* what) {
+  r.resize(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    TORCH_CHECK(ts[i].defined(), what, " ", i, " is undefined");
+    TORCH_CHECK(ts[i].device().type() == kTpu, what, " ", i, " must be a tpu tensor, got ", ts[i].device());
+    fill_tensor_record(ts[i], &r[i], what);
+  }
 }
 
 std::vector<int64_t> sizes_of(const tpu_tensor_t& m) { return std::vector<int64_t>(m.sizes, m.sizes + m.ndim); }
@@ -66,11 +77,13 @@ class CaptureHandle {
   // activation plus every gradient). The allocator hold keeps those blocks from other threads
   // until the run is enqueued.
   std::vector<at::Tensor> run(std::vector<at::Tensor> inputs, bool donate) {
-    std::vector<tpu_tensor_t> in = records(inputs, "captured graph input");
+    // records: per thread, reused (a replay binds 30-140 inputs and 0-60 buffers of 216 bytes each)
+    thread_local std::vector<tpu_tensor_t> in, rec;
+    records_into(inputs, in, "captured graph input");
     if (!layouts_ready_) load_layouts();
     const int nb = static_cast<int>(bufs_.size());
     std::vector<at::Tensor> bufs(static_cast<size_t>(nb));
-    std::vector<tpu_tensor_t> rec(static_cast<size_t>(nb));
+    rec.resize(static_cast<size_t>(nb));
     // Straight to the allocator (no dispatcher round trip per buffer): a replay's buffers are the same
     // empty_strided PyTorch's factory would make on this device.
     c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(device_)));
@@ -92,21 +105,22 @@ class CaptureHandle {
       last = life_last_;
       first = life_first_;
       int32_t latest = *std::max_element(first.begin(), first.end());
-      // the same tensor more than once (a value and its detached alias): one entry, its last read
-      std::unordered_map<const c10::TensorImpl*, std::pair<int, size_t>> first_of;  // -> (first index, copies)
-      first_of.reserve(inputs.size());
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        auto it = first_of.emplace(inputs[i].unsafeGetTensorImpl(), std::make_pair(static_cast<int>(i), size_t{0})).first;
-        it->second.second++;
-        int f = it->second.first;
-        last[f] = std::max(last[f], last[i]);
-      }
-      for (const auto& kv : first_of) {
-        const int i = kv.second.first;
+      // the same tensor more than once (a value and its detached alias): one entry (its first index), its last
+      // read. Inputs sorted by TensorImpl (a per-thread vector: no node allocation per input, as a hash map had)
+      thread_local std::vector<std::pair<const c10::TensorImpl*, int>> by_impl;
+      by_impl.clear();
+      for (size_t i = 0; i < inputs.size(); ++i) by_impl.emplace_back(inputs[i].unsafeGetTensorImpl(), static_cast<int>(i));
+      std::sort(by_impl.begin(), by_impl.end());
+      for (size_t g = 0; g < by_impl.size();) {
+        size_t e = g + 1;
+        while (e < by_impl.size() && by_impl[e].first == by_impl[g].first) ++e;
+        const int i = by_impl[g].second;  // the smallest index of this tensor
+        for (size_t k = g + 1; k < e; ++k) last[i] = std::max(last[i], last[by_impl[k].second]);
         const at::Tensor& t = inputs[i];
-        if (last[i] < latest && sole_owner(t, kv.second.second) && t.storage().use_count() == 1 &&
-            t.storage().nbytes() > 0 && t.storage().data_ptr().get() != nullptr)
+        if (last[i] < latest && sole_owner(t, e - g) && t.storage().use_count() == 1 && t.storage().nbytes() > 0 &&
+            t.storage().data_ptr().get() != nullptr)
           dead.push_back(i);
+        g = e;
       }
     }
     tpu_status_t st;
@@ -162,6 +176,86 @@ class CaptureHandle {
     TORCH_CHECK(m.dtype >= 0 && m.dtype < TPU_DTYPE_COUNT, "captured graph: bad output dtype");
     return at::TensorOptions().dtype(kTypes[m.dtype]).device(c10::Device(kTpu, device_));
   }
+  // What call() returns (set once by torch_tpu/_compile.py's _Replay): the graph's outputs as a list, a tuple or
+  // the single value; each output is the run's tensor k, a Python value, or a new tensor without elements.
+  enum OutKind { kOutTensor, kOutValue, kOutEmpty };
+  struct OutSpec {
+    OutKind kind;
+    int k;                // kOutTensor: index into run()'s outputs
+    py::object value;     // kOutValue
+    std::vector<int64_t> sizes, strides;  // kOutEmpty
+    at::TensorOptions opts;
+  };
+  void set_plan(py::handle specs, int out_type) {
+    TORCH_CHECK(out_type >= 0 && out_type <= 2, "set_plan: out_type must be 0 (single), 1 (list) or 2 (tuple)");
+    std::vector<OutSpec> plan;
+    if (!specs.is_none()) {
+      for (py::handle e : specs) {
+        auto kv = e.cast<py::tuple>();
+        const std::string kind = kv[0].cast<std::string>();
+        OutSpec o{kOutTensor, -1, py::none(), {}, {}, {}};
+        if (kind == "h") {
+          o.k = kv[1].cast<int>();
+          TORCH_CHECK(o.k >= 0 && o.k < tpu_capture_num_outputs(c_), "set_plan: output ", o.k, " out of range");
+        } else if (kind == "value") {
+          o.kind = kOutValue;
+          o.value = py::reinterpret_borrow<py::object>(kv[1]);
+        } else {
+          TORCH_CHECK(kind == "empty", "set_plan: unknown output kind ", kind);
+          auto v = kv[1].cast<py::tuple>();
+          o.kind = kOutEmpty;
+          o.sizes = v[0].cast<std::vector<int64_t>>();
+          o.strides = v[1].cast<std::vector<int64_t>>();
+          o.opts = at::TensorOptions().dtype(v[2].cast<at::ScalarType>()).device(v[3].cast<at::Device>());
+        }
+        plan.push_back(std::move(o));
+      }
+    } else {
+      for (int k = 0; k < tpu_capture_num_outputs(c_); ++k) plan.push_back(OutSpec{kOutTensor, k, py::none(), {}, {}, {}});
+    }
+    TORCH_CHECK(out_type != 0 || plan.size() == 1, "set_plan: a single output needs exactly one spec");
+    plan_ = std::move(plan);
+    out_type_ = out_type;
+    plan_ready_ = true;
+  }
+  // AOTAutograd's boxed call of a replay: takes the tensors among `args` (a list, cleared: its references are
+  // handed over, so inputs nobody else holds are freed inside the run, see run()), runs, and returns the
+  // graph's outputs as set_plan says: one C++ pass instead of Python filtering the arguments and assembling
+  // the outputs.
+  py::object call(py::handle args) {
+    TORCH_CHECK(plan_ready_, "CaptureHandle.call: set_plan was not called");
+    TORCH_CHECK(PyList_CheckExact(args.ptr()), "CaptureHandle.call: expected a list");
+    PyObject* lst = args.ptr();
+    const Py_ssize_t n = PyList_GET_SIZE(lst);
+    std::vector<at::Tensor> ts;
+    ts.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* o = PyList_GET_ITEM(lst, i);
+      if (THPVariable_Check(o)) ts.push_back(THPVariable_Unpack(o));
+    }
+    if (PyList_SetSlice(lst, 0, n, nullptr) != 0) throw py::error_already_set();
+    std::vector<at::Tensor> got = run(std::move(ts), true);
+    auto item = [&](const OutSpec& o) -> PyObject* {
+      if (o.kind == kOutTensor) return THPVariable_Wrap(got[static_cast<size_t>(o.k)]);  // (a copy: k may repeat)
+      if (o.kind == kOutValue) return o.value.inc_ref().ptr();
+      return THPVariable_Wrap(at::empty_strided(o.sizes, o.strides, o.opts));
+    };
+    if (out_type_ == 0) {
+      PyObject* r = item(plan_[0]);
+      if (!r) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(r);
+    }
+    const Py_ssize_t m = static_cast<Py_ssize_t>(plan_.size());
+    py::object out = py::reinterpret_steal<py::object>(out_type_ == 1 ? PyList_New(m) : PyTuple_New(m));
+    if (!out) throw py::error_already_set();
+    for (Py_ssize_t j = 0; j < m; ++j) {
+      PyObject* r = item(plan_[static_cast<size_t>(j)]);
+      if (!r) throw py::error_already_set();
+      if (out_type_ == 1) PyList_SET_ITEM(out.ptr(), j, r);
+      else PyTuple_SET_ITEM(out.ptr(), j, r);
+    }
+    return out;
+  }
   int num_ops() const { return tpu_capture_num_ops(c_); }
   const tpu_capture_t* raw() const { return c_; }
   void drop_graph() { tpu_capture_drop_graph(c_); }
@@ -172,6 +266,9 @@ class CaptureHandle {
   int device_;
   std::vector<at::Tensor> constants_;
   std::vector<int32_t> life_last_, life_first_;  // tpu_capture_lifetimes, once (per input / per buffer)
+  std::vector<OutSpec> plan_;  // set_plan
+  int out_type_ = 1;
+  bool plan_ready_ = false;
   // what tpu_capture_buffer_info / tpu_capture_output_info return, read once (they never change)
   struct BufLayout {
     std::vector<int64_t> sizes, strides;
@@ -309,6 +406,18 @@ void register_trace_bindings(py::module& m) {
             END_HANDLE_TH_ERRORS_PYBIND
           },
           py::arg("inputs"), py::arg("donate") = false)
+      .def("set_plan",
+           [](CaptureHandle& h, py::handle specs, int out_type) {
+             HANDLE_TH_ERRORS { h.set_plan(specs, out_type); }
+             END_HANDLE_TH_ERRORS_PYBIND
+           },
+           py::arg("specs"), py::arg("out_type"))
+      .def("call",
+           [](CaptureHandle& h, py::handle args) -> py::object {
+             HANDLE_TH_ERRORS { return h.call(args); }
+             END_HANDLE_TH_ERRORS_PYBIND
+           },
+           py::arg("args"))
       .def("drop_graph", &CaptureHandle::drop_graph)
       .def("inputs_match",
            [](const CaptureHandle& h, const std::vector<at::Tensor>& inputs) -> bool {
