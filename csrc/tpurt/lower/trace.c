@@ -544,11 +544,13 @@ struct tpu_trace_embed_s {
   fbind_t* tb; int n_tb, cap_tb;
   fbind_t* sb; int n_sb, cap_sb;
   int64_t* dec; int n_dec, cap_dec; /* size decisions (lw_size_decide): op, a, b, result per decision */
+  int sampling;                      /* a size-template sample is taken (build_fused's pre_out): record dec */
   int oom;
 };
 
 void tpu_trace_embed_size_decision(tpu_lower_ctx_t* cx, int op, int64_t a, int64_t b, int64_t r) {
   struct tpu_trace_embed_s* em = cx->embed;
+  if (!em->sampling) return;
   GROW(em->dec, em->n_dec, em->cap_dec, 4, em->oom = 1; return);
   em->dec[em->n_dec++] = op; em->dec[em->n_dec++] = a; em->dec[em->n_dec++] = b; em->dec[em->n_dec++] = r;
 }
@@ -605,7 +607,7 @@ static void trace_reset(trace_t* tr) {
   tr->n_ops = tr->n_vals = tr->n_live = tr->n_wire = 0;
   tr->key_len = 0; tr->oom = 0;
   arena_reset(&tr->arena);
-  atomic_store(&tr->pending, 0);
+  if (atomic_exchange(&tr->pending, 0)) atomic_fetch_sub_explicit(&tpu_rt_traces_pending, 1, memory_order_acq_rel);
 }
 
 static void fused_name(const trace_t* tr, char* buf, size_t cap) {
@@ -637,7 +639,7 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
                                 pre_t* pre_out) {
   double t0 = (double)tpu_rt_now_ns() * 1e-9;
   tpu_lower_ctx_t* cx = calloc(1, sizeof(*cx));
-  struct tpu_trace_embed_s em = {.tr = tr};
+  struct tpu_trace_embed_s em = {.tr = tr, .sampling = pre_out != NULL};
   em.val_ir = malloc((size_t)(tr->n_vals ? tr->n_vals : 1) * sizeof(int32_t));
   if (!cx || !em.val_ir) { free(cx); free(em.val_ir); return TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
   for (int v = 0; v < tr->n_vals; ++v) em.val_ir[v] = -1;
@@ -1354,7 +1356,7 @@ tpu_status_t tpu_trace_record(int device, const tpu_lowering_t* l, const char* o
       }
       if (!st) {
         __atomic_add_fetch(&e->refcount, 1, __ATOMIC_ACQ_REL);
-        tr->n_ops++;
+        if (tr->n_ops++ == 0) atomic_fetch_add_explicit(&tpu_rt_traces_pending, 1, memory_order_acq_rel);
         atomic_store_explicit(&tr->pending, tr->n_ops, memory_order_release);
         tpu_metrics_add_ops(1);
       } else {

@@ -366,9 +366,11 @@ void tpu_rt_free(int device, void* ptr) {
   int64_t i = live_find(a, (uintptr_t)ptr);
   if (i >= 0) {
     live_t e = a->live[i];
-    tpu_rt_free_hook_fn hook = tpu_rt_free_hook;
     /* recorded fused-eager ops may still read the block: the fence is the task that runs them */
-    if (hook && hook(device, (uintptr_t)ptr, (uintptr_t)ptr + e.size)) fence++;
+    if (__builtin_expect(atomic_load_explicit(&tpu_rt_traces_pending, memory_order_acquire) != 0, 0)) {
+      tpu_rt_free_hook_fn hook = tpu_rt_free_hook;
+      if (hook && hook(device, (uintptr_t)ptr, (uintptr_t)ptr + e.size)) fence++;
+    }
     live_erase(a, (uint64_t)i);
     a->allocated -= e.size;
     a->requested -= e.requested;

@@ -70,6 +70,7 @@ static _Thread_local int tl_task_device = -1;
 
 tpu_rt_flush_hook_fn _Atomic tpu_rt_flush_hook;
 tpu_rt_free_hook_fn _Atomic tpu_rt_free_hook;
+int _Atomic tpu_rt_traces_pending;
 void tpu_rt_set_trace_hooks(tpu_rt_flush_hook_fn flush, tpu_rt_free_hook_fn on_free) {
   tpu_rt_free_hook = on_free;
   tpu_rt_flush_hook = flush;

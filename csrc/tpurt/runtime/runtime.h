@@ -137,6 +137,9 @@ typedef bool (*tpu_rt_free_hook_fn)(int device, uintptr_t lo, uintptr_t hi);
 void tpu_rt_set_trace_hooks(tpu_rt_flush_hook_fn flush, tpu_rt_free_hook_fn on_free);
 extern tpu_rt_flush_hook_fn _Atomic tpu_rt_flush_hook;
 extern tpu_rt_free_hook_fn _Atomic tpu_rt_free_hook;
+/* Devices with recorded-but-unflushed ops (trace.c counts a device's 0 -> some and back): while it is
+ * 0, tpu_rt_free skips on_free (a load instead of a call per free). */
+extern int _Atomic tpu_rt_traces_pending;
 static inline void tpu_rt_trace_flush_hook(int device) {
   tpu_rt_flush_hook_fn f = tpu_rt_flush_hook;
   if (__builtin_expect(f != NULL, 0) && tpu_rt_queue_current_device() < 0) f(device);
