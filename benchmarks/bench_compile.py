@@ -25,7 +25,7 @@ rounds' compiled/eager ratios and their spread. Use it (with TORCH_TPU_NUM_THREA
 `--threads`) on a noisy machine.
 
 Usage: python benchmarks/bench_compile.py [--only mingpt,llama] [--no-inductor] [--repeat N] [--whole-step]
-       [--no-reinplace] [--with-loss] [--rounds R] [--threads T]
+       [--no-reinplace] [--with-loss] [--rounds R] [--threads T] [--autograd-caller-thread]
 """
 from __future__ import annotations
 
@@ -51,6 +51,10 @@ import compile_models  # noqa: E402  (tests/compile_models.py)
 
 import torch_tpu  # noqa: E402
 from torch_tpu import _compile  # noqa: E402
+
+# --autograd-caller-thread: backward() runs on the calling thread, as it always does for CPU tensors (PyTorch's
+# engine otherwise hands a tpu backward to its device thread pt_autograd_0 and back: two thread wake-ups per step)
+CALLER_THREAD_BACKWARD = False
 
 # name: build() overrides (bigger batches than the tests use)
 CONFIGS = {
@@ -104,7 +108,11 @@ def make_step(name: str, device: str, backend: str | None, whole_step: bool = Fa
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        fwd_loss(*x).backward()
+        if CALLER_THREAD_BACKWARD:
+            with torch.autograd.set_multithreading_enabled(False):
+                fwd_loss(*x).backward()
+        else:
+            fwd_loss(*x).backward()
         opt_step()
 
     return step
@@ -244,6 +252,7 @@ def _inductor_in_child(name: str, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--inductor-child", name, "--repeat", str(args.repeat)]
     cmd += ["--whole-step"] if args.whole_step else []
     cmd += ["--with-loss"] if args.with_loss else []
+    cmd += ["--autograd-caller-thread"] if args.autograd_caller_thread else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("INDUCTOR "):
@@ -269,8 +278,12 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=5, help="default mode: the tpu speedup columns from this many "
                     "alternating eager/compiled rounds of --repeat steps (medians; 0: the ratio of the single-run medians)")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (set TORCH_TPU_NUM_THREADS too)")
+    ap.add_argument("--autograd-caller-thread", action="store_true", help="run backward() with "
+                    "torch.autograd.set_multithreading_enabled(False) (all modes): no hand-off to the device thread")
     ap.add_argument("--inductor-child", default="", help=argparse.SUPPRESS)  # see _inductor_in_child
     args = ap.parse_args()
+    global CALLER_THREAD_BACKWARD
+    CALLER_THREAD_BACKWARD = args.autograd_caller_thread
     if args.inductor_child:
         import json
 
