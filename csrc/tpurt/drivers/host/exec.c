@@ -40,11 +40,6 @@ struct tpu_host_exe_s {
                            * later step writes in place (views, parameters, values written into another
                            * output): the only ones the run loop checks against such a write */
   int n_out_alias;
-  /* The run loop's work list: (op, arg) for every op that does something at run time (parameters, scalars,
-   * constants, views, and roots / library steps not evaluated inside a reduce; arg: a parameter's or scalar's
-   * index), so a run walks neither cluster members nor the ops' 432-byte records for parameters. */
-  int32_t* run;
-  int n_run;
 };
 
 static int g_epi_fusion = -1; /* -1: TORCH_TPU_GEMM_EPILOGUE not read yet */
@@ -197,7 +192,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e->reg); free(e->nreg);
   free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype); free(e->host_out);
-  free(e->out_alias); free(e->run);
+  free(e->out_alias);
   free(e);
 }
 
@@ -440,14 +435,6 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     if ((e->kind[w] != K_ROOT && e->kind[w] != K_LIB) || e->out_index[w] != k || e->fused[w] || e->epi_root[w] >= 0)
       e->out_alias[e->n_out_alias++] = k;
   }
-  e->run = malloc((size_t)(2 * n + 1) * sizeof(int32_t));
-  if (!e->run) { free(users); free(user); tpu_host_exe_free(e); return TPU_ERR(OUT_OF_MEMORY, "host: out of memory"); }
-  for (int v = 0; v < n; ++v) {
-    if (e->kind[v] == K_MEMBER || e->fused[v]) continue;
-    e->run[2 * e->n_run] = v;
-    e->run[2 * e->n_run + 1] = (int32_t)G->ops[v].i0;
-    e->n_run++;
-  }
   free(users); free(user);
   *out_exe = e;
   return TPU_OK;
@@ -455,10 +442,9 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
 
 /* ---------------------------------------------------------------- run time */
 
-/* A value of a run: p is its view (&v, or a parameter's own view, not copied); NULL until it is evaluated. */
 typedef struct {
-  const tpu_host_view_t* p;
   tpu_host_view_t v;
+  int ready;
   union { double f; float f32; int64_t i; uint64_t u; uint8_t b[8]; } storage; /* scalars */
 } val_t;
 
@@ -1116,13 +1102,13 @@ static int run_cluster_scalar(const tpu_host_exe_t* e, int root, const val_t* va
   if (G->ops[root].type.rank != 0 || nr + nleaf > SCALAR_SLOTS) return 0;
   const int32_t* lv = e->leaves + e->leaf_off[root];
   for (int j = 0; j < nleaf; ++j)
-    if (view_numel(vals[lv[j]].p) != 1) return 0;
+    if (view_numel(&vals[lv[j]].v) != 1) return 0;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
   int64_t buf[SCALAR_SLOTS][8]; /* one element per slot; 64 bytes each, as a vector kernel might touch */
   const void* ptr[SCALAR_SLOTS];
   for (int i = 0; i < nr; ++i) ptr[i] = buf[i];
   for (int j = 0; j < nleaf; ++j) {
-    const tpu_host_view_t* L = vals[lv[j]].p;
+    const tpu_host_view_t* L = &vals[lv[j]].v;
     T->load(buf[nr + j], tpu_host_cls(L->dtype), L->data, L->dtype, 0, 1);
     ptr[nr + j] = buf[nr + j];
   }
@@ -1141,7 +1127,7 @@ static tpu_status_t run_cluster(const tpu_host_exe_t* e, int root, val_t* vals, 
   const int32_t* lv = e->leaves + e->leaf_off[root];
   const tpu_host_view_t* lp[64];
   lp[0] = NULL; /* (read only below nleaf; this quiets -Wmaybe-uninitialized for nleaf == 0) */
-  for (int j = 0; j < nleaf; ++j) lp[j] = vals[lv[j]].p;
+  for (int j = 0; j < nleaf; ++j) lp[j] = &vals[lv[j]].v;
   return run_cluster_views(e, root, lp, out);
 }
 
@@ -1254,9 +1240,9 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
                                      const tpu_host_view_t* out) {
   const tpu_ir_graph_t* G = &e->g;
   const tpu_ir_op_t* op = &G->ops[d];
-  const tpu_host_view_t* a = vals[tpu_ir_operand(G, d, 0)].p;
-  const tpu_host_view_t* b = vals[tpu_ir_operand(G, d, 1)].p;
-  const tpu_host_view_t* c = vals[d].p;
+  const tpu_host_view_t* a = &vals[tpu_ir_operand(G, d, 0)].v;
+  const tpu_host_view_t* b = &vals[tpu_ir_operand(G, d, 1)].v;
+  const tpu_host_view_t* c = &vals[d].v;
   int nleaf = e->leaf_cnt[r];
   const int32_t* lv = e->leaves + e->leaf_off[r];
   dot_epi_t* D = malloc(sizeof(*D)); /* ~40 KB: not on a pool thread's stack */
@@ -1265,7 +1251,7 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
   atomic_init(&D->failed, 0);
   int ok = nleaf <= 64 && dot_epi_view(out, &op->type, &D->out);
   for (int j = 0; j < nleaf && ok; ++j) {
-    tpu_host_view_t lj = *vals[lv[j]].p;
+    tpu_host_view_t lj = vals[lv[j]].v;
     leaf_bcast(&lj, op->type.rank, op->type.dims); /* (all strides 0: any shape of the same numel) */
     ok = dot_epi_view(&lj, &op->type, &D->leaf[j]);
     int u = lv[j];
@@ -1302,7 +1288,7 @@ static tpu_status_t run_fused_reduce(const tpu_host_exe_t* e, int v, int u, val_
   if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
   tpu_host_view_t leaf[64], lb[64];
   const int32_t* lv = e->leaves + e->leaf_off[u];
-  for (int j = 0; j < nleaf; ++j) { leaf[j] = *vals[lv[j]].p; leaf_bcast(&leaf[j], S->rank, S->dims); }
+  for (int j = 0; j < nleaf; ++j) { leaf[j] = vals[lv[j]].v; leaf_bcast(&leaf[j], S->rank, S->dims); }
   int64_t total = tpu_ir_numel(S), es = (int64_t)tpu_dtype_size(S->dtype);
   int d0 = -1;
   for (int d = 0; d < R && d0 < 0; ++d) if (S->dims[d] > 1) d0 = d;
@@ -1374,15 +1360,14 @@ static tpu_status_t materialize(val_t* x, const tpu_ir_type_t* t, scratch_t* s) 
   if (!buf) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
   tpu_host_view_t dst;
   view_contiguous(&dst, buf, t);
-  if (!copy_small(x->p, &dst)) TPU_RETURN_IF_ERROR(tpu_host_k_copy(x->p, &dst));
+  if (!copy_small(&x->v, &dst)) TPU_RETURN_IF_ERROR(tpu_host_k_copy(&x->v, &dst));
   x->v = dst;
-  x->p = &x->v;
   return TPU_OK;
 }
 
 static tpu_status_t apply_view(const tpu_ir_op_t* op, val_t* in, val_t* out, scratch_t* s,
                                const tpu_ir_type_t* in_type) {
-  tpu_host_view_t v = *in->p, r;
+  tpu_host_view_t v = in->v, r;
   r.data = v.data; r.dtype = op->type.dtype; r.rank = op->type.rank;
   for (int d = 0; d < r.rank; ++d) { r.sizes[d] = op->type.dims[d]; r.strides[d] = 0; }
   int64_t es = (int64_t)tpu_dtype_size(v.dtype);
@@ -1414,14 +1399,14 @@ static tpu_status_t apply_view(const tpu_ir_op_t* op, val_t* in, val_t* out, scr
     case TPU_IR_RESHAPE:
       if (!reshape_strides(&v, r.rank, r.sizes, r.strides)) {
         TPU_RETURN_IF_ERROR(materialize(in, in_type, s));
-        if (!reshape_strides(in->p, r.rank, r.sizes, r.strides))
+        if (!reshape_strides(&in->v, r.rank, r.sizes, r.strides))
           return TPU_ERR(INTERNAL, "host: reshape of a contiguous temporary failed");
         r.data = in->v.data;
       }
       break;
     default: return TPU_ERR(INTERNAL, "host: not a view op");
   }
-  out->v = r; out->p = &out->v;
+  out->v = r; out->ready = 1;
   return TPU_OK;
 }
 
@@ -1429,7 +1414,7 @@ static tpu_status_t run_lib(const tpu_host_exe_t* e, int v, val_t* vals, const t
                             const tpu_host_scalar_t* scalars) {
   const tpu_ir_graph_t* G = &e->g;
   const tpu_ir_op_t* op = &G->ops[v];
-#define IN(k) (vals[tpu_ir_operand(G, v, k)].p)
+#define IN(k) (&vals[tpu_ir_operand(G, v, k)].v)
   switch (op->opcode) {
     case TPU_IR_IOTA: return tpu_host_k_iota(op, dst);
     case TPU_IR_REDUCE: return tpu_host_k_reduce(op, IN(0), dst);
@@ -1522,7 +1507,7 @@ static void scalar_store(val_t* x, int dtype, double f, int64_t i) {
   memset(&x->storage, 0, sizeof(x->storage));
   if (tpu_dtype_is_floating(dtype)) tpu_host_store_f64((char*)x->storage.b, dtype, f);
   else tpu_host_store_i64((char*)x->storage.b, dtype, i);
-  x->v.data = (char*)x->storage.b; x->v.dtype = dtype; x->v.rank = 0; x->p = &x->v;
+  x->v.data = (char*)x->storage.b; x->v.dtype = dtype; x->v.rank = 0; x->ready = 1;
 }
 
 static void prof_step(const tpu_host_exe_t* e, int v, double ns) {
@@ -1541,9 +1526,6 @@ static void prof_step(const tpu_host_exe_t* e, int v, double ns) {
   prof_add(key, ns);
 }
 
-/* A run walks thousands of ops per compiled step (their records, the values' views) whose lines the kernels
- * between them have evicted: the records of the op RUN_PREFETCH steps ahead are prefetched while this one runs. */
-#define RUN_PREFETCH 3
 tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* params,
                               const tpu_host_scalar_t* scalars, const tpu_host_view_t* outs) {
   const tpu_ir_graph_t* G = &e->g;
@@ -1561,37 +1543,31 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   const int prof = prof_on();
   const double prof_t0 = prof ? prof_now() : 0;
   if (prof) prof_add("exe clock floor (back-to-back reads)", prof_now() - prof_t0); /* subtract from per-call rows */
-  for (int i = 0; i < e->n_run && st == TPU_OK; ++i) {
-    const int v = e->run[2 * i], arg = e->run[2 * i + 1];
+  for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
-    if (i + RUN_PREFETCH < e->n_run) { /* (see RUN_PREFETCH) */
-      const int w = e->run[2 * (i + RUN_PREFETCH)];
-      __builtin_prefetch(&G->ops[w]);
-      __builtin_prefetch((const char*)&G->ops[w] + 64);
-      __builtin_prefetch(&vals[w], 1);
-    }
     val_t* x = &vals[v];
-    x->p = NULL;
+    x->ready = 0;
     switch (e->kind[v]) {
-      case K_PARAM: x->p = &params[arg]; break;
-      case K_SCALAR: scalar_store(x, op->type.dtype, scalars[arg].f, scalars[arg].i); break;
+      case K_PARAM: x->v = params[op->i0]; x->ready = 1; break;
+      case K_SCALAR: scalar_store(x, op->type.dtype, scalars[op->i0].f, scalars[op->i0].i); break;
       case K_CONST: scalar_store(x, op->type.dtype, op->f0, op->i0); break;
       case K_VIEW: {
         int u = tpu_ir_operand(G, v, 0);
         const double tv = prof ? prof_now() : 0;
-        const char* was = prof ? vals[u].p->data : NULL;
+        const char* was = prof ? vals[u].v.data : NULL;
         st = apply_view(op, &vals[u], x, &s, &G->ops[u].type);
-        if (prof) prof_add(vals[u].p->data != was ? "view (materialized)" : "view", prof_now() - tv);
+        if (prof) prof_add(vals[u].v.data != was ? "view (materialized)" : "view", prof_now() - tv);
         break;
       }
       case K_MEMBER: break;
       case K_ROOT: case K_LIB: {
+        if (e->fused[v]) break; /* evaluated inside its reduce */
         if (e->epi_root[v] >= 0) { /* a DOT run at its epilogue's step: only its C buffer now */
           char* buf = scratch_alloc_until(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype),
                                           e->last_use[v]);
           if (!buf) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary"); break; }
           view_contiguous(&x->v, buf, &op->type);
-          x->p = &x->v;
+          x->ready = 1;
           break;
         }
         /* Destination: the output view when that is safe, else a contiguous temporary. */
@@ -1627,16 +1603,16 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             if (lu > v || e->kind[v] == K_LIB || e->epi_dot[v] >= 0) { direct = 0; break; }
             const int32_t* lv = e->leaves + e->leaf_off[v];
             for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
-              if (views_overlap(o, vals[lv[j]].p) && !views_identical(o, vals[lv[j]].p)) direct = 0;
+              if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
             /* other outputs still to be copied from (views of) that parameter read it after us (only
              * out_alias ones can: any other is in its own slot already, in a temporary, or not run) */
             for (int a = 0; a < e->n_out_alias && direct; ++a) {
               int k2 = e->out_alias[a], w = G->outputs[k2];
-              if (k2 == k || w == v || (w < v && (!vals[w].p || (written[k2] && e->out_index[w] == k2)))) continue;
+              if (k2 == k || w == v || (w < v && (!vals[w].ready || (written[k2] && e->out_index[w] == k2)))) continue;
               /* not evaluated yet: it cannot read p (every read of p or of a view of p is at
                * step <= lu == v), so only an output that is a parameter itself is checked */
               if (w > v && e->kind[w] != K_PARAM) continue;
-              if (views_overlap(o, w > v ? &params[G->ops[w].i0] : vals[w].p)) direct = 0;
+              if (views_overlap(o, w > v ? &params[G->ops[w].i0] : &vals[w].v)) direct = 0;
             }
           }
         }
@@ -1649,7 +1625,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           if (!buf) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary"); break; }
           view_contiguous(&x->v, buf, &op->type);
         }
-        x->p = &x->v;
+        x->ready = 1;
         const double t_step = prof ? prof_now() : 0;
         if (prof) prof_add("destination choice", t_step - t_dest);
         if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) st = run_dot_epilogue(e, e->epi_dot[v], v, vals, &x->v);
@@ -1668,8 +1644,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   for (int k = 0; k < G->n_outputs && st == TPU_OK; ++k) {
     int v = G->outputs[k];
     if (written[k] == 1 && e->out_index[v] == k) continue;
-    if (written[k] == 2 && views_identical(vals[v].p, &outs[k])) continue; /* the reshape is the output itself */
-    if (!copy_small(vals[v].p, &outs[k])) st = tpu_host_k_copy(vals[v].p, &outs[k]);
+    if (written[k] == 2 && views_identical(&vals[v].v, &outs[k])) continue; /* the reshape is the output itself */
+    if (!copy_small(&vals[v].v, &outs[k])) st = tpu_host_k_copy(&vals[v].v, &outs[k]);
   }
   if (prof) {
     double t2 = prof_now();
