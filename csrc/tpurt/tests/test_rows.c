@@ -398,7 +398,8 @@ static void test_gelu(void) {
   if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_rows_ops_avx2;
   if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_rows_ops_avx512;
   const float specials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-30f, -1e-30f, 1e-45f, -13.19f, -13.2f,
-                            -13.3f, -87.0f, 87.5f, -1e30f, 1e30f, 0.75f, -0.75f, 3.4e38f, -3.4e38f};
+                            -13.3f, -87.0f, 87.5f, -1e30f, 1e30f, 0.75f, -0.75f, 3.4e38f, -3.4e38f,
+                            2.9999998f, -2.9999998f, 3.0f, -3.0f, 3.0000002f, -3.0000002f}; /* the polynomial / A&S edge */
   const int ns = (int)(sizeof(specials) / sizeof(specials[0]));
   for (int64_t n = 1; n < 700; n += 37) {
     float *x = malloc((size_t)(n + ns) * 4), *g = malloc((size_t)(n + ns) * 4), *r[3];
