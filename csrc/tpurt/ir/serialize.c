@@ -69,25 +69,40 @@ static int64_t get_i64(rbuf_t* r) { int64_t v; get(r, &v, 8); return v; }
 
 #define BAD(...) TPU_ERR(INVALID_ARGUMENT, "ir: serialized graph: " __VA_ARGS__)
 
-/* The group-norm targets' shape rule (drivers/host/norm.h: x [N, C, I], [N, G] statistics, C % G == 0), so a
- * damaged cache file is refused at load rather than failing in the kernel. */
+/* The group-norm targets' operand rule (drivers/host/norm.h; the kernel's gn_check checks the same on views): x [N, C, I]
+ * f32 / bf16 / f16 with f32 statistics, or f64 with f64 ones; [N, G] mean and rstd, C % G == 0; [C] weight and bias and
+ * [2, N + 1, C] sums of the statistics' dtype; g and the result of GROUP_NORM / _BWD of x's shape and dtype. A damaged
+ * cache file is refused at load, before any step of its graph has run. */
+static int gn_is(const tpu_ir_type_t* t, int dt, int rank, int64_t a, int64_t b, int64_t c) {
+  return t->dtype == dt && t->rank == rank && t->dims[0] == a && (rank < 2 || t->dims[1] == b) && (rank < 3 || t->dims[2] == c);
+}
 static int check_group_norm(const tpu_ir_graph_t* g, const tpu_ir_op_t* op, const int32_t* in) {
   const int64_t t = op->i0, n = op->n_in;
   const int bwd = t == TPU_IR_CUSTOM_GROUP_NORM_SUMS || t == TPU_IR_CUSTOM_GROUP_NORM_BWD;
-  if (op->i1 < 0 || op->i1 > 3 || n < 2 + bwd) return 0;
-  const tpu_ir_type_t *x = &g->ops[in[bwd]].type, *r = &op->type;
-  if (x->rank != 3) return 0;
-  const int64_t N = x->dims[0], C = x->dims[1];
-  if (t == TPU_IR_CUSTOM_GROUP_NORM_STATS)
-    return n == 2 && op->i1 == 0 && g->ops[in[1]].type.rank == 0 && r->rank == 3 && r->dims[0] == 2 && r->dims[1] == N &&
-           r->dims[2] >= 1 && C % r->dims[2] == 0;
   const int hw = (t == TPU_IR_CUSTOM_GROUP_NORM || t == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (op->i1 & 1);
   const int hb = t == TPU_IR_CUSTOM_GROUP_NORM && (op->i1 & 2), hs = t == TPU_IR_CUSTOM_GROUP_NORM_BWD && (op->i1 & 2);
-  if (n != (bwd ? 4 : 3) + hw + hb + hs) return 0;
-  const tpu_ir_type_t* m = &g->ops[in[bwd + 1]].type;
-  if (m->rank != 2 || m->dims[0] != N || m->dims[1] < 1 || C % m->dims[1]) return 0;
-  if (t == TPU_IR_CUSTOM_GROUP_NORM_SUMS) return r->rank == 3 && r->dims[0] == 2 && r->dims[1] == N + 1 && r->dims[2] == C;
-  return tpu_ir_same_shape(r, x);
+  if (op->i1 < 0 || op->i1 > 3 || n != (t == TPU_IR_CUSTOM_GROUP_NORM_STATS ? 2 : (bwd ? 4 : 3) + hw + hb + hs)) return 0;
+  if (t == TPU_IR_CUSTOM_GROUP_NORM_STATS && op->i1 != 0) return 0;
+  const tpu_ir_type_t *x = &g->ops[in[bwd]].type, *r = &op->type;
+  const int xdt = x->dtype;
+  if (x->rank != 3 || (xdt != TPU_DTYPE_F32 && xdt != TPU_DTYPE_BF16 && xdt != TPU_DTYPE_F16 && xdt != TPU_DTYPE_F64)) return 0;
+  const int dt = xdt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32; /* the statistics' dtype */
+  const int64_t N = x->dims[0], C = x->dims[1], I = x->dims[2];
+  if (t == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+    const tpu_ir_type_t* eps = &g->ops[in[1]].type;
+    return eps->rank == 0 && tpu_dtype_is_floating(eps->dtype) && r->rank == 3 && r->dims[2] >= 1 && C % r->dims[2] == 0 &&
+           gn_is(r, dt, 3, 2, N, r->dims[2]);
+  }
+  const tpu_ir_type_t *m = &g->ops[in[bwd + 1]].type, *s = &g->ops[in[bwd + 2]].type;
+  if (m->rank != 2 || m->dims[1] < 1 || C % m->dims[1]) return 0;
+  const int64_t G = m->dims[1];
+  if (!gn_is(m, dt, 2, N, G, 0) || !gn_is(s, dt, 2, N, G, 0)) return 0;
+  if (bwd && !gn_is(&g->ops[in[0]].type, xdt, 3, N, C, I)) return 0;
+  int k = bwd + 3;
+  if (hw && !gn_is(&g->ops[in[k++]].type, dt, 1, C, 0, 0)) return 0;
+  if (hb && !gn_is(&g->ops[in[k++]].type, dt, 1, C, 0, 0)) return 0;
+  if (hs && !gn_is(&g->ops[in[k++]].type, dt, 3, 2, N + 1, C)) return 0;
+  return t == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? gn_is(r, dt, 3, 2, N + 1, C) : gn_is(r, xdt, 3, N, C, I);
 }
 
 /* Attributes of the ops that have no validating builder (added with tpu_ir_add_op). */

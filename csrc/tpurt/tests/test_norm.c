@@ -211,31 +211,40 @@ static void test_group_norm(void) {
 }
 
 /* a cache file's graph: the group-norm forward (STATS -> slices -> GROUP_NORM) round-trips through the serializer;
- * one with groups that do not divide the channels, or an operand missing, is refused at load */
-static int gn_graph(tpu_ir_graph_t* g, int64_t groups, int drop_bias) {
+ * a damaged one is refused at load. damage: 0 none, 1 groups that do not divide the channels (4 of 6), 2 bias
+ * missing, 3 weight [7] for 6 channels, 4 GROUP_NORM result f64 from f32 x, 5 STATS result f64 from f32 x,
+ * 6 rstd [4, 5] with mean [4, 3], 7 bias f64 */
+enum { GN_DAMAGES = 8 };
+static const char* const gn_damage_name[GN_DAMAGES] = {"none", "4 groups of 6", "bias missing", "weight [7]",
+                                                       "result f64", "statistics f64", "rstd [4, 5]", "bias f64"};
+static int gn_graph(tpu_ir_graph_t* g, int damage) {
   tpu_ir_graph_init(g);
-  int64_t d3[3] = {4, 6, 10}, c[1] = {6}, ds[3] = {2, 4, groups}, d2[2] = {4, groups};
+  const int64_t groups = damage == 1 ? 4 : 3;
+  int64_t d3[3] = {4, 6, 10}, c[1] = {6}, c7[1] = {7}, ds[3] = {2, 4, groups}, d2[2] = {4, groups}, d45[2] = {4, 5};
   int x = tpu_ir_param(g, TPU_DTYPE_F32, 3, d3), eps = tpu_ir_scalar(g, TPU_DTYPE_F64);
-  int w = tpu_ir_param(g, TPU_DTYPE_F32, 1, c), b = tpu_ir_param(g, TPU_DTYPE_F32, 1, c);
+  int w = tpu_ir_param(g, TPU_DTYPE_F32, 1, damage == 3 ? c7 : c);
+  int b = tpu_ir_param(g, damage == 7 ? TPU_DTYPE_F64 : TPU_DTYPE_F32, 1, c);
   tpu_ir_op_t p = {0};
-  p.opcode = TPU_IR_CUSTOM; p.i0 = TPU_IR_CUSTOM_GROUP_NORM_STATS; p.type.dtype = TPU_DTYPE_F32; p.type.rank = 3;
+  p.opcode = TPU_IR_CUSTOM; p.i0 = TPU_IR_CUSTOM_GROUP_NORM_STATS; p.type.rank = 3;
+  p.type.dtype = damage == 5 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
   memcpy(p.type.dims, ds, sizeof(ds));
   int st = tpu_ir_add_op(g, &p, 2, (int[]){x, eps});
   int64_t lo0[3] = {0, 0, 0}, hi0[3] = {1, 4, groups}, lo1[3] = {1, 0, 0}, hi1[3] = {2, 4, groups}, one[3] = {1, 1, 1};
   int mean = tpu_ir_reshape(g, tpu_ir_slice(g, st, lo0, hi0, one), 2, d2);
-  int rstd = tpu_ir_reshape(g, tpu_ir_slice(g, st, lo1, hi1, one), 2, d2);
+  int rstd = damage == 6 ? tpu_ir_param(g, TPU_DTYPE_F32, 2, d45) : tpu_ir_reshape(g, tpu_ir_slice(g, st, lo1, hi1, one), 2, d2);
   tpu_ir_op_t q = {0};
-  q.opcode = TPU_IR_CUSTOM; q.i0 = TPU_IR_CUSTOM_GROUP_NORM; q.i1 = 3; q.type.dtype = TPU_DTYPE_F32; q.type.rank = 3;
+  q.opcode = TPU_IR_CUSTOM; q.i0 = TPU_IR_CUSTOM_GROUP_NORM; q.i1 = 3; q.type.rank = 3;
+  q.type.dtype = damage == 4 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
   memcpy(q.type.dims, d3, sizeof(d3));
-  int y = tpu_ir_add_op(g, &q, drop_bias ? 4 : 5, (int[]){x, mean, rstd, w, b});
+  int y = tpu_ir_add_op(g, &q, damage == 2 ? 4 : 5, (int[]){x, mean, rstd, w, b});
   tpu_ir_output(g, y);
   tpu_ir_output(g, mean);
   return g->status == TPU_OK;
 }
 static void test_group_norm_serialize(void) {
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < GN_DAMAGES; ++k) {
     tpu_ir_graph_t g, back;
-    CHECK(gn_graph(&g, k == 1 ? 4 : 3, k == 2), "group-norm graph %d builds", k);
+    CHECK(gn_graph(&g, k), "group-norm graph %d builds", k);
     uint8_t* buf = NULL;
     size_t len = 0;
     OK(tpu_ir_graph_serialize(&g, &buf, &len));
@@ -243,7 +252,7 @@ static void test_group_norm_serialize(void) {
     if (k == 0) {
       CHECK(s == TPU_OK && tpu_ir_equal(&g, &back), "group-norm graph round-trips");
     } else {
-      CHECK(s != TPU_OK, "damaged group-norm graph %d (%s) must be refused", k, k == 1 ? "4 groups of 6" : "bias missing");
+      CHECK(s != TPU_OK, "damaged group-norm graph %d (%s) must be refused", k, gn_damage_name[k]);
     }
     tpu_ir_graph_free(&back);
     tpu_status_free(s);
