@@ -99,3 +99,16 @@ def test_outside_rule_raises_pytorch_error():
             aten._embedding_bag(a["w"].to(DEV), a["idx"].to(DEV), a["off"].to(DEV), False, 0, False,
                                 a["psw"].to(DEV) if a["psw"] is not None else None, False, -1)
         assert str(tpu_err.value).split("\n")[0] == str(cpu_err.value).split("\n")[0]
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+def test_embedding_dense_backward_layouts(dt):
+    """nn.Embedding's backward at a new token count each call: sizes/strides/dtype as meta, values as CPU"""
+    g = torch.Generator().manual_seed(3)
+    for n_tok, nw, pad in [(7, 11, -1), (13, 11, 2), (1, 4, -1), (0, 5, -1), (29, 11, 0)]:
+        grad = torch.randn(n_tok, 6, generator=g).to(dt)
+        idx = torch.randint(0, nw, (n_tok,), generator=g)
+        got = aten.embedding_dense_backward(grad.to(DEV), idx.to(DEV), nw, pad, False)
+        same_layout(got, aten.embedding_dense_backward(meta_of(grad), meta_of(idx), nw, pad, False))
+        if dt == torch.float32:  # (bf16 sums: CPU accumulates in bf16, tpu in f32; values are test_ops_nn's)
+            torch.testing.assert_close(got.cpu(), aten.embedding_dense_backward(grad, idx, nw, pad, False))

@@ -641,6 +641,18 @@ static tpu_status_t lower_embedding_bwd(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), vals, 1, &idx, &zero_dim, 1));
 }
 
+/* shape rule (tpu_lowering_t.shapes): PyTorch's meta function (Python) gives
+ * grad_output.new_empty(num_weights, grad_output.size(-1)); a new token count is a new meta-cache key */
+static bool shapes_embedding_bwd(const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+  const tpu_tensor_t* g = n == 5 && a[0].kind == TPU_ARG_TENSOR ? a[0].tensor : NULL;
+  if (!g || g->ndim < 1 || g->ndim > TPU_MAX_DIMS || a[2].kind != TPU_ARG_INT || a[2].i < 0 ||
+      !tpu_dtype_is_floating(g->dtype))
+    return false;
+  o[0] = tpu_tensor_contiguous(NULL, 0, (tpu_dtype_t)g->dtype, 2, (int64_t[]){a[2].i, g->sizes[g->ndim - 1]});
+  *out_n = 1;
+  return true;
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_nn) = {
   {"aten::_softmax.out", lower_softmax}, {"aten::_log_softmax.out", lower_log_softmax},
   {"aten::_softmax_backward_data.out", lower_softmax_bwd},
@@ -661,6 +673,6 @@ TPU_LOWERING_TABLE(tpu_lowerings_nn) = {
   {"aten::native_layer_norm_backward", lower_layer_norm_bwd},
   {"aten::native_dropout", lower_native_dropout},
   {"aten::native_dropout_backward", lower_native_dropout_bwd},
-  {"aten::embedding_dense_backward", lower_embedding_bwd},
+  {"aten::embedding_dense_backward", lower_embedding_bwd, .shapes = shapes_embedding_bwd},
   TPU_LOWERING_END
 };
