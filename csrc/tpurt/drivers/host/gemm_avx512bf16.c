@@ -150,7 +150,6 @@ static inline __attribute__((always_inline)) void sb_prefetch_c(float* c, int64_
 SB_DEFINE(14)
 SB_DEFINE(8)
 
-
 /* dst (kp, h) words per strip from bf16 src (rows, kc) with element strides (rs, cs).
  * rs == 1: rows 2P and 2P+1 of the strip are contiguous; they are zero-extended to 32 bits and
  *          interleaved (second one shifted up) 16 rows at a time;

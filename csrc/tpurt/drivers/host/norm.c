@@ -1,6 +1,7 @@
-/* norm.c — custom targets CHANNEL_STATS and CHANNEL_AFFINE (see norm.h): the reductions and the
- * final per-channel maps of batch norm and group norm, one pass each over the tensor instead of
- * the generic reduce/elementwise executor's per-row work (costly when rows are short: 2x2 maps). */
+/* norm.c — custom targets CHANNEL_STATS and CHANNEL_AFFINE (the reductions and final per-channel maps of
+ * batch norm and layer norm) and GROUP_NORM_STATS / GROUP_NORM / GROUP_NORM_SUMS / GROUP_NORM_BWD (group norm's
+ * forward and backward as fused steps); see norm.h. One pass each over the tensor instead of the generic
+ * reduce/elementwise executor's per-row work (costly when rows are short: 2x2 maps). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -626,7 +627,7 @@ static int gn_isvec(const tpu_host_view_t* v, int dt, int rank, int64_t a, int64
   return v->dtype == dt && v->rank == rank && v->sizes[0] == a && (rank == 1 || v->sizes[1] == b);
 }
 
-/* checks operands (norm.h's table) and fills J; the kind of target in *tgt */
+/* checks operands (norm.h's table; ir/serialize.c checks the same rule on a loaded graph) and fills J */
 static tpu_status_t gn_check(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out,
                              gn_job_t* J) {
   const int tgt = (int)op->i0, bwd = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD;
