@@ -128,6 +128,7 @@ static void test_group_norm(void) {
     if (it % 17 == 5) I = 1;
     if (it % 23 == 7) Cg = irand(60, 70);
     if (it % 11 == 3) I = irand(60, 300);
+    if (it % 13 == 6) { N = irand(20, 40); G = irand(5, 8); } /* N G > 64: the kernels' blocks of 64 groups */
     const int64_t C = G * Cg;
     int64_t full[3] = {N, C, I}, ng[2] = {N, G}, vc[1] = {C}, st[3] = {2, N, G}, sm[3] = {2, N + 1, C};
     hview_t x = hview(xdt, 3, full, irand(0, 2)), g = hview(xdt, 3, full, irand(0, 2));
