@@ -646,6 +646,7 @@ static void run_store_bf16(uint64_t seed) {
  * strip heights (8 and 14). */
 static void run_direct_a_bf16(uint64_t seed) {
   uint64_t s = seed;
+  int64_t in_place_on = 0, in_place_off = 0, d0, d1, st;
   for (int r = 0; r < (SANITIZED ? 30 : 100); ++r) {
     const int64_t m = r % 8 == 0 ? rng_int(&s, 60, 200) : rng_int(&s, 1, 70), n = rng_int(&s, 1, r % 5 == 0 ? 128 : 64);
     const int64_t k = r % 6 == 0 ? rng_int(&s, 769, 1700) : rng_int(&s, 1, 90), batch = r % 4 == 0 ? 3 : 1;
@@ -666,11 +667,16 @@ static void run_direct_a_bf16(uint64_t seed) {
     memcpy(c2, c0, (size_t)(batch * m * n) * sizeof(float));
     const int64_t b_rs = tb ? 1 : n, b_cs = tb ? k : 1, c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1;
     int old = tpu_host_gemm_set_direct_a(1 << 30);
+    tpu_host_gemm_path_counts(&d0, &st);
     tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.25f, a + a_off, a_span, a_rs, 1, b,
                               k * n, b_rs, b_cs, beta, c1, m * n, c_rs, c_cs);
+    tpu_host_gemm_path_counts(&d1, &st);
+    in_place_on += d1 - d0;
     tpu_host_gemm_set_direct_a(0);
     tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.25f, a + a_off, a_span, a_rs, 1, b,
                               k * n, b_rs, b_cs, beta, c2, m * n, c_rs, c_cs);
+    tpu_host_gemm_path_counts(&d0, &st);
+    in_place_off += d0 - d1;
     tpu_host_gemm_set_direct_a(old);
     case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1.25, .beta = beta, .tb = tb};
     char what[96];
@@ -679,6 +685,9 @@ static void run_direct_a_bf16(uint64_t seed) {
     report(!memcmp(c1, c2, (size_t)(batch * m * n) * sizeof(float)), &info, what, 0, 0);
     free(a); free(b); free(c0); free(c1); free(c2);
   }
+  /* the comparison above means something only if the first call read A in place and the second did not */
+  report(in_place_off == 0 && (in_place_on > 0 || !bf16_kernel_on()), &(case_t){0},
+         "bf16 A in place: tiles read A in place only when enabled", 0, 0);
 }
 
 /* ---- the direct bf16 store from the bf16 kernels' registers (ukr_bf16 / ukr_a_bf16: one k pass, c_unused,
@@ -687,6 +696,8 @@ static void run_direct_a_bf16(uint64_t seed) {
  * bias over zero products; tiny products scaled by alpha), which vcvtne2ps2bf16 would flush. */
 static void run_store_bf16_regs(uint64_t seed) {
   uint64_t s = seed;
+  int64_t da, st0, st1;
+  tpu_host_gemm_path_counts(&da, &st0);
   const int64_t shapes[][3] = {{64, 64, 32}, {64, 32, 64}, {32, 64, 64}, {70, 33, 31}, {8, 32, 2}, {14, 7, 1},
                                {9, 100, 129}, {130, 64, 768}, {1, 40, 5}, {23, 1, 9}, {57, 96, 3}};
   for (int r = 0; r < (SANITIZED ? 24 : 88); ++r) {
@@ -739,6 +750,8 @@ static void run_store_bf16_regs(uint64_t seed) {
     report(ok && (!((den && bp) || tiny) || denormals > 0 || !bf16_kernel_on()), &info, what, 0, 0);
     free(a); free(b); free(c); free(c2); free(bias); free(out);
   }
+  tpu_host_gemm_path_counts(&da, &st1); /* the register store ran (same bits as the f32 block path) */
+  report(st1 > st0 || !bf16_kernel_on(), &(case_t){0}, "bf16 store from registers: the kernels' store path ran", 0, 0);
 }
 
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */

@@ -134,6 +134,10 @@ tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
  * read A in place (the kernels' ukr_a) instead of packing it; 0: never, negative: the default (64). For every
  * thread; returns the previous value. Same bits either way. */
 int tpu_host_gemm_set_direct_a(int max_cols);
+/* Test hook: how many tiles, since the process started, were planned reading A in place (in the format of the
+ * first pass) and storing bf16 from the kernels' registers (tpu_host_gemm_epi_t.out_bf16), so tests can show
+ * that those paths ran (they give the same bits as the packed / f32-block paths). */
+void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16);
 /* The kernels sgemm uses now, e.g. "avx512 14x32", with the bf16 kernel when it is enabled
  * ("avx512 14x32 + avx512bf16 14x32"). */
 const char* tpu_host_gemm_isa_name(void);
