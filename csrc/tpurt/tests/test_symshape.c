@@ -39,6 +39,15 @@ static void build(tpu_ir_graph_t* g, int64_t B, int64_t T, int variant) {
   tpu_ir_output(g, p);
 }
 
+/* the template of the graph built at B = 4, T = 12 (the tests' first sample) */
+static tpu_ir_template_t* sample_4x12(int variant) {
+  tpu_ir_graph_t g;
+  build(&g, 4, 12, variant);
+  tpu_ir_template_t* t = NULL;
+  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
+  tpu_ir_graph_free(&g);
+  return t;
+}
 static int add(tpu_ir_template_t* t, int64_t B, int64_t T, int variant, char* why, size_t cap) {
   tpu_ir_graph_t g;
   build(&g, B, T, variant);
@@ -61,11 +70,7 @@ static int instance_equals_built(const tpu_ir_template_t* t, int64_t B, int64_t 
 
 /* A mean's divisor: an integral float constant that is a size is a slot like a dim. */
 static void test_size_constant(void) {
-  tpu_ir_graph_t g;
-  build(&g, 4, 12, DIV_BY_T);
-  tpu_ir_template_t* t = NULL;
-  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
-  tpu_ir_graph_free(&g);
+  tpu_ir_template_t* t = sample_4x12(DIV_BY_T);
   char why[256];
   CHECK(add(t, 6, 12, DIV_BY_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 5, 9, DIV_BY_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
@@ -79,9 +84,7 @@ static void test_size_constant(void) {
   CHECK(add(t, 3, 7, PLAIN, why, sizeof why) == TPU_IR_TEMPLATE_NOT_INSTANCE && strstr(why, "float attribute (0.5"), "%s", why);
   tpu_ir_template_free(t);
   /* 1.0 / T (a mean's scale) likewise, bit-exact */
-  build(&g, 4, 12, RECIP_T);
-  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
-  tpu_ir_graph_free(&g);
+  t = sample_4x12(RECIP_T);
   CHECK(add(t, 6, 12, RECIP_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 5, 9, RECIP_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 3, 7, RECIP_T, why, sizeof why) == TPU_IR_TEMPLATE_PREDICTED, "%s", why);
@@ -92,9 +95,7 @@ static void test_size_constant(void) {
   free(text);
   tpu_ir_template_free(t);
   /* n / (n - 1) with n = B*T (a batch norm's unbiased running variance), bit-exact */
-  build(&g, 4, 12, BESSEL_T);
-  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
-  tpu_ir_graph_free(&g);
+  t = sample_4x12(BESSEL_T);
   CHECK(add(t, 6, 12, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 5, 9, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 3, 7, BESSEL_T, why, sizeof why) == TPU_IR_TEMPLATE_PREDICTED, "%s", why);
@@ -149,19 +150,13 @@ static void test_generalize_and_predict(void) {
 
 /* A dim that is not c + k*m: refused when it first varies; a size-dependent constant likewise. */
 static void test_not_affine(void) {
-  tpu_ir_graph_t g;
-  build(&g, 4, 12, HALF_T);
-  tpu_ir_template_t* t = NULL;
-  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
-  tpu_ir_graph_free(&g);
+  tpu_ir_template_t* t = sample_4x12(HALF_T);
   char why[256];
   CHECK(add(t, 6, 12, HALF_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   /* (T+1)/2: 6 -> 5 while T 12 -> 9: no integer k with 6 + k*(9-12) = 5, nor with T*T, ... */
   CHECK(add(t, 5, 9, HALF_T, why, sizeof why) == TPU_IR_TEMPLATE_NOT_INSTANCE && strstr(why, "no c + k*m fits"), "%s", why);
   tpu_ir_template_free(t);
-  build(&g, 4, 12, FLOAT_OF_T);
-  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
-  tpu_ir_graph_free(&g);
+  t = sample_4x12(FLOAT_OF_T);
   CHECK(add(t, 6, 12, FLOAT_OF_T, why, sizeof why) == TPU_IR_TEMPLATE_GENERALIZED, "%s", why);
   CHECK(add(t, 6, 9, FLOAT_OF_T, why, sizeof why) == TPU_IR_TEMPLATE_NOT_INSTANCE, "%s", why);
   tpu_ir_template_free(t);
@@ -303,11 +298,7 @@ static int matches_built(const tpu_ir_template_t* t, int64_t B, int64_t T, int64
   return m;
 }
 static void test_matches(void) {
-  tpu_ir_graph_t g;
-  build(&g, 4, 12, DIV_BY_T);
-  tpu_ir_template_t* t = NULL;
-  OK(tpu_ir_template_create(&g, (int64_t[]){4, 12}, 2, &t));
-  tpu_ir_graph_free(&g);
+  tpu_ir_template_t* t = sample_4x12(DIV_BY_T);
   char why[256];
   CHECK(matches_built(t, 4, 12, 4, 12, DIV_BY_T, 2), "the sample itself");
   CHECK(!matches_built(t, 5, 12, 5, 12, DIV_BY_T, 2), "nothing varied yet: no prediction");
