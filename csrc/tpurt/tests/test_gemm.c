@@ -647,6 +647,7 @@ static void run_store_bf16(uint64_t seed) {
 static void run_direct_a_bf16(uint64_t seed) {
   uint64_t s = seed;
   int64_t in_place_on = 0, in_place_off = 0, d0, d1, st;
+  const int counting = tpu_host_gemm_count_paths(1);
   for (int r = 0; r < (SANITIZED ? 30 : 100); ++r) {
     const int64_t m = r % 8 == 0 ? rng_int(&s, 60, 200) : rng_int(&s, 1, 70), n = rng_int(&s, 1, r % 5 == 0 ? 128 : 64);
     const int64_t k = r % 6 == 0 ? rng_int(&s, 769, 1700) : rng_int(&s, 1, 90), batch = r % 4 == 0 ? 3 : 1;
@@ -685,6 +686,7 @@ static void run_direct_a_bf16(uint64_t seed) {
     report(!memcmp(c1, c2, (size_t)(batch * m * n) * sizeof(float)), &info, what, 0, 0);
     free(a); free(b); free(c0); free(c1); free(c2);
   }
+  tpu_host_gemm_count_paths(counting);
   /* the comparison above means something only if the first call read A in place and the second did not */
   report(in_place_off == 0 && (in_place_on > 0 || !bf16_kernel_on()), &(case_t){0},
          "bf16 A in place: tiles read A in place only when enabled", 0, 0);
@@ -697,6 +699,7 @@ static void run_direct_a_bf16(uint64_t seed) {
 static void run_store_bf16_regs(uint64_t seed) {
   uint64_t s = seed;
   int64_t da, st0, st1;
+  const int counting = tpu_host_gemm_count_paths(1);
   tpu_host_gemm_path_counts(&da, &st0);
   const int64_t shapes[][3] = {{64, 64, 32}, {64, 32, 64}, {32, 64, 64}, {70, 33, 31}, {8, 32, 2}, {14, 7, 1},
                                {9, 100, 129}, {130, 64, 768}, {1, 40, 5}, {23, 1, 9}, {57, 96, 3}};
@@ -751,6 +754,7 @@ static void run_store_bf16_regs(uint64_t seed) {
     free(a); free(b); free(c); free(c2); free(bias); free(out);
   }
   tpu_host_gemm_path_counts(&da, &st1); /* the register store ran (same bits as the f32 block path) */
+  tpu_host_gemm_count_paths(counting);
   report(st1 > st0 || !bf16_kernel_on(), &(case_t){0}, "bf16 store from registers: the kernels' store path ran", 0, 0);
 }
 

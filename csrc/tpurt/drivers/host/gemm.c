@@ -224,8 +224,11 @@ static _Atomic int g_isa_limit = TPU_HOST_GEMM_ISA_BEST;
 static _Atomic int g_direct_a = GEMM_DIRECT_A_MAX_N;
 
 int tpu_host_gemm_set_direct_a(int max_cols) { return atomic_exchange(&g_direct_a, max_cols < 0 ? GEMM_DIRECT_A_MAX_N : max_cols); }
-/* tiles planned with A read in place / with the bf16 store in the kernels (tpu_host_gemm_path_counts) */
+/* tiles planned with A read in place / with the bf16 store in the kernels, counted only while a test asks
+ * (tpu_host_gemm_count_paths): shared atomic adds on every tile's plan would cost the threads of a GEMM */
+static _Atomic int g_count_paths;
 static _Atomic int64_t g_path_direct_a, g_path_store16;
+int tpu_host_gemm_count_paths(int on) { return atomic_exchange(&g_count_paths, on != 0); }
 void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16) {
   *direct_a = atomic_load_explicit(&g_path_direct_a, memory_order_relaxed);
   *store16 = atomic_load_explicit(&g_path_store16, memory_order_relaxed);
@@ -466,8 +469,10 @@ static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
                kr->ukr_bf16 && (!pl.direct_a || kr->ukr_a_bf16);
   pl.cbytes = g->epi_local && !pl.store16 ? (size_t)round_up(pl.mc * pl.nc * kr->elem_size, GEMM_ALIGN) : 0;
   if (pl.direct_a && g->npass == 1 && gemm_direct_fmt(g, 0)) pl.abytes = 0; /* A is never packed */
-  if (pl.direct_a && gemm_direct_fmt(g, 0)) atomic_fetch_add_explicit(&g_path_direct_a, 1, memory_order_relaxed);
-  if (pl.store16) atomic_fetch_add_explicit(&g_path_store16, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&g_count_paths, memory_order_relaxed)) {
+    if (pl.direct_a && gemm_direct_fmt(g, 0)) atomic_fetch_add_explicit(&g_path_direct_a, 1, memory_order_relaxed);
+    if (pl.store16) atomic_fetch_add_explicit(&g_path_store16, 1, memory_order_relaxed);
+  }
   return pl;
 }
 

@@ -134,9 +134,12 @@ tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
  * read A in place (the kernels' ukr_a) instead of packing it; 0: never, negative: the default (64). For every
  * thread; returns the previous value. Same bits either way. */
 int tpu_host_gemm_set_direct_a(int max_cols);
-/* Test hook: how many tiles, since the process started, were planned reading A in place (in the format of the
- * first pass) and storing bf16 from the kernels' registers (tpu_host_gemm_epi_t.out_bf16), so tests can show
- * that those paths ran (they give the same bits as the packed / f32-block paths). */
+/* Test hooks: while counting is on (count_paths(1); off by default, so the planning of every thread tile costs
+ * one relaxed load of the flag), path_counts says how many tiles were planned reading A in place (in the format
+ * of the first pass) and storing bf16 from the kernels' registers (tpu_host_gemm_epi_t.out_bf16), so tests can
+ * show that those paths ran (they give the same bits as the packed / f32-block paths). The counts are totals
+ * over all threads and never reset; count_paths returns the previous setting. */
+int tpu_host_gemm_count_paths(int on);
 void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16);
 /* The kernels sgemm uses now, e.g. "avx512 14x32", with the bf16 kernel when it is enabled
  * ("avx512 14x32 + avx512bf16 14x32"). */
