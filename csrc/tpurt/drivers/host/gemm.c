@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "common/common.h"
+#include "runtime/runtime.h"
 
 #define GEMM_ALIGN 64
 #define GEMM_STACK_BYTES 16384           /* packing buffers of small problems live on the stack */
@@ -254,17 +255,8 @@ static const tpu_host_gemm_kernel_t* gemm_pick(int elem_size) {
 
 /* TORCH_TPU_GEMM_BF16=0 turns the vdpbf16ps kernel off for the process (read once; torch_tpu
  * validates the value at import). */
-static int gemm_bf16_env(void) {
-  static _Atomic int cached = -1;
-  int v = atomic_load_explicit(&cached, memory_order_relaxed);
-  if (v < 0) {
-    const char* e = getenv("TORCH_TPU_GEMM_BF16");
-    while (e && (*e == ' ' || *e == '\t')) ++e;
-    v = !(e && *e == '0');
-    atomic_store_explicit(&cached, v, memory_order_relaxed);
-  }
-  return v;
-}
+static int g_bf16_env = -1;
+static int gemm_bf16_env(void) { return tpu_rt_env_switch(&g_bf16_env, "TORCH_TPU_GEMM_BF16", 1); }
 
 /* The vdpbf16ps kernel for an m-row C, when the setting, the environment and the CPU allow it (NULL
  * otherwise): 8-row strips where they pad fewer rows than 14-row ones (m = 64: 64 rows computed, not 70;
