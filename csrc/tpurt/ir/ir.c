@@ -50,6 +50,36 @@ int tpu_ir_custom_elementwise(const tpu_ir_graph_t* G, int v) {
   }
   return 1;
 }
+/* dtype dt, rank `rank`, dims a, b, c (as many as the rank) */
+static int type_is(const tpu_ir_type_t* t, int dt, int rank, int64_t a, int64_t b, int64_t c) {
+  return t->dtype == dt && t->rank == rank && (rank < 1 || t->dims[0] == a) && (rank < 2 || t->dims[1] == b) &&
+         (rank < 3 || t->dims[2] == c);
+}
+int tpu_ir_custom_operands_ok(int64_t t, int64_t i1, int n, const tpu_ir_type_t* const* in, const tpu_ir_type_t* r) {
+  if (t < TPU_IR_CUSTOM_GROUP_NORM_STATS || t > TPU_IR_CUSTOM_GROUP_NORM_BWD) return 1;
+  const int stats = t == TPU_IR_CUSTOM_GROUP_NORM_STATS, bwd = t == TPU_IR_CUSTOM_GROUP_NORM_SUMS || t == TPU_IR_CUSTOM_GROUP_NORM_BWD;
+  const int hw = (t == TPU_IR_CUSTOM_GROUP_NORM || t == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (i1 & 1);
+  const int hb = t == TPU_IR_CUSTOM_GROUP_NORM && (i1 & 2), hs = t == TPU_IR_CUSTOM_GROUP_NORM_BWD && (i1 & 2);
+  if (i1 < 0 || i1 > 3 || (stats && i1 != 0) || n != (stats ? 2 : (bwd ? 4 : 3) + hw + hb + hs)) return 0;
+  const tpu_ir_type_t* x = in[bwd];
+  const int xdt = x->dtype;
+  if (x->rank != 3 || (xdt != TPU_DTYPE_F32 && xdt != TPU_DTYPE_BF16 && xdt != TPU_DTYPE_F16 && xdt != TPU_DTYPE_F64)) return 0;
+  const int dt = xdt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32; /* the statistics' dtype */
+  const int64_t N = x->dims[0], C = x->dims[1], I = x->dims[2];
+  if (stats)
+    return in[1]->rank == 0 && tpu_dtype_is_floating(in[1]->dtype) && r->rank == 3 && r->dims[2] >= 1 &&
+           C % r->dims[2] == 0 && type_is(r, dt, 3, 2, N, r->dims[2]);
+  const tpu_ir_type_t *m = in[bwd + 1], *s = in[bwd + 2];
+  if (m->rank != 2 || m->dims[1] < 1 || C % m->dims[1]) return 0;
+  const int64_t G = m->dims[1];
+  if (!type_is(m, dt, 2, N, G, 0) || !type_is(s, dt, 2, N, G, 0)) return 0;
+  if (bwd && !type_is(in[0], xdt, 3, N, C, I)) return 0;
+  int k = bwd + 3;
+  if (hw && !type_is(in[k++], dt, 1, C, 0, 0)) return 0;
+  if (hb && !type_is(in[k++], dt, 1, C, 0, 0)) return 0;
+  if (hs && !type_is(in[k++], dt, 3, 2, N + 1, C)) return 0;
+  return t == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? type_is(r, dt, 3, 2, N + 1, C) : type_is(r, xdt, 3, N, C, I);
+}
 int tpu_ir_is_view(int op) { return op >= TPU_IR_BROADCAST && op <= TPU_IR_REVERSE; }
 static int is_unary(int op) { return op >= TPU_IR_NEG && op <= TPU_IR_IS_INF; }
 static int is_binary(int op) { return op >= TPU_IR_ADD && op <= TPU_IR_FMOD; }

@@ -243,6 +243,13 @@ int tpu_ir_is_elementwise(int opcode);  /* unary/binary/compare/select/clamp/con
 /* A custom call computed element by element over f32 operands of its own shape (rank-0 scalars where the op
  * takes them): SiLU/GELU (+ backward), LERP, ADDC. The host plan may run it inside elementwise clusters. */
 int tpu_ir_custom_elementwise(const tpu_ir_graph_t* g, int v);
+/* The operand rule of custom target `target` (attributes i1, n operand types in[], result type out): 1 when they
+ * follow it or the target has no rule written here. One copy, read where a cached graph is loaded (serialize.c) and
+ * by the kernels (drivers/host/norm.c gn_check), so a damaged graph is refused before any step has run. Group norm:
+ * x [N, C, I] f32 / bf16 / f16 with f32 statistics, or f64 with f64 ones; STATS: i1 0, eps floating rank 0, result
+ * [2, N, G] with C % G == 0; the others: [N, G] mean and rstd, [C] weight and bias and [2, N + 1, C] sums in the
+ * statistics' dtype, g and the result of GROUP_NORM / _BWD of x's shape and dtype, SUMS' result [2, N + 1, C]. */
+int tpu_ir_custom_operands_ok(int64_t target, int64_t i1, int n, const tpu_ir_type_t* const* in, const tpu_ir_type_t* out);
 int tpu_ir_is_view(int opcode);         /* broadcast/reshape/transpose/slice/reverse */
 
 /* Records an error on g (first wins) and returns -1. */

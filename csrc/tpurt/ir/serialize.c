@@ -69,40 +69,17 @@ static int64_t get_i64(rbuf_t* r) { int64_t v; get(r, &v, 8); return v; }
 
 #define BAD(...) TPU_ERR(INVALID_ARGUMENT, "ir: serialized graph: " __VA_ARGS__)
 
-/* The group-norm targets' operand rule (drivers/host/norm.h; the kernel's gn_check checks the same on views): x [N, C, I]
- * f32 / bf16 / f16 with f32 statistics, or f64 with f64 ones; [N, G] mean and rstd, C % G == 0; [C] weight and bias and
- * [2, N + 1, C] sums of the statistics' dtype; g and the result of GROUP_NORM / _BWD of x's shape and dtype. A damaged
- * cache file is refused at load, before any step of its graph has run. */
-static int gn_is(const tpu_ir_type_t* t, int dt, int rank, int64_t a, int64_t b, int64_t c) {
-  return t->dtype == dt && t->rank == rank && t->dims[0] == a && (rank < 2 || t->dims[1] == b) && (rank < 3 || t->dims[2] == c);
-}
-static int check_group_norm(const tpu_ir_graph_t* g, const tpu_ir_op_t* op, const int32_t* in) {
-  const int64_t t = op->i0, n = op->n_in;
-  const int bwd = t == TPU_IR_CUSTOM_GROUP_NORM_SUMS || t == TPU_IR_CUSTOM_GROUP_NORM_BWD;
-  const int hw = (t == TPU_IR_CUSTOM_GROUP_NORM || t == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (op->i1 & 1);
-  const int hb = t == TPU_IR_CUSTOM_GROUP_NORM && (op->i1 & 2), hs = t == TPU_IR_CUSTOM_GROUP_NORM_BWD && (op->i1 & 2);
-  if (op->i1 < 0 || op->i1 > 3 || n != (t == TPU_IR_CUSTOM_GROUP_NORM_STATS ? 2 : (bwd ? 4 : 3) + hw + hb + hs)) return 0;
-  if (t == TPU_IR_CUSTOM_GROUP_NORM_STATS && op->i1 != 0) return 0;
-  const tpu_ir_type_t *x = &g->ops[in[bwd]].type, *r = &op->type;
-  const int xdt = x->dtype;
-  if (x->rank != 3 || (xdt != TPU_DTYPE_F32 && xdt != TPU_DTYPE_BF16 && xdt != TPU_DTYPE_F16 && xdt != TPU_DTYPE_F64)) return 0;
-  const int dt = xdt == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_F32; /* the statistics' dtype */
-  const int64_t N = x->dims[0], C = x->dims[1], I = x->dims[2];
-  if (t == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
-    const tpu_ir_type_t* eps = &g->ops[in[1]].type;
-    return eps->rank == 0 && tpu_dtype_is_floating(eps->dtype) && r->rank == 3 && r->dims[2] >= 1 && C % r->dims[2] == 0 &&
-           gn_is(r, dt, 3, 2, N, r->dims[2]);
-  }
-  const tpu_ir_type_t *m = &g->ops[in[bwd + 1]].type, *s = &g->ops[in[bwd + 2]].type;
-  if (m->rank != 2 || m->dims[1] < 1 || C % m->dims[1]) return 0;
-  const int64_t G = m->dims[1];
-  if (!gn_is(m, dt, 2, N, G, 0) || !gn_is(s, dt, 2, N, G, 0)) return 0;
-  if (bwd && !gn_is(&g->ops[in[0]].type, xdt, 3, N, C, I)) return 0;
-  int k = bwd + 3;
-  if (hw && !gn_is(&g->ops[in[k++]].type, dt, 1, C, 0, 0)) return 0;
-  if (hb && !gn_is(&g->ops[in[k++]].type, dt, 1, C, 0, 0)) return 0;
-  if (hs && !gn_is(&g->ops[in[k++]].type, dt, 3, 2, N + 1, C)) return 0;
-  return t == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? gn_is(r, dt, 3, 2, N + 1, C) : gn_is(r, xdt, 3, N, C, I);
+/* A known target whose operands follow its rule (tpu_ir_custom_operands_ok): a damaged cache file is refused at
+ * load, before any step of its graph has run. */
+static int check_custom(const tpu_ir_graph_t* g, const tpu_ir_op_t* op, const int32_t* in) {
+  if (op->i0 <= TPU_IR_CUSTOM_NONE || op->i0 >= TPU_IR_CUSTOM_COUNT) return 0;
+  const tpu_ir_type_t* few[8];
+  const tpu_ir_type_t** ts = op->n_in <= 8 ? few : malloc((size_t)op->n_in * sizeof(*ts));
+  if (!ts) return 0;
+  for (int k = 0; k < op->n_in; ++k) ts[k] = &g->ops[in[k]].type;
+  const int ok = tpu_ir_custom_operands_ok(op->i0, op->i1, op->n_in, ts, &op->type);
+  if (ts != few) free(ts);
+  return ok;
 }
 
 /* Attributes of the ops that have no validating builder (added with tpu_ir_add_op). */
@@ -110,10 +87,7 @@ static int check_unbuilt(const tpu_ir_graph_t* g, const tpu_ir_op_t* op, const i
   const int rank = op->type.rank;
   switch (op->opcode) {
     case TPU_IR_CONSTANT: return op->n_in == 0 && rank == 0;
-    case TPU_IR_CUSTOM:
-      if (op->i0 >= TPU_IR_CUSTOM_GROUP_NORM_STATS && op->i0 <= TPU_IR_CUSTOM_GROUP_NORM_BWD)
-        return check_group_norm(g, op, in);
-      return op->i0 > TPU_IR_CUSTOM_NONE && op->i0 < TPU_IR_CUSTOM_COUNT;
+    case TPU_IR_CUSTOM: return check_custom(g, op, in);
     case TPU_IR_CONV: {
       /* y [N, O, *Q] = conv(x [N, C, *S], w [O, C/G, *K]): the shape rule of lower/conv.c */
       if (op->n_in != 2 || op->i1 < 1 || op->i1 > TPU_MAX_DIMS - 2 || op->i0 < 1 || rank != op->i1 + 2) return 0;

@@ -208,7 +208,23 @@ static void test_group_norm(void) {
   s = tpu_host_k_group_norm(&op, 1, in, &o.v);
   CHECK(s != TPU_OK, "one operand must fail");
   tpu_status_free(s);
-  free(x.buf); free(o.buf);
+  /* the rule the loader checks (tpu_ir_custom_operands_ok): STATS with i1 != 0 or an integer eps, accepted by the
+   * kernel's own copy of the rule before */
+  int64_t st3[3] = {2, 2, 3};
+  hview_t o3 = hview(TPU_DTYPE_F32, 3, st3, 0);
+  int64_t epsi = 0;
+  tpu_host_view_t ieps = eps;
+  ieps.data = (char*)&epsi; ieps.dtype = TPU_DTYPE_I64;
+  OK(tpu_host_k_group_norm(&op, 2, in, &o3.v));
+  op.i1 = 1;
+  s = tpu_host_k_group_norm(&op, 2, in, &o3.v);
+  CHECK(s != TPU_OK, "GROUP_NORM_STATS with i1 = 1 must fail");
+  tpu_status_free(s);
+  op.i1 = 0; in[1] = ieps;
+  s = tpu_host_k_group_norm(&op, 2, in, &o3.v);
+  CHECK(s != TPU_OK, "GROUP_NORM_STATS with an i64 eps must fail");
+  tpu_status_free(s);
+  free(x.buf); free(o.buf); free(o3.buf);
 }
 
 /* a cache file's graph: the group-norm forward (STATS -> slices -> GROUP_NORM) round-trips through the serializer;

@@ -617,52 +617,40 @@ GN_FWD_COEF(float, f32)
 #undef GN_BWD_COEF
 #undef GN_FWD_COEF
 
-static int gn_kind(int dt) {
-  return dt == TPU_DTYPE_F64 ? 1 : dt == TPU_DTYPE_BF16 ? 2 : dt == TPU_DTYPE_F16 ? 3 : dt == TPU_DTYPE_F32 ? 0 : -1;
-}
-static int gn_is3(const tpu_host_view_t* v, int dt, int64_t a, int64_t b, int64_t c) {
-  return v->dtype == dt && v->rank == 3 && v->sizes[0] == a && v->sizes[1] == b && v->sizes[2] == c;
-}
-static int gn_isvec(const tpu_host_view_t* v, int dt, int rank, int64_t a, int64_t b) {
-  return v->dtype == dt && v->rank == rank && v->sizes[0] == a && (rank == 1 || v->sizes[1] == b);
-}
-
-/* checks operands (norm.h's table; ir/serialize.c checks the same rule on a loaded graph) and fills J */
+/* checks the operands against the target's rule (tpu_ir_custom_operands_ok, ir.h: the one a loaded graph is checked
+ * against) and fills J */
 static tpu_status_t gn_check(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out,
                              gn_job_t* J) {
   const int tgt = (int)op->i0, bwd = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD;
-  const int hw = (tgt == TPU_IR_CUSTOM_GROUP_NORM || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (op->i1 & 1);
-  const int hb = tgt == TPU_IR_CUSTOM_GROUP_NORM && (op->i1 & 2), hs = tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD && (op->i1 & 2);
-  const int want = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS ? 2 : (bwd ? 4 : 3) + hw + hb + hs;
-  if (n != want || op->i1 < 0 || op->i1 > 3) return TPU_ERR(INTERNAL, "host: group norm target %d with %d operands", tgt, n);
-  const tpu_host_view_t* x = &xs[bwd];
-  const int kind = gn_kind(x->dtype);
-  const int dt = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS || tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? out->dtype : xs[bwd + 1].dtype;
-  if (kind < 0 || x->rank != 3 || (dt != TPU_DTYPE_F32 && dt != TPU_DTYPE_F64) || ((kind == 1) != (dt == TPU_DTYPE_F64)))
-    return TPU_ERR(UNSUPPORTED, "host: group norm of %s with %s statistics", tpu_dtype_name(x->dtype), tpu_dtype_name(dt));
-  const int64_t N = x->sizes[0], C = x->sizes[1], I = x->sizes[2];
-  const int64_t G = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS ? (out->rank == 3 ? out->sizes[2] : 0)
-                                                          : (xs[bwd + 1].rank == 2 ? xs[bwd + 1].sizes[1] : 0);
-  if (G < 1 || C % G) return TPU_ERR(INTERNAL, "host: group norm with %lld groups of %lld channels", (long long)G, (long long)C);
-  *J = (gn_job_t){.x = gn_norm_view(x), .out = *out, .kind = kind, .f64 = dt == TPU_DTYPE_F64,
-                  .N = N, .C = C, .G = G, .Cg = C / G, .I = I};
-  int ok = 1;
-  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
-    ok = xs[1].rank == 0 && gn_is3(out, dt, 2, N, G);
-    if (ok) J->eps = tpu_host_load_f64(xs[1].data, xs[1].dtype);
-  } else {
-    if (bwd) ok = gn_is3(&xs[0], x->dtype, N, C, I);
-    J->g = bwd ? gn_norm_view(&xs[0]) : J->g;
-    J->mean = &xs[bwd + 1]; J->rstd = &xs[bwd + 2];
-    ok = ok && gn_isvec(J->mean, dt, 2, N, G) && gn_isvec(J->rstd, dt, 2, N, G);
-    int k = bwd + 3;
-    if (hw) { J->w = &xs[k++]; ok = ok && gn_isvec(J->w, dt, 1, C, 0); }
-    if (hb) { J->b = &xs[k++]; ok = ok && gn_isvec(J->b, dt, 1, C, 0); }
-    if (hs) { J->sums = &xs[k++]; ok = ok && gn_is3(J->sums, dt, 2, N + 1, C); }
-    ok = ok && (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? gn_is3(out, dt, 2, N + 1, C) : gn_is3(out, x->dtype, N, C, I));
-    if (tgt != TPU_IR_CUSTOM_GROUP_NORM_SUMS) J->out = gn_norm_view(out);
+  enum { MAXN = 6 }; /* GROUP_NORM_BWD with w and sums */
+  tpu_ir_type_t ts[MAXN + 1];
+  const tpu_ir_type_t* in[MAXN];
+  const int fits = n >= 1 && n <= MAXN;
+  for (int k = 0; fits && k <= n; ++k) { /* the operands' types, then the result's */
+    const tpu_host_view_t* v = k < n ? &xs[k] : out;
+    ts[k] = (tpu_ir_type_t){.dtype = v->dtype, .rank = v->rank};
+    for (int d = 0; d < v->rank && d < TPU_MAX_DIMS; ++d) ts[k].dims[d] = v->sizes[d];
+    if (k < n) in[k] = &ts[k];
   }
-  if (!ok) return TPU_ERR(INTERNAL, "host: group norm target %d: operand shapes or dtypes do not match", tgt);
+  if (!fits || !tpu_ir_custom_operands_ok(op->i0, op->i1, n, in, &ts[n]))
+    return TPU_ERR(INTERNAL, "host: group norm target %d with %d operands: operand shapes or dtypes do not match", tgt, n);
+  const tpu_host_view_t* x = &xs[bwd];
+  const int kind = x->dtype == TPU_DTYPE_F64 ? 1 : x->dtype == TPU_DTYPE_BF16 ? 2 : x->dtype == TPU_DTYPE_F16 ? 3 : 0;
+  const int64_t C = x->sizes[1], G = tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS ? out->sizes[2] : xs[bwd + 1].sizes[1];
+  *J = (gn_job_t){.x = gn_norm_view(x), .out = *out, .kind = kind, .f64 = kind == 1,
+                  .N = x->sizes[0], .C = C, .G = G, .Cg = C / G, .I = x->sizes[2]};
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+    J->eps = tpu_host_load_f64(xs[1].data, xs[1].dtype);
+    return TPU_OK;
+  }
+  if (bwd) J->g = gn_norm_view(&xs[0]);
+  J->mean = &xs[bwd + 1]; J->rstd = &xs[bwd + 2];
+  const int hw = (tgt == TPU_IR_CUSTOM_GROUP_NORM || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (op->i1 & 1);
+  int k = bwd + 3;
+  if (hw) J->w = &xs[k++];
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM && (op->i1 & 2)) J->b = &xs[k++];
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD && (op->i1 & 2)) J->sums = &xs[k++];
+  if (tgt != TPU_IR_CUSTOM_GROUP_NORM_SUMS) J->out = gn_norm_view(out);
   return TPU_OK;
 }
 
