@@ -132,6 +132,20 @@ static void fam_strike(fam_t* f) {
   }
 }
 
+/* Starts f again from one sample (pre taken): its templates and held sample go, a strike is counted when
+ * `strike` (4 strikes: stop learning, no sample kept), and its tables become cx's (cx NULL: kept as they are). */
+static void fam_restart(fam_t* f, int strike, const tpu_lower_ctx_t* cx, tpu_ir_graph_t* pre,
+                        const tpu_ir_graph_t* post, const int64_t* slots) {
+  if (strike) fam_strike(f);
+  fam_drop_sample(f);
+  tpu_ir_template_free(f->tpre); tpu_ir_template_free(f->tpost);
+  f->tpre = f->tpost = NULL;
+  f->ready = 0;
+  if (cx) tables_free(&f->tab);
+  if (f->strikes >= MAX_STRIKES || (cx && tables_copy(&f->tab, cx))) return;
+  if (fam_set_sample(f, pre, post, slots) && cx) tables_free(&f->tab);
+}
+
 /* The call's symbol values under f's layout: 1; 0 if the call does not fit it (a constant slot
  * changed, two slots of one symbol differ); -1 if it fits but a symbol is below 2 (a size 0 or 1 may
  * lower differently: compiled in full, neither instantiated nor learned from, no strike). */
@@ -230,16 +244,8 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
   const int fit = f->tpre ? syms_of(f, slots, syms) : 1;
   if (fit < 0) goto out; /* a symbol below 2: not a sample (see syms_of) */
   if (!tables_same(&f->tab, cx) || !fit) {
-    /* no instance of this family as learned: start again from this sample (4 strikes: stop learning) */
-    fam_strike(f);
-    fam_drop_sample(f);
-    tpu_ir_template_free(f->tpre); tpu_ir_template_free(f->tpost);
-    f->tpre = f->tpost = NULL;
-    f->ready = 0;
-    tables_free(&f->tab);
-    if (f->strikes < MAX_STRIKES && !tables_copy(&f->tab, cx)) {
-      if (fam_set_sample(f, pre, post, slots)) tables_free(&f->tab);
-    }
+    /* no instance of this family as learned: start again from this sample with its tables */
+    fam_restart(f, 1, cx, pre, post, slots);
     goto out;
   }
   int verdict = TPU_IR_TEMPLATE_NOT_INSTANCE;
@@ -261,11 +267,7 @@ void tpu_shape_family_learn(const uint8_t* fkey, size_t fkey_len, const int64_t*
     }
     if (small1 || st || verdict == TPU_IR_TEMPLATE_NOT_INSTANCE) {
       /* start again from this sample (sample 1 was small, or the two are no instances of one template) */
-      tpu_ir_template_free(f->tpre); tpu_ir_template_free(f->tpost);
-      f->tpre = f->tpost = NULL;
-      if (!small1) fam_strike(f);
-      fam_drop_sample(f);
-      if (f->strikes < MAX_STRIKES) (void)fam_set_sample(f, pre, post, slots);
+      fam_restart(f, !small1, NULL, pre, post, slots);
       goto out;
     }
     fam_drop_sample(f);
