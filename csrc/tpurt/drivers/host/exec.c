@@ -111,7 +111,8 @@ static int graph_grain_div(void) {
 typedef struct { char key[48]; double ns; int64_t n; } prof_slot_t;
 static prof_slot_t g_prof[PROF_SLOTS];
 static pthread_mutex_t g_prof_mu = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int g_prof_on = -1;
+static int g_prof_on = -1; /* -1: TORCH_TPU_EXEC_PROFILE not read yet */
+static _Atomic int g_prof_dump_set;
 static double prof_now(void) { /* this thread's CPU time (robust to other jobs; pool workers' not counted) */
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -130,14 +131,9 @@ static void prof_dump(void) {
             (long long)g_prof[idx[i]].n, g_prof[idx[i]].ns / 1e3 / (double)g_prof[idx[i]].n);
 }
 static int prof_on(void) {
-  int v = atomic_load_explicit(&g_prof_on, memory_order_relaxed);
-  if (v < 0) {
-    const char* s = getenv("TORCH_TPU_EXEC_PROFILE");
-    v = s && *s && *s != '0';
-    int expected = -1;
-    if (atomic_compare_exchange_strong(&g_prof_on, &expected, v) && v) atexit(prof_dump);
-    v = atomic_load_explicit(&g_prof_on, memory_order_relaxed);
-  }
+  int v = tpu_rt_env_switch(&g_prof_on, "TORCH_TPU_EXEC_PROFILE", 0);
+  if (v && !atomic_load_explicit(&g_prof_dump_set, memory_order_relaxed) && !atomic_exchange(&g_prof_dump_set, 1))
+    atexit(prof_dump); /* once, on the first call that finds it on */
   return v;
 }
 static void prof_add(const char* key, double ns) {
