@@ -18,7 +18,7 @@
 //        b. then, per schema return that aliases no argument, a fresh tpu tensor:
 //           Tensor / Tensor[] returns get PyTorch's meta function's sizes, strides
 //           and dtypes (the op re-run on meta tensors; if that fails, e.g. for
-//           data-dependent shapes, tpu_op_infer); bool / int / float returns get a
+//           data-dependent shapes, the op's C shape rule); bool / int / float returns get a
 //           0-dim tpu tensor of dtype bool / int64 / float64 that the lowering
 //           writes and the glue reads back (tpu_op_run has no scalar results).
 //   5. tpu_op_run; UNSUPPORTED (a lowering rejecting a dtype/argument combination)
@@ -236,7 +236,7 @@ struct OpInfo {
   bool scalar_rets = false;       // a bool / int / float return (a 0-dim result tensor)
   bool bad_ret = false;           // an R_OTHER return
   bool via_out = false;           // a functional op run through its .out overload's lowering (via_out_ops)
-  bool shape_rule = false;        // libtpurt has a C shape rule (tpu_op_has_shapes) usable in place of meta
+  bool shape_rule = false;        // libtpurt has a pure C shape rule (tpu_op_shapes_kind) usable in place of meta
   const c10::SafeKernelFunction* composite = nullptr;  // via_out: PyTorch's kernel for a new signature
   std::vector<ArgInfo> args;
   std::vector<RetInfo> rets;
@@ -356,7 +356,7 @@ std::unique_ptr<OpInfo> build_op_info(const c10::FunctionSchema& schema) {
   bool all_tensor_rets = true;
   for (const RetInfo& r : info->rets) all_tensor_rets &= r.tag == R_TENSOR;
   info->shape_rule = info->op != nullptr && !info->via_out && !info->has_out && info->nrets > 0 && all_tensor_rets &&
-                     tpu_op_has_shapes(info->op);
+                     tpu_op_shapes_kind(info->op) == TPU_OP_SHAPES_PURE;
   return info;
 }
 
@@ -1075,14 +1075,42 @@ void meta_cache_insert(MetaCache& cache, uint64_t h, const MetaKey& key, std::sh
 
 c10::ScalarType from_tpu_dtype(int32_t dt);
 
-// The op's C shape rule (tpu_op_shapes_found: ops whose meta function is Python, e.g. embedding_bag)
-// for a functional op with only Tensor returns; nullptr when it has none or declines these arguments
-// (the meta function then runs, with its checks and errors).
-std::shared_ptr<const MetaShapes> rule_shapes(const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+// The op's C shape rule (tpu_op_shapes_found) on marshalled arguments: its result records as TMetas
+// (contiguous strides) in *out. False when the op has none or it declines these arguments (its reason
+// to *declined if given); any other error is the op's and is raised.
+bool shape_rule_metas(const OpInfo& info, const tpu_arg_t* args, c10::DeviceIndex device,
+                      c10::SmallVector<TMeta, 4>* out, std::string* declined) {
+  constexpr int kMaxOuts = 16;
+  tpu_tensor_t recs[kMaxOuts];
+  int n = 0;
+  tpu_status_t st = tpu_op_shapes_found(info.op, device, args, static_cast<int>(info.nargs), recs, kMaxOuts, &n);
+  if (st != TPU_OK) {
+    if (tpu_status_code(st) != TPU_STATUS_UNSUPPORTED) throw_status(st);
+    if (declined != nullptr) *declined = tpu_status_message(st);
+    tpu_status_free(st);
+    return false;
+  }
+  out->clear();
+  for (int k = 0; k < n; ++k) {
+    const c10::IntArrayRef sizes(recs[k].sizes, recs[k].ndim);
+    const c10::SmallVector<int64_t, 5> strides = c10::contiguous_strides(sizes);
+    TMeta t;
+    t.defined = true;
+    t.dtype = from_tpu_dtype(recs[k].dtype);
+    t.sizes.assign(sizes.begin(), sizes.end());
+    t.strides.assign(strides.begin(), strides.end());
+    out->push_back(std::move(t));
+  }
+  return true;
+}
+
+// The op's pure C shape rule (ops whose meta function is Python, e.g. embedding_bag, or missing) for a
+// functional op with only Tensor returns; nullptr when it has none or declines these arguments (the
+// meta function then runs, with its checks and errors).
+std::shared_ptr<const MetaShapes> rule_shapes(const OpInfo& info, c10::ArrayRef<c10::IValue> args,
+                                              c10::DeviceIndex device) {
   if (!info.shape_rule) return nullptr;
-  constexpr int kMaxOuts = 8;
-  tpu_tensor_t metas[kMaxOuts];
-  int nouts = 0;
+  c10::SmallVector<TMeta, 4> metas;
   {
     Arena arena;
     Marshalled m;
@@ -1091,36 +1119,24 @@ std::shared_ptr<const MetaShapes> rule_shapes(const OpInfo& info, c10::ArrayRef<
     } catch (const std::exception&) {
       return nullptr;
     }
-    if (!tpu_op_shapes_found(info.op, m.args, static_cast<int>(info.nargs), metas, kMaxOuts, &nouts) ||
-        static_cast<size_t>(nouts) != info.nrets) {
-      return nullptr;
-    }
+    if (!shape_rule_metas(info, m.args, device, &metas, nullptr) || metas.size() != info.nrets) return nullptr;
   }
   auto r = std::make_shared<MetaShapes>();
   r->rets.resize(info.nrets);
   r->ints.resize(info.nrets);
-  for (size_t k = 0; k < info.nrets; ++k) {
-    const tpu_tensor_t& mt = metas[k];
-    TMeta t;
-    t.defined = true;
-    t.dtype = from_tpu_dtype(mt.dtype);
-    t.sizes.assign(mt.sizes, mt.sizes + mt.ndim);
-    const c10::SmallVector<int64_t, 5> strides = c10::contiguous_strides(c10::IntArrayRef(mt.sizes, mt.ndim));
-    t.strides.assign(strides.begin(), strides.end());
-    r->rets[k].push_back(std::move(t));
-  }
+  for (size_t k = 0; k < info.nrets; ++k) r->rets[k].push_back(std::move(metas[k]));
   return r;
 }
 
 // The meta function's results for this call, from the cache, the op's C shape rule or by running it.
 std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, const OpInfo& info,
-                                              c10::ArrayRef<c10::IValue> args) {
+                                              c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
   MetaKey key;
   if (!build_meta_key(info, args, key)) return std::make_shared<const MetaShapes>(run_meta(op, info, args));
   const uint64_t h = hash_key(key);
   MetaCache& cache = *info.meta_cache;
   if (auto hit = meta_cache_find(cache, h, key)) return hit;
-  std::shared_ptr<const MetaShapes> shapes = rule_shapes(info, args);
+  std::shared_ptr<const MetaShapes> shapes = rule_shapes(info, args, device);
   if (shapes) {
     meta_cache_insert(cache, h, key, shapes);
     return shapes;
@@ -1129,7 +1145,7 @@ std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, con
     shapes = std::make_shared<const MetaShapes>(run_meta(op, info, args));
   } catch (const std::exception&) {
     // Remember the failure (it depends only on the key), so that data-dependent ops
-    // go straight to tpu_op_infer next time instead of paying for an exception.
+    // go straight to their C shape rule next time instead of paying for an exception.
     auto failed = std::make_shared<MetaShapes>();
     failed->failed = true;
     meta_cache_insert(cache, h, key, std::move(failed));
@@ -1210,8 +1226,6 @@ c10::ScalarType from_tpu_dtype(int32_t dt) {
   }
 }
 
-// tpu_op_infer's shapes (contiguous) for Tensor returns, fresh or out=. False if
-// the runtime has no rule (or a Tensor[] return needs one).
 // True when the meta re-dispatch failed for want of a meta kernel (NotImplementedError), not
 // because the arguments are bad (whose error is PyTorch's own message, to be raised as is).
 bool meta_is_missing(const std::exception_ptr& e) {
@@ -1225,38 +1239,24 @@ bool meta_is_missing(const std::exception_ptr& e) {
   }
 }
 
-// False when tpu_op_infer does not handle the op or these arguments; its reason, if any, goes
-// to *unsupported (e.g. "aten::unique_consecutive: dim"), which names the argument better than
-// a meta function that does not exist.
+// After the meta function failed: the op's C shape rule's results (contiguous) for Tensor returns,
+// fresh or out=. False when the op has none, declines these arguments or has a Tensor[] return; the
+// rule's reason, if any, goes to *unsupported (e.g. "aten::unique_consecutive: the dim argument"), which
+// names the argument better than a meta function that does not exist.
 bool apply_infer(const OpInfo& info, c10::ArrayRef<c10::IValue> args, const Marshalled& m, c10::DeviceIndex device,
                  Results& fresh, std::string* unsupported) {
   for (const RetInfo& r : info.rets) {
     if (r.tag == R_TENSOR_LIST) return false;
   }
-  constexpr int kMaxOuts = 16;
-  tpu_tensor_t metas[kMaxOuts];
-  int nouts = 0;
-  tpu_status_t st = tpu_op_infer(device, info.name.c_str(), m.args, static_cast<int>(info.nargs), metas, kMaxOuts,
-                                 &nouts);
-  if (st != TPU_OK) {
-    if (tpu_status_code(st) == TPU_STATUS_UNSUPPORTED) {
-      *unsupported = tpu_status_message(st);
-      tpu_status_free(st);
-      return false;
-    }
-    throw_status(st);
-  }
-  for (size_t k = 0; k < info.nrets && static_cast<int>(k) < nouts; ++k) {
-    const tpu_tensor_t& mt = metas[k];
-    c10::IntArrayRef sizes(mt.sizes, mt.ndim);
-    const c10::ScalarType dt = from_tpu_dtype(mt.dtype);
+  c10::SmallVector<TMeta, 4> metas;
+  if (!shape_rule_metas(info, m.args, device, &metas, unsupported)) return false;
+  for (size_t k = 0; k < info.nrets && k < metas.size(); ++k) {
     if (info.rets[k].tag == R_TENSOR) {
-      fresh[k] = empty_tpu(device, sizes, c10::contiguous_strides(sizes), dt);
+      fresh[k] = empty_tpu_from(device, metas[k]);
     } else if (info.rets[k].tag == R_ALIAS) {
       const c10::IValue& v = args[info.rets[k].arg];
-      if (v.isTensor() && v.toTensor().defined() && v.toTensor().sizes() != sizes) {
-        resize_tpu_tensor(v.toTensor(), sizes);
-      }
+      const c10::IntArrayRef sizes(metas[k].sizes);
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().sizes() != sizes) resize_tpu_tensor(v.toTensor(), sizes);
     }
   }
   return true;
@@ -1353,9 +1353,10 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 // True if an out= tensor's shape differs from what the meta function computes.
-bool outs_mismatch(const c10::OperatorHandle& op, const OpInfo& info, c10::ArrayRef<c10::IValue> args) {
+bool outs_mismatch(const c10::OperatorHandle& op, const OpInfo& info, c10::ArrayRef<c10::IValue> args,
+                   c10::DeviceIndex device) {
   try {
-    std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args);
+    std::shared_ptr<const MetaShapes> meta = meta_shapes(op, info, args, device);
     if (meta->failed) return false;
     for (const auto& [i, m] : meta->outs) {
       const at::Tensor& t = args[i].toTensor();
@@ -1395,7 +1396,7 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
     alloc_from_meta(info, *meta, device, fresh);
   } else if (info.needs_meta || meta_for_outs) {
     try {
-      meta = meta_shapes(op, info, args);
+      meta = meta_shapes(op, info, args, device);
       if (meta->failed) {
         meta = nullptr;
         need_infer = true;
@@ -1495,7 +1496,7 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
       tpu_op_run_found(info.op, device, run_args, static_cast<int>(run_nargs), outs, static_cast<int>(nouts));
   if (C10_UNLIKELY(st != TPU_OK)) {
     if (tpu_status_code(st) == TPU_STATUS_INVALID_ARGUMENT && info.has_out && !meta_for_outs &&
-        outs_mismatch(op, info, args)) {
+        outs_mismatch(op, info, args, device)) {
       tpu_status_free(st);
       return false;
     }

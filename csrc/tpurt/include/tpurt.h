@@ -267,20 +267,28 @@ const char* tpu_op_name(const tpu_op_t* op);
 tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* args, int nargs,
                               const tpu_tensor_t* outs, int nouts);
 
-/* Output dtypes and sizes (contiguous strides, data == NULL) of a call, from its arguments'
- * records alone, for the few ops that carry such a rule (embedding_bag and its backward ops,
- * whose PyTorch meta functions are Python): the same results as PyTorch's meta function, without
- * running Python. False, writing nothing, when the op has no rule or the arguments fall outside it
- * (bad arguments included: the caller then runs the meta function, which raises PyTorch's error).
- * tpu_op_has_shapes says whether op has a rule at all. Pure; thread-safe. */
-bool tpu_op_has_shapes(const tpu_op_t* op);
-bool tpu_op_shapes_found(const tpu_op_t* op, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta,
-                         int max_outs, int* out_nouts);
-
-/* For ops whose output shapes depend on data (nonzero, masked_select, unique...):
- * computes output dtypes/sizes (contiguous strides) into out_meta (data == NULL),
- * waiting for the queue when it must read data. Returns TPU_STATUS_UNSUPPORTED if
- * the op has no such rule; then the caller uses PyTorch's meta function. */
+/* Shape rules: output dtypes and sizes (contiguous strides, data == NULL) of a call from its
+ * arguments' records, for the ops that carry one. Two kinds (tpu_op_shapes_kind):
+ *   PURE: from the records alone, exactly what PyTorch's meta function gives, where that is Python
+ *     (the embedding_bag family, embedding_dense_backward) or missing (_logcumsumexp,
+ *     _ctc_loss_backward); the glue asks it in place of the meta function.
+ *   READS_DATA: sizes that depend on data (nonzero, masked_select, repeat_interleave.Tensor, bincount,
+ *     _unique2, unique_consecutive), read back from the device: waits for the queue.
+ * tpu_op_shapes_found runs op's rule on args (as tpu_op_run_found takes them, without outs) and writes
+ * *out_nouts (<= max_outs) records into out_meta (caller-owned; *out_nouts = 0 on error).
+ * TPU_STATUS_UNSUPPORTED: no rule, or the rule declines these arguments (outside it, bad ones included:
+ * the caller then runs PyTorch's meta function, whose error is PyTorch's); other errors are the op's
+ * (INVALID_ARGUMENT: "repeats can not be negative"). Thread-safe (READS_DATA rules synchronize device).
+ * tpu_op_infer is tpu_op_shapes_found(tpu_op_find(op_name), ...) by name. */
+typedef enum tpu_op_shapes_kind_e {
+  TPU_OP_SHAPES_NONE = 0,
+  TPU_OP_SHAPES_PURE,
+  TPU_OP_SHAPES_READS_DATA,
+  TPU_OP_SHAPES_KIND_COUNT
+} tpu_op_shapes_kind_t;
+tpu_op_shapes_kind_t tpu_op_shapes_kind(const tpu_op_t* op); /* NONE for NULL */
+tpu_status_t tpu_op_shapes_found(const tpu_op_t* op, int device, const tpu_arg_t* args, int nargs,
+                                 tpu_tensor_t* out_meta, int max_outs, int* out_nouts);
 tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args, int nargs,
                           tpu_tensor_t* out_meta, int max_outs, int* out_nouts);
 

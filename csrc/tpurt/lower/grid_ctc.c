@@ -225,12 +225,17 @@ static tpu_status_t lower_ctc_loss_backward(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_CTC_BWD, blank, concat, lw_int(cx, 8, 0) ? 1 : 0, &lt, 7, in));
 }
 
+/* shape rule (pure): PyTorch has no meta function for it; grad is shaped like log_probs (arg 1) */
+static tpu_status_t shapes_ctc_loss_backward(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+  return lw_shapes_like_arg(dev, a, n, 1, o, max, out_n);
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_grid_ctc) = {
   {"aten::grid_sampler_2d", lower_grid_sampler_2d},
   {"aten::grid_sampler_2d_backward", lower_grid_sampler_2d_backward},
   {"aten::grid_sampler_3d", lower_grid_sampler_3d},
   {"aten::grid_sampler_3d_backward", lower_grid_sampler_3d_backward},
   {"aten::_ctc_loss", lower_ctc_loss},
-  {"aten::_ctc_loss_backward", lower_ctc_loss_backward},
+  {"aten::_ctc_loss_backward", lower_ctc_loss_backward, .shapes = shapes_ctc_loss_backward},
   TPU_LOWERING_END
 };

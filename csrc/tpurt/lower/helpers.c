@@ -379,3 +379,21 @@ int lw_custom_a(tpu_lower_ctx_t* cx, int target, int64_t i1, int64_t a0, int64_t
   p.a[0][1] = a1;
   return tpu_ir_add_op(&cx->g, &p, n, in);
 }
+
+/* ---- shape rules */
+const tpu_tensor_t* lw_args_tensor(const tpu_arg_t* args, int nargs, int i) {
+  return i >= 0 && i < nargs && args[i].kind == TPU_ARG_TENSOR && args[i].tensor && args[i].tensor->ndim >= 0
+             ? args[i].tensor : NULL;
+}
+tpu_status_t lw_shapes_decline(const char* what) {
+  return TPU_ERR(UNSUPPORTED, "%s: arguments outside its C shape rule", what);
+}
+tpu_status_t lw_shapes_like_arg(int device, const tpu_arg_t* args, int nargs, int i, tpu_tensor_t* out_meta, int max,
+                                int* out_n) {
+  (void)max;
+  const tpu_tensor_t* x = lw_args_tensor(args, nargs, i);
+  if (!x) return TPU_ERR(INVALID_ARGUMENT, "expected a tensor as argument %d", i);
+  out_meta[0] = tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)x->dtype, x->ndim, x->sizes);
+  *out_n = 1;
+  return TPU_OK;
+}

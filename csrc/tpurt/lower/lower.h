@@ -74,15 +74,22 @@ typedef tpu_status_t (*tpu_lower_fn)(tpu_lower_ctx_t* cx);
  * exponent: 2 -> x*x, any other -> pow(x, e)); the lowering must then decide only
  * on what the class tells apart, so every value of a class shares one executable. */
 typedef int32_t (*tpu_key_class_fn)(int arg, double value);
-/* shapes (optional): the op's output dtypes and sizes from its arguments' records alone (no data,
- * no graph), for ops whose PyTorch meta function is Python (~35 us a call) and whose sizes vary
- * per call (embedding_bag's id count): the glue asks it instead of re-dispatching to meta tensors
- * when its meta cache misses. It must give exactly what the meta function gives (contiguous
- * strides) and returns false for anything outside its rule, bad arguments included (the meta
- * function then runs and raises PyTorch's error). Writes *out_n records into out_meta[max]. */
-typedef bool (*tpu_shapes_fn)(const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max, int* out_n);
+/* shapes (optional): the op's output dtypes and sizes (contiguous strides, data NULL) from its
+ * argument records (args as tpu_op_run gets them, without outs), written as *out_n <= max records into
+ * out_meta; device is the call's. TPU_STATUS_UNSUPPORTED declines (arguments outside the rule, bad ones
+ * included: the caller takes its usual path, PyTorch's meta function and its errors); any other error is
+ * the op's and is raised (a negative repeat count). Two kinds (shapes_reads_data):
+ *  - pure (false): sizes from records alone, exactly what the meta function gives, for ops whose meta
+ *    function is Python (~35 us a call) with sizes that vary per call (embedding_bag's id count) or
+ *    missing (_logcumsumexp): the glue asks the rule instead of the meta function on a meta-cache miss;
+ *  - data-dependent (true): reads the tensor data its sizes depend on (nonzero's count) back, so it
+ *    waits for the queue: the glue asks it only once the meta function failed.
+ * The runtime reaches it through tpu_op_shapes_found (registry.c). */
+typedef tpu_status_t (*tpu_shapes_fn)(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max,
+                                      int* out_n);
 typedef struct {
-  const char* name; tpu_lower_fn fn; uint32_t key_scalars; tpu_key_class_fn key_class; tpu_shapes_fn shapes;
+  const char* name; tpu_lower_fn fn; uint32_t key_scalars; tpu_key_class_fn key_class;
+  tpu_shapes_fn shapes; bool shapes_reads_data;
 } tpu_lowering_t;
 /* key_class for coefficients whose only special value is 1 (add/sub's alpha, addmm's beta/alpha) */
 static inline int32_t lw_key_class_is_one(int arg, double value) { (void)arg; return value == 1.0; }
@@ -206,6 +213,25 @@ int tpu_lower_sub_input(tpu_lower_ctx_t* cx, int scalar, int* src, int* i, int* 
 void tpu_lower_sub_note(tpu_lower_ctx_t* cx, int scalar, int src, int i, int j, int v);
 int tpu_lower_sub_out(const tpu_lower_ctx_t* cx, int k);
 int tpu_lower_sub_arg(const tpu_lower_ctx_t* cx, int i);
+/* ---- shape rules (tpu_lowering_t.shapes) */
+/* Tensor argument i, or NULL when it is not a present tensor (None, another kind, i >= nargs). */
+const tpu_tensor_t* lw_args_tensor(const tpu_arg_t* args, int nargs, int i);
+/* TPU_STATUS_UNSUPPORTED "<what>: arguments outside its C shape rule": a rule declining a call */
+tpu_status_t lw_shapes_decline(const char* what);
+/* Data-dependent rules (infer.c): .shapes = tpu_shapes_X, .shapes_reads_data = true */
+tpu_status_t tpu_shapes_nonzero(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max, int* out_n);
+tpu_status_t tpu_shapes_masked_select(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max,
+                                      int* out_n);
+tpu_status_t tpu_shapes_repeat_interleave(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max,
+                                          int* out_n);
+tpu_status_t tpu_shapes_bincount(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max, int* out_n);
+tpu_status_t tpu_shapes_unique2(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max, int* out_n);
+tpu_status_t tpu_shapes_unique_consecutive(int device, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta, int max,
+                                           int* out_n);
+/* A pure rule: one result shaped and typed like tensor argument i (ops without a meta function) */
+tpu_status_t lw_shapes_like_arg(int device, const tpu_arg_t* args, int nargs, int i, tpu_tensor_t* out_meta, int max,
+                                int* out_n);
+
 /* The lowering registered under an op name (registry.c); NULL if none. */
 const tpu_lowering_t* tpu_lower_find(const char* op_name);
 

@@ -366,86 +366,89 @@ static tpu_status_t lower_embedding_bag_psw_bwd(tpu_lower_ctx_t* cx) {
   return out_as(cx, 0, r);
 }
 
-/* ---- embedding_bag shape rules (tpu_lowering_t.shapes): PyTorch's meta functions for the
+/* ---- embedding_bag shape rules (tpu_lowering_t.shapes, pure): PyTorch's meta functions for the
  * embedding_bag family are Python and a new id count is a new meta-cache key, so DLRM paid ~35 us a
  * call for them (torch/_meta_registrations.py: meta_embedding_bag, meta_embedding_bag_dense_backward,
  * meta_embedding_bag_per_sample_weights_backward, non-CPU branches). These give the same sizes and
- * dtypes for the usual arguments (2-D weight / grad, 1-D indices and offsets) and false otherwise, so
+ * dtypes for the usual arguments (2-D weight / grad, 1-D indices and offsets) and decline otherwise, so
  * the meta function still checks, and raises for, everything unusual. */
-static const tpu_tensor_t* sh_tensor(const tpu_arg_t* a, int n, int i) {
-  return i < n && a[i].kind == TPU_ARG_TENSOR && a[i].tensor && a[i].tensor->ndim >= 0 ? a[i].tensor : NULL;
-}
 static bool sh_int(const tpu_arg_t* a, int n, int i, int64_t* v) {
   if (i >= n || (a[i].kind != TPU_ARG_INT && a[i].kind != TPU_ARG_BOOL)) return false;
   *v = a[i].i;
   return true;
 }
 static bool sh_index_dtype(int dt) { return dt == TPU_DTYPE_I64 || dt == TPU_DTYPE_I32; }
-static bool sh_float_dtype(int dt) {
-  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_F64 || dt == TPU_DTYPE_F16 || dt == TPU_DTYPE_BF16;
-}
-static tpu_tensor_t sh_out(int dt, int ndim, int64_t d0, int64_t d1) {
-  return tpu_tensor_contiguous(NULL, 0, (tpu_dtype_t)dt, ndim, (int64_t[]){d0, d1});
+static tpu_tensor_t sh_out(int device, int dt, int ndim, int64_t d0, int64_t d1) {
+  return tpu_tensor_contiguous(NULL, device, (tpu_dtype_t)dt, ndim, (int64_t[]){d0, d1});
 }
 /* (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, include_last_offset,
  * padding_idx) -> output [B, D] (weight's dtype), offset2bag [N], bag_size [offsets.size(0)],
  * max_indices [B, D] (max) or [0] (indices' dtype); B = offsets.size(0) - include_last_offset */
-static bool shapes_embedding_bag(const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
-  const tpu_tensor_t *w = sh_tensor(a, n, 0), *idx = sh_tensor(a, n, 1), *off = sh_tensor(a, n, 2);
+static tpu_status_t shapes_embedding_bag(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+  const tpu_tensor_t *w = lw_args_tensor(a, n, 0), *idx = lw_args_tensor(a, n, 1), *off = lw_args_tensor(a, n, 2);
   int64_t mode, last, sparse, pad, scale;
   if (n != 9 || max < 4 || !w || !idx || !off || !sh_int(a, n, 4, &mode) || !sh_int(a, n, 7, &last) ||
       !sh_int(a, n, 5, &sparse) || !sh_int(a, n, 8, &pad) || !sh_int(a, n, 3, &scale))
-    return false;
-  if (w->ndim != 2 || idx->ndim != 1 || off->ndim != 1 || !sh_float_dtype(w->dtype) || !sh_index_dtype(idx->dtype) ||
-      !sh_index_dtype(off->dtype) || mode < BAG_SUM || mode > BAG_MAX)
-    return false;
+    return lw_shapes_decline("embedding_bag");
+  if (w->ndim != 2 || idx->ndim != 1 || off->ndim != 1 || !tpu_dtype_is_floating(w->dtype) ||
+      !sh_index_dtype(idx->dtype) || !sh_index_dtype(off->dtype) || mode < BAG_SUM || mode > BAG_MAX)
+    return lw_shapes_decline("embedding_bag");
   if (a[6].kind != TPU_ARG_NONE) {
-    const tpu_tensor_t* psw = sh_tensor(a, n, 6);
-    if (!psw || mode != BAG_SUM || psw->ndim != 1 || psw->sizes[0] != idx->sizes[0]) return false;
+    const tpu_tensor_t* psw = lw_args_tensor(a, n, 6);
+    if (!psw || mode != BAG_SUM || psw->ndim != 1 || psw->sizes[0] != idx->sizes[0])
+      return lw_shapes_decline("embedding_bag");
   }
   int64_t B = off->sizes[0] - (last != 0), D = w->sizes[1];
-  if (B < 0) return false;
-  o[0] = sh_out(w->dtype, 2, B, D);
-  o[1] = sh_out(idx->dtype, 1, idx->sizes[0], 0);
-  o[2] = sh_out(idx->dtype, 1, off->sizes[0], 0);
-  o[3] = mode == BAG_MAX ? sh_out(idx->dtype, 2, B, D) : sh_out(idx->dtype, 1, 0, 0);
+  if (B < 0) return lw_shapes_decline("embedding_bag");
+  o[0] = sh_out(dev, w->dtype, 2, B, D);
+  o[1] = sh_out(dev, idx->dtype, 1, idx->sizes[0], 0);
+  o[2] = sh_out(dev, idx->dtype, 1, off->sizes[0], 0);
+  o[3] = mode == BAG_MAX ? sh_out(dev, idx->dtype, 2, B, D) : sh_out(dev, idx->dtype, 1, 0, 0);
   *out_n = 4;
-  return true;
+  return TPU_OK;
 }
 /* backward core: grad [B, D] (float), num_weights at a[nw_i], mode at a[mode_i], max_indices at a[mi_i]
  * -> [num_weights, D] in grad's dtype */
-static bool shapes_bag_bwd(const tpu_arg_t* a, int n, int nw_i, int mode_i, int mi_i, tpu_tensor_t* o, int* out_n) {
-  const tpu_tensor_t* g = sh_tensor(a, n, 0);
+static tpu_status_t shapes_bag_bwd(int dev, const tpu_arg_t* a, int n, int nw_i, int mode_i, int mi_i, tpu_tensor_t* o,
+                                   int* out_n) {
+  const tpu_tensor_t* g = lw_args_tensor(a, n, 0);
   int64_t nw, mode;
-  if (!g || g->ndim != 2 || !sh_float_dtype(g->dtype) || !sh_int(a, n, nw_i, &nw) || nw < 0 ||
-      !sh_int(a, n, mode_i, &mode) || mode < BAG_SUM || mode > BAG_MAX || (mode == BAG_MAX && !sh_tensor(a, n, mi_i)))
-    return false;
-  o[0] = sh_out(g->dtype, 2, nw, g->sizes[1]);
+  if (!g || g->ndim != 2 || !tpu_dtype_is_floating(g->dtype) || !sh_int(a, n, nw_i, &nw) || nw < 0 ||
+      !sh_int(a, n, mode_i, &mode) || mode < BAG_SUM || mode > BAG_MAX || (mode == BAG_MAX && !lw_args_tensor(a, n, mi_i)))
+    return lw_shapes_decline("embedding_bag backward");
+  o[0] = sh_out(dev, g->dtype, 2, nw, g->sizes[1]);
   *out_n = 1;
-  return true;
+  return TPU_OK;
 }
 /* _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
  * scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx): dense only */
-static bool shapes_embedding_bag_bwd(const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+static tpu_status_t shapes_embedding_bag_bwd(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+  (void)max;
   int64_t sparse;
-  return n == 12 && sh_int(a, n, 9, &sparse) && !sparse && shapes_bag_bwd(a, n, 6, 8, 5, o, out_n);
+  if (n != 12 || !sh_int(a, n, 9, &sparse) || sparse) return lw_shapes_decline("embedding_bag backward");
+  return shapes_bag_bwd(dev, a, n, 6, 8, 5, o, out_n);
 }
 /* _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
  * scale_grad_by_freq, mode, per_sample_weights, padding_idx) */
-static bool shapes_embedding_bag_dense_bwd(const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
-  return n == 10 && shapes_bag_bwd(a, n, 5, 7, 4, o, out_n);
+static tpu_status_t shapes_embedding_bag_dense_bwd(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max,
+                                                   int* out_n) {
+  (void)max;
+  if (n != 10) return lw_shapes_decline("embedding_bag backward");
+  return shapes_bag_bwd(dev, a, n, 5, 7, 4, o, out_n);
 }
 /* _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
  * padding_idx) -> [N] in grad's dtype */
-static bool shapes_embedding_bag_psw_bwd(const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
-  const tpu_tensor_t *g = sh_tensor(a, n, 0), *w = sh_tensor(a, n, 1), *idx = sh_tensor(a, n, 2);
+static tpu_status_t shapes_embedding_bag_psw_bwd(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max,
+                                                 int* out_n) {
+  (void)max;
+  const tpu_tensor_t *g = lw_args_tensor(a, n, 0), *w = lw_args_tensor(a, n, 1), *idx = lw_args_tensor(a, n, 2);
   int64_t mode;
   if (n != 7 || !g || !w || !idx || !sh_int(a, n, 5, &mode) || mode != BAG_SUM || g->ndim != 2 || idx->ndim != 1 ||
       w->ndim != 2 || w->sizes[1] != g->sizes[1])
-    return false;
-  o[0] = sh_out(g->dtype, 1, idx->sizes[0], 0);
+    return lw_shapes_decline("embedding_bag per_sample_weights backward");
+  o[0] = sh_out(dev, g->dtype, 1, idx->sizes[0], 0);
   *out_n = 1;
-  return true;
+  return TPU_OK;
 }
 
 /* ---------------------------------------------------------------- multinomial */
@@ -663,6 +666,10 @@ static tpu_status_t lower_logcumsumexp(tpu_lower_ctx_t* cx) {
   p.i1 = d;
   return out_as(cx, 0, tpu_ir_add_op(G, &p, 1, &x));
 }
+/* shape rule (pure): PyTorch has no meta function for it; the result is shaped like self */
+static tpu_status_t shapes_logcumsumexp(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+  return lw_shapes_like_arg(dev, a, n, 0, o, max, out_n);
+}
 
 /* ---------------------------------------------------------------- cdist */
 
@@ -737,10 +744,12 @@ static tpu_status_t lower_cdist_bwd(tpu_lower_ctx_t* cx) {
 }
 
 TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
-  {"aten::_logcumsumexp", lower_logcumsumexp}, {"aten::_logcumsumexp.out", lower_logcumsumexp},
+  {"aten::_logcumsumexp", lower_logcumsumexp, .shapes = shapes_logcumsumexp},
+  {"aten::_logcumsumexp.out", lower_logcumsumexp, .shapes = shapes_logcumsumexp},
   {"aten::_cdist_forward", lower_cdist, 1u << 2}, {"aten::_cdist_forward.out", lower_cdist, 1u << 2},
   {"aten::_cdist_backward", lower_cdist_bwd, 1u << 3}, {"aten::_cdist_backward.out", lower_cdist_bwd, 1u << 3},
-  {"aten::_unique2", lower_unique2}, {"aten::unique_consecutive", lower_unique_consecutive},
+  {"aten::_unique2", lower_unique2, .shapes = tpu_shapes_unique2, .shapes_reads_data = true},
+  {"aten::unique_consecutive", lower_unique_consecutive, .shapes = tpu_shapes_unique_consecutive, .shapes_reads_data = true},
   {"aten::sort", lower_sort}, {"aten::sort.values", lower_sort},
   {"aten::sort.stable", lower_sort_stable}, {"aten::sort.values_stable", lower_sort_stable},
   {"aten::topk", lower_topk}, {"aten::topk.values", lower_topk},

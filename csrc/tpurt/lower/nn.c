@@ -641,16 +641,17 @@ static tpu_status_t lower_embedding_bwd(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), vals, 1, &idx, &zero_dim, 1));
 }
 
-/* shape rule (tpu_lowering_t.shapes): PyTorch's meta function (Python) gives
+/* shape rule (tpu_lowering_t.shapes, pure): PyTorch's meta function (Python) gives
  * grad_output.new_empty(num_weights, grad_output.size(-1)); a new token count is a new meta-cache key */
-static bool shapes_embedding_bwd(const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
-  const tpu_tensor_t* g = n == 5 && a[0].kind == TPU_ARG_TENSOR ? a[0].tensor : NULL;
+static tpu_status_t shapes_embedding_bwd(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
+  (void)max;
+  const tpu_tensor_t* g = n == 5 ? lw_args_tensor(a, n, 0) : NULL;
   if (!g || g->ndim < 1 || g->ndim > TPU_MAX_DIMS || a[2].kind != TPU_ARG_INT || a[2].i < 0 ||
       !tpu_dtype_is_floating(g->dtype))
-    return false;
-  o[0] = tpu_tensor_contiguous(NULL, 0, (tpu_dtype_t)g->dtype, 2, (int64_t[]){a[2].i, g->sizes[g->ndim - 1]});
+    return lw_shapes_decline("embedding_dense_backward");
+  o[0] = tpu_tensor_contiguous(NULL, dev, (tpu_dtype_t)g->dtype, 2, (int64_t[]){a[2].i, g->sizes[g->ndim - 1]});
   *out_n = 1;
-  return true;
+  return TPU_OK;
 }
 
 TPU_LOWERING_TABLE(tpu_lowerings_nn) = {

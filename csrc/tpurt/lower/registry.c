@@ -69,14 +69,29 @@ const tpu_lowering_t* tpu_lower_find(const char* op_name) {
   return op ? op->l : NULL;
 }
 bool tpu_op_supported(const char* op_name) { return tpu_op_find(op_name) != NULL; }
-bool tpu_op_has_shapes(const tpu_op_t* op) { return op && op->l->shapes; }
-bool tpu_op_shapes_found(const tpu_op_t* op, const tpu_arg_t* args, int nargs, tpu_tensor_t* out_meta,
-                         int max_outs, int* out_nouts) {
-  if (!op || !op->l->shapes || !out_meta || !out_nouts || max_outs < 1 || nargs < 0 || (nargs && !args)) return false;
+tpu_op_shapes_kind_t tpu_op_shapes_kind(const tpu_op_t* op) {
+  return !op || !op->l->shapes ? TPU_OP_SHAPES_NONE
+         : op->l->shapes_reads_data ? TPU_OP_SHAPES_READS_DATA : TPU_OP_SHAPES_PURE;
+}
+tpu_status_t tpu_op_shapes_found(const tpu_op_t* op, int device, const tpu_arg_t* args, int nargs,
+                                 tpu_tensor_t* out_meta, int max_outs, int* out_nouts) {
+  if (out_nouts) *out_nouts = 0;
+  if (!out_meta || !out_nouts || max_outs < 1 || nargs < 0 || (nargs && !args))
+    return TPU_ERR(INVALID_ARGUMENT, "tpu_op_shapes_found: bad arguments");
+  if (!op || !op->l->shapes) return TPU_ERR(UNSUPPORTED, "%s: no shape rule", op ? op->l->name : "(no op)");
+  if (op->l->shapes_reads_data) TPU_RETURN_IF_ERROR(tpu_rt_init());
   int n = 0;
-  if (!op->l->shapes(args, nargs, out_meta, max_outs, &n) || n < 0 || n > max_outs) return false;
+  TPU_RETURN_IF_ERROR(op->l->shapes(device, args, nargs, out_meta, max_outs, &n));
+  if (n < 1 || n > max_outs) return TPU_ERR(INTERNAL, "%s: the shape rule gave %d results (room for %d)", op->l->name, n, max_outs);
   *out_nouts = n;
-  return true;
+  return TPU_OK;
+}
+tpu_status_t tpu_op_infer(int device, const char* op_name, const tpu_arg_t* args, int nargs,
+                          tpu_tensor_t* out_meta, int max_outs, int* out_nouts) {
+  if (!op_name) return TPU_ERR(INVALID_ARGUMENT, "tpu_op_infer: bad arguments");
+  const tpu_op_t* op = tpu_op_find(op_name);
+  if (!op) return TPU_ERR(UNSUPPORTED, "%s: no shape rule", op_name);
+  return tpu_op_shapes_found(op, device, args, nargs, out_meta, max_outs, out_nouts);
 }
 
 /* DOTs, convolutions and their backward custom ops carry the precision (tpu_ir_op_t.prec) */
