@@ -358,3 +358,29 @@ def test_linalg_nonfinite_launch_blocking_raises_at_the_op():
             print("raised")
     """, TORCH_TPU_LAUNCH_BLOCKING="1")
     assert r.returncode == 0 and "raised" in r.stdout, (r.stdout, r.stderr)
+
+
+# Bad arguments whose meta function fails: the glue caches the failure by argument signature, so the
+# second identical call takes another path (the cached failure). It must raise the same error as the first,
+# like the CPU does, and never run (arange with step 0 once returned a tensor on the second call).
+_REPEATED_BAD = {
+    "arange_step_0": (lambda d: torch.arange(0, 5, 0, device=d), RuntimeError),
+    "arange_out_step_0": (lambda d: torch.arange(0, 5, 0, out=torch.empty(0, device=d)), RuntimeError),
+    "index_select_dim": (lambda d: torch.index_select(torch.ones(2, 3, device=d), 5,
+                                                      torch.zeros(1, dtype=torch.long, device=d)), IndexError),
+    "mm_shapes": (lambda d: torch.mm(torch.ones(2, 3, device=d), torch.ones(4, 5, device=d)), RuntimeError),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_REPEATED_BAD))
+def test_repeated_bad_call_raises_the_same_error(name):
+    fn, exc = _REPEATED_BAD[name]
+    with pytest.raises(exc):
+        fn("cpu")
+    errors = []
+    for _ in range(3):
+        with pytest.raises(exc) as info:
+            fn("tpu")
+            torch.tpu.synchronize()
+        errors.append((type(info.value), str(info.value)))
+    assert errors[0] == errors[1] == errors[2]

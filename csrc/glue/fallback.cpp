@@ -1417,7 +1417,17 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
   marshal(info, args, arena, m);
   if (C10_UNLIKELY(need_infer)) {
     std::string unsupported;
-    if (apply_infer(info, args, m, device, fresh, &unsupported)) {
+    const bool inferred = apply_infer(info, args, m, device, fresh, &unsupported);
+    if (!inferred && !meta_error) {
+      // A cached meta failure and no shape rule for these arguments: the meta function runs again for its
+      // error, so a repeated bad call raises what the first one raised (not a generic error, nor no error).
+      try {
+        run_meta(op, info, args);
+      } catch (const std::exception&) {
+        meta_error = std::current_exception();
+      }
+    }
+    if (inferred) {
       arena.reset();
       marshal(info, args, arena, m);  // out= tensors may have been resized
     } else if (!info.needs_meta && meta_error && !is_data_dependent_error(meta_error)) {
@@ -1429,7 +1439,6 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
                                                      "TORCH_TPU_CPU_FALLBACK=1 to run it on the CPU.");
         }
         if (meta_error) std::rethrow_exception(meta_error);
-        run_meta(op, info, args);  // a cached failure: raise the meta function's error again
         C10_THROW_ERROR(Error, "torch_tpu: cannot compute the output shapes of " + info.name);
       }
       run_cpu_fallback(op, info, stack);
