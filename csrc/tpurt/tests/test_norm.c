@@ -48,7 +48,7 @@ static void test_random(void) {
     int dt = it % 3 == 2 ? TPU_DTYPE_F64 : TPU_DTYPE_F32;
     int affine = it % 2, two = (it / 2) % 2;
     int64_t A = irand(1, 4), B = irand(1, 9), I = irand(1, 40);
-    if (it >= 120) { A = 1; B = irand(60, 200); I = irand(14, 40); } /* group norm's [1, N*G, n]: blocks of runs */
+    if (it >= 120) { A = 1; B = irand(60, 200); I = irand(14, 40); } /* layer norm's [1, M, n]: blocks of runs */
     int64_t full[3] = {A, B, I}, vec[1] = {B}, st2[2] = {2, B};
     int n = affine ? (two ? 5 : 3) : (two ? 3 : 1), nfull = two ? 2 : 1;
     hview_t in[5];

@@ -74,6 +74,16 @@ static double vec_at(const tpu_host_view_t* v, int64_t b, int f64) {
   return f64 ? ((const double*)v->data)[b * v->strides[0]] : (double)((const float*)v->data)[b * v->strides[0]];
 }
 
+/* mean and biased variance from s1 = sum (x - k0), s2 = sum (x - k0)^2 over cnt elements, k0 the first one (one pass
+ * in double, cancellation only as (mean - k0)^2 / variance); 0 when either is inf / NaN: the two-pass sums give the
+ * IEEE results (inf mean, NaN variance) */
+static int shifted_moments(double k0, double s1, double s2, double cnt, double* out_m, double* out_v) {
+  const double d = s1 / cnt, v = s2 / cnt - d * d;
+  *out_m = k0 + d;
+  *out_v = v > 0 ? v : 0;
+  return isfinite(*out_m) && isfinite(*out_v);
+}
+
 /* one run of the full operand(s) at element offsets, by kind */
 static double k_sum(int kind, const char* d, int64_t off, int64_t n, int64_t st) {
   switch (kind) {
@@ -109,7 +119,7 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
   /* contiguous f32 runs of 16 or more: one pass per run (rows.h stat2_f32, in the CPU's vector width) */
   const int fast = J->kind == 0 && J->I >= 16 && x->strides[2] == 1 && (!g || g->strides[2] == 1);
   const tpu_host_rows_ops_t* ops = fast ? tpu_host_rows_ops() : NULL;
-  /* one run per channel (A = 1: group norm's [1, N*G or N*C, I], layer norm's [1, M, n]): the runs of a block of
+  /* one run per channel (A = 1: layer norm's [1, M, n], batch norm's [1, C, HxW]): the runs of a block of
    * channels in one call (stat2_runs: the same sums per run, without a call and its latency per 16-element run) */
   const int batch = fast && J->A == 1 && (!g || g->strides[1] == x->strides[1]);
   enum { SB = 64 };
@@ -123,8 +133,7 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
       ops->stat2_runs(g ? (const float*)g->data + b * st : NULL, (const float*)x->data + b * st, st, J->I, nb,
                       g ? bm : NULL, bt1, bt2);
     }
-    if (fast && !g) { /* sums of x - k and (x - k)^2, k = the channel's first element: mean and variance in
-                       * double without the second pass (cancellation only as (mean - k)^2 / variance) */
+    if (fast && !g) { /* sums of x - k0 and (x - k0)^2, k0 = the channel's first element (shifted_moments) */
       const float* xb = (const float*)x->data + b * x->strides[1];
       const double k0 = (double)xb[0];
       if (batch) { r0 += bt1[k]; r1 += bt2[k]; } /* 0 + sum as the per-run path (sign of a zero sum) */
@@ -134,11 +143,8 @@ static void stats_worker(void* ctx, int64_t b0, int64_t b1) {
           ops->stat2_f32(NULL, xb + a * x->strides[0], J->I, k0, &t1, &t2);
           r0 += t1; r1 += t2;
         }
-      const double d = r0 / cnt;
-      r0 = k0 + d; r1 = r1 / cnt - d * d;
-      r1 = r1 > 0 ? r1 : 0;
-      if (isfinite(r0) && isfinite(r1)) goto store;
-      r0 = r1 = 0; /* an inf or NaN: the two-pass sums below give the IEEE results (inf mean, NaN variance) */
+      if (shifted_moments(k0, r0, r1, cnt, &r0, &r1)) goto store;
+      r0 = r1 = 0; /* an inf or NaN: the two-pass sums below */
     }
     if (fast && g) {
       if (batch) { r0 += bt1[k]; r1 += bt2[k]; goto store; } /* 0 + sum as the per-run path */
@@ -186,7 +192,7 @@ static void affine_worker(void* ctx, int64_t r0, int64_t r1) {
   const tpu_host_view_t *va = &J->xs[two ? 2 : 1], *vb = two ? &J->xs[3] : NULL, *vc = &J->xs[two ? 4 : 2];
   if (J->kind == 0 && J->A == 1 && u->strides[2] == 1 && o->strides[2] == 1 && (!v || v->strides[2] == 1) &&
       va->strides[0] == 1 && vc->strides[0] == 1 && (!vb || vb->strides[0] == 1)) {
-    /* one row per channel with contiguous vectors (group norm's [1, N*C, HxW]): all rows in one call */
+    /* one row per channel with contiguous vectors (batch norm with N == 1: [1, C, HxW]): all rows in one call */
     tpu_host_rows_ops()->affine_rows((const float*)u->data + r0 * u->strides[1], u->strides[1],
                                      v ? (const float*)v->data + r0 * v->strides[1] : NULL, v ? v->strides[1] : 0,
                                      (float*)o->data + r0 * o->strides[1], o->strides[1], J->I, r1 - r0,
@@ -195,7 +201,7 @@ static void affine_worker(void* ctx, int64_t r0, int64_t r1) {
     return;
   }
   if (J->kind == 0 && u->strides[2] == 1 && o->strides[2] == 1 && (!v || v->strides[2] == 1)) {
-    /* f32 rows with contiguous runs (group norm's [1, N*C, HxW]): no per-row index division, dispatch or
+    /* f32 rows with contiguous runs (batch norm's NCHW [N, C, HxW]): no per-row index division, dispatch or
      * double round trip (the per-row overhead was most of a 4x4 map's time); the same float operations */
     const int64_t I = J->I, B = J->B;
     const float *pa = (const float*)va->data, *pb = vb ? (const float*)vb->data : NULL, *pc = (const float*)vc->data;
@@ -385,10 +391,7 @@ static void gn_moments(const gn_job_t* J, int64_t n, int64_t c0, double* out_m, 
         for (int64_t c = 0; c < nc; ++c) { s1 += a1[c]; s2 += a2[c]; }
       }
     }
-    const double d = s1 / cnt;
-    double m = k0 + d, v = s2 / cnt - d * d;
-    v = v > 0 ? v : 0;
-    if (isfinite(m) && isfinite(v)) { *out_m = m; *out_v = v; return; }
+    if (shifted_moments(k0, s1, s2, cnt, out_m, out_v)) return;
   }
   double s = 0, q = 0;
   for (int64_t c = 0; c < Cg; ++c) s += k_sum(J->kind, x->data, base + c * sc, I, si);
@@ -417,10 +420,8 @@ static void gn_stats_worker(void* ctx, int64_t t0, int64_t t1) {
     }
     if (runs) {
       const double k0 = (double)((const float*)x->data)[n * x->strides[0] + j * J->Cg * x->strides[1]], cnt = (double)len;
-      const double d = b1[k] / cnt; /* as gn_moments' one-run path */
-      m = k0 + d; v = b2[k] / cnt - d * d;
-      v = v > 0 ? v : 0;
-      if (!isfinite(m) || !isfinite(v)) gn_moments(J, n, j * J->Cg, &m, &v); /* two passes: the IEEE results */
+      if (!shifted_moments(k0, b1[k], b2[k], cnt, &m, &v)) /* as gn_moments' one-run path */
+        gn_moments(J, n, j * J->Cg, &m, &v);                /* an inf / NaN: its two passes */
     } else if (len > 0) {
       gn_moments(J, n, j * J->Cg, &m, &v);
     }
@@ -664,13 +665,13 @@ tpu_status_t tpu_host_k_group_norm(const tpu_ir_op_t* op, int n, const tpu_host_
     return TPU_OK;
   }
   const size_t es = J.f64 ? sizeof(double) : sizeof(float);
-  const int need_s = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || (tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD && !J.sums);
+  const int need_s = tgt != TPU_IR_CUSTOM_GROUP_NORM; /* the sums, made here or (GROUP_NORM_BWD's operand) read in */
   char* scratch = malloc((size_t)NC * ((need_s ? 2 * sizeof(double) : 0) + 3 * es) + 1);
   if (!scratch) return TPU_ERR(OUT_OF_MEMORY, "host: group norm scratch of %lld channels", (long long)NC);
   const size_t so = need_s ? (size_t)NC * 2 * sizeof(double) : 0; /* the doubles first: aligned */
   J.s = need_s ? (double*)(void*)scratch : NULL;
   J.ca = scratch + so; J.cb = scratch + so + NC * es; J.cc = scratch + so + 2 * NC * es;
-  if (need_s) {
+  if (need_s && !J.sums) {
     if (gn_sums_cl(&J))
       tpu_pool_parallel_for_dynamic(J.N * ((J.C + GN_CB - 1) / GN_CB), TPU_MAX((int64_t)1, 32768 / (per * GN_CB)), gn_sums_worker, &J);
     else
@@ -703,8 +704,6 @@ tpu_status_t tpu_host_k_group_norm(const tpu_ir_op_t* op, int n, const tpu_host_
     /* the sums as GROUP_NORM_SUMS gives them (rounded to dt), from its result or computed here */
     double* S = J.s;
     if (J.sums) {
-      S = malloc((size_t)NC * 2 * sizeof(double) + 1);
-      if (!S) { free(scratch); return TPU_ERR(OUT_OF_MEMORY, "host: group norm scratch of %lld channels", (long long)NC); }
       const tpu_host_view_t* sv = J.sums;
       for (int64_t b = 0; b < J.N; ++b)
         for (int64_t c = 0; c < J.C; ++c) {
@@ -717,7 +716,6 @@ tpu_status_t tpu_host_k_group_norm(const tpu_ir_op_t* op, int n, const tpu_host_
     }
     const double *S1 = S, *S2 = S + NC;
     if (J.f64) gn_bwd_coef_f64(&J, S1, S2); else gn_bwd_coef_f32(&J, S1, S2);
-    if (S != J.s) free(S);
     J.u = &J.g; J.v = &J.x;
   }
   gn_apply(&J);
