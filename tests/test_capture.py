@@ -257,3 +257,40 @@ def test_held_input_is_not_donated():
         if keep is not None:
             assert torch.equal(keep.cpu(), a if case == "variable" else a[1:])
         del args, got, keep
+
+
+def test_donated_input_taken_twice():
+    """A graph may take one tensor twice (a saved value and its detached alias, which the forward's replay returned
+    as one tensor): handed over only in the list, it is freed once after the later of its two last readers. Two
+    tensors on one storage (a value and a real detached alias) are never freed: each holds the storage, so neither
+    is the only way to reach its memory."""
+    g = torch.Generator().manual_seed(12)
+    n = 64 * 1024 + 3                                # f32: a 256 KiB class block
+    a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    fn = lambda a, a2, b: [a.sum(), b * a2.sum().neg()]  # noqa: E731
+    x, y = a.to("tpu"), b.to("tpu")
+    C._capture_begin(0)
+    outs = fn(x, x, y)
+    handle, reason = C._capture_end([x, x, y], outs)
+    assert handle is not None, reason
+    want = [t.cpu() for t in fn(a.to("tpu"), a.to("tpu"), b.to("tpu"))]  # strict eager
+    with pytest.raises(RuntimeError):  # too few inputs: refused, nothing freed (the first donating run)
+        handle.run([a.to("tpu")], True)
+    for case in ("same tensor", "detached alias", "same tensor"):
+        x = a.to("tpu")
+        x_ptr = x.data_ptr()
+        args = [x, x if case == "same tensor" else x.detach(), y]
+        del x
+        torch.tpu.synchronize()
+        before = torch.tpu.memory_allocated()
+        torch.tpu.reset_peak_memory_stats()
+        got = handle.run(args, True)
+        assert args == []
+        torch.tpu.synchronize()
+        if case == "same tensor":
+            assert torch.tpu.max_memory_allocated() - before <= 512 and got[1].data_ptr() == x_ptr
+        else:
+            assert torch.tpu.max_memory_allocated() - before >= b.numel() * 4
+        for t, w in zip(got, want):
+            assert torch.equal(t.cpu(), w)
+        del got

@@ -93,34 +93,23 @@ class CaptureHandle {
       bufs[b] = at::detail::empty_strided_generic(l.sizes, l.strides, tpu_allocator(), ks, l.dtype);
       fill_tensor_record(bufs[b], &rec[b], "captured graph output");
     };
-    std::vector<int> dead;  // donated inputs, by last read
-    std::vector<int32_t> last, first;
-    if (donate && nb > 0 && !tpu_trace_recording(device_)) {
-      if (life_last_.size() != inputs.size() || life_first_.size() != static_cast<size_t>(nb)) {  // once per capture
-        std::vector<int32_t> l(inputs.size()), f(static_cast<size_t>(nb));
-        check_status(tpu_capture_lifetimes(c_, l.data(), f.data()));
-        life_last_ = std::move(l);
-        life_first_ = std::move(f);
-      }
-      last = life_last_;
-      first = life_first_;
-      int32_t latest = *std::max_element(first.begin(), first.end());
-      // the same tensor more than once (a value and its detached alias): one entry (its first index), its last
-      // read. Inputs sorted by TensorImpl (a per-thread vector: no node allocation per input, as a hash map had)
-      thread_local std::vector<std::pair<const c10::TensorImpl*, int>> by_impl;
-      by_impl.clear();
-      for (size_t i = 0; i < inputs.size(); ++i) by_impl.emplace_back(inputs[i].unsafeGetTensorImpl(), static_cast<int>(i));
-      std::sort(by_impl.begin(), by_impl.end());
-      for (size_t g = 0; g < by_impl.size();) {
-        size_t e = g + 1;
-        while (e < by_impl.size() && by_impl[e].first == by_impl[g].first) ++e;
-        const int i = by_impl[g].second;  // the smallest index of this tensor
-        for (size_t k = g + 1; k < e; ++k) last[i] = std::max(last[i], last[by_impl[k].second]);
-        const at::Tensor& t = inputs[i];
-        if (last[i] < latest && sole_owner(t, e - g) && t.storage().use_count() == 1 && t.storage().nbytes() > 0 &&
-            t.storage().data_ptr().get() != nullptr)
-          dead.push_back(i);
-        g = e;
+    // donated inputs that die before the last buffer's writer: indices into don_groups_, by last read
+    thread_local std::vector<int> dead;
+    dead.clear();
+    if (donate && nb > 0 && !tpu_trace_recording(device_) &&
+        (don_ready_ ? don_inputs_ == inputs.size() : plan_donation(inputs, in))) {
+      for (size_t g = 0; g < don_groups_.size(); ++g) {
+        const DonGroup& d = don_groups_[g];
+        const at::Tensor& t = inputs[static_cast<size_t>(d.input)];
+        const c10::Storage& s = t.storage();
+        // one Storage handle: every input on it is this tensor (each TensorImpl holds one), so the group's size
+        // is its count; a group of another storage (a direct run() aliasing otherwise) is not donated
+        if (s.use_count() != 1 || s.nbytes() == 0 || s.data_ptr().get() == nullptr) continue;
+        bool same = true;
+        for (int32_t k = d.begin; k < d.end && same; ++k)
+          same = inputs[static_cast<size_t>(don_members_[static_cast<size_t>(k)])].storage().unsafeGetStorageImpl() ==
+                 s.unsafeGetStorageImpl();
+        if (same && sole_owner(t, static_cast<size_t>(d.end - d.begin) + 1)) dead.push_back(static_cast<int>(g));
       }
     }
     tpu_status_t st;
@@ -129,19 +118,17 @@ class CaptureHandle {
       py::gil_scoped_release no_gil;
       st = tpu_capture_run(c_, in.data(), static_cast<int>(in.size()), rec.data(), nb);
     } else {
-      std::sort(dead.begin(), dead.end(), [&](int a, int b) { return last[a] < last[b]; });
-      std::vector<int> order(static_cast<size_t>(nb));
-      for (int b = 0; b < nb; ++b) order[b] = b;
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first[a] < first[b]; });
       check_status(tpu_rt_alloc_hold_begin(device_));
       struct Hold {
         int d;
         ~Hold() { tpu_rt_alloc_hold_end(d); }
       } hold{device_};
       size_t j = 0;
-      for (int b : order) {
-        for (; j < dead.size() && last[dead[j]] < first[b]; ++j) {  // free: its last reader runs before b's writer
-          c10::StorageImpl* s = inputs[dead[j]].storage().unsafeGetStorageImpl();
+      for (int b : buf_order_) {
+        for (; j < dead.size(); ++j) {  // free: its last reader runs before b's writer
+          const DonGroup& d = don_groups_[static_cast<size_t>(dead[j])];
+          if (d.last >= life_first_[static_cast<size_t>(b)]) break;
+          c10::StorageImpl* s = inputs[static_cast<size_t>(d.input)].storage().unsafeGetStorageImpl();
           c10::DataPtr gone = s->set_data_ptr(c10::DataPtr(nullptr, s->device()));
           s->set_nbytes(0);
         }
@@ -265,7 +252,59 @@ class CaptureHandle {
   tpu_capture_t* c_;
   int device_;
   std::vector<at::Tensor> constants_;
-  std::vector<int32_t> life_last_, life_first_;  // tpu_capture_lifetimes, once (per input / per buffer)
+  // What a donating run needs that is fixed per capture (plan_donation, at the first donating run): the
+  // buffers' first writers (tpu_capture_lifetimes); the inputs grouped by storage, as the graph
+  // signature (compile_sig.cpp) fixes them: one group per storage whose last reader (the latest of its inputs')
+  // runs before the last buffer's first writer, by last reader, each the first input on that storage plus the
+  // others in don_members_[begin, end); the buffers by first writer.
+  struct DonGroup {
+    int32_t input, last, begin, end;
+  };
+  std::vector<int32_t> life_first_;
+  std::vector<DonGroup> don_groups_;
+  std::vector<int32_t> don_members_;
+  std::vector<int> buf_order_;
+  size_t don_inputs_ = 0;  // the input count the plan is for
+  bool don_ready_ = false;
+  // Makes the donation plan from these inputs (records `in`); false, nothing made, when the capture would not run
+  // them (then the run fails; this also keeps tpu_capture_lifetimes from writing past a short input vector).
+  bool plan_donation(const std::vector<at::Tensor>& inputs, const std::vector<tpu_tensor_t>& in) {
+    const int n = static_cast<int>(inputs.size()), nb = tpu_capture_num_buffers(c_);
+    if (!tpu_capture_inputs_match(c_, in.data(), n)) return false;
+    std::vector<int32_t> last(static_cast<size_t>(n)), first(static_cast<size_t>(nb));
+    check_status(tpu_capture_lifetimes(c_, last.data(), first.data()));
+    const int32_t latest = nb > 0 ? *std::max_element(first.begin(), first.end()) : -1;
+    std::vector<std::pair<const void*, int>> by_storage(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) by_storage[i] = {inputs[i].storage().unsafeGetStorageImpl(), i};
+    std::sort(by_storage.begin(), by_storage.end());
+    std::vector<DonGroup> groups;
+    std::vector<int32_t> members;
+    for (size_t g = 0; g < by_storage.size();) {
+      size_t e = g + 1;
+      while (e < by_storage.size() && by_storage[e].first == by_storage[g].first) ++e;
+      DonGroup d{by_storage[g].second, last[by_storage[g].second], static_cast<int32_t>(members.size()), 0};
+      for (size_t k = g + 1; k < e; ++k) {
+        members.push_back(by_storage[k].second);
+        d.last = std::max(d.last, last[by_storage[k].second]);
+      }
+      d.end = static_cast<int32_t>(members.size());
+      if (d.last < latest) groups.push_back(d);
+      g = e;
+    }
+    std::sort(groups.begin(), groups.end(), [](const DonGroup& a, const DonGroup& b) {
+      return a.last < b.last || (a.last == b.last && a.input < b.input);
+    });
+    std::vector<int> order(static_cast<size_t>(nb));
+    for (int b = 0; b < nb; ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first[a] < first[b]; });
+    life_first_ = std::move(first);
+    don_groups_ = std::move(groups);
+    don_members_ = std::move(members);
+    buf_order_ = std::move(order);
+    don_inputs_ = inputs.size();
+    don_ready_ = true;
+    return true;
+  }
   std::vector<OutSpec> plan_;  // set_plan
   int out_type_ = 1;
   bool plan_ready_ = false;
