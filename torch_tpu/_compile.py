@@ -418,38 +418,12 @@ class _Replay:
 
     def __init__(self, handle: Any, specs: Optional[list[tuple[str, Any]]], out_type: type, all_tensors: bool) -> None:
         self.handle, self.specs, self.out_type, self.all_tensors = handle, specs, out_type, all_tensors
-        # CaptureHandle.call does run()'s work in C++ (filter, run, outputs as the specs say); None: run() below
-        self.call: Optional[Callable[[list[Any]], Any]] = None
-        if hasattr(handle, "set_plan"):
-            handle.set_plan(specs, 1 if out_type is list else 2 if out_type is tuple else 0)
-            self.call = handle.call
-
-    def run(self, call_args: list[Any]) -> Any:
-        """Steals `call_args` (AOTAutograd's boxed convention: the list is cleared): an input nobody else holds
-        (a saved activation in a backward graph) is freed inside the run after its last reader, and the buffers
-        the run writes after that are allocated only then (see CaptureHandle.run), as op by op execution would."""
-        if self.call is not None:
-            return self.call(call_args)
-        tensors = call_args if self.all_tensors else [a for a in call_args if isinstance(a, torch.Tensor)]
-        if tensors is not call_args:
-            call_args.clear()
-        got = self.handle.run(tensors, True)
-        if self.specs is not None:
-            outs = []
-            for kind, v in self.specs:
-                if kind == "h":
-                    outs.append(got[v])
-                elif kind == "value":
-                    outs.append(v)
-                else:
-                    size, stride, dtype, device = v
-                    outs.append(torch.empty_strided(size, stride, dtype=dtype, device=device))
-            got = outs
-        if self.out_type is list:
-            return got
-        if self.out_type is tuple:
-            return tuple(got)
-        return got[0]
+        handle.set_plan(specs, 1 if out_type is list else 2 if out_type is tuple else 0)
+        # call(args) steals the list `args` (AOTAutograd's boxed convention: it is cleared) and returns the graph's
+        # outputs: an input nobody else holds (a saved activation in a backward graph) is freed inside the run after
+        # its last reader, and the buffers the run writes after that are allocated only then (CaptureHandle.run),
+        # as op by op execution would
+        self.call: Callable[[list[Any]], Any] = handle.call
 
 
 # Reads of a size from a graph input: the template's own variables (c + k*m of them is what it learns).
@@ -743,30 +717,19 @@ class CompiledGraph:
         return split.forward
 
     def __call__(self, args: list[Any]) -> Any:
-        seg = self._segment
-        if seg is not None and type(args) is list:
-            # the steady state in one frame: the signature is the last call's, whose replay takes AOTAutograd's
-            # list itself (CaptureHandle.call clears it)
-            sig = seg._signature
-            if sig is not None and seg._capture_off is None:
-                key = sig(args)
-                if key == seg._last_key and seg._last.call is not None:
-                    with _lock:
-                        _stats.calls += 1
-                        _stats.replays += 1
-                    return seg._last.call(args)
-                call_args = list(args)
-                args.clear()
-                with _lock:
-                    _stats.calls += 1
-                return seg.call(call_args, key)
-        call_args = list(args)
-        args.clear()
         with _lock:
             _stats.calls += 1
-        if seg is not None:
-            return seg.call(call_args)
-        return self._run(*call_args)
+        if self._segment is not None:
+            # the steady state is a replay that takes AOTAutograd's list itself (CaptureHandle.call clears it)
+            return self._segment.call(args if type(args) is list else _take(args))
+        return self._run(*_take(args))
+
+
+def _take(args: list[Any]) -> list[Any]:
+    """A boxed call's arguments, handed over: a new list with them, the caller's list cleared."""
+    call_args = list(args)
+    args.clear()
+    return call_args
 
 
 class _SegmentModule(torch.nn.Module):
@@ -814,16 +777,15 @@ class _Segment:
     def __call__(self, *call_args: Any) -> Any:
         return self.call(list(call_args))
 
-    def call(self, call_args: list[Any], key: Any = None) -> Any:
-        """`key`: the signature of call_args when the caller computed it already."""
+    def call(self, args: list[Any]) -> Any:
+        """Steals `args` (AOTAutograd's boxed convention: the list is cleared)."""
         if self._capture_off is None:
             if self._signature is None:
                 if _capture_api() is None:
                     self._capture_off = "the runtime has no graph capture"
-                    return self._interpret(call_args)
+                    return self._interpret(args)
                 self._signature = _signature_fn()
-            if key is None:
-                key = self._signature(call_args)
+            key = self._signature(args)
             if key == self._last_key:
                 replay = self._last
             else:
@@ -834,16 +796,17 @@ class _Segment:
             if replay is not None:
                 with _lock:
                     _stats.replays += 1
-                return replay.run(call_args)
+                return replay.call(args)
+            call_args = _take(args)
             if self._template_ready():
                 replay = self._instantiate(call_args)
                 if replay is not None and VERIFY_SIZE_TEMPLATES:
                     return self._capture(key, call_args, verify=replay)
                 if replay is not None:
                     self._keep(key, replay)
-                    return replay.run(call_args)
+                    return replay.call(call_args)
             return self._capture(key, call_args)
-        return self._interpret(call_args)
+        return self._interpret(args)
 
     def _keep(self, key: Any, replay: "_Replay") -> None:
         self._captured[key] = replay
@@ -904,7 +867,8 @@ class _Segment:
             _stats.size_instantiate_seconds += time.perf_counter() - started
         return _Replay(handle, specs, out_type, all_tensors)
 
-    def _interpret(self, call_args: list[Any]) -> Any:
+    def _interpret(self, args: list[Any]) -> Any:
+        call_args = _take(args)
         with _lock:
             _stats.interpreted_calls += 1
         return self._fn_op_by_op(*call_args)
