@@ -382,14 +382,16 @@ static int gn_x4(shlo_t* P, int x, const int64_t* d4, int dtype) { /* [N, C, I] 
   int r = shlo_reshape(P, x, 4, d4);
   return shlo_type(P, r)->dtype == dtype ? r : shlo_convert(P, r, dtype);
 }
-/* per (n, c) sums in f64 as [N, C]: k = 0 sum g, k = 1 sum g (x - mean) */
-static int gn_sums(shlo_t* P, int g, int x, int mean, const int64_t* d4, int k) {
+/* per (n, c) sums in f64 as [N, C]: sum g, sum g (x - mean) (reduced over [N, G, Cg, I], not CHANNEL_STATS' [1, N C, I]:
+ * XLA sums the two shapes in different orders, f64 results a few ulp apart) */
+static void gn_sums(shlo_t* P, int g, int x, int mean, const int64_t* d4, int* out_s1, int* out_s2) {
   static const int64_t fl[4] = {0, 0, 0, 1};
   const int F64 = TPU_DTYPE_F64;
-  int g4 = gn_x4(P, g, d4, F64), t = g4;
-  if (k) t = MUL(g4, SUB(gn_x4(P, x, d4, F64), gn_bng(P, shlo_convert(P, mean, F64), d4)));
+  int g4 = gn_x4(P, g, d4, F64);
+  int t = MUL(g4, SUB(gn_x4(P, x, d4, F64), gn_bng(P, shlo_convert(P, mean, F64), d4)));
   int64_t d2[2] = {d4[0], d4[1] * d4[2]};
-  return shlo_reshape(P, shlo_reduce(P, TPU_IR_MONOID_SUM, t, fl), 2, d2);
+  *out_s1 = shlo_reshape(P, shlo_reduce(P, TPU_IR_MONOID_SUM, g4, fl), 2, d2);
+  *out_s2 = shlo_reshape(P, shlo_reduce(P, TPU_IR_MONOID_SUM, t, fl), 2, d2);
 }
 static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
   const int tgt = (int)op->i0, bwd = tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS || tgt == TPU_IR_CUSTOM_GROUP_NORM_BWD;
@@ -400,7 +402,7 @@ static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
   if (G < 1 || C % G) return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: group norm groups"));
   const int64_t d4[4] = {N, G, C / G, I};
   const double inv = 1.0 / (double)(C / G * I);
-  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) {
+  if (tgt == TPU_IR_CUSTOM_GROUP_NORM_STATS) { /* not channel_stats over [1, N G, Cg I]: XLA's f64 sums differ (gn_sums) */
     const int dt = op->type.dtype;
     static const int64_t fl[4] = {0, 0, 1, 1};
     int x = gn_x4(P, in[0], d4, F64);
@@ -421,7 +423,8 @@ static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
   const int dt = shlo_type(P, in[bwd + 1])->dtype;
   int mean = in[bwd + 1], rstd = in[bwd + 2];
   if (tgt == TPU_IR_CUSTOM_GROUP_NORM_SUMS) {
-    int s1 = gn_sums(P, in[0], in[1], mean, d4, 0), s2 = gn_sums(P, in[0], in[1], mean, d4, 1);
+    int s1, s2;
+    gn_sums(P, in[0], in[1], mean, d4, &s1, &s2);
     static const int64_t f0[2] = {1, 0}, bd[2] = {0, 1};
     int64_t dnc[2] = {N, C}, d3n[3] = {1, N, C}, d31[3] = {1, 1, C};
     int r64 = shlo_reshape(P, shlo_bcast(P, shlo_convert(P, rstd, F64), 3, d4, bd), 2, dnc); /* [N, C] */
@@ -455,8 +458,7 @@ static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
     s1 = shlo_reshape(P, shlo_slice(P, sm, lo0, hi0, one), 2, dnc);
     s2 = shlo_reshape(P, shlo_slice(P, sm, lo1, hi1, one), 2, dnc);
   } else {
-    s1 = gn_sums(P, in[0], in[1], mean, d4, 0);
-    s2 = gn_sums(P, in[0], in[1], mean, d4, 1);
+    gn_sums(P, in[0], in[1], mean, d4, &s1, &s2);
     if (dt != F64) { s1 = shlo_convert(P, shlo_convert(P, s1, dt), F64); s2 = shlo_convert(P, shlo_convert(P, s2, dt), F64); }
   }
   /* per group in f64: t = sum_c w s; m1 = t1 / n, m2 = t2 / n rounded to dt */
