@@ -68,7 +68,7 @@ static int along(tpu_lower_ctx_t* cx, int v, int like, int cd) {
 
 /* ---------------------------------------------------------------- channel kernels */
 
-/* custom CHANNEL_STATS / CHANNEL_AFFINE (drivers/host/norm.h): result [rank, dims] of dtype dt */
+/* custom CHANNEL_STATS / CHANNEL_AFFINE or GROUP_NORM_* (drivers/host/norm.h): result [rank, dims] of dtype dt */
 static int chan_custom_i1(tpu_lower_ctx_t* cx, int target, int64_t i1, int n, const int* in, int rank,
                           const int64_t* dims, int dt) {
   tpu_ir_type_t t = {0};
@@ -84,11 +84,12 @@ static int chan_stats(tpu_lower_ctx_t* cx, int n, const int* in, int64_t B, int 
   int64_t d2[2] = {2, B};
   return chan_custom(cx, TPU_IR_CUSTOM_CHANNEL_STATS, n, in, 2, d2, dt);
 }
-/* row k of a [2, B] statistics result, as [B] */
-static int chan_row(tpu_lower_ctx_t* cx, int st, int k, int64_t B) {
+/* row k of a [2, dims] statistics result ([2, B] CHANNEL_STATS, [2, N, G] GROUP_NORM_STATS), as [dims] */
+static int chan_row(tpu_lower_ctx_t* cx, int st, int k, int rank, const int64_t* dims) {
   if (st < 0) return -1;
-  int64_t lo[2] = {k, 0}, hi[2] = {k + 1, B}, one[2] = {1, 1};
-  return tpu_ir_reshape(G, tpu_ir_slice(G, st, lo, hi, one), 1, &B);
+  int64_t lo[3] = {k, 0, 0}, hi[3] = {k + 1}, one[3] = {1, 1, 1};
+  for (int d = 0; d < rank; ++d) hi[1 + d] = dims[d];
+  return tpu_ir_reshape(G, tpu_ir_slice(G, st, lo, hi, one), rank, dims);
 }
 /* u3 a + c, or u3 a + v3 b + c (v3 < 0: the first) over [A, B, I], reshaped to `like`'s shape */
 static int chan_affine(tpu_lower_ctx_t* cx, int u3, int v3, int a, int b, int c, int like) {
@@ -146,8 +147,8 @@ static tpu_status_t lw_batch_norm(tpu_lower_ctx_t* cx, const bn_spec_t* sp) {
   int x3 = chan ? tpu_ir_reshape(G, x, 3, d3) : -1;
   if (training && chan) {
     int st = chan_stats(cx, 1, &x3, C, dt);
-    mean = chan_row(cx, st, 0, C);
-    var = chan_row(cx, st, 1, C);
+    mean = chan_row(cx, st, 0, 1, &C);
+    var = chan_row(cx, st, 1, 1, &C);
     invstd = BIN(DIV, lw_const_like(cx, 1.0, var), UN(SQRT, BIN(ADD, var, lw_bcast_like(cx, eps, var))));
   } else if (training) {
     int cn = lw_const(cx, (double)n, dt, 1, &C);
@@ -268,7 +269,7 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
     int x3 = tpu_ir_reshape(G, x, 3, d3), g3 = tpu_ir_reshape(G, g, 3, d3);
     int in[3] = {g3, x3, mean};
     int st = chan_stats(cx, 3, in, C, dt);
-    int sg = chan_row(cx, st, 0, C), sgx = chan_row(cx, st, 1, C); /* sum g, sum g (x - mean) */
+    int sg = chan_row(cx, st, 0, 1, &C), sgx = chan_row(cx, st, 1, 1, &C); /* sum g, sum g (x - mean) */
     int r = -1;
     if (out_present(cx, 0)) {
       int scale = invstd;
@@ -310,18 +311,6 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
 
 /* ---------------------------------------------------------------- group norm */
 
-/* a group-norm custom target (drivers/host/norm.h) of result [rank, dims] in dtype dt */
-static int gn_custom(tpu_lower_ctx_t* cx, int target, int64_t bits, int n, const int* in, int rank, const int64_t* dims,
-                     int dt) {
-  return chan_custom_i1(cx, target, bits, n, in, rank, dims, dt);
-}
-/* row k of GROUP_NORM_STATS' [2, N, G] result, as [N, G] */
-static int gn_row(tpu_lower_ctx_t* cx, int st, int k, const int64_t* d2) {
-  if (st < 0) return -1;
-  int64_t lo[3] = {k, 0, 0}, hi[3] = {k + 1, d2[0], d2[1]}, one[3] = {1, 1, 1};
-  return tpu_ir_reshape(G, tpu_ir_slice(G, st, lo, hi, one), 2, d2);
-}
-
 /* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N,G], rstd [N,G]) */
 static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
@@ -331,22 +320,21 @@ static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected number of channels in input to be divisible by num_groups, but got input of shape [%lld, %lld] and num_groups=%lld",
                    (long long)N, (long long)C, (long long)Gp);
   int64_t d4[4] = {N, Gp, C / Gp, HW}, fl[4] = {0, 0, 1, 1}, n = (C / Gp) * HW;
-  if (!lw_is_none(cx, 1) && (lw_rank_of(cx, 1) != 1 || lw_sizes_of(cx, 1)[0] != C))
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected weight to be a vector of size equal to the number of channels in input, but got weight of shape [%lld] and input of shape [%lld, %lld]",
-                   (long long)(lw_rank_of(cx, 1) == 1 ? lw_sizes_of(cx, 1)[0] : -1), (long long)N, (long long)C);
-  if (!lw_is_none(cx, 2) && (lw_rank_of(cx, 2) != 1 || lw_sizes_of(cx, 2)[0] != C))
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected bias to be a vector of size equal to the number of channels in input, but got bias of shape [%lld] and input of shape [%lld, %lld]",
-                   (long long)(lw_rank_of(cx, 2) == 1 ? lw_sizes_of(cx, 2)[0] : -1), (long long)N, (long long)C);
+  static const char* const names[3] = {NULL, "weight", "bias"};
+  for (int k = 1; k <= 2; ++k)
+    if (!lw_is_none(cx, k) && (lw_rank_of(cx, k) != 1 || lw_sizes_of(cx, k)[0] != C))
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected %s to be a vector of size equal to the number of channels in input, but got %s of shape [%lld] and input of shape [%lld, %lld]",
+                     names[k], names[k], (long long)(lw_rank_of(cx, k) == 1 ? lw_sizes_of(cx, k)[0] : -1), (long long)N, (long long)C);
   if (N > 0 && C > 0 && HW > 0) { /* the host's group-norm kernels: statistics, then one pass for y */
     int64_t d3[3] = {N, C, HW}, d2[2] = {N, Gp}, ds[3] = {2, N, Gp};
     int x0 = lw_input(cx, 0, half_ok(cx, 0, dt) ? -1 : dt); /* bf16 / f16 read as they are, y in their dtype */
     int x3 = tpu_ir_reshape(G, x0, 3, d3);
-    int st = gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM_STATS, 0, 2, (int[]){x3, lw_scalar(cx, 7, TPU_DTYPE_F64)}, 3, ds, dt);
-    int mean = gn_row(cx, st, 0, d2), rstd = gn_row(cx, st, 1, d2);
+    int st = chan_custom_i1(cx, TPU_IR_CUSTOM_GROUP_NORM_STATS, 0, 2, (int[]){x3, lw_scalar(cx, 7, TPU_DTYPE_F64)}, 3, ds, dt);
+    int mean = chan_row(cx, st, 0, 2, d2), rstd = chan_row(cx, st, 1, 2, d2);
     int in[5] = {x3, mean, rstd}, n = 3, bits = 0;
     for (int k = 0; k < 2; ++k)
       if (!lw_is_none(cx, 1 + k)) { in[n++] = lw_input(cx, 1 + k, dt); bits |= 1 << k; }
-    int y = x3 < 0 ? -1 : gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM, bits, n, in, 3, d3, type_of(cx, x3).dtype);
+    int y = x3 < 0 ? -1 : chan_custom_i1(cx, TPU_IR_CUSTOM_GROUP_NORM, bits, n, in, 3, d3, type_of(cx, x3).dtype);
     tpu_ir_type_t xt = type_of(cx, x0);
     lw_output(cx, 0, y < 0 ? -1 : tpu_ir_reshape(G, y, xt.rank, xt.dims));
     lw_output(cx, 1, mean);
@@ -388,12 +376,12 @@ static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
     int x3 = tpu_ir_reshape(G, x0, 3, d3), g3 = tpu_ir_reshape(G, lw_input(cx, 0, nat ? -1 : dt), 3, d3);
     int mean = tpu_ir_reshape(G, lw_input(cx, 2, dt), 2, d2), rstd = tpu_ir_reshape(G, lw_input(cx, 3, dt), 2, d2);
     const int want_w = out_present(cx, 1), want_b = out_present(cx, 2);
-    int sums = want_w || want_b ? gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM_SUMS, 0, 4, (int[]){g3, x3, mean, rstd}, 3, dsm, dt) : -1;
+    int sums = want_w || want_b ? chan_custom_i1(cx, TPU_IR_CUSTOM_GROUP_NORM_SUMS, 0, 4, (int[]){g3, x3, mean, rstd}, 3, dsm, dt) : -1;
     if (out_present(cx, 0)) {
       int in[6] = {g3, x3, mean, rstd}, n = 4, bits = 0;
       if (!lw_is_none(cx, 4)) { in[n++] = lw_input(cx, 4, dt); bits |= 1; }
       if (sums >= 0) { in[n++] = sums; bits |= 2; }
-      int dx = x3 < 0 ? -1 : gn_custom(cx, TPU_IR_CUSTOM_GROUP_NORM_BWD, bits, n, in, 3, d3, type_of(cx, x3).dtype);
+      int dx = x3 < 0 ? -1 : chan_custom_i1(cx, TPU_IR_CUSTOM_GROUP_NORM_BWD, bits, n, in, 3, d3, type_of(cx, x3).dtype);
       tpu_ir_type_t xt = type_of(cx, x0);
       lw_output(cx, 0, dx < 0 ? -1 : tpu_ir_reshape(G, dx, xt.rank, xt.dims));
     } else {
