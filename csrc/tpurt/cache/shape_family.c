@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cache/hash.h"
-#include "compiler/compiler.h"
 #include "ir/symshape.h"
 #include "runtime/runtime.h"
 
@@ -161,17 +160,6 @@ static int syms_of(const fam_t* f, const int64_t* slots, int64_t* syms) {
   return 1;
 }
 
-/* A reduce over more than TPU_COMPILER_REDUCE_GUARD_BYTES: the passes' reduce-fusion guard may decide
- * differently at this size than at the samples' sizes, so such a graph is compiled in full and not learned. */
-static int has_big_reduce(const tpu_ir_graph_t* g) {
-  for (int v = 0; v < g->n_ops; ++v) {
-    if (g->ops[v].opcode != TPU_IR_REDUCE) continue;
-    const tpu_ir_type_t* t = tpu_ir_type(g, tpu_ir_operand(g, v, 0));
-    if (tpu_ir_numel(t) * (int64_t)tpu_dtype_size(t->dtype) > TPU_COMPILER_REDUCE_GUARD_BYTES) return 1;
-  }
-  return 0;
-}
-
 int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* slots, int n_slots,
                          const tpu_lower_ctx_t* cx, tpu_ir_graph_t* out_post) {
   if (!tpu_shape_family_enabled() || n_slots <= 0 || n_slots > TPU_SHAPE_FAMILY_MAX_SLOTS) return -1;
@@ -184,7 +172,7 @@ int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* sl
     r = -1;
     goto out;
   }
-  if (f->strikes >= MAX_STRIKES || f->n_slots != n_slots || has_big_reduce(&cx->g)) { r = -1; goto out; }
+  if (f->strikes >= MAX_STRIKES || f->n_slots != n_slots) { r = -1; goto out; }
   /* no sample yet: a second size is the first sample; the first size again (the memory level dropped it) is not */
   if (!f->tpre && !f->have_sample) {
     if (!memcmp(f->slots0, slots, (size_t)n_slots * sizeof(int64_t))) r = -1;

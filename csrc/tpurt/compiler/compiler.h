@@ -18,9 +18,10 @@
  * round trip folds only when it is the identity for every value (integers and bool
  * through a type that holds them, never floats: a signaling NaN would come back quiet);
  * constants fold by running the host driver itself on the rank-0 operands. Values read by
- * library kernels (a reduce sums in an order that depends on its operand's layout and on
- * whether its producer is fused) are only shared or kept, and a final guard keeps every
- * large reduce's producer fused or materialized exactly as in the input graph (README.md).
+ * library kernels (a reduce sums in an order that depends on its operand's layout) are only
+ * shared or kept, and a final guard keeps the original graph if a library op would start or
+ * stop reading a graph output (written in the output tensor's layout; README.md). Whether a
+ * reduce's producer is fused into it does not change its sum (tpu_host_reduce_plan).
  *
  * Passes keep every parameter and runtime scalar (their numbering is the binding order),
  * only drop or share computed values. Not thread-safe per graph; distinct graphs may be
@@ -31,11 +32,6 @@
 
 #include "drivers/host/host.h"
 #include "ir/ir.h"
-
-/* Reduces over operands above this many bytes are where the passes may change the result's summation order
- * (the host plan sums a fused producer block by block): pipeline.c's guard checks them, and size templates
- * (cache/shape_family.c) never instantiate a graph holding one. */
-#define TPU_COMPILER_REDUCE_GUARD_BYTES ((int64_t)1 << 20)
 
 typedef struct tpu_compiler_stats_s {
   int32_t ops_before, ops_after;  /* graph sizes around the passes */

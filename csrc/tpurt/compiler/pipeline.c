@@ -17,78 +17,24 @@ static const struct { const char* name; pass_fn fn; size_t stat; } kPasses[] = {
   {"dce", tpu_pass_dce, offsetof(tpu_compiler_stats_t, dce_removed)},
 };
 
-/* ---- reduce-fusion guard. The host plan evaluates an elementwise producer read only by one
- * reduce (and not an output) block by block inside it; above a few MiB that sums in another
- * order than a reduce of the materialized tensor. CSE and DCE change readers counts (and
- * canonicalize can hand a reduce another producer), so after the passes each reduce must see
- * the same fused/materialized status as before: a producer that became fused gets a dangling
- * view (it stays materialized); any other change keeps the original graph. */
-#define GUARD_BYTES TPU_COMPILER_REDUCE_GUARD_BYTES /* the driver materializes whole below 4 MiB: margin */
-static int32_t* count_readers(const tpu_ir_graph_t* g) {
-  int32_t* n = calloc((size_t)(g->n_ops ? g->n_ops : 1), sizeof(int32_t));
-  if (!n) return NULL;
-  for (int v = 0; v < g->n_ops; ++v)
-    for (int k = 0; k < g->ops[v].n_in; ++k) n[tpu_ir_operand(g, v, k)]++;
-  for (int k = 0; k < g->n_outputs; ++k) n[g->outputs[k]] += 2;
-  return n;
-}
-static int fused_into(const tpu_ir_graph_t* g, const int32_t* readers, int r) {
-  int p = tpu_ir_operand(g, r, 0);
-  return (tpu_ir_is_elementwise(g->ops[p].opcode) || tpu_ir_custom_elementwise(g, p)) && readers[p] == 1;
-}
-/* An elementwise custom call (tpu_ir_custom_elementwise) read only by the reduce is fused by the host plan
- * only when it has a member operand (and custom fusion is on), which depends on its operands' readers: the
- * guard cannot tell, so such a producer must keep its operands' reader counts, or the original is used. */
-static int custom_producer_same(const tpu_ir_graph_t* g, const int32_t* rn, int r, const tpu_ir_graph_t* orig,
-                                const int32_t* ro, int r0) {
-  int p = tpu_ir_operand(g, r, 0), p0 = tpu_ir_operand(orig, r0, 0);
-  int cn = tpu_ir_custom_elementwise(g, p), co = tpu_ir_custom_elementwise(orig, p0);
-  if (!cn && !co) return 1;
-  if (cn != co || g->ops[p].n_in != orig->ops[p0].n_in || g->ops[p].i0 != orig->ops[p0].i0) return 0;
-  for (int k = 0; k < g->ops[p].n_in; ++k) {
-    int u = tpu_ir_operand(g, p, k), u0 = tpu_ir_operand(orig, p0, k);
-    if (rn[u] != ro[u0] || g->ops[u].opcode != orig->ops[u0].opcode) return 0;
-  }
-  return 1;
-}
-/* 1: g is fine (maybe with dangling views added), 0: use the original, -1: out of memory. */
-static int guard_reduce_fusion(tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, const int32_t* origin) {
-  int32_t* ro = count_readers(orig);
-  int32_t* rn = count_readers(g);
-  int ok = ro && rn ? 1 : -1;
-  int n = g->n_ops;
-  /* A value that is a graph output is written straight into the output tensor (its layout);
-   * a library op reading it then reads that layout instead of a contiguous temporary. */
-  for (int r = 0; r < n && ok == 1; ++r) {
+/* ---- output-layout guard. A graph output is written straight into the output tensor (its layout), so
+ * a library op reading it reads that layout instead of a contiguous temporary, and a reduce sums in an
+ * order that depends on its operand's strides: each library op must read outputs exactly where it did
+ * in the input graph, or the original graph is kept. (Whether a reduce's elementwise producer is fused
+ * does not matter: the host driver sums it in the same slabs either way, tpu_host_reduce_plan.) */
+static int library_reads_same(const tpu_ir_graph_t* g, const tpu_ir_graph_t* orig, const int32_t* origin) {
+  for (int r = 0; r < g->n_ops; ++r) {
     int oc = g->ops[r].opcode, r0 = origin[r];
     if (tpu_ir_is_elementwise(oc) || tpu_ir_is_view(oc) || g->ops[r].n_in == 0 || r0 < 0) continue;
-    if (orig->ops[r0].opcode != oc || orig->ops[r0].n_in != g->ops[r].n_in) { ok = 0; break; }
-    for (int k = 0; k < g->ops[r].n_in && ok == 1; ++k) {
+    if (orig->ops[r0].opcode != oc || orig->ops[r0].n_in != g->ops[r].n_in) return 0;
+    for (int k = 0; k < g->ops[r].n_in; ++k) {
       int p = tpu_ir_operand(g, r, k), p0 = tpu_ir_operand(orig, r0, k), on = 0, oo = 0;
       for (int j = 0; j < g->n_outputs; ++j) on |= g->outputs[j] == p;
       for (int j = 0; j < orig->n_outputs; ++j) oo |= orig->outputs[j] == p0;
-      if (on != oo) ok = 0;
+      if (on != oo) return 0;
     }
   }
-  for (int r = 0; r < n && ok == 1; ++r) {
-    if (g->ops[r].opcode != TPU_IR_REDUCE) continue;
-    int r0 = origin[r];
-    const tpu_ir_type_t* t = tpu_ir_type(orig, r0 >= 0 ? tpu_ir_operand(orig, r0, 0) : 0);
-    if (r0 < 0 || orig->ops[r0].opcode != TPU_IR_REDUCE) { ok = 0; break; }
-    if (tpu_ir_numel(t) * (int64_t)tpu_dtype_size(t->dtype) <= GUARD_BYTES) continue;
-    int fo = fused_into(orig, ro, r0), fn = fused_into(g, rn, r);
-    if (fo && fn && !custom_producer_same(g, rn, r, orig, ro, r0)) { ok = 0; break; }
-    if (fo == fn) continue;
-    if (fo) { ok = 0; break; }
-    int p = tpu_ir_operand(g, r, 0);
-    const tpu_ir_type_t* tp = tpu_ir_type(g, p);
-    int64_t flat[2] = {1, tpu_ir_numel(tp)};
-    if (tp->rank == 1) tpu_ir_reshape(g, p, 2, flat); else tpu_ir_reshape(g, p, 1, &flat[1]);
-    rn[p]++;
-    if (g->status) ok = -1;
-  }
-  free(ro); free(rn);
-  return ok;
+  return 1;
 }
 
 static int verify_from_env(void) {
@@ -139,10 +85,9 @@ tpu_status_t tpu_compiler_run_ex(tpu_ir_graph_t* g, const char* name, int verify
     }
     if (!total) break;
   }
-  int keep = err ? 1 : guard_reduce_fusion(g, &orig, origin);
+  int keep = err ? 1 : library_reads_same(g, &orig, origin);
   free(origin);
-  if (keep < 0) err = TPU_ERR(OUT_OF_MEMORY, "compiler: out of host memory");
-  if (!err && keep == 0) { /* the passes would change a reduction's order: keep the original */
+  if (!err && keep == 0) { /* the passes would change a library op's operand layout: keep the original */
     tpu_ir_graph_free(g);
     *g = orig;
     tpu_ir_graph_init(&orig);

@@ -525,13 +525,22 @@ static void test_shape_families(void) {
   tpu_shape_family_stats(&f0);
   CHECK(f0.instantiated - f1.instantiated == 6, "after a size 1, new sizes instantiated (%llu of 6)",
         (unsigned long long)(f0.instantiated - f1.instantiated));
-  /* a reduce over more than TPU_COMPILER_REDUCE_GUARD_BYTES (the passes' guard decides by size): compiled in full */
-  float* big = malloc((size_t)60000 * 5 * sizeof(float));
-  run_mean_add(60000, 1, m_on, big);
+  /* a reduce over more than 4 MiB (summed in slabs, fused producer or not: tpu_host_reduce_plan) is instantiated
+   * like any other size, with the bits of a full compile */
+  enum { NBIG = 300000 }; /* 6 MB of f32 */
+  float* big_on = malloc((size_t)NBIG * 5 * sizeof(float));
+  float* big_off = malloc((size_t)NBIG * 5 * sizeof(float));
+  uint64_t seed = g_rng;
+  run_mean_add(NBIG, 1, m_on, big_on);
   tpu_shape_family_stats(&f1);
-  CHECK(f1.instantiated - f0.instantiated == 1, "a 1.2 MB mean compiled in full, its add instantiated (%llu)",
+  g_rng = seed;
+  tpu_exec_cache_clear();
+  run_mean_add(NBIG, 0, m_off, big_off);
+  CHECK(f1.instantiated - f0.instantiated == 2, "a 6 MB mean and its add instantiated (%llu)",
         (unsigned long long)(f1.instantiated - f0.instantiated));
-  free(big);
+  CHECK(!memcmp(m_on, m_off, sizeof m_on) && !memcmp(big_on, big_off, (size_t)NBIG * 5 * 4),
+        "the 6 MB mean: the same bits with and without the templates");
+  free(big_on); free(big_off);
   tpu_shape_family_set_enabled(was);
 }
 

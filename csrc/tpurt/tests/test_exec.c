@@ -540,6 +540,84 @@ static void test_custom_members(int64_t R, int64_t C, int transposed, int serial
   tpu_ir_graph_free(&g);
 }
 
+/* A reduce over more than 4 MiB sums in slabs (tpu_host_reduce_plan): its elementwise producer fused into it
+ * (evaluated slab by slab) and the same producer materialized first (a dangling reshape gives it a second reader)
+ * must give the same bits, serially and on the pool, and both stay close to a double reference. x is read
+ * transposed (stored [c, b, a]) or contiguous; p = x * x + x, summed (or maxed) over `red`. */
+static void test_fused_reduce_slabs(int dt, int monoid, const int64_t* dims, const int64_t* red, int transposed,
+                                    int expect_slabs) {
+  int64_t n = dims[0] * dims[1] * dims[2], es = (int64_t)tpu_dtype_size(dt);
+  tpu_host_exe_t* e[2] = {NULL, NULL};
+  tpu_ir_graph_t g[2];
+  int ok = 1, r = 0;
+  for (int k = 0; k < 2; ++k) {
+    tpu_ir_graph_init(&g[k]);
+    int x = tpu_ir_param(&g[k], dt, 3, dims);
+    int p = tpu_ir_binary(&g[k], TPU_IR_ADD, tpu_ir_binary(&g[k], TPU_IR_MUL, x, x), x);
+    if (k) tpu_ir_reshape(&g[k], p, 1, &n); /* dangling: p materialized */
+    int rk = tpu_ir_reduce(&g[k], monoid, p, red);
+    if (!k) r = rk;
+    tpu_ir_output(&g[k], rk);
+    ok = ok && g[k].status == TPU_OK && tpu_host_compile(&g[k], &e[k]) == TPU_OK;
+  }
+  CHECK(ok, "slab reduce graphs compile");
+  const tpu_ir_type_t* ot = &g[0].ops[r].type;
+  int64_t on = tpu_ir_numel(ot);
+  char* xb = malloc((size_t)(n * es));
+  char* out[2][3];
+  for (int k = 0; k < 2; ++k) for (int m = 0; m < 3; ++m) out[k][m] = calloc((size_t)on, 8);
+  fill(xb, dt, n);
+  tpu_host_view_t xv = {xb, dt, 3, {dims[0], dims[1], dims[2]},
+                        {transposed ? 1 : dims[1] * dims[2], transposed ? dims[0] : dims[2],
+                         transposed ? dims[0] * dims[1] : 1}};
+  tpu_host_view_t ov = {NULL, ot->dtype, ot->rank, {0}, {0}};
+  for (int d = ot->rank - 1, st = 1; d >= 0; --d) { ov.sizes[d] = ot->dims[d]; ov.strides[d] = st; st *= (int)ot->dims[d]; }
+  tpu_host_view_t pv = {NULL, dt, 3, {dims[0], dims[1], dims[2]}, {dims[1] * dims[2], dims[2], 1}};
+  tpu_ir_op_t rop = g[0].ops[r];
+  tpu_host_reduce_plan_t plan;
+  CHECK(tpu_host_reduce_plan(&rop, &pv, &ov, &plan) == expect_slabs, "slab plan %d expected for %lldx%lldx%lld",
+        expect_slabs, (long long)dims[0], (long long)dims[1], (long long)dims[2]);
+  for (int k = 0; k < 2 && ok; ++k)
+    for (int m = 0; m < 3 && ok; ++m) {
+      tpu_host_view_t o = ov;
+      o.data = out[k][m];
+      ok = run(e[k], &xv, NULL, &o, m) == TPU_OK;
+    }
+  int same = ok;
+  for (int k = 0; k < 2; ++k) for (int m = 0; m < 3; ++m) same &= !memcmp(out[0][0], out[k][m], (size_t)(on * (int64_t)tpu_dtype_size(ot->dtype)));
+  CHECK(same, "fused and materialized producers sum alike: dtype %s %lldx%lldx%lld red %lld%lld%lld transposed %d",
+        tpu_dtype_name(dt), (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)red[0],
+        (long long)red[1], (long long)red[2], transposed);
+  /* a double reference over a few outputs (every output would be slow for 4M-element sums) */
+  int close = ok;
+  for (int64_t o = 0; o < on && close; o += TPU_MAX(1, on / 5)) {
+    int64_t oi[3] = {0, 0, 0}, rem = o;
+    for (int d = 2; d >= 0; --d) if (!red[d]) { oi[d] = rem % dims[d]; rem /= dims[d]; }
+    double acc = monoid == TPU_IR_MONOID_MAX ? -INFINITY : 0, mag = 0;
+    for (int64_t i = red[0] ? 0 : oi[0]; i < (red[0] ? dims[0] : oi[0] + 1); ++i)
+      for (int64_t j = red[1] ? 0 : oi[1]; j < (red[1] ? dims[1] : oi[1] + 1); ++j)
+        for (int64_t l = red[2] ? 0 : oi[2]; l < (red[2] ? dims[2] : oi[2] + 1); ++l) {
+          int64_t xi = i * xv.strides[0] + j * xv.strides[1] + l * xv.strides[2];
+          double v;
+          if (dt == TPU_DTYPE_I64) { int64_t a = tpu_host_load_i64(xb + xi * es, dt); v = (double)(a * a + a); }
+          else if (dt == TPU_DTYPE_F64) { double a = tpu_host_load_f64(xb + xi * es, dt); v = a * a + a; }
+          else { float a = (float)tpu_host_load_f64(xb + xi * es, dt), q = a * a + a;
+                 char t[8]; tpu_host_store_f64(t, dt, q); v = tpu_host_load_f64(t, dt); } /* rounded as the op */
+          acc = monoid == TPU_IR_MONOID_MAX ? (v > acc ? v : acc) : acc + v;
+          mag += fabs(v);
+        }
+    double got = dt == TPU_DTYPE_I64 ? (double)tpu_host_load_i64(out[0][0] + o * 8, ot->dtype)
+                                     : tpu_host_load_f64(out[0][0] + o * (int64_t)tpu_dtype_size(ot->dtype), ot->dtype);
+    double tol = dt == TPU_DTYPE_F64 ? 1e-13 * mag : dt == TPU_DTYPE_F32 ? 1e-7 * mag + 1e-7 * fabs(acc)
+                 : dt == TPU_DTYPE_I64 ? 0 : 1e-2 * fabs(acc) + 1e-6 * mag;
+    close = fabs(got - acc) <= tol;
+    if (!close) printf("  output %lld: %.17g vs reference %.17g\n", (long long)o, got, acc);
+  }
+  CHECK(close, "slab reduce close to a double reference: dtype %s", tpu_dtype_name(dt));
+  for (int k = 0; k < 2; ++k) { for (int m = 0; m < 3; ++m) free(out[k][m]); tpu_host_exe_free(e[k]); tpu_ir_graph_free(&g[k]); }
+  free(xb);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
@@ -563,6 +641,19 @@ int main(void) {
   test_reduce_chunking(37, 2053);
   test_reduce_chunking(3, 300001);
   test_reduce_chunking(4001, 17);
+  {
+    const int64_t F = TPU_DTYPE_F32, D = TPU_DTYPE_F64, I = TPU_DTYPE_I64, B = TPU_DTYPE_BF16, S = TPU_IR_MONOID_SUM;
+    const int64_t d1[3] = {1, 600, 1031}, d2[3] = {3, 500, 1001}, d3[3] = {2100, 1, 1031}, d4[3] = {5, 7, 3};
+    const struct { int64_t dt, m; const int64_t *dims; int64_t red[3]; int slabs; } C[] = {
+      {D, S, d1, {0, 1, 0}, 1}, {D, S, d1, {0, 0, 1}, 1}, {D, S, d1, {1, 1, 1}, 1},      /* reduced / kept d0, all */
+      {F, S, d2, {1, 0, 1}, 1}, {F, S, d2, {0, 1, 1}, 1}, {F, S, d2, {1, 1, 1}, 1},      /* 2 MB rows: 1-row slabs */
+      {F, S, d2, {1, 0, 0}, 0},                                      /* partials as big as x: summed whole */
+      {F, TPU_IR_MONOID_MAX, d2, {1, 1, 0}, 1}, {B, S, d3, {1, 0, 0}, 1}, {I, S, d1, {0, 1, 1}, 1},
+      {F, S, d4, {1, 0, 1}, 0},                                      /* small: whole */
+    };
+    for (int i = 0; i < (int)TPU_ARRAY_LEN(C); ++i)
+      for (int t = 0; t < 2; ++t) test_fused_reduce_slabs((int)C[i].dt, (int)C[i].m, C[i].dims, C[i].red, t, C[i].slabs);
+  }
   for (int serial = 0; serial < 3; ++serial) {
     test_reshape_outputs(1, serial);
     test_reshape_outputs(333, serial);

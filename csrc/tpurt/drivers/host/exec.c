@@ -1271,84 +1271,41 @@ static tpu_status_t run_dot_epilogue(const tpu_host_exe_t* e, int d, int r, val_
   return st;
 }
 
-/* reduce(cluster) without materializing the cluster: blocks along the first non-unit dim
- * of the cluster's shape, each evaluated into a ~1 MiB temporary that stays in L2.
- * Blocking a kept dim writes each block's slice of the output; blocking a reduced dim
- * writes per-block partials (f64 for floats, i64 otherwise), combined by a final reduce. */
-#define FUSED_BLOCK_BYTES ((int64_t)1 << 20)
+/* reduce(cluster) without materializing the cluster: kernels.c's slab plan for a reduce of the
+ * materialized (row-major) cluster, each slab evaluated into a ~1 MiB temporary that stays in L2,
+ * so the sums are those of the unfused plan (tpu_host_reduce_plan). */
+typedef struct { const tpu_host_exe_t* e; int u, nleaf, d0; const tpu_host_view_t* leaf; tpu_host_view_t lb[64]; } slab_job_t;
+static tpu_status_t fill_slab(void* ctx, int64_t row0, tpu_host_view_t* blk) {
+  slab_job_t* J = ctx;
+  for (int j = 0; j < J->nleaf; ++j) {
+    J->lb[j] = J->leaf[j];
+    J->lb[j].data += row0 * J->leaf[j].strides[J->d0] * (int64_t)tpu_dtype_size(J->leaf[j].dtype);
+    J->lb[j].sizes[J->d0] = blk->sizes[J->d0];
+  }
+  return run_cluster_leaves(J->e, J->u, J->lb, blk);
+}
 static tpu_status_t run_fused_reduce(const tpu_host_exe_t* e, int v, int u, val_t* vals,
                                      const tpu_host_view_t* dst, scratch_t* s) {
   const tpu_ir_op_t* op = &e->g.ops[v];
   const tpu_ir_type_t* S = &e->g.ops[u].type;
-  int nleaf = e->leaf_cnt[u], R = S->rank;
+  int nleaf = e->leaf_cnt[u];
   if (nleaf > 64) return TPU_ERR(UNSUPPORTED, "host: elementwise cluster with %d inputs", nleaf);
-  tpu_host_view_t leaf[64], lb[64];
+  tpu_host_view_t leaf[64], full;
   const int32_t* lv = e->leaves + e->leaf_off[u];
   for (int j = 0; j < nleaf; ++j) { leaf[j] = vals[lv[j]].v; leaf_bcast(&leaf[j], S->rank, S->dims); }
-  int64_t total = tpu_ir_numel(S), es = (int64_t)tpu_dtype_size(S->dtype);
-  int d0 = -1;
-  for (int d = 0; d < R && d0 < 0; ++d) if (S->dims[d] > 1) d0 = d;
-  int64_t row = d0 >= 0 ? total / S->dims[d0] : total;
-  int64_t B = d0 >= 0 ? TPU_MAX(1, FUSED_BLOCK_BYTES / es / TPU_MAX(row, 1)) : 1;
-  int64_t nb = d0 >= 0 ? (S->dims[d0] + B - 1) / B : 1;
-  if (total == 0 || d0 < 0 || nb <= 1 || total * es <= 4 * FUSED_BLOCK_BYTES) {
-    /* small: materialize whole */
-    char* buf = scratch_alloc_until(s, (size_t)(total * es), v);
-    if (!buf) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
-    tpu_host_view_t full;
-    view_contiguous(&full, buf, S);
+  view_contiguous(&full, NULL, S);
+  tpu_host_reduce_plan_t p;
+  if (!tpu_host_reduce_plan(op, &full, dst, &p)) { /* summed whole: materialize it */
+    full.data = scratch_alloc_until(s, (size_t)tpu_ir_numel(S) * tpu_dtype_size(S->dtype), v);
+    if (!full.data) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
     TPU_RETURN_IF_ERROR(run_cluster_leaves(e, u, leaf, &full));
     return tpu_host_k_reduce(op, &full, dst);
   }
-  char* blk = scratch_alloc_until(s, (size_t)(B * row * es), v);
-  if (!blk) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
-  tpu_ir_type_t bt = *S;
-  int kept_d0 = !op->a[0][d0];
-  int od = 0; /* output dim of d0 when it is kept */
-  for (int d = 0; d < d0; ++d) od += !op->a[0][d];
-  tpu_host_view_t P, pv;
-  tpu_ir_type_t pt;
-  if (!kept_d0) {
-    memset(&pt, 0, sizeof pt);
-    pt.dtype = tpu_dtype_is_floating(S->dtype) && op->i0 != TPU_IR_MONOID_AND && op->i0 != TPU_IR_MONOID_OR
-                   ? TPU_DTYPE_F64 : TPU_DTYPE_I64;
-    pt.rank = dst->rank + 1;
-    if (pt.rank > TPU_MAX_DIMS) return TPU_ERR(UNSUPPORTED, "host: fused reduce rank");
-    pt.dims[0] = nb;
-    for (int d = 0; d < dst->rank; ++d) pt.dims[d + 1] = dst->sizes[d];
-    char* pb = scratch_alloc_until(s, (size_t)(tpu_ir_numel(&pt) * 8), v);
-    if (!pb) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
-    view_contiguous(&P, pb, &pt);
-  }
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t b0 = i * B, len = TPU_MIN(B, S->dims[d0] - b0);
-    for (int j = 0; j < nleaf; ++j) {
-      lb[j] = leaf[j];
-      lb[j].data += b0 * leaf[j].strides[d0] * (int64_t)tpu_dtype_size(leaf[j].dtype);
-      lb[j].sizes[d0] = len;
-    }
-    bt.dims[d0] = len;
-    tpu_host_view_t bv;
-    view_contiguous(&bv, blk, &bt);
-    TPU_RETURN_IF_ERROR(run_cluster_leaves(e, u, lb, &bv));
-    if (kept_d0) {
-      tpu_host_view_t ob = *dst;
-      ob.data += b0 * dst->strides[od] * (int64_t)tpu_dtype_size(dst->dtype);
-      ob.sizes[od] = len;
-      TPU_RETURN_IF_ERROR(tpu_host_k_reduce(op, &bv, &ob));
-    } else {
-      pv = P;
-      pv.rank = P.rank - 1;
-      for (int d = 0; d < pv.rank; ++d) { pv.sizes[d] = P.sizes[d + 1]; pv.strides[d] = P.strides[d + 1]; }
-      pv.data = P.data + i * P.strides[0] * 8;
-      TPU_RETURN_IF_ERROR(tpu_host_k_reduce(op, &bv, &pv));
-    }
-  }
-  if (kept_d0) return TPU_OK;
-  tpu_ir_op_t comb = *op;
-  memset(comb.a[0], 0, sizeof(comb.a[0]));
-  comb.a[0][0] = 1;
-  return tpu_host_k_reduce(&comb, &P, dst);
+  char* blk = scratch_alloc_until(s, (size_t)p.block_bytes, v);
+  char* pb = p.kept ? NULL : scratch_alloc_until(s, (size_t)p.partial_bytes, v);
+  if (!blk || (!p.kept && !pb)) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a temporary");
+  slab_job_t J = {.e = e, .u = u, .nleaf = nleaf, .d0 = p.d0, .leaf = leaf};
+  return tpu_host_k_reduce_blocks(op, &p, &full, fill_slab, &J, blk, pb, dst);
 }
 
 static tpu_status_t materialize(val_t* x, const tpu_ir_type_t* t, scratch_t* s) {

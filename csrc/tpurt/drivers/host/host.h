@@ -82,6 +82,30 @@ extern const tpu_host_tile_ops_t tpu_host_tile_ops_avx512;
 
 /* Library kernels (kernels.c). Each returns a status (index errors are statuses). */
 tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
+/* A reduce over more than 4 MiB of dense elements (x's non-unit dims a permutation of row-major strides) sums
+ * in slabs: `rows` whole rows (~1 MiB, at least one) of its outermost non-unit dim in memory, d0. A kept d0
+ * gives each slab its slice of the output; a reduced d0 gives per-slab partials (`pt` = [nb, out...], f64 for
+ * floats, i64 otherwise) combined by a final reduce, and is blocked only while they take at most a quarter of
+ * x's bytes. tpu_host_k_reduce follows this plan on views of x's slabs; exec.c evaluates an elementwise
+ * producer fused into its reduce slab by slab into a buffer through the same plan, so a reduce gives the same
+ * bits whether its producer is fused or materialized. tpu_host_reduce_plan: 1 and *out_plan when x (its
+ * strides; data unused) is reduced in slabs, else 0 (summed whole). */
+typedef struct tpu_host_reduce_plan_s {
+  int d0, od, kept;              /* the blocked dim; its output dim when kept */
+  int64_t rows, nb;              /* rows of d0 per slab, slabs */
+  int64_t block_bytes;           /* one row-major slab */
+  int64_t partial_bytes;         /* the partials (reduced d0) */
+  tpu_ir_type_t pt;
+} tpu_host_reduce_plan_t;
+int tpu_host_reduce_plan(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out,
+                         tpu_host_reduce_plan_t* out_plan);
+/* Fills slab `blk` (x with d0 cut to the slab's rows from row0, row-major over the caller's buffer). */
+typedef tpu_status_t (*tpu_host_reduce_block_fn)(void* ctx, int64_t row0, tpu_host_view_t* blk);
+/* Runs plan p: with `block` (and `buf`, block_bytes), each slab is filled into buf; without, slabs are views of
+ * x. `partials` (partial_bytes) is needed when !p->kept. Borrows everything; thread-safe for distinct buffers. */
+tpu_status_t tpu_host_k_reduce_blocks(const tpu_ir_op_t* op, const tpu_host_reduce_plan_t* p, const tpu_host_view_t* x,
+                                      tpu_host_reduce_block_fn block, void* ctx, char* buf, char* partials,
+                                      const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_argreduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_cumulative(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_dot(const tpu_ir_op_t* op, const tpu_host_view_t* a, const tpu_host_view_t* b,

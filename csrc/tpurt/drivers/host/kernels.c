@@ -407,7 +407,7 @@ static void reduce_worker(void* ctx, int64_t b, int64_t e) {
   }
   free(av);
 }
-tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
+static tpu_status_t reduce_whole(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
   reduce_job_t J = {.x = x, .out = out, .m = (int)op->i0, .rcount = 1, .kv = -1, .chunks = 1};
   J.isf = tpu_dtype_is_floating(x->dtype);
   J.cls = J.isf ? (x->dtype == TPU_DTYPE_F64 ? TPU_HOST_CLS_F64 : TPU_HOST_CLS_F32) : TPU_HOST_CLS_I64;
@@ -468,6 +468,96 @@ tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, 
     free(J.part);
   }
   return TPU_OK;
+}
+
+/* ---- blocked reduce (host.h, tpu_host_reduce_plan): one plan for a materialized operand (views of its
+ * slabs, no copy) and exec.c's fused producers (each slab evaluated into a buffer), so the two sum alike. */
+#define REDUCE_BLOCK_BYTES ((int64_t)1 << 20) /* a slab stays in L2 */
+int tpu_host_reduce_plan(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out,
+                         tpu_host_reduce_plan_t* out_plan) {
+  memset(out_plan, 0, sizeof *out_plan);
+  int64_t total = numel_of(x), es = (int64_t)tpu_dtype_size(x->dtype);
+  if (total * es <= 4 * REDUCE_BLOCK_BYTES) return 0;
+  /* dense: sorted by stride (largest first), each non-unit dim steps over the elements of those inside it */
+  int nd = 0, dd[TPU_MAX_DIMS];
+  for (int d = 0; d < x->rank; ++d) {
+    if (x->sizes[d] == 1) continue;
+    int j = nd++;
+    for (; j > 0 && x->strides[dd[j - 1]] < x->strides[d]; --j) dd[j] = dd[j - 1];
+    dd[j] = d;
+  }
+  int64_t inner = 1;
+  for (int j = nd - 1; j >= 0; --j) {
+    if (x->strides[dd[j]] != inner) return 0;
+    inner *= x->sizes[dd[j]];
+  }
+  const int d0 = dd[0];
+  const int64_t row = total / x->sizes[d0];
+  tpu_host_reduce_plan_t* p = out_plan;
+  p->d0 = d0;
+  p->rows = TPU_MAX(1, REDUCE_BLOCK_BYTES / es / row);
+  p->nb = (x->sizes[d0] + p->rows - 1) / p->rows;
+  p->kept = !op->a[0][d0];
+  if (!p->kept && out->rank + 1 > TPU_MAX_DIMS) return 0;
+  for (int d = 0; d < d0; ++d) p->od += !op->a[0][d];
+  p->block_bytes = p->rows * row * es;
+  if (!p->kept) {
+    p->pt.dtype = tpu_dtype_is_floating(x->dtype) && op->i0 != TPU_IR_MONOID_AND && op->i0 != TPU_IR_MONOID_OR
+                      ? TPU_DTYPE_F64 : TPU_DTYPE_I64;
+    p->pt.rank = out->rank + 1;
+    p->pt.dims[0] = p->nb;
+    for (int d = 0; d < out->rank; ++d) p->pt.dims[d + 1] = out->sizes[d];
+    p->partial_bytes = tpu_ir_numel(&p->pt) * 8;
+  }
+  return p->nb > 1 && p->partial_bytes <= total * es / 4;
+}
+tpu_status_t tpu_host_k_reduce_blocks(const tpu_ir_op_t* op, const tpu_host_reduce_plan_t* p, const tpu_host_view_t* x,
+                                      tpu_host_reduce_block_fn block, void* ctx, char* buf, char* partials,
+                                      const tpu_host_view_t* out) {
+  const int d0 = p->d0;
+  tpu_host_view_t P, bv, ov;
+  if (!p->kept) { /* [nb, out...] row-major */
+    P.data = partials; P.dtype = p->pt.dtype; P.rank = p->pt.rank;
+    int64_t st = 1;
+    for (int d = P.rank - 1; d >= 0; --d) { P.sizes[d] = p->pt.dims[d]; P.strides[d] = st; st *= p->pt.dims[d]; }
+  }
+  for (int64_t i = 0; i < p->nb; ++i) {
+    int64_t b0 = i * p->rows, len = TPU_MIN(p->rows, x->sizes[d0] - b0);
+    bv = *x; /* block i: x's slab, or a row-major one over buf for `block` to fill */
+    bv.sizes[d0] = len;
+    if (buf) {
+      int64_t st = 1;
+      bv.data = buf;
+      for (int d = bv.rank - 1; d >= 0; --d) { bv.strides[d] = st; st *= bv.sizes[d]; }
+    } else {
+      bv.data = x->data + b0 * x->strides[d0] * (int64_t)tpu_dtype_size(x->dtype);
+    }
+    if (block) TPU_RETURN_IF_ERROR(block(ctx, b0, &bv));
+    ov = p->kept ? *out : P;
+    if (p->kept) {
+      ov.data += b0 * out->strides[p->od] * (int64_t)tpu_dtype_size(out->dtype);
+      ov.sizes[p->od] = len;
+    } else {
+      ov.rank = P.rank - 1;
+      for (int d = 0; d < ov.rank; ++d) { ov.sizes[d] = P.sizes[d + 1]; ov.strides[d] = P.strides[d + 1]; }
+      ov.data = P.data + i * P.strides[0] * 8;
+    }
+    TPU_RETURN_IF_ERROR(reduce_whole(op, &bv, &ov));
+  }
+  if (p->kept) return TPU_OK;
+  tpu_ir_op_t comb = *op;
+  memset(comb.a[0], 0, sizeof(comb.a[0]));
+  comb.a[0][0] = 1;
+  return reduce_whole(&comb, &P, out);
+}
+tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out) {
+  tpu_host_reduce_plan_t p;
+  if (!tpu_host_reduce_plan(op, x, out, &p)) return reduce_whole(op, x, out);
+  char* partials = p.kept ? NULL : malloc((size_t)p.partial_bytes);
+  if (!p.kept && !partials) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for reduction partials");
+  tpu_status_t st = tpu_host_k_reduce_blocks(op, &p, x, NULL, NULL, NULL, partials, out);
+  free(partials);
+  return st;
 }
 
 /* ---- argmax / argmin along one dim (first occurrence; NaN wins, as PyTorch).
