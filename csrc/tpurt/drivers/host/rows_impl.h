@@ -410,18 +410,10 @@ static inline __attribute__((always_inline)) int rows_any(rows_vi m) {
   return (w[0] | w[1] | w[2] | w[3]) != 0;
 #endif
 }
-static inline __attribute__((always_inline)) rows_vf rows_gelu_expneg(rows_vf h) { /* exp(-h), h >= 0 (NaN: any) */
-  const rows_vf hc = rows_sel(h < ROWS_SPLAT(87.0f), h, ROWS_SPLAT(87.0f)); /* n >= -126: one normal scale */
-  const rows_vf n = rows_fma(hc, ROWS_SPLAT(-1.44269504088896341f), ROWS_SPLAT(12582912.0f)) - ROWS_SPLAT(12582912.0f);
-  rows_vf r = rows_fma(n, ROWS_SPLAT(-0.693359375f), -hc);
-  r = rows_fma(n, ROWS_SPLAT(2.12194440e-4f), r);
-  rows_vf p = ROWS_SPLAT(1.9875691500E-4f);
-  p = rows_fma(p, r, ROWS_SPLAT(1.3981999507E-3f)); p = rows_fma(p, r, ROWS_SPLAT(8.3334519073E-3f));
-  p = rows_fma(p, r, ROWS_SPLAT(4.1665795894E-2f)); p = rows_fma(p, r, ROWS_SPLAT(1.6666665459E-1f));
-  p = rows_fma(p, r, ROWS_SPLAT(5.0000001201E-1f));
-  const rows_vi e2 = (__builtin_convertvector(n, rows_vi) + 127) << 23;
-  const rows_vf y = (rows_fma(p, r * r, r) + ROWS_SPLAT(1.0f)) * (rows_vf)e2;
-  return rows_sel(h > ROWS_SPLAT(87.0f), ROWS_SPLAT(0.0f), y);
+/* exp(-h), h >= 0 (rows_vexp's bits); 0 above 87 and for NaN h (a NaN x reaches cdf through t and q, and pdf
+ * stays a number, so the results carry x's NaN) */
+static inline __attribute__((always_inline)) rows_vf rows_gelu_expneg(rows_vf h) {
+  return rows_sel(h <= ROWS_SPLAT(87.0f), rows_vexp_nonpos(-h), ROWS_SPLAT(0.0f));
 }
 static inline __attribute__((always_inline)) rows_vf rows_gelu_as(rows_vf x, rows_vf* pdf) { /* A&S: cdf, pdf */
   const rows_vi neg = x < ROWS_SPLAT(0.0f);
