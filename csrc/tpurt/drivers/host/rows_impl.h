@@ -216,6 +216,7 @@ static void RFN(softmax_bwd)(const float* g, const float* y, float* o, int64_t n
 /* Softmax over a strided dim, 8 rows at once: w (1..8) adjacent rows whose elements are contiguous across rows
  * (x [.., N, I] over N with I innermost: row i is column i), element k of row l at x[k * xs + l]. Lane l runs
  * row l's passes (max; exp, store, sum in order of k; scale), so no row is gathered. */
+/* the w (1..8) floats at p as one vector padded with fill / the first w lanes of v stored (also GELU's tails) */
 static inline __attribute__((always_inline)) rows_vf rows_ld_w(const float* p, int64_t w, float fill) {
   if (w == 8) return rows_ld(p);
   float t[8];
@@ -449,25 +450,17 @@ static inline __attribute__((always_inline)) rows_vf rows_gelu8(rows_vf x, int b
 static void RFN(gelu)(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) rows_st(y + i, rows_gelu8(rows_ld(x + i), 0));
-  if (i < n) { /* the last n % 8 as one padded vector: the same operations per element */
-    float t[8] = {0};
-    memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
-    const rows_vf r = rows_gelu8(rows_ld(t), 0);
-    memcpy(t, &r, 32);
-    memcpy(y + i, t, (size_t)(n - i) * sizeof(float));
-  }
+  /* the last n % 8 as one padded vector: the same operations per element */
+  if (i < n) rows_st_w(y + i, rows_gelu8(rows_ld_w(x + i, n - i, 0.0f), 0), n - i);
 }
 /* d gelu: g (cdf + x pdf) */
 static void RFN(gelu_bwd)(const float* g, const float* x, float* o, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) rows_st(o + i, rows_ld(g + i) * rows_gelu8(rows_ld(x + i), 1));
   if (i < n) {
-    float t[8] = {0}, tg[8] = {0};
-    memcpy(t, x + i, (size_t)(n - i) * sizeof(float));
-    memcpy(tg, g + i, (size_t)(n - i) * sizeof(float));
-    const rows_vf r = rows_ld(tg) * rows_gelu8(rows_ld(t), 1);
-    memcpy(t, &r, 32);
-    memcpy(o + i, t, (size_t)(n - i) * sizeof(float));
+    /* d8 first: the base build then multiplies in the former order (a NaN g times a NaN d keeps g's NaN) */
+    const rows_vf d8 = rows_gelu8(rows_ld_w(x + i, n - i, 0.0f), 1);
+    rows_st_w(o + i, rows_ld_w(g + i, n - i, 0.0f) * d8, n - i);
   }
 }
 
