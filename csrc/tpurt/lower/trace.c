@@ -17,11 +17,9 @@
  * under the trace key. One task runs it. If the fused graph cannot be built, the ops are
  * enqueued one by one exactly as strict eager would.
  *
- * Bit-identity with strict eager: each op's outputs keep their dtype conversion in the graph,
- * and an op output that became internal is never fused into a later op's reduction (the host
- * driver evaluates such producers blockwise with a different summation order): a dangling
- * view of it keeps it materialized, as strict eager materializes it (the compiler's guard keeps
- * that status through the passes). A non-contiguous value read by a layout-sensitive op
+ * Bit-identity with strict eager: each op's outputs keep their dtype conversion in the graph
+ * (a producer fused into a reduction sums in the order of the materialized reduce: the host
+ * driver's tpu_host_reduce_plan serves both). A non-contiguous value read by a layout-sensitive op
  * (reduce, GEMM, custom kernels) stays an output, or the trace flushes before it is
  * overwritten, so that reader sees strict eager's strides.
  */
@@ -685,33 +683,6 @@ static tpu_status_t build_fused(trace_t* tr, const uint8_t* key, size_t key_len,
     if (st == TPU_OK && f->n_out == 0) { /* nothing observable: keep the graph valid */
       tpu_ir_output(&cx->g, tpu_ir_constant(&cx->g, TPU_DTYPE_F32, 0));
     }
-    if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
-  }
-  if (st == TPU_OK) {
-    /* An internal op output read only by a reduction would be evaluated inside it blockwise
-     * (another summation order than strict eager's reduce of the materialized tensor): a
-     * dangling view of it keeps it materialized. */
-    int n = cx->g.n_ops;
-    int32_t* users = calloc((size_t)(n ? n : 1), sizeof(int32_t));
-    int32_t* user = calloc((size_t)(n ? n : 1), sizeof(int32_t));
-    uint8_t* is_val = calloc((size_t)(n ? n : 1), 1);
-    if (!users || !user || !is_val) st = TPU_ERR(OUT_OF_MEMORY, "out of host memory");
-    for (int v = 0; v < tr->n_vals && st == TPU_OK; ++v)
-      if (em.val_ir[v] >= 0 && em.val_ir[v] < n) is_val[em.val_ir[v]] = 1;
-    for (int v = 0; v < n && st == TPU_OK; ++v) {
-      const tpu_ir_op_t* op = tpu_ir_op(&cx->g, v);
-      for (int k = 0; k < op->n_in; ++k) { int u = tpu_ir_operand(&cx->g, v, k); users[u]++; user[u] = v; }
-    }
-    for (int k = 0; k < cx->g.n_outputs && st == TPU_OK; ++k) users[cx->g.outputs[k]] += 2;
-    for (int v = 0; v < n && st == TPU_OK; ++v) {
-      if (!is_val[v] || users[v] != 1 || !tpu_ir_is_elementwise(tpu_ir_op(&cx->g, v)->opcode)) continue;
-      if (tpu_ir_op(&cx->g, user[v])->opcode != TPU_IR_REDUCE) continue;
-      tpu_ir_type_t t = *tpu_ir_type(&cx->g, v);
-      int64_t flat = tpu_ir_numel(&t);
-      if (t.rank == 1) tpu_ir_reshape(&cx->g, v, 2, (int64_t[]){1, flat});
-      else tpu_ir_reshape(&cx->g, v, 1, &flat);
-    }
-    free(users); free(user); free(is_val);
     if (st == TPU_OK && cx->g.status) { st = cx->g.status; cx->g.status = TPU_OK; }
   }
   if (st == TPU_OK && pre_out) {
