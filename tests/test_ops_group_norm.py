@@ -305,3 +305,24 @@ def test_group_norm_stablehlo_oracle(dtype):
     names = [r["op"] for r in recs]
     assert any("native_group_norm_backward" in n for n in names), names
     check_records(recs)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_group_norm_f32_rstd_rounds_like_cpu(layout):
+    """PyTorch CPU computes an f32 rstd as 1 / sqrt(var + eps) with var a float and eps a double: the sqrt
+    and the divide in f64, rounded to f32 once. Our variance is summed in f64 (CPU's f32 sums differ in the
+    last bits), so check the formula on our variance's f32 rounding: every rstd equals it bit for bit,
+    which an all-f32 1 / sqrtf(var + eps) misses for about a quarter of the values."""
+    g = _gen(11)
+    n_old = n = 0
+    for shape, groups in [((4, 32, 8, 8), 8), ((3, 12, 5, 7), 4), ((2, 64, 16, 16), 32)]:
+        for scale in (1.0, 1e-3, 100.0):
+            x = _layout(torch.randn(shape, generator=g) * scale + 0.3, layout)
+            N, C = shape[:2]
+            _, _, rstd = torch.ops.aten.native_group_norm(x.to(DEV), None, None, N, C, x[0, 0].numel(), groups, 1e-5)
+            var = x.double().reshape(N, groups, -1).var(-1, unbiased=False).float()
+            want = (1.0 / torch.sqrt(var.double() + 1e-5)).float()
+            torch.testing.assert_close(rstd.cpu(), want, rtol=0, atol=0)
+            n_old += (rstd.cpu() != 1.0 / torch.sqrt(var + torch.tensor(1e-5, dtype=torch.float32))).sum().item()
+            n += want.numel()
+    assert n_old > n // 10  # the two formulas really differ on these inputs

@@ -412,10 +412,11 @@ static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
     int xc = SUB(x, gn_bng(P, m, d4));
     int q = shlo_reduce(P, TPU_IR_MONOID_SUM, MUL(xc, xc), fl);
     int v = shlo_bin(P, "stablehlo.divide", q, shlo_bcast_to(P, cnt, shlo_type(P, q), NULL));
-    int eps = shlo_convert(P, in[1], dt);
-    int vd = dt == F64 ? v : shlo_convert(P, v, dt);
-    int r = shlo_bin(P, "stablehlo.divide", shlo_const_like(P, vd, dt, 1.0),
-                     shlo_un(P, "stablehlo.sqrt", ADD(vd, shlo_bcast_to(P, eps, shlo_type(P, vd), NULL))));
+    /* rstd in f64 from the variance rounded to dt, rounded to dt once (PyTorch CPU's f32 order; drivers/host/norm.c) */
+    int vd = dt == F64 ? v : shlo_convert(P, shlo_convert(P, v, dt), F64);
+    int r = shlo_bin(P, "stablehlo.divide", shlo_const_like(P, vd, F64, 1.0),
+                     shlo_un(P, "stablehlo.sqrt", ADD(vd, shlo_bcast_to(P, in[1], shlo_type(P, vd), NULL))));
+    if (dt != F64) r = shlo_convert(P, r, dt);
     int64_t d3[3] = {1, N, G};
     int both[2] = {shlo_reshape(P, dt == F64 ? m : shlo_convert(P, m, dt), 3, d3), shlo_reshape(P, r, 3, d3)};
     return shlo_concat(P, 2, both, 0);

@@ -348,6 +348,9 @@ static void gn_put3(const tpu_host_view_t* o, int64_t k, int64_t i, int64_t j, i
   if (f64) ((double*)o->data)[e] = val;
   else ((float*)o->data)[e] = (float)val;
 }
+/* f32 statistics: PyTorch CPU's rstd = 1 / sqrt(max(var, 0) + eps) with var a float and eps a double, so the sqrt
+ * and the divide run in f64 and the result is rounded to f32 once */
+static float gn_rstd_f32(double var, double eps) { return (float)(1.0 / sqrt((double)(float)var + eps)); }
 /* size-1 dims may carry any stride: give them the one the fast paths test for */
 static tpu_host_view_t gn_norm_view(const tpu_host_view_t* v) {
   tpu_host_view_t r = *v;
@@ -428,10 +431,9 @@ static void gn_stats_worker(void* ctx, int64_t t0, int64_t t1) {
     if (J->f64) {
       gn_put3(&J->out, 0, n, j, 1, m);
       gn_put3(&J->out, 1, n, j, 1, 1.0 / sqrt(v + J->eps));
-    } else { /* the variance rounded to f32, then 1 / sqrt in f32: the IR's rsqrt(var + eps) */
-      const float vf = (float)v;
+    } else { /* PyTorch CPU's order: the variance rounded to f32, then 1 / sqrt(var + eps) in f64, rounded once */
       gn_put3(&J->out, 0, n, j, 0, m);
-      gn_put3(&J->out, 1, n, j, 0, 1.0f / sqrtf(vf + (float)J->eps));
+      gn_put3(&J->out, 1, n, j, 0, gn_rstd_f32(v, J->eps));
     }
   }
 }
@@ -745,7 +747,7 @@ tpu_status_t tpu_host_k_group_norm_ref(const tpu_ir_op_t* op, int n, const tpu_h
         for (int64_t c = c0; c < c1; ++c) for (int64_t i = 0; i < J.I; ++i) { const double d = EL(x, b, c, i) - m; q += d * d; }
         const double v = q / cnt;
         PUT(out, 0, b, j, m);
-        PUT(out, 1, b, j, J.f64 ? 1.0 / sqrt(v + J.eps) : (double)(1.0f / sqrtf((float)v + (float)J.eps)));
+        PUT(out, 1, b, j, J.f64 ? 1.0 / sqrt(v + J.eps) : (double)gn_rstd_f32(v, J.eps));
         continue;
       }
       const double m = V2(J.mean, b, j), r = V2(J.rstd, b, j);
