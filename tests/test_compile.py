@@ -254,6 +254,51 @@ def test_reinplace_removes_optimizer_copies() -> None:
             torch.testing.assert_close(a, c, **EXACT)
 
 
+def test_reinplaced_copy_made_only_for_op_by_op_runs() -> None:
+    """The re-inplaced copy of a graph (_reinplace) is made at its first op-by-op run, never for a graph whose
+    calls are all captured (a warm start's compile path skipped copying, rewriting and generating its code)."""
+    def update(x, y):
+        x.mul_(0.5).add_(y)
+        return (x * y).sum()
+
+    for options, expect_copy in (({}, False), ({"capture": False}, True)):
+        torch._dynamo.reset()
+        graphs = []
+        orig = _compile.CompiledGraph.__init__
+
+        def spy(self, gm, kind, opts):
+            orig(self, gm, kind, opts)
+            graphs.append(self)
+
+        _compile.CompiledGraph.__init__ = spy
+        try:
+            f = torch.compile(update, backend=lambda gm, ex: _compile.tpu_backend(gm, ex, options=options))
+            x, y = _g(4, 5).to("tpu"), _g(4, 5, seed=3).to("tpu")
+            assert all(g.gm_inplace is None and g.reinplaced == 0 for g in graphs)
+            for _ in range(2):
+                f(x, y)
+        finally:
+            _compile.CompiledGraph.__init__ = orig
+        assert len(graphs) == 1
+        made = graphs[0].gm_inplace is not None
+        if hasattr(torch_tpu._C, "_capture_begin"):
+            assert made == expect_copy and (graphs[0].reinplaced > 0) == expect_copy, (options, graphs[0].reinplaced)
+        ref_x = _g(4, 5)
+        for _ in range(2):
+            ref_x.mul_(0.5).add_(_g(4, 5, seed=3))
+        torch.testing.assert_close(x.cpu(), ref_x, **EXACT)
+
+
+def test_decomposition_table_same_as_from_the_full_core_table() -> None:
+    """decompositions() reads PyTorch's explicit core table only (the full one turns every CIA registration into
+    an OpOverload: ~0.25 s); the ops and functions must be those the full public table gives."""
+    full = {op: fn for op, fn in _compile._core_decompositions(full=True).items()
+            if isinstance(op, torch._ops.OpOverload) and not _compile.op_supported(op)}
+    table = _compile.decompositions()
+    assert set(table) == set(full) and all(table[op] is full[op] for op in full)
+    assert table, "no decompositions at all: the filter is broken"
+
+
 # ----------------------------------------------------------------------------------------------- example models
 
 def _example_gate(name: str) -> None:

@@ -71,7 +71,7 @@ class _Stats:
     captures: int = 0               # graph captures made (one per input-metadata signature)
     replays: int = 0                # calls that replayed a captured graph
     capture_seconds: float = 0.0    # wall time of the calls that captured (run op by op + compile the capture)
-    reinplaced: int = 0             # functional nodes turned back into in-place ops (see _reinplace)
+    reinplaced: int = 0             # functional nodes turned back into in-place ops (see _reinplace; graphs run op by op)
     size_checks: dict[str, int] = field(default_factory=dict)        # size-template verdict -> captures
     size_not_generic: dict[str, int] = field(default_factory=dict)   # why a capture was no template instance
     size_instantiated: int = 0      # new sizes run from an instantiated size template (no capture)
@@ -146,14 +146,26 @@ def _node_op(node: torch.fx.Node) -> Optional[torch._ops.OpOverload]:
 @functools.lru_cache(maxsize=1)
 def decompositions() -> dict[Any, Callable]:
     """PyTorch's core ATen decompositions for the ops the tpu device does NOT implement (and only those): an op
-    with a lowering stays one node, so the compiled graph calls the same lowering as eager."""
-    from torch._decomp import core_aten_decompositions
-
+    with a lowering stays one node, so the compiled graph calls the same lowering as eager. Built once per process
+    (~10 ms: _core_decompositions)."""
     table = {}
-    for op, fn in core_aten_decompositions().items():
+    for op, fn in _core_decompositions().items():
         if isinstance(op, torch._ops.OpOverload) and not op_supported(op):
             table[op] = fn
     return table
+
+
+def _core_decompositions(full: bool = False) -> Any:
+    """core_aten_decompositions() without what decompositions() drops anyway. core_aten_decompositions() is the
+    explicit table (_core_aten_decompositions_post_autograd, ~2 ms) plus every CompositeImplicitAutograd op of
+    every namespace, which it finds by turning all of the dispatcher's CIA registrations into OpOverloads (~0.25 s
+    of a cold start, RESULTS.md); op_supported() is True for every CIA op (eager runs its composite), so none of
+    them reaches the table. full=True (or a torch without the private function): the whole public table, which
+    tests/test_compile.py checks gives the same decompositions()."""
+    import torch._decomp as decomp
+
+    explicit = None if full else getattr(decomp, "_core_aten_decompositions_post_autograd", None)
+    return explicit() if explicit is not None else decomp.core_aten_decompositions()
 
 
 _EAGER_COMPOSITES = ("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d",
@@ -667,15 +679,15 @@ class CompiledGraph:
                 f"Without strict mode (options={{'strict': False}} / {COMPILE_STRICT}=0) they run eagerly."
             )
         # Op by op, the re-inplaced graph does less work; a capture records the functional graph, whose fused
-        # executable writes each final value straight into its input (in-place chains would split its loops).
+        # executable writes each final value straight into its input (in-place chains would split its loops). The
+        # copy is made at the first op-by-op run (_op_by_op): a graph that captures never needs it, and copying,
+        # rewriting and generating its code was half our compile-path time of a warm start (RESULTS.md).
         self.gm_inplace: Optional[torch.fx.GraphModule] = None
         self.reinplaced = 0
-        if options.reinplace and not self.unsupported:
-            self.gm_inplace, self.reinplaced = _reinplaced_copy(gm)
+        self._inplace_done = not options.reinplace or bool(self.unsupported)
         with _lock:
             _stats.graphs += 1
             _stats.graph_nodes += nodes
-            _stats.reinplaced += self.reinplaced
             for _, op_name in self.unsupported:
                 _stats.unsupported_ops[op_name] = _stats.unsupported_ops.get(op_name, 0) + 1
         for node_name, op_name in self.unsupported:
@@ -693,8 +705,7 @@ class CompiledGraph:
 
     def _build_runner(self, gm: torch.fx.GraphModule, options: Options) -> Callable[..., Any]:
         if not self.unsupported:
-            inplace = self.gm_inplace.forward if self.gm_inplace is not None else gm.forward
-            self._segment = _Segment(gm.forward, options.capture, inplace)
+            self._segment = _Segment(gm.forward, options.capture, self._op_by_op)
             return self._segment
         # Split into runs of supported nodes (each captured on its own) and the unsupported nodes (run eagerly).
         from torch.fx.passes.split_module import split_module
@@ -715,6 +726,15 @@ class CompiledGraph:
                 setattr(split, name, _SegmentModule(_Segment(sub.forward, options.capture)))
         self.segments = len(list(split.named_children()))
         return split.forward
+
+    def _op_by_op(self) -> Callable[..., Any]:
+        """The function an op-by-op run calls: the re-inplaced copy of the graph (made now, once), or the graph."""
+        if not self._inplace_done:
+            self.gm_inplace, self.reinplaced = _reinplaced_copy(self.gm)
+            self._inplace_done = True
+            with _lock:
+                _stats.reinplaced += self.reinplaced
+        return self.gm_inplace.forward if self.gm_inplace is not None else self.gm.forward
 
     def __call__(self, args: list[Any]) -> Any:
         with _lock:
@@ -756,9 +776,11 @@ class _Segment:
     that size: no recording run), falling back to a capture whenever the template refuses. Host executables are
     specialized to concrete sizes either way."""
 
-    def __init__(self, fn: Callable[..., Any], capture: bool, fn_op_by_op: Optional[Callable[..., Any]] = None) -> None:
+    def __init__(self, fn: Callable[..., Any], capture: bool,
+                 op_by_op: Optional[Callable[[], Callable[..., Any]]] = None) -> None:
         self._fn = fn                                  # the functional graph: what a capture records
-        self._fn_op_by_op = fn_op_by_op or fn          # the same graph re-inplaced, for runs without a capture
+        self._op_by_op = op_by_op                      # -> the same graph re-inplaced, for runs without a capture
+        self._fn_op_by_op: Optional[Callable[..., Any]] = None if op_by_op is not None else fn
         self._captured: OrderedDict[Any, _Replay] = OrderedDict()  # least recently used first
         self._last_key: Any = None
         self._last: Optional[_Replay] = None
@@ -871,6 +893,8 @@ class _Segment:
         call_args = _take(args)
         with _lock:
             _stats.interpreted_calls += 1
+        if self._fn_op_by_op is None:
+            self._fn_op_by_op = self._op_by_op()  # type: ignore[misc]
         return self._fn_op_by_op(*call_args)
 
     # -- capture (first call per signature)
