@@ -289,6 +289,39 @@ def test_reinplaced_copy_made_only_for_op_by_op_runs() -> None:
         torch.testing.assert_close(x.cpu(), ref_x, **EXACT)
 
 
+@pytest.mark.skipif(not hasattr(torch_tpu._C, "_capture_begin"), reason="the runtime has no graph capture yet")
+def test_capture_walks_the_graph_without_generating_its_code() -> None:
+    """A capture runs the FX graph node by node (_NodeWalk: getitem of a multi-output op, a tensor constant read
+    with get_attr, values freed after their last use) without generating its Python code; results equal eager's,
+    captured and replayed; a graph run op by op runs its generated code."""
+    def f(x, w):
+        v, i = torch.max(x @ w, dim=1)
+        return (v * torch.tensor([0.5, 2.0, -1.0, 3.0, 0.25], device=x.device)).sum() + i.sum()
+
+    x, w = _g(5, 7).to("tpu"), _g(7, 3, seed=2).to("tpu")
+    expected = f(x, w).cpu()
+    for options, walked in (({}, True), ({"capture": False}, False)):
+        torch._dynamo.reset()
+        graphs = []
+        orig = _compile.CompiledGraph.__init__
+
+        def spy(self, gm, kind, opts):
+            orig(self, gm, kind, opts)
+            graphs.append(self)
+
+        _compile.CompiledGraph.__init__ = spy
+        try:
+            c = torch.compile(f, backend=lambda gm, ex: _compile.tpu_backend(gm, ex, options=options))
+            with torch.no_grad():
+                for _ in range(2):
+                    torch.testing.assert_close(c(x, w).cpu(), expected, **EXACT)
+        finally:
+            _compile.CompiledGraph.__init__ = orig
+        (g,) = graphs
+        seg = g._segment
+        assert isinstance(seg._walk, _compile._NodeWalk) == walked  # (Dynamo's debug logs may generate it anyway)
+
+
 def test_decomposition_table_same_as_from_the_full_core_table() -> None:
     """decompositions() reads PyTorch's explicit core table only (the full one turns every CIA registration into
     an OpOverload: ~0.25 s); the ops and functions must be those the full public table gives."""

@@ -763,6 +763,68 @@ class _SegmentModule(torch.nn.Module):
         return self.segment.call(list(args))
 
 
+class _NodeWalk:
+    """Runs an FX graph's nodes in order, each value freed after its last use, without generating the graph's
+    Python code: what a capture runs, once per input signature. The generated code (GraphModule.recompile: ~10 us
+    a node to write and compile) pays off only for graphs run op by op many times; a captured graph replays
+    without it, so a warm start from the disk cache generated code only to run it once (RESULTS.md). The same
+    calls on the same values as the generated code: placeholders from the positional arguments, get_attr from
+    the module, call_function, output. None (the caller runs the generated code) for anything else: call_module /
+    call_method nodes, placeholder defaults, a graph with its own input/output processing (pytree codegen)."""
+
+    __slots__ = ("gm", "steps", "n_inputs")
+
+    @staticmethod
+    def of(fn: Callable[..., Any]) -> Optional["_NodeWalk"]:
+        gm = getattr(fn, "__self__", None)
+        graph = getattr(gm, "graph", None)
+        if not isinstance(gm, torch.fx.GraphModule) or not isinstance(graph, torch.fx.Graph):
+            return None
+        if type(graph._codegen) is not torch.fx.graph.CodeGen or getattr(fn, "__func__", None) is not type(gm).forward:
+            return None
+        if any(n.op not in ("placeholder", "get_attr", "call_function", "output") or (n.op == "placeholder" and n.args)
+               for n in graph.nodes):
+            return None
+        return _NodeWalk(gm, graph)
+
+    def __init__(self, gm: torch.fx.GraphModule, graph: torch.fx.Graph) -> None:
+        self.gm = gm
+        nodes = list(graph.nodes)
+        last: dict[torch.fx.Node, torch.fx.Node] = {}
+        for n in nodes:
+            for d in n.all_input_nodes:
+                last[d] = n
+        dead: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        for d, n in last.items():
+            dead.setdefault(n, []).append(d)
+        # (node, op, target, args, kwargs, values dead after it)
+        self.steps = [(n, n.op, n.target, n.args, n.kwargs, tuple(dead.get(n, ()))) for n in nodes]
+        self.n_inputs = sum(1 for n in nodes if n.op == "placeholder")
+
+    def __call__(self, *args: Any) -> Any:
+        if len(args) != self.n_inputs:
+            raise TypeError(f"forward() takes {self.n_inputs} positional arguments but {len(args)} were given")
+        env: dict[torch.fx.Node, Any] = {}
+        load = env.__getitem__
+        map_arg = torch.fx.node.map_arg
+        it = iter(args)
+        for node, op, target, a, k, dead in self.steps:
+            if op == "call_function":
+                env[node] = target(*map_arg(a, load), **map_arg(k, load))
+            elif op == "placeholder":
+                env[node] = next(it)
+            elif op == "get_attr":
+                obj = self.gm
+                for part in target.split("."):
+                    obj = getattr(obj, part)
+                env[node] = obj
+            else:  # output
+                return map_arg(a[0], load)
+            for d in dead:
+                del env[d]
+        return None
+
+
 class _Segment:
     """Runs a graph (or one segment of a split graph): captured and replayed when the runtime can, else op by
     op. One capture per input signature (tensor layouts, storage aliasing between inputs, values of non-tensor
@@ -786,6 +848,7 @@ class _Segment:
         self._last: Optional[_Replay] = None
         self._capture_off: Optional[str] = None if capture else "capture disabled by option"
         self._signature: Optional[Callable[[list[Any]], Any]] = None
+        self._walk: Optional[Callable[..., Any]] = None  # what a capture runs (_NodeWalk, else _fn)
         self._sizes: Any = None                        # size template over the captures (see _check_sizes)
         self._sizes_off = False
         self._templates_on = _env.size_templates_enabled()  # TORCH_TPU_SIZE_TEMPLATES
@@ -919,8 +982,10 @@ class _Segment:
             return self._interpret(call_args)
         with _lock:
             _stats.interpreted_calls += 1
+        if self._walk is None:
+            self._walk = _NodeWalk.of(self._fn) or self._fn
         try:
-            out = self._fn(*call_args)
+            out = self._walk(*call_args)
         except BaseException:
             end([], [])  # stop recording (the recorded work still runs); the error is the graph's
             raise
