@@ -215,6 +215,8 @@ typedef struct {
   float* wk;         /* (G, nob, KcG, 8): weights packed in 8-channel blocks, zero past Og */
   int64_t* boff;     /* (KcG): offset of im2col row (c, kk) in xpad, from the group's channel 0 */
   int64_t* yoff;     /* (nstrips * 48): y offset of grid position n of a unit (-1: not an output) */
+  int64_t* runs;     /* (j0, len) per run of a strip's outputs whose y offsets step by ys[4] */
+  int64_t* rstart;   /* (nstrips + 1): strip st's runs are rstart[st] .. rstart[st + 1] - 1 */
   int64_t Sp[3], Lg, L, ns, nunits, nob;
   volatile int oom;
 } conv_dk_job_t;
@@ -243,7 +245,7 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
 static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
   conv_dk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
-  const int64_t L = J->L, KcG = g->KcG;
+  const int64_t L = J->L, KcG = g->KcG, ys4 = g->ys[4];
   float* xpad = conv_alloc((size_t)(g->C * L) * sizeof(float));
   float* tile = conv_alloc((size_t)(DK_MR * DK_NR) * sizeof(float));
   if (!xpad || !tile) { J->oom = 1; goto done; }
@@ -272,8 +274,12 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
           for (int64_t i = 0; i < mr; ++i) {
             float* yr = yu + (o0 + i) * g->ys[1];
             const float* tr = tile + i * DK_NR;
-            for (int64_t j = 0; j < nr; ++j)
-              if (yo[j] >= 0) yr[yo[j]] = tr[j];
+            for (int64_t r = J->rstart[st]; r < J->rstart[st + 1]; ++r) { /* runs of outputs, y-stride ys4 */
+              const int64_t j0 = J->runs[2 * r], len = TPU_MIN(J->runs[2 * r + 1], nr - j0);
+              float* d = yr + yo[j0];
+              if (ys4 == 1) for (int64_t j = 0; j < len; ++j) d[j] = tr[j0 + j];
+              else for (int64_t j = 0; j < len; ++j) d[j * ys4] = tr[j0 + j];
+            }
           }
         }
       }
@@ -296,43 +302,49 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
   J.L = nstrips * DK_NR + maxshift;
   J.nob = (g->Og + DK_MR - 1) / DK_MR;
   J.wk = conv_alloc((size_t)(g->G * J.nob * g->KcG * DK_MR) * sizeof(float));
-  J.boff = conv_alloc((size_t)g->KcG * sizeof(int64_t));
-  J.yoff = conv_alloc((size_t)(nstrips * DK_NR) * sizeof(int64_t));
+  J.boff = conv_alloc((size_t)(g->KcG + 3 * nstrips * DK_NR + nstrips + 1) * sizeof(int64_t));
   tpu_status_t st = TPU_OK;
-  if (!J.wk || !J.boff || !J.yoff) {
+  if (!J.wk || !J.boff) {
     st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
     goto done;
   }
-  for (int64_t c = 0; c < g->Cg; ++c)
-    for (int64_t kk = 0; kk < g->KK; ++kk) {
-      int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-      J.boff[c * g->KK + kk] = c * J.L + (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
-    }
-  for (int64_t n = 0; n < nstrips * DK_NR; ++n) {
-    int64_t s = n / J.Lg, t = n % J.Lg;
-    int64_t i0 = t / (J.Sp[1] * J.Sp[2]), i1 = (t / J.Sp[2]) % J.Sp[1], i2 = t % J.Sp[2];
-    int ok = s < J.ns && i0 < g->Q[0] && i1 < g->Q[1] && i2 < g->Q[2];
-    J.yoff[n] = ok ? s * g->ys[0] + i0 * g->ys[2] + i1 * g->ys[3] + i2 * g->ys[4] : -1;
-  }
-  for (int64_t grp = 0; grp < g->G; ++grp)
-    for (int64_t ob = 0; ob < J.nob; ++ob) {
-      float* d = J.wk + (grp * J.nob + ob) * g->KcG * DK_MR;
-      for (int64_t i = 0; i < DK_MR; ++i) {
-        int64_t o = ob * DK_MR + i;
-        for (int64_t c = 0; c < g->Cg; ++c)
-          for (int64_t kk = 0; kk < g->KK; ++kk) {
-            int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-            d[(c * g->KK + kk) * DK_MR + i] =
-                o < g->Og ? ld1_f32(g->wd, (grp * g->Og + o) * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] +
-                                               k2 * g->ws[4], g->wdt)
-                          : 0.0f;
-          }
+  J.yoff = J.boff + g->KcG; J.runs = J.yoff + nstrips * DK_NR; J.rstart = J.runs + 2 * nstrips * DK_NR;
+  /* tables by counters (no divisions: they cost as much as a small convolution's stores) */
+  for (int64_t c = 0, r = 0; c < g->Cg; ++c)
+    for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
+      for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
+        for (int64_t k2 = 0; k2 < g->K[2]; ++k2)
+          J.boff[r++] = c * J.L + (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
+  {
+    int64_t s = 0, i0 = 0, i1 = 0, i2 = 0, nrun = 0;
+    for (int64_t n = 0; n < nstrips * DK_NR; ++n) {
+      int ok = s < J.ns && i0 < g->Q[0] && i1 < g->Q[1] && i2 < g->Q[2];
+      J.yoff[n] = ok ? s * g->ys[0] + i0 * g->ys[2] + i1 * g->ys[3] + i2 * g->ys[4] : -1;
+      if (n % DK_NR == 0) J.rstart[n / DK_NR] = nrun;
+      if (ok) {
+        if (n % DK_NR && J.yoff[n - 1] >= 0 && J.yoff[n] == J.yoff[n - 1] + g->ys[4]) ++J.runs[2 * nrun - 1];
+        else { J.runs[2 * nrun] = n % DK_NR; J.runs[2 * nrun + 1] = 1; ++nrun; }
       }
+      if (++i2 == J.Sp[2]) { i2 = 0; if (++i1 == J.Sp[1]) { i1 = 0; if (++i0 == J.Sp[0]) { i0 = 0; ++s; } } }
+    }
+    J.rstart[nstrips] = nrun;
+  }
+  memset(J.wk, 0, (size_t)(g->G * J.nob * g->KcG * DK_MR) * sizeof(float));
+  for (int64_t grp = 0; grp < g->G; ++grp)
+    for (int64_t o = 0; o < g->Og; ++o) {
+      float* d = J.wk + (grp * J.nob + o / DK_MR) * g->KcG * DK_MR + o % DK_MR;
+      const int64_t wo = (grp * g->Og + o) * g->ws[0];
+      int64_t r = 0;
+      for (int64_t c = 0; c < g->Cg; ++c)
+        for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
+          for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
+            for (int64_t k2 = 0; k2 < g->K[2]; ++k2, ++r)
+              d[r * DK_MR] = ld1_f32(g->wd, wo + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4], g->wdt);
     }
   tpu_pool_parallel_for(J.nunits, 1, conv_dk_worker, &J);
   if (J.oom) st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
 done:
-  conv_free(J.wk); conv_free(J.boff); conv_free(J.yoff);
+  conv_free(J.wk); conv_free(J.boff);
   return st;
 }
 
