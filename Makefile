@@ -30,7 +30,7 @@ all: build
 $(VENV)/.stamp: Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q torch==2.13.0 numpy pytest setuptools wheel ninja expecttest
+	$(VPY) -m pip install -q torch==2.13.0 numpy pytest setuptools wheel ninja expecttest transformers==5.23.0
 	touch $@
 venv: $(VENV)/.stamp
 # Test-only oracle for the StableHLO printer (tests/test_stablehlo.py): jax's XLA on the CPU.

@@ -703,6 +703,71 @@ static tpu_status_t lower_bincount(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, tpu_ir_scatter(G, lw_const(cx, 0, o->dtype, 1, &nb), idx, src, 0, SC_ADD));
 }
 
+/* histc(self, bins, min, max) -> [bins] in self's dtype. min and max are structural (key_scalars
+ * bits 2, 3): min == max takes the range from the data's extrema (each widened by 1 when they are
+ * equal, as PyTorch). Floating inputs follow PyTorch's CPU kernel in self's dtype, rounding each
+ * step: L = lo, R = hi as self's dtype, bin = trunc((x - L) * bins / (R - L)), the last bin closed at
+ * R; x outside [L, R] (NaN included) is not counted. Integral inputs follow the CUDA kernel (the CPU
+ * has none; Hugging Face's MoE layers pass int32 expert ids on accelerators): bin = (x - lo) * bins /
+ * (hi - lo) in i64. A data range that is not finite (inf or NaN data with min == max), an error in
+ * PyTorch, gives NaN in every bin: the lowering cannot read the data. */
+static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
+  int dt = lw_dtype_of(cx, 0), fl = tpu_dtype_is_floating(dt);
+  if (dt == TPU_DTYPE_BOOL) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "\"histc\" not implemented for 'Bool'");
+  int64_t bins = lw_int(cx, 1, 100), n = tpu_numel(lw_rank_of(cx, 0), lw_sizes_of(cx, 0));
+  if (bins <= 0)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histogram(): bins must be > 0, but got %lld for dimension 0", (long long)bins);
+  double lo = lw_key_scalar(cx, 2, 0), hi = lw_key_scalar(cx, 3, 0);
+  if (!fl && isfinite(lo) && isfinite(hi)) { lo = trunc(lo); hi = trunc(hi); } /* Scalar.to<int>() */
+  int from_data = lo == hi && n > 0;
+  if (!from_data) {
+    if (lo == hi) { lo -= 1; hi += 1; }
+    if (!isfinite(lo) || !isfinite(hi))
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histc: range of [%g, %g] is not finite", lo, hi);
+    if (!(lo < hi)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histc: max must be larger than min");
+  }
+  if (n == 0) return lw_output(cx, 0, lw_const(cx, 0, dt, 1, &bins));
+  int ct = fl ? tpu_opmath_dtype(dt) : I64;
+#define RND(v) (fl && ct != dt ? tpu_ir_convert(G, tpu_ir_convert(G, (v), dt), ct) : (v)) /* one dt op */
+  int x = tpu_ir_convert(G, reshape1(cx, lw_input(cx, 0, -1), n), ct), L, R, bad = -1;
+  if (from_data) {
+    L = tpu_ir_reduce(G, TPU_IR_MONOID_MIN, x, (int64_t[]){1});
+    R = tpu_ir_reduce(G, TPU_IR_MONOID_MAX, x, (int64_t[]){1});
+    int wt = fl ? TPU_DTYPE_F64 : I64; /* widened as double (CPU) / in the integer type (CUDA) */
+    int Lw = tpu_ir_convert(G, L, wt), Rw = tpu_ir_convert(G, R, wt);
+    int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, Lw, Rw);
+    L = RND(tpu_ir_convert(G, tpu_ir_select(G, eq, tpu_ir_binary(G, TPU_IR_SUB, Lw, lw_const_like(cx, 1, Lw)), Lw), ct));
+    R = RND(tpu_ir_convert(G, tpu_ir_select(G, eq, tpu_ir_binary(G, TPU_IR_ADD, Rw, lw_const_like(cx, 1, Rw)), Rw), ct));
+    if (fl)
+      bad = tpu_ir_reduce(G, TPU_IR_MONOID_OR, tpu_ir_unary(G, TPU_IR_NOT, tpu_ir_unary(G, TPU_IR_IS_FINITE, x)), (int64_t[]){1});
+  } else {
+    L = RND(tpu_ir_constant(G, ct, lo));
+    R = RND(tpu_ir_constant(G, ct, hi));
+  }
+  int Lb = lw_bcast_like(cx, L, x), Rb = lw_bcast_like(cx, R, x);
+  int in = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, x, Lb), tpu_ir_compare(G, TPU_IR_CMP_LE, x, Rb));
+  int nb = RND(lw_const_like(cx, (double)bins, x)), pos;
+  if (fl) {
+    int q = RND(tpu_ir_binary(G, TPU_IR_DIV, RND(tpu_ir_binary(G, TPU_IR_MUL, RND(tpu_ir_binary(G, TPU_IR_SUB, x, Lb)), nb)),
+                              RND(tpu_ir_binary(G, TPU_IR_SUB, Rb, Lb))));
+    q = tpu_ir_select(G, in, tpu_ir_unary(G, TPU_IR_TRUNC, q), lw_const_like(cx, 0, q)); /* never convert NaN */
+    pos = tpu_ir_convert(G, q, I64);
+  } else {
+    pos = tpu_ir_binary(G, TPU_IR_DIV, tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_SUB, x, Lb), nb),
+                        tpu_ir_binary(G, TPU_IR_SUB, Rb, Lb));
+  }
+#undef RND
+  int last = lw_const_like(cx, (double)bins, pos);
+  pos = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, pos, last), lw_const_like(cx, (double)(bins - 1), pos), pos);
+  pos = tpu_ir_clamp(G, lw_const_like(cx, 0, pos), pos, lw_const_like(cx, (double)(bins - 1), pos));
+  pos = tpu_ir_select(G, in, pos, last); /* uncounted elements go to an extra slot, sliced off */
+  int64_t nb1 = bins + 1, s0 = 0, st = 1;
+  int h = tpu_ir_scatter(G, lw_const(cx, 0, dt, 1, &nb1), pos, lw_const(cx, 1, dt, 1, &n), 0, SC_ADD);
+  h = tpu_ir_slice(G, h, &s0, &bins, &st);
+  if (bad >= 0) h = tpu_ir_select(G, tpu_ir_broadcast(G, bad, 1, &bins, NULL), lw_const_like(cx, NAN, h), h);
+  return lw_output(cx, 0, h);
+}
+
 /* ---- index_add / index_copy / index_fill along one dim (via index_put on dim-first) */
 static tpu_status_t index_along(tpu_lower_ctx_t* cx, int dim_i, int idx_i, int src_i, int alpha_i, int acc, int fill,
                                 const char* what) {
@@ -909,6 +974,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_index) = {
   {"aten::masked_scatter_", lower_masked_scatter},
   {"aten::index_reduce.out", lower_index_reduce},
   {"aten::bincount", lower_bincount, .shapes = tpu_shapes_bincount, .shapes_reads_data = true},
+  {"aten::histc", lower_histc, (1u << 2) | (1u << 3)}, {"aten::histc.out", lower_histc, (1u << 2) | (1u << 3)},
   {"aten::repeat_interleave.Tensor", lower_repeat_interleave, .shapes = tpu_shapes_repeat_interleave,
    .shapes_reads_data = true},
   {"aten::tril_indices", lower_tril_indices}, {"aten::triu_indices", lower_triu_indices},

@@ -605,6 +605,25 @@ static tpu_status_t lower_bucketize(tpu_lower_ctx_t* cx) {
   return search(cx, 1, 0, (int)lw_int(cx, 3, 0), -1);
 }
 
+/* isin.Tensor_Tensor / .Tensor_Scalar / .Scalar_Tensor(elements, test_elements, *, assume_unique,
+ * invert): whether each element equals any test element, compared in the promoted dtype (NaN matches
+ * nothing, -0.0 matches 0.0); every pair is compared ([n, m]) and OR-reduced, as the CPU's default
+ * kernel (its sorting path for large inputs gives the same answers). */
+static tpu_status_t lower_isin(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  if (o->dtype != TPU_DTYPE_BOOL) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "isin: out must be a bool tensor");
+  int ct = lw_result_type(cx, 2, (int[]){0, 1}), invert = (int)lw_int(cx, 3, 0);
+  int64_t n = tpu_numel(o->ndim, o->sizes);
+  int64_t m = lw_is_tensor(cx, 1) ? tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)) : 1;
+  if (n == 0 || m == 0) return lw_output(cx, 0, lw_const(cx, invert, TPU_DTYPE_BOOL, o->ndim, o->sizes));
+  int64_t nm[2] = {n, m};
+  int x = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 0, ct), 1, &n), 2, nm, (int64_t[]){0});
+  int t = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, ct), 1, &m), 2, nm, (int64_t[]){1});
+  int any = tpu_ir_reduce(G, TPU_IR_MONOID_OR, tpu_ir_compare(G, TPU_IR_CMP_EQ, x, t), (int64_t[]){0, 1});
+  if (invert) any = tpu_ir_unary(G, TPU_IR_NOT, any);
+  return lw_output(cx, 0, tpu_ir_reshape(G, any, o->ndim, o->sizes));
+}
+
 /* ---------------------------------------------------------------- unique */
 
 /* _unique2(self, sorted, return_inverse, return_counts) / unique_consecutive(self,
@@ -788,6 +807,9 @@ TPU_LOWERING_TABLE(tpu_lowerings_misc) = {
   {"aten::replication_pad3d_backward", lower_replication_pad_bwd},
   {"aten::replication_pad3d_backward.grad_input", lower_replication_pad_bwd},
   {"aten::searchsorted.Tensor", lower_searchsorted}, {"aten::searchsorted.Tensor_out", lower_searchsorted},
+  {"aten::isin.Tensor_Tensor", lower_isin}, {"aten::isin.Tensor_Tensor_out", lower_isin},
+  {"aten::isin.Tensor_Scalar", lower_isin}, {"aten::isin.Tensor_Scalar_out", lower_isin},
+  {"aten::isin.Scalar_Tensor", lower_isin}, {"aten::isin.Scalar_Tensor_out", lower_isin},
   {"aten::searchsorted.Scalar", lower_searchsorted}, {"aten::searchsorted.Scalar_out", lower_searchsorted},
   {"aten::bucketize.Tensor", lower_bucketize}, {"aten::bucketize.Tensor_out", lower_bucketize},
   {"aten::bucketize.Scalar", lower_bucketize}, {"aten::bucketize.Scalar_out", lower_bucketize},

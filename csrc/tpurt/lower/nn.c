@@ -1,6 +1,7 @@
 /* nn.c — lowerings of neural-network ops: softmax / log_softmax and their backward,
  * losses (nll_loss, nll_loss2d, mse, binary cross entropy, smooth L1, huber) and
- * their backward, layer norm forward/backward, dropout, embedding backward.
+ * their backward, layer norm forward/backward, dropout, embedding backward, the fused weight norm
+ * (+ backward).
  * Math runs in the op-math dtype (f32 for f16/bf16); reductions accumulate in f64
  * inside the reduce kernel. Softmax / log_softmax (+ backward) and non-empty layer norm run
  * as host row kernels (custom ROWS_SOFTMAX(_BWD), ROWS_LAYER_NORM(_BWD), CHANNEL_STATS).
@@ -603,6 +604,79 @@ static tpu_status_t lower_native_dropout_bwd(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, BIN(MUL, BIN(MUL, g, m), s));
 }
 
+/* ---------------------------------------------------------------- weight norm */
+
+/* The fused weight norm of PyTorch's CPU kernel: norms over every dim of v [*S] but `dim` (0 or the
+ * last), in the op-math dtype. Sets *k = S[dim]; fails for other dims. */
+static int wn_setup(tpu_lower_ctx_t* cx, int iv, int ig, int idim, int64_t* k) {
+  int r = lw_rank_of(cx, iv);
+  int64_t dim = lw_int(cx, idim, 0);
+  if (!tpu_dtype_is_floating(lw_dtype_of(cx, iv))) {
+    lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "\"weight_norm_kernel\" not implemented for '%s'", tpu_dtype_c10_name(lw_dtype_of(cx, iv)));
+    return -1;
+  }
+  if (r == 0 || (dim != 0 && dim != r - 1)) {
+    lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "fused kernels can only be applied for first or last dim");
+    return -1;
+  }
+  *k = lw_sizes_of(cx, iv)[dim];
+  if (tpu_numel(lw_rank_of(cx, ig), lw_sizes_of(cx, ig)) != *k) {
+    lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: g must have %lld elements, one per slice of v along dim %lld", cx->op_name,
+            (long long)*k, (long long)dim);
+    return -1;
+  }
+  return (int)dim;
+}
+/* x [*S] summed over every dim but `dim` -> [K] (a 1-D v reduces nothing) */
+static int wn_sum(tpu_lower_ctx_t* cx, int x, int iv) {
+  if (lw_rank_of(cx, iv) == 1) return x;
+  int64_t fl[TPU_MAX_DIMS];
+  int dim = (int)lw_int(cx, iv == 0 ? 2 : 4, 0);
+  for (int d = 0; d < lw_rank_of(cx, iv); ++d) fl[d] = d != dim;
+  return tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl);
+}
+/* [K] -> v's shape along dim */
+static int wn_bcast(tpu_lower_ctx_t* cx, int a, int iv, int dim) {
+  return tpu_ir_broadcast(G, a, lw_rank_of(cx, iv), lw_sizes_of(cx, iv), (int64_t[]){dim});
+}
+/* _weight_norm_interface(v, g, dim) -> (w = v * (g / norm), norm = ||v|| per slice, shaped like g) */
+static tpu_status_t lower_weight_norm(tpu_lower_ctx_t* cx) {
+  int64_t k;
+  int dim = wn_setup(cx, 0, 1, 2, &k);
+  if (dim < 0) return TPU_OK;
+  int ct = tpu_opmath_dtype(lw_dtype_of(cx, 0));
+  int v = lw_input(cx, 0, ct);
+  int norm = UN(SQRT, wn_sum(cx, BIN(MUL, v, v), 0)); /* [K] */
+  int a = BIN(DIV, tpu_ir_reshape(G, lw_input(cx, 1, ct), 1, &k), norm);
+  const tpu_tensor_t* on = lw_out_meta(cx, 1);
+  if (tpu_numel(on->ndim, on->sizes) != k) /* PyTorch's meta function sizes a 1-D v's norms [1] */
+    return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: a 1-D v with more than one element (the meta function's norms "
+                   "have %lld elements, not %lld)", cx->op_name, (long long)tpu_numel(on->ndim, on->sizes), (long long)k);
+  TPU_RETURN_IF_ERROR(lw_output(cx, 0, BIN(MUL, v, wn_bcast(cx, a, 0, dim))));
+  return lw_output(cx, 1, tpu_ir_reshape(G, norm, on->ndim, on->sizes));
+}
+/* _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim) -> (grad_v, grad_g):
+ * s = sum(grad_w v) per slice, grad_g = s / norm, a = g / norm, b = a grad_g / norm,
+ * grad_v = a grad_w - b v (PyTorch's CPU kernel's order) */
+static tpu_status_t lower_weight_norm_bwd(tpu_lower_ctx_t* cx) {
+  int64_t k;
+  int dim = wn_setup(cx, 1, 2, 4, &k);
+  if (dim < 0) return TPU_OK;
+  if (tpu_numel(lw_rank_of(cx, 3), lw_sizes_of(cx, 3)) != k)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: saved_norms must have %lld elements", cx->op_name, (long long)k);
+  int ct = tpu_opmath_dtype(lw_dtype_of(cx, 1));
+  int gw = lw_input(cx, 0, ct), v = lw_input(cx, 1, ct);
+  if (!tpu_ir_same_shape(tpu_ir_type(G, gw), tpu_ir_type(G, v)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_w and saved_v must have the same shape", cx->op_name);
+  int g = tpu_ir_reshape(G, lw_input(cx, 2, ct), 1, &k), norm = tpu_ir_reshape(G, lw_input(cx, 3, ct), 1, &k);
+  int gg = BIN(DIV, wn_sum(cx, BIN(MUL, gw, v), 1), norm);
+  int a = BIN(DIV, g, norm), b = BIN(DIV, BIN(MUL, a, gg), norm);
+  int gv = BIN(SUB, BIN(MUL, wn_bcast(cx, a, 1, dim), gw), BIN(MUL, wn_bcast(cx, b, 1, dim), v));
+  const tpu_tensor_t* og = lw_out_meta(cx, 1);
+  TPU_RETURN_IF_ERROR(lw_output(cx, 0, gv));
+  return lw_output(cx, 1, tpu_ir_reshape(G, gg, og->ndim, og->sizes));
+}
+
 /* ---------------------------------------------------------------- embedding backward */
 
 /* embedding_dense_backward(grad_output [*idx, D], indices, num_weights, padding_idx,
@@ -675,5 +749,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_nn) = {
   {"aten::native_dropout", lower_native_dropout},
   {"aten::native_dropout_backward", lower_native_dropout_bwd},
   {"aten::embedding_dense_backward", lower_embedding_bwd, .shapes = shapes_embedding_bwd},
+  {"aten::_weight_norm_interface", lower_weight_norm},
+  {"aten::_weight_norm_interface_backward", lower_weight_norm_bwd},
   TPU_LOWERING_END
 };

@@ -1,0 +1,169 @@
+"""Ops that Hugging Face models needed and the device lacked (tests/test_hf_models.py found them),
+on the tpu device vs PyTorch CPU: histc (Mixtral / Qwen2-MoE expert counts; lower/index.c), isin
+(generate()'s special-token checks; lower/misc.c) and the fused weight norm _weight_norm_interface
++ backward (wav2vec2's positional conv; lower/nn.c). Random inputs, odd sizes, non-contiguous views,
+bf16; exact results where the CPU's arithmetic is reproduced step by step."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_tpu
+
+DEV = "tpu"
+
+
+def same(actual, expected):
+    assert actual.device.type == DEV, actual.device
+    a = actual.cpu()
+    assert a.dtype == expected.dtype and a.shape == expected.shape, (a.dtype, a.shape, expected.dtype, expected.shape)
+    assert torch.equal(a, expected), f"\n{a}\n{expected}"
+
+
+# ---------------------------------------------------------------- histc
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("args", [(10,), (7, -2.0, 2.0), (13, 0, 0), (4, 0.5, 0.5), (100, -1.0, 3.0), (1,), (3, -0.7, 0.9)])
+def test_histc_matches_cpu_bits(dtype, args):
+    torch.manual_seed(0)
+    x = (torch.randn(37, 5) * 3).to(dtype)
+    same(torch.histc(x.to(DEV), *args), torch.histc(x, *args))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_histc_views_edges_and_out(dtype):
+    torch.manual_seed(1)
+    x = (torch.randn(9, 14) * 2).to(dtype)
+    xt = x.to(DEV)
+    same(torch.histc(xt[:, ::3], 9), torch.histc(x[:, ::3], 9))  # strided view
+    same(torch.histc(xt.t(), 6, -1, 1), torch.histc(x.t(), 6, -1, 1))  # transposed
+    # values on the bin edges, both ends of the range (the last bin is closed), outside it, NaN
+    e = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0, -0.1, 1.1, float("nan"), 1.0, 0.0], dtype=dtype)
+    same(torch.histc(e.to(DEV), 4, 0, 1), torch.histc(e, 4, 0, 1))
+    same(torch.histc(torch.full((5,), 2.0, dtype=dtype).to(DEV), 3), torch.histc(torch.full((5,), 2.0, dtype=dtype), 3))
+    same(torch.histc(torch.empty(0, dtype=dtype).to(DEV), 5), torch.histc(torch.empty(0, dtype=dtype), 5))
+    out = torch.empty(7, dtype=dtype, device=DEV)
+    r = torch.histc(xt, 7, -3, 3, out=out)
+    assert r is out
+    same(out, torch.histc(x, 7, -3, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+def test_histc_integers_count_like_cuda(dtype):
+    # CPU has no integral histc; the device counts as PyTorch's CUDA kernel (what HF's MoE layers pass
+    # on accelerators): bin = (x - min) * bins / (max - min), the same bins as the float histogram here
+    torch.manual_seed(2)
+    x = torch.randint(0, 8, (53,)).to(dtype)
+    same(torch.histc(x.to(DEV), bins=8, min=0, max=7), torch.histc(x.double(), 8, 0, 7).to(dtype))
+    same(torch.histc(x.to(DEV), bins=5), torch.histc(x.double(), 5).to(dtype))  # range from the data
+    same(torch.histc(x.to(DEV)[::2], bins=3, min=2, max=6), torch.histc(x[::2].double(), 3, 2, 6).to(dtype))
+
+
+def test_histc_errors():
+    x = torch.ones(3, device=DEV)
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(x, 3, 2, 1)
+    with pytest.raises(RuntimeError, match="not finite"):
+        torch.histc(x, 3, 0, float("inf"))
+
+
+def test_histc_non_finite_data_range_is_nan():
+    # PyTorch raises for a data-derived range that is not finite; the device cannot read the data
+    # while lowering, so every bin is NaN (documented in lower/index.c)
+    h = torch.histc(torch.tensor([1.0, float("inf")], device=DEV), 3).cpu()
+    assert torch.isnan(h).all()
+
+
+# ---------------------------------------------------------------- isin
+
+@pytest.mark.parametrize("invert", [False, True])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16])
+def test_isin_tensor_tensor(dtype, invert):
+    torch.manual_seed(3)
+    a = torch.randint(0, 12, (7, 5)).to(dtype)
+    b = torch.randint(0, 12, (6,)).to(dtype)
+    same(torch.isin(a.to(DEV), b.to(DEV), invert=invert), torch.isin(a, b, invert=invert))
+    same(torch.isin(a.to(DEV).t(), b.to(DEV)[::2], invert=invert), torch.isin(a.t(), b[::2], invert=invert))
+    bb = torch.randint(0, 12, (2, 3)).to(dtype)  # test elements of any shape
+    same(torch.isin(a.to(DEV), bb.to(DEV), invert=invert), torch.isin(a, bb, invert=invert))
+
+
+def test_isin_scalars_promotion_nan_empty_out():
+    a = torch.randint(0, 5, (4, 3))
+    same(torch.isin(a.to(DEV), 3), torch.isin(a, 3))
+    same(torch.isin(a.to(DEV), 3, invert=True), torch.isin(a, 3, invert=True))
+    b = torch.tensor([4, 9, 2])
+    same(torch.isin(2, b.to(DEV)), torch.isin(2, b))
+    same(torch.isin(a.to(DEV), b.double().to(DEV)), torch.isin(a, b.double()))  # compared as f64
+    same(torch.isin(a.to(DEV), torch.tensor([2.5, 3.0]).to(DEV)), torch.isin(a, torch.tensor([2.5, 3.0])))
+    f = torch.tensor([1.0, float("nan"), -0.0, 2.5, float("inf")])
+    g = torch.tensor([float("nan"), 0.0, 2.5, float("inf")])
+    same(torch.isin(f.to(DEV), g.to(DEV)), torch.isin(f, g))
+    for inv in (False, True):
+        same(torch.isin(a.to(DEV), torch.empty(0, dtype=torch.long, device=DEV), invert=inv),
+             torch.isin(a, torch.empty(0, dtype=torch.long), invert=inv))
+        same(torch.isin(torch.empty(0, 3, dtype=torch.long, device=DEV), b.to(DEV), invert=inv),
+             torch.isin(torch.empty(0, 3, dtype=torch.long), b, invert=inv))
+    out = torch.empty(4, 3, dtype=torch.bool, device=DEV)
+    assert torch.isin(a.to(DEV), b.to(DEV), out=out) is out
+    same(out, torch.isin(a, b))
+
+
+# ---------------------------------------------------------------- fused weight norm
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", [((6, 3, 5), 0), ((6, 3, 5), 2), ((7, 13), 0), ((7, 13), 1), ((1,), 0)])
+def test_weight_norm_forward_backward(dtype, shape, dim):
+    torch.manual_seed(4)
+    v = torch.randn(*shape, dtype=dtype)
+    gshape = [1] * len(shape)
+    gshape[dim] = shape[dim]
+    g = torch.randn(*gshape, dtype=dtype)
+    w, n = torch._weight_norm_interface(v, g, dim)
+    wt, nt = torch._weight_norm_interface(v.to(DEV), g.to(DEV), dim)
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    assert nt.dtype == n.dtype and nt.shape == n.shape  # f32 norms for bf16, shaped like g
+    torch.testing.assert_close(wt.cpu(), w, **tol)
+    torch.testing.assert_close(nt.cpu(), n, **tol)
+    gw = torch.randn_like(w)
+    gv, gg = torch.ops.aten._weight_norm_interface_backward(gw, v, g, n, dim)
+    gvt, ggt = torch.ops.aten._weight_norm_interface_backward(gw.to(DEV), v.to(DEV), g.to(DEV), nt, dim)
+    torch.testing.assert_close(gvt.cpu(), gv, **tol)
+    torch.testing.assert_close(ggt.cpu(), gg, **tol)
+
+
+def test_weight_norm_parametrization_matches_cpu():
+    # nn.utils.parametrizations.weight_norm on a grouped conv1d over dim 2 (wav2vec2's positional conv),
+    # through autograd, fed a non-contiguous input
+    torch.manual_seed(5)
+    ref = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 6, 5, padding=2, groups=2), name="weight", dim=2)
+    x = torch.randn(3, 11, 4).transpose(1, 2)
+    res = {}
+    for dev in ("cpu", DEV):
+        m = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 6, 5, padding=2, groups=2), name="weight", dim=2)
+        m.load_state_dict(ref.state_dict())
+        m = m.to(dev)
+        y = m(x.to(dev))
+        (y * y).sum().backward()
+        res[dev] = [y.detach().cpu()] + [p.grad.cpu() for p in m.parameters()]
+    assert len(res[DEV]) == 4  # output, bias, original0 (g), original1 (v)
+    for a, b in zip(res[DEV], res["cpu"]):
+        torch.testing.assert_close(a, b)
+
+
+def test_weight_norm_1d_norms_sized_by_meta_are_refused():
+    # PyTorch's meta function sizes a 1-D v's norms [1] where the CPU kernel returns [n]; the device's
+    # outputs are sized by the meta function, so it refuses (naming the op) rather than answer wrongly
+    with pytest.raises(NotImplementedError, match="_weight_norm_interface"):
+        torch._weight_norm_interface(torch.randn(9, device=DEV), torch.randn(9, device=DEV), 0)
+
+
+def test_weight_norm_other_dims_decompose():
+    # dims other than first/last go through PyTorch's composite (norm_except_dim), not the fused op
+    v = torch.randn(4, 5, 6)
+    g = torch.randn(1, 5, 1)
+    torch.testing.assert_close(torch._weight_norm(v.to(DEV), g.to(DEV), 1).cpu(), torch._weight_norm(v, g, 1))
+
