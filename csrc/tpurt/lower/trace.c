@@ -131,6 +131,11 @@ static _Thread_local int tl_flushing = -1; /* device whose trace this thread is 
 
 /* ------------------------------------------------------------------ fused executable cache */
 typedef tpu_graph_bind_t fbind_t; /* op, src (tpu_bind_src_t / tpu_sbind_kind_t), arg, index */
+/* A replay's task (its views: (params + outputs) x 208 bytes, ~50 KB for an optimizer graph) is kept by its
+ * entry when the run finishes and taken by the next run, instead of a calloc on the host thread and a free on
+ * the queue worker per run (with memset and fresh heap pages, ~15% of a replay's host CPU). Two slots: a run
+ * enqueued while the previous one is still queued or running finds the one before it. */
+#define FENTRY_SPARES 2
 typedef struct fentry_s {
   uint64_t hash;
   size_t key_len;
@@ -143,6 +148,7 @@ typedef struct fentry_s {
   char* name;      /* "fused graph (op, op, ...)": the task name, made once */
   int refcount;    /* atomic */
   struct fentry_s* chain;
+  void* spare[FENTRY_SPARES]; /* atomic slots: tasks of finished runs kept for the next runs (ftask_take) */
 } fentry_t;
 static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static fentry_t* g_cache[TRACE_CACHE_BUCKETS];
@@ -150,6 +156,7 @@ static int g_cache_count;
 
 static void fentry_release(fentry_t* f) {
   if (!f || __atomic_sub_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  for (int i = 0; i < FENTRY_SPARES; ++i) free(f->spare[i]);
   tpu_host_exe_free(f->exe);
   free(f->key); free(f->tb); free(f->sb); free(f->outv); free(f->name); free(f);
 }
@@ -472,13 +479,32 @@ static tpu_status_t ftask_run(void* ctx) {
 static void ftask_record(ftask_t* t, const char* name) {
   if (tpu_record_enabled()) t->rec = tpu_record_begin(name, tpu_host_exe_graph(t->exe), t->scalars);
 }
+/* Called by the queue once the task will not run again (finished, failed or never started): a fused task
+ * is parked in a free slot of its entry before the entry's reference is dropped (the entry frees its
+ * spares when its last reference goes), else freed. */
 static void ftask_free(void* ctx) {
   ftask_t* t = ctx;
   tpu_debug_graph_free(t->rec);
   free(t->scratch);
-  fentry_release(t->f);
   tpu_exec_entry_release(t->e);
+  fentry_t* f = t->f;
+  for (int i = 0; f && t && i < FENTRY_SPARES; ++i) {
+    void* none = NULL;
+    if (__atomic_compare_exchange_n(&f->spare[i], &none, t, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) t = NULL;
+  }
+  fentry_release(f);
   free(t);
+}
+/* A finished task of f's runs to bind anew (views, scalars: the caller writes every one, as after
+ * ftask_new; the rest of it is reset here), or NULL. */
+static ftask_t* ftask_take(fentry_t* f) {
+  for (int i = 0; i < FENTRY_SPARES; ++i) {
+    ftask_t* t = __atomic_exchange_n(&f->spare[i], NULL, __ATOMIC_ACQUIRE);
+    if (!t) continue;
+    t->f = NULL; t->e = NULL; t->rec = NULL; t->scratch = NULL; t->prof_ns = NULL;
+    return t;
+  }
+  return NULL;
 }
 static ftask_t* ftask_new(int np, int ns, int nout) {
   int placeholder = nout == 0;
@@ -870,7 +896,8 @@ static tpu_status_t flush_locked_named(trace_t* tr, tpu_capture_t** capture_out,
   atomic_fetch_add(&g_st_ops, (uint64_t)tr->n_ops);
   if (!f && !prof_ns) atomic_fetch_add(&g_st_fallbacks, 1);
   if (f) {
-    ftask_t* t = ftask_new(f->n_tb, f->n_sb, f->n_out);
+    ftask_t* t = ftask_take(f);
+    if (!t) t = ftask_new(f->n_tb, f->n_sb, f->n_out);
     if (!t) { fentry_release(f); f = NULL; st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
     else {
       t->f = f; t->exe = f->exe;
@@ -1666,7 +1693,8 @@ tpu_status_t tpu_capture_run(tpu_capture_t* c, const tpu_tensor_t* inputs, int n
     if (!ok) return TPU_ERR(INVALID_ARGUMENT, "captured graph: output buffer %d does not have the captured layout", k);
   }
   fentry_t* f = c->f;
-  ftask_t* t = ftask_new(f->n_tb, f->n_sb, f->n_out);
+  ftask_t* t = ftask_take(f);
+  if (!t) t = ftask_new(f->n_tb, f->n_sb, f->n_out);
   if (!t) return TPU_ERR(OUT_OF_MEMORY, "out of host memory");
   __atomic_add_fetch(&f->refcount, 1, __ATOMIC_ACQ_REL);
   t->f = f; t->exe = f->exe;

@@ -5,10 +5,13 @@
  * of compiling); captures replay on new inputs, refuse what they cannot replay with a reason;
  * the debug recorder sees fused graphs. Run under ASan/UBSan by `make test-sanitize`. */
 #include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/runtime.h"
 #include "tpurt.h"
 
 static int g_pass, g_fail;
@@ -240,6 +243,90 @@ static void test_capture_replay(void) {
   st = tpu_trace_flush(99);
   CHECK(st != TPU_OK, "bad device refused");
   tpu_status_free(st);
+  drop(&x); drop(&w); drop(&y); drop(&s);
+}
+
+/* ---- replays in flight: a finished replay's task is taken by a later replay of the same graph
+ * (lower/trace.c ftask_take), so replays queued behind a held queue, replays enqueued while earlier
+ * ones run, a replay after a failed task and replays still queued when the capture is freed must each
+ * write strict eager's bits for their own inputs into their own buffers. */
+static atomic_int g_gate;
+static tpu_status_t gate_task(void* ctx) {
+  (void)ctx;
+  while (!atomic_load(&g_gate)) sched_yield();
+  return TPU_OK;
+}
+static tpu_status_t failing_task(void* ctx) { (void)ctx; return TPU_ERR(INTERNAL, "injected failure"); }
+static void test_capture_replays_in_flight(void) {
+  enum { N = 8, K = 16, M = 24 };
+  static float hx[M][N * K], hw[N * K], ry[N * K], rs[N], hy[N * K], hs[N];
+  for (int i = 0; i < N * K; ++i) hw[i] = frand();
+  for (int m = 0; m < M; ++m)
+    for (int i = 0; i < N * K; ++i) hx[m][i] = frand();
+  int64_t sz[2] = {N, K}, n1[1] = {N};
+  buf_t x = fbuf(2, sz, hx[0]), w = fbuf(2, sz, hw), y = fbuf(2, sz, NULL), s = fbuf(1, n1, NULL);
+  OK(tpu_capture_begin(0));
+  mul(&x.t, &w.t, &y.t);
+  add(&y.t, &x.t, 1.0, &y.t);
+  sum_dim(&y.t, 1, &s.t);
+  tpu_tensor_t outs[2] = {y.t, s.t};
+  tpu_capture_t* cap = NULL;
+  char reason[256];
+  OK(tpu_capture_end(0, &x.t, 1, &w.t, 1, outs, 2, &cap, reason, sizeof reason));
+  CHECK(cap && tpu_capture_num_buffers(cap) == 2, "capture made: %s", reason);
+  if (!cap) { drop(&x); drop(&w); drop(&y); drop(&s); return; }
+  int ob[2] = {-1, -1};
+  for (int k = 0; k < 2; ++k) {
+    tpu_tensor_t meta;
+    int in = -1;
+    int64_t off = -1;
+    OK(tpu_capture_output_info(cap, k, &meta, &in, &ob[k], &off));
+  }
+  static buf_t xs[M], bufs[M][2];
+  for (int m = 0; m < M; ++m) {
+    xs[m] = fbuf(2, sz, hx[m]);
+    for (int b = 0; b < 2; ++b) {
+      tpu_tensor_t meta;
+      OK(tpu_capture_buffer_info(cap, b, &meta));
+      bufs[m][b] = fbuf(meta.ndim, meta.sizes, NULL);
+    }
+  }
+  OK(tpu_rt_synchronize(0));
+  int m = 0;
+  atomic_store(&g_gate, 0);
+  OK(tpu_rt_queue_enqueue(0, "gate", gate_task, NULL, NULL)); /* holds the queue: these 6 are all queued */
+  for (; m < 6; ++m) {
+    tpu_tensor_t bt[2] = {bufs[m][0].t, bufs[m][1].t};
+    OK(tpu_capture_run(cap, &xs[m].t, 1, bt, 2));
+  }
+  atomic_store(&g_gate, 1);
+  for (; m < 16; ++m) { /* while earlier ones run or have finished */
+    tpu_tensor_t bt[2] = {bufs[m][0].t, bufs[m][1].t};
+    OK(tpu_capture_run(cap, &xs[m].t, 1, bt, 2));
+  }
+  OK(tpu_rt_queue_enqueue(0, "failing task", failing_task, NULL, NULL));
+  for (; m < 20; ++m) { /* after the failure */
+    tpu_tensor_t bt[2] = {bufs[m][0].t, bufs[m][1].t};
+    OK(tpu_capture_run(cap, &xs[m].t, 1, bt, 2));
+  }
+  tpu_status_t st = tpu_rt_synchronize(0);
+  CHECK(st && strstr(tpu_status_message(st), "injected failure"), "the failure is reported: %s", tpu_status_message(st));
+  tpu_status_free(st);
+  for (; m < M; ++m) { /* the capture is freed while these are queued */
+    tpu_tensor_t bt[2] = {bufs[m][0].t, bufs[m][1].t};
+    OK(tpu_capture_run(cap, &xs[m].t, 1, bt, 2));
+  }
+  tpu_capture_free(cap);
+  OK(tpu_rt_synchronize(0));
+  int same = 0;
+  for (m = 0; m < M; ++m) {
+    fget(&bufs[m][ob[0]], ry); fget(&bufs[m][ob[1]], rs);
+    mul(&xs[m].t, &w.t, &y.t); add(&y.t, &xs[m].t, 1.0, &y.t); sum_dim(&y.t, 1, &s.t);
+    fget(&y, hy); fget(&s, hs);
+    same += !memcmp(ry, hy, sizeof ry) && !memcmp(rs, hs, sizeof rs);
+    drop(&xs[m]); drop(&bufs[m][0]); drop(&bufs[m][1]);
+  }
+  CHECK(same == M, "%d of %d replays in flight are bitwise strict eager on their inputs", same, M);
   drop(&x); drop(&w); drop(&y); drop(&s);
 }
 
@@ -547,6 +634,7 @@ int main(int argc, char** argv) {
   test_fused_matches_strict();
   test_recorder_sees_fused_graphs();
   test_capture_replay();
+  test_capture_replays_in_flight();
   test_capture_compiles_one_executable();
   test_capture_size_template();
   test_size_decision_refuses();
