@@ -131,6 +131,64 @@ def test_fused_eager_second_process_compiles_nothing(tmp_path: Path) -> None:
     assert _same(r1, r3), "fused eager differs from strict eager"
 
 
+# WORKLOAD's step with the model's forward/backward and AdamW's step under torch.compile(backend="tpu") (every graph
+# captured); TPU_TEST_ACT=tanh changes one op of the forward graph.
+COMPILED = textwrap.dedent(
+    """
+    import os
+    _act = torch.nn.Tanh if os.environ.get("TPU_TEST_ACT") == "tanh" else torch.nn.GELU
+    torch.nn.GELU = lambda: _act()
+
+    def step(device):  # compiled on tpu, eager on cpu (the reference)
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(13, 31), torch.nn.GELU(), torch.nn.LayerNorm(31),
+                                    torch.nn.Linear(31, 7)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01, capturable=device == "tpu")
+        fwd = torch.compile(model, backend="tpu") if device == "tpu" else model
+        opt_step = torch.compile(opt.step, backend="tpu") if device == "tpu" else opt.step
+        x = torch.randn(9, 13).to(device)
+        y = (torch.arange(9) % 7).to(device)
+        losses = []
+        for _ in range(2):
+            loss = torch.nn.functional.cross_entropy(fwd(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt_step()
+            losses.append(loss.detach())
+        return [t.detach().cpu() for t in [*losses, *model.parameters()]]
+    """
+)
+
+
+def test_compiled_second_process_compiles_nothing(tmp_path: Path) -> None:
+    """torch.compile(backend="tpu"): a second process captures the same graphs from the disk cache (a capture walks
+    the FX graph and loads the fused executables: no compile, results bit-identical); a changed graph misses."""
+    cache = tmp_path / "cache"
+    head, tail = WORKLOAD.split("out = step(")
+    code = head + COMPILED + "\nout = step(" + tail
+
+    def run(name: str, **extra: str):
+        out = tmp_path / f"{name}.pt"
+        p = subprocess.Popen([sys.executable, "-c", code, str(out)], env=_env(cache, **extra), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return _finish(p, out)
+
+    cold, r1, _ = run("cold")
+    m = cold["metrics"]
+    assert m["compile_captures"] >= 3 and m["compile_capture_failures"] == {}, m
+    assert m["compiles"] > 0 and m["cache_disk_writes"] == m["compiles"]
+    warm, r2, _ = run("warm")
+    w = warm["metrics"]
+    assert w["compiles"] == 0 and w["compile_seconds"] == 0, "the second process compiled"
+    assert w["compile_captures"] == m["compile_captures"] and w["compile_replays"] == m["compile_replays"]
+    assert w["cache_hits_disk"] == m["compiles"] and w["cache_disk_rejected"] == 0 and w["cache_disk_writes"] == 0
+    assert _same(r1, r2), "results differ between the compiling and the loading process"
+    changed, r3, _ = run("changed", TPU_TEST_ACT="tanh")
+    c = changed["metrics"]
+    assert c["compiles"] > 0 and c["cache_disk_writes"] == c["compiles"], "a changed graph ran a cached executable"
+    assert not _same(r1, r3)
+
+
 def test_two_processes_write_concurrently(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     procs = [(_start(tmp_path / f"p{i}.pt", _env(cache)), tmp_path / f"p{i}.pt") for i in range(2)]
