@@ -46,13 +46,14 @@ static void conv_tile_set(const conv_geo_t* g, conv_tile_t* t, int64_t ti) {
   int64_t p0 = ti * g->Pt;
   t->p0 = p0;
   t->pt = TPU_MIN(g->Pt, g->P - p0);
-  for (int64_t j = 0; j < t->pt; ++j) {
-    int64_t p = p0 + j;
-    int64_t q0 = p / (g->Q[1] * g->Q[2]), q1 = (p / g->Q[2]) % g->Q[1], q2 = p % g->Q[2];
+  if (t->pt <= 0) return;
+  int64_t q0 = p0 / (g->Q[1] * g->Q[2]), q1 = (p0 / g->Q[2]) % g->Q[1], q2 = p0 % g->Q[2];
+  for (int64_t j = 0; j < t->pt; ++j) { /* position p0 + j by counters: divisions cost more than the rest */
     t->b0[j] = q0 * g->st[0] - g->pd[0];
     t->b1[j] = q1 * g->st[1] - g->pd[1];
     t->b2[j] = q2 * g->st[2] - g->pd[2];
     t->yoff[j] = q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
+    if (++q2 == g->Q[2]) { q2 = 0; if (++q1 == g->Q[1]) { q1 = 0; ++q0; } }
   }
 }
 
@@ -857,8 +858,8 @@ static tpu_status_t conv_gk_run(int kind, conv_gk_job_t* J) {
         const int64_t wo = gk_woff(g, kk);
         for (int64_t c = 0; c < g->Cg; ++c) {
           float* d = J->wp + (grp * KcG + kk * g->Cg + c) * J->Opg;
-          for (int64_t o = 0; o < J->Opg; ++o)
-            d[o] = o < g->Og ? ld1_f32(g->wd, (grp * g->Og + o) * g->ws[0] + c * g->ws[1] + wo, g->wdt) : 0.0f;
+          ldrun_f32(d, g->wd, grp * g->Og * g->ws[0] + c * g->ws[1] + wo, g->ws[0], g->Og, g->wdt);
+          memset(d + g->Og, 0, (size_t)(J->Opg - g->Og) * sizeof(float));
         }
       }
     if (g->ys[1] != 1) {
