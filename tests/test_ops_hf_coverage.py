@@ -62,6 +62,14 @@ def test_histc_integers_count_like_cuda(dtype):
     same(torch.histc(x.to(DEV)[::2], bins=3, min=2, max=6), torch.histc(x[::2].double(), 3, 2, 6).to(dtype))
 
 
+def test_histc_low_precision_counts_round_once():
+    # bf16 / f16 counts add up in f32 and round once; PyTorch's CPU adds 1s in bf16 / f16 per thread,
+    # so its bins stop at 256 / 2048 per thread (a thread-count-dependent answer)
+    for dtype, n in ((torch.bfloat16, 1000), (torch.float16, 3000)):
+        x = torch.cat([torch.zeros(n), torch.full((5,), 0.9)]).to(dtype)
+        same(torch.histc(x.to(DEV), 3, -1, 1), torch.histc(x.float(), 3, -1, 1).to(dtype))
+
+
 def test_histc_errors():
     x = torch.ones(3, device=DEV)
     with pytest.raises(RuntimeError, match="max must be larger than min"):

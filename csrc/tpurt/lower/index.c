@@ -709,8 +709,9 @@ static tpu_status_t lower_bincount(tpu_lower_ctx_t* cx) {
  * step: L = lo, R = hi as self's dtype, bin = trunc((x - L) * bins / (R - L)), the last bin closed at
  * R; x outside [L, R] (NaN included) is not counted. Integral inputs follow the CUDA kernel (the CPU
  * has none; Hugging Face's MoE layers pass int32 expert ids on accelerators): bin = (x - lo) * bins /
- * (hi - lo) in i64. A data range that is not finite (inf or NaN data with min == max), an error in
- * PyTorch, gives NaN in every bin: the lowering cannot read the data. */
+ * (hi - lo) in i64. Counts add up in f32 for bf16 / f16 and are rounded once (PyTorch's CPU adds 1s in
+ * bf16 / f16 per thread, so a bin stops at 256 / 2048 per thread). A data range that is not finite (inf or
+ * NaN data with min == max), an error in PyTorch, gives NaN in every bin: the lowering cannot read the data. */
 static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   int dt = lw_dtype_of(cx, 0), fl = tpu_dtype_is_floating(dt);
   if (dt == TPU_DTYPE_BOOL) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "\"histc\" not implemented for 'Bool'");
@@ -762,7 +763,7 @@ static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   pos = tpu_ir_clamp(G, lw_const_like(cx, 0, pos), pos, lw_const_like(cx, (double)(bins - 1), pos));
   pos = tpu_ir_select(G, in, pos, last); /* uncounted elements go to an extra slot, sliced off */
   int64_t nb1 = bins + 1, s0 = 0, st = 1;
-  int h = tpu_ir_scatter(G, lw_const(cx, 0, dt, 1, &nb1), pos, lw_const(cx, 1, dt, 1, &n), 0, SC_ADD);
+  int h = tpu_ir_scatter(G, lw_const(cx, 0, ct, 1, &nb1), pos, lw_const(cx, 1, ct, 1, &n), 0, SC_ADD);
   h = tpu_ir_slice(G, h, &s0, &bins, &st);
   if (bad >= 0) h = tpu_ir_select(G, tpu_ir_broadcast(G, bad, 1, &bins, NULL), lw_const_like(cx, NAN, h), h);
   return lw_output(cx, 0, h);
