@@ -646,7 +646,7 @@ static void run_store_bf16(uint64_t seed) {
  * strip heights (8 and 14). */
 static void run_direct_a_bf16(uint64_t seed) {
   uint64_t s = seed;
-  int64_t in_place_on = 0, in_place_off = 0, d0, d1, st;
+  int64_t in_place_on = 0, in_place_off = 0, d0, d1, st, sm;
   const int counting = tpu_host_gemm_count_paths(1);
   for (int r = 0; r < (SANITIZED ? 30 : 100); ++r) {
     const int64_t m = r % 8 == 0 ? rng_int(&s, 60, 200) : rng_int(&s, 1, 70), n = rng_int(&s, 1, r % 5 == 0 ? 128 : 64);
@@ -668,15 +668,15 @@ static void run_direct_a_bf16(uint64_t seed) {
     memcpy(c2, c0, (size_t)(batch * m * n) * sizeof(float));
     const int64_t b_rs = tb ? 1 : n, b_cs = tb ? k : 1, c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1;
     int old = tpu_host_gemm_set_direct_a(1 << 30);
-    tpu_host_gemm_path_counts(&d0, &st);
+    tpu_host_gemm_path_counts(&d0, &st, &sm);
     tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.25f, a + a_off, a_span, a_rs, 1, b,
                               k * n, b_rs, b_cs, beta, c1, m * n, c_rs, c_cs);
-    tpu_host_gemm_path_counts(&d1, &st);
+    tpu_host_gemm_path_counts(&d1, &st, &sm);
     in_place_on += d1 - d0;
     tpu_host_gemm_set_direct_a(0);
     tpu_host_sgemm_batched_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, batch, m, n, k, 1.25f, a + a_off, a_span, a_rs, 1, b,
                               k * n, b_rs, b_cs, beta, c2, m * n, c_rs, c_cs);
-    tpu_host_gemm_path_counts(&d0, &st);
+    tpu_host_gemm_path_counts(&d0, &st, &sm);
     in_place_off += d0 - d1;
     tpu_host_gemm_set_direct_a(old);
     case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = 1.25, .beta = beta, .tb = tb};
@@ -698,9 +698,9 @@ static void run_direct_a_bf16(uint64_t seed) {
  * bias over zero products; tiny products scaled by alpha), which vcvtne2ps2bf16 would flush. */
 static void run_store_bf16_regs(uint64_t seed) {
   uint64_t s = seed;
-  int64_t da, st0, st1;
+  int64_t da, st0, st1, sm;
   const int counting = tpu_host_gemm_count_paths(1);
-  tpu_host_gemm_path_counts(&da, &st0);
+  tpu_host_gemm_path_counts(&da, &st0, &sm);
   const int64_t shapes[][3] = {{64, 64, 32}, {64, 32, 64}, {32, 64, 64}, {70, 33, 31}, {8, 32, 2}, {14, 7, 1},
                                {9, 100, 129}, {130, 64, 768}, {1, 40, 5}, {23, 1, 9}, {57, 96, 3}};
   for (int r = 0; r < (SANITIZED ? 24 : 88); ++r) {
@@ -753,9 +753,123 @@ static void run_store_bf16_regs(uint64_t seed) {
     report(ok && (!((den && bp) || tiny) || denormals > 0 || !bf16_kernel_on()), &info, what, 0, 0);
     free(a); free(b); free(c); free(c2); free(bias); free(out);
   }
-  tpu_host_gemm_path_counts(&da, &st1); /* the register store ran (same bits as the f32 block path) */
+  tpu_host_gemm_path_counts(&da, &st1, &sm); /* the register store ran (same bits as the f32 block path) */
   tpu_host_gemm_count_paths(counting);
   report(st1 > st0 || !bf16_kernel_on(), &(case_t){0}, "bf16 store from registers: the kernels' store path ran", 0, 0);
+}
+
+/* ---- the small path (gemm.h small: one k block, A read in place, row strips cut to the rows there are) gives
+ * the packed path's bits: A row-major / column-major / strided / zero / flipped rows, B row-major (in place) /
+ * B^T (x @ W^T) / strided / zero / flipped rows, transposed C (computed as C^T), beta 0 over NaN C and beta
+ * != 0, m across strip splits (1..14 rows, 16 = 8 + 8), n around the 16- and 32-column chunks, k up to one k
+ * block and past it (packed), batches (broadcast A or B), the minGPT backward's shapes (dW = dY^T X with
+ * k = batch * seq, dX = dY W, attention's 64 x (16 x 8 x 16)). With an f32 epilogue (C kept, or c_unused) the
+ * blocks are disjoint, cover C and hold its final bits. Counted: the small path ran where the kernel has one,
+ * and not with set_direct_a(0) (the reference run). */
+typedef struct small_epi_s {
+  int64_t batch, m, n;
+  const float* want; /* (batch, m, n) row-major */
+  int* seen;
+  int bad;
+} small_epi_t;
+static void small_epi_fn(void* ctx, int64_t t, int64_t i0, int64_t j0, int64_t mb, int64_t nb, const float* blk,
+                         int64_t rs, int64_t cs) {
+  small_epi_t* e = (small_epi_t*)ctx;
+  if (t < 0 || t >= e->batch || i0 < 0 || j0 < 0 || mb < 1 || nb < 1 || i0 + mb > e->m || j0 + nb > e->n) {
+    e->bad = 1;
+    return;
+  }
+  for (int64_t i = 0; i < mb; ++i)
+    for (int64_t j = 0; j < nb; ++j) {
+      const int64_t x = (t * e->m + i0 + i) * e->n + j0 + j;
+      e->seen[x]++;
+      if (memcmp(&blk[i * rs + j * cs], &e->want[x], 4)) e->bad = 1;
+    }
+}
+static void run_small(uint64_t seed) {
+  uint64_t s = seed;
+  int64_t da, st, sm0, sm1, small_on = 0, small_off = 0;
+  const int counting = tpu_host_gemm_count_paths(1);
+  static const int64_t shapes[][4] = {{1, 96, 32, 256}, {1, 32, 32, 256}, {1, 32, 128, 256}, {1, 128, 32, 256},
+                                      {1, 40, 32, 256}, {1, 256, 32, 96},  {1, 256, 128, 32}, {1, 256, 40, 32},
+                                      {64, 16, 8, 16},  {64, 8, 16, 16},   {64, 16, 16, 8},   {3, 15, 17, 512},
+                                      {2, 29, 33, 513}, {1, 14, 48, 1}};
+  const int nshapes = TPU_ARRAY_LEN(shapes), rounds = SANITIZED ? 60 : 240;
+  for (int r = 0; r < rounds; ++r) {
+    int64_t batch, m, n, k;
+    if (r < 2 * nshapes) {
+      const int64_t* sh = shapes[r % nshapes];
+      batch = sh[0], m = sh[1], n = sh[2], k = sh[3];
+    } else {
+      batch = rng_int(&s, 0, 3) ? 1 : rng_int(&s, 2, 5);
+      m = rng_int(&s, 1, r % 9 == 0 ? 300 : 45), n = rng_int(&s, 1, r % 7 == 0 ? 160 : 70);
+      k = r % 8 == 0 ? rng_int(&s, 300, 600) : rng_int(&s, 1, 90);
+    }
+    int64_t a_rs = k, a_cs = 1, a_off = 0, b_rs = n, b_cs = 1, b_off = 0;
+    switch (r < 2 * nshapes ? (r / nshapes) * 4 + (r % 2) : (int)rng_int(&s, 0, 5)) { /* A layouts */
+      case 1: case 5: a_rs = 1, a_cs = m; break;
+      case 2: a_rs = 2 * k + 3, a_cs = 2; break;
+      case 3: a_rs = 0; break;
+      case 4: a_rs = -k, a_off = (m - 1) * k; break;
+      default: break;
+    }
+    switch (r < 2 * nshapes ? (r / 2) % 2 : (int)rng_int(&s, 0, 4)) { /* B layouts */
+      case 1: b_rs = 1, b_cs = k; break;
+      case 2: b_rs = 2 * n + 1, b_cs = 2; break;
+      case 3: b_rs = 0; break;
+      case 4: b_rs = -n, b_off = (k - 1) * n; break;
+      default: break;
+    }
+    const int c_tr = r % 6 == 5, a_bc = batch > 1 && r % 5 == 1, b_bc = batch > 1 && r % 5 == 2;
+    const float beta = r % 3 == 2 ? 0.75f : 0.0f, alpha = r % 4 == 3 ? -1.5f : 1.0f;
+    const int64_t a_span = 2 * m * k + 3 * m + 3 * k + 1, b_span = 2 * k * n + 2 * n + 2 * k + 1, mn = m * n;
+    float* a = malloc((size_t)(batch * a_span) * sizeof(float));
+    float* b = malloc((size_t)(batch * b_span) * sizeof(float));
+    float* c0 = malloc((size_t)(batch * mn) * sizeof(float));
+    float* c1 = malloc((size_t)(batch * mn) * sizeof(float));
+    float* c2 = malloc((size_t)(batch * mn) * sizeof(float));
+    float* want = malloc((size_t)(batch * mn) * sizeof(float));
+    int* seen = calloc((size_t)(batch * mn), sizeof(int));
+    if (!a || !b || !c0 || !c1 || !c2 || !want || !seen) { fprintf(stderr, "out of memory\n"); exit(2); }
+    for (int64_t i = 0; i < batch * a_span; ++i) a[i] = (float)rng_unit(&s);
+    for (int64_t i = 0; i < batch * b_span; ++i) b[i] = (float)rng_unit(&s);
+    for (int64_t i = 0; i < batch * mn; ++i) c0[i] = beta == 0.0f ? NAN : (float)rng_unit(&s);
+    const int64_t c_rs = c_tr ? 1 : n, c_cs = c_tr ? m : 1;
+    const int64_t a_bs = a_bc ? 0 : a_span, b_bs = b_bc ? 0 : b_span;
+    int ok = 1;
+    for (int v = 0; v < 3; ++v) { /* 0: packed (reference), 1: small path, 2: small path with an epilogue */
+      memcpy(v == 0 ? c2 : c1, c0, (size_t)(batch * mn) * sizeof(float));
+      tpu_host_gemm_path_counts(&da, &st, &sm0);
+      const int old = tpu_host_gemm_set_direct_a(v == 0 ? 0 : -1);
+      small_epi_t e = {batch, m, n, want, seen, 0};
+      tpu_host_gemm_epi_t epi = {small_epi_fn, &e, 0, beta == 0.0f && r % 2, NULL, 0, 0, 0, NULL, 0, 0};
+      tpu_host_sgemm_batched_epi(TPU_DTYPE_F32, TPU_DTYPE_F32, 0, batch, m, n, k, alpha, a + a_off, a_bs, a_rs, a_cs,
+                                 b + b_off, b_bs, b_rs, b_cs, beta, v == 0 ? c2 : c1, mn, c_rs, c_cs,
+                                 v == 2 ? &epi : NULL);
+      tpu_host_gemm_set_direct_a(old);
+      tpu_host_gemm_path_counts(&da, &st, &sm1);
+      if (v == 0) small_off += sm1 - sm0;
+      else small_on += sm1 - sm0;
+      if (v == 0) /* C's final values in (t, i, j) order for the epilogue check */
+        for (int64_t t = 0; t < batch; ++t)
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) want[(t * m + i) * n + j] = c2[t * mn + i * c_rs + j * c_cs];
+      if (v == 1) ok &= !memcmp(c1, c2, (size_t)(batch * mn) * sizeof(float));
+      if (v == 2) {
+        ok &= !e.bad && (epi.c_unused || !memcmp(c1, c2, (size_t)(batch * mn) * sizeof(float)));
+        for (int64_t i = 0; i < batch * mn; ++i) ok &= seen[i] == 1;
+      }
+    }
+    case_t info = {.batch = batch, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta, .tc = c_tr};
+    char what[128];
+    snprintf(what, sizeof what, "small path == packed, bitwise (+ epilogue blocks), a=(%lld,%lld) b=(%lld,%lld)",
+             (long long)a_rs, (long long)a_cs, (long long)b_rs, (long long)b_cs);
+    report(ok, &info, what, 0, 0);
+    free(a); free(b); free(c0); free(c1); free(c2); free(want); free(seen);
+  }
+  tpu_host_gemm_count_paths(counting);
+  const int has_small = strstr(tpu_host_gemm_isa_name(), "avx512") != NULL;
+  report(small_off == 0 && (small_on > 0 || !has_small), &(case_t){0}, "small path: ran only when enabled", 0, 0);
 }
 
 /* Two threads calling into the shared pool at once: the second runs inline, results still right. */
@@ -786,6 +900,7 @@ int main(void) {
     run_store_bf16(2024 + (uint64_t)i);
     run_direct_a_bf16(3030 + (uint64_t)i);
     run_store_bf16_regs(4040 + (uint64_t)i);
+    run_small(5050 + (uint64_t)i);
     printf("kernels %-16s %s\n", last, g_failed == before ? "ok" : "FAILED");
   }
   run_bf16_denormals();

@@ -6,7 +6,9 @@
  *       ic over m by MC:   A block (mc, kc) packed into MR-high strips  -> L2
  *         jr by NR, ir by MR: microkernel, B strip (kc, NR) stays in L1 (or L2) across ir
  * Threads get disjoint 2-D tiles of C and pack their own panels: no barriers, and packing is
- * O((m + n) k) against O(m n k) work. Legend: see gemm.h. */
+ * O((m + n) k) against O(m n k) work. A tile with one k block and a small B (the minGPT backward's dW = dY^T X,
+ * dX = dY W, attention's 64 x (16 x 8 x 16)) takes the kernel's small path instead: A read in place, row-major B
+ * in place, no 14 x 32 padding (gemm_tile_small); same bits. Legend: see gemm.h. */
 #include "drivers/host/gemm.h"
 
 #include <math.h>
@@ -20,6 +22,7 @@
 #define GEMM_STACK_BYTES 16384           /* packing buffers of small problems live on the stack */
 #define GEMM_PAR_GRAIN (96 * 96 * 96)     /* m*n*k per thread below which splitting does not pay */
 #define GEMM_BATCH_SMALL (192 * 192 * 192) /* m*n*k below which a batch is split over matrices */
+#define GEMM_SMALL_B_BYTES (256 * 1024) /* the small path's B (k, n) part at most (L2) */
 #define GEMV_CHUNK 4096                  /* max columns per gemv task (acc lives on the stack) */
 /* A tile of C at most this many columns wide (twice that for row-major A; bf16 kernels: row-major A at any
  * width, see gemm_plan) reads A in place (the kernel's ukr_a) instead of packing it: a packed A strip would serve only a few B strips, and packing it cost
@@ -228,11 +231,12 @@ int tpu_host_gemm_set_direct_a(int max_cols) { return atomic_exchange(&g_direct_
 /* tiles planned with A read in place / with the bf16 store in the kernels, counted only while a test asks
  * (tpu_host_gemm_count_paths): shared atomic adds on every tile's plan would cost the threads of a GEMM */
 static _Atomic int g_count_paths;
-static _Atomic int64_t g_path_direct_a, g_path_store16;
+static _Atomic int64_t g_path_direct_a, g_path_store16, g_path_small;
 int tpu_host_gemm_count_paths(int on) { return atomic_exchange(&g_count_paths, on != 0); }
-void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16) {
+void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16, int64_t* small) {
   *direct_a = atomic_load_explicit(&g_path_direct_a, memory_order_relaxed);
   *store16 = atomic_load_explicit(&g_path_store16, memory_order_relaxed);
+  *small = atomic_load_explicit(&g_path_small, memory_order_relaxed);
 }
 
 tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa) {
@@ -611,9 +615,52 @@ void tpu_host_scratch_free(void* p) {
   if (p) gemm_buf_put((char*)p);
 }
 
+/* The tile C[i0:i1, j0:j1] can take the kernel's small path (gemm.h): plain f32 in one k block (the packed
+ * path's kc), contiguous C rows, and B's (k, cols) part small enough to stay in L2 while every row strip reads
+ * it (the packed path re-reads its packed B panel the same way; A is then read in place once per 32 columns). */
+static int gemm_small_ok(const gemm_args_t* g, int64_t cols) {
+  const tpu_host_gemm_kernel_t* kr = g->kr;
+  if (!kr->small || g->c_cs != 1 || gemm_needs_cvt(g) || atomic_load_explicit(&g_direct_a, memory_order_relaxed) == 0)
+    return 0;
+  if (!(g->k <= kr->kc || (kr->kc_rm && g->a_cs == 1 && g->k <= kr->kc_rm))) return 0;
+  return g->k * round_up(cols, kr->nr) * 4 <= GEMM_SMALL_B_BYTES;
+}
+
+/* gemm_tile_alloc's small path, scratch for B^T on the stack when small; the epilogue per block of about mc
+ * rows while it is still in cache, from a per-thread buffer when only the epilogue reads C (epi_local, as the
+ * packed path). Returns 0 (nothing done) when the heap is exhausted. */
+static int gemm_tile_small(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const tpu_host_gemm_kernel_t* kr = g->kr;
+  const int64_t cols = j1 - j0, k = g->k;
+  const int64_t mb = !g->epi || i1 - i0 <= kr->mc ? i1 - i0
+                                                  : TPU_MAX(kr->mr, TPU_MIN(kr->mc, GEMM_SMALL_B_BYTES / 4 / cols / kr->mr * kr->mr));
+  const size_t bbytes = g->b_cs != 1 ? (size_t)round_up(round_up(cols, kr->nr) * k * 4, GEMM_ALIGN) : 0;
+  const size_t cbytes = g->epi_local ? (size_t)(mb * cols * 4) : 0;
+  _Alignas(GEMM_ALIGN) char stack_buf[GEMM_STACK_BYTES];
+  char* heap = NULL;
+  char* buf = bbytes + cbytes <= GEMM_STACK_BYTES ? stack_buf : (heap = gemm_buf_get(bbytes + cbytes));
+  if (!buf) return 0;
+  if (atomic_load_explicit(&g_count_paths, memory_order_relaxed))
+    atomic_fetch_add_explicit(&g_path_small, 1, memory_order_relaxed);
+  const float alpha = *(const float*)g->alpha, beta = *(const float*)g->beta;
+  const float* b = (const float*)g->b + j0 * g->b_cs;
+  for (int64_t i = i0; i < i1; i += mb) {
+    const int64_t rows = TPU_MIN(mb, i1 - i);
+    float* c = g->epi_local ? (float*)(buf + bbytes) : (float*)g->c + i * g->c_rs + j0;
+    const int64_t c_rs = g->epi_local ? cols : g->c_rs;
+    kr->small(rows, cols, k, (const float*)g->a + i * g->a_rs, g->a_rs, g->a_cs, i == i0 || !bbytes ? b : NULL,
+              g->b_rs, g->b_cs, c, c_rs, alpha, beta, (float*)buf); /* B^T packed once */
+    if (g->epi_local) gemm_epi_at(g, i, j0, rows, cols, c, c_rs, 1);
+    else gemm_epi(g, i, j0, rows, cols);
+  }
+  if (heap) gemm_buf_put(heap);
+  return 1;
+}
+
 /* One thread's tile with its own packing buffers: on the stack when small, else from the cache.
  * If the heap is exhausted the tile still gets computed, by the reference loop. */
 static void gemm_tile_alloc(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  if (gemm_small_ok(g, j1 - j0) && gemm_tile_small(g, i0, i1, j0, j1)) return;
   gemm_plan_t pl = gemm_plan(g, i1 - i0, j1 - j0);
   size_t bytes = pl.abytes + pl.bbytes + pl.tbytes + pl.cbytes;
   if (bytes <= GEMM_STACK_BYTES) {
@@ -668,11 +715,17 @@ static void gemm_grid(const gemm_args_t* g, int threads, int64_t* tm_out, int64_
   *tn_out = best_tn;
 }
 
-static void gemm_packed(const gemm_args_t* g, int parallel) {
+/* Threads the packed driver splits a product over: the pool's, fewer for small work. */
+static int gemm_threads(const gemm_args_t* g, int parallel) {
   int threads = parallel ? tpu_pool_num_threads() : 1;
   double work = (double)g->m * (double)g->n * (double)g->k;
   if (threads > 1 && work < (double)GEMM_PAR_GRAIN * threads)
     threads = (int)TPU_MAX(1.0, work / GEMM_PAR_GRAIN);
+  return threads;
+}
+
+static void gemm_packed(const gemm_args_t* g, int parallel) {
+  const int threads = gemm_threads(g, parallel);
   int64_t tm = 1, tn = 1;
   if (threads > 1) gemm_grid(g, threads, &tm, &tn);
   if (tm * tn == 1) {
@@ -814,23 +867,25 @@ static int gemm_bf16_products(const gemm_args_t* g) {
   return 1;
 }
 
-static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_t k, const void* alpha,
-                     const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
-                     const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel,
-                     const tpu_host_gemm_epi_t* epi, int64_t t) {
-  if (m <= 0 || n <= 0) return;
+/* Fills *gp for one product and runs the paths that finish it at once (aliasing outputs, k == 0 or alpha == 0,
+ * GEMV); returns 1 when the packed driver is left to run (gemm_packed). */
+static int gemm_prepare(gemm_args_t* gp, int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_t k,
+                        const void* alpha, const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs,
+                        int64_t b_cs, const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel,
+                        const tpu_host_gemm_epi_t* epi, int64_t t) {
+  if (m <= 0 || n <= 0) return 0;
   gemm_args_t g = {gemm_pick(es), m, n, k, (const char*)a, a_rs, a_cs, (const char*)b, b_rs, b_cs,
                    (char*)c, c_rs, c_cs, alpha, beta, es == 4 ? (const void*)&kOneF : (const void*)&kOneD,
                    1, {0}, {0}, es, es, epi, epi ? epi->t0 + t : 0, 0, 0};
   gemm_set_fmt(&g, es, fmt);
   if ((m > 1 && c_rs == 0) || (n > 1 && c_cs == 0)) { /* outputs alias: keep the loop's order */
     gemm_ref_tile(&g, 0, m, 0, n);
-    return;
+    return 0;
   }
   if (k <= 0 || is_zero(es, alpha)) {
     scale_c(es, m, n, beta, g.c, c_rs, c_cs);
     gemm_epi(&g, 0, 0, m, n);
-    return;
+    return 0;
   }
   /* Prefer contiguous C rows (vector write-back) and m == 1 for vectors: C^T = B^T A^T. */
   if ((n == 1 && m > 1) || (m > 1 && c_cs != 1 && c_rs == 1)) {
@@ -848,11 +903,21 @@ static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_
   }
   if (g.m == 1 && es == 4 && !gemm_needs_cvt(&g) && sgemv(&g, parallel)) {
     gemm_epi(&g, 0, 0, g.m, g.n);
-    return;
+    return 0;
   }
   /* one k pass into a zero C: each block can live in a per-thread buffer until its epilogue ran */
   g.epi_local = epi && epi->c_unused && es == 4 && g.npass == 1 && k <= g.kr->kc && is_zero(es, beta);
-  gemm_packed(&g, parallel);
+  *gp = g;
+  return 1;
+}
+
+static void gemm_run(int es, const gemm_fmt_t* fmt, int64_t m, int64_t n, int64_t k, const void* alpha,
+                     const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
+                     const void* beta, void* c, int64_t c_rs, int64_t c_cs, int parallel,
+                     const tpu_host_gemm_epi_t* epi, int64_t t) {
+  gemm_args_t g;
+  if (gemm_prepare(&g, es, fmt, m, n, k, alpha, a, a_rs, a_cs, b, b_rs, b_cs, beta, c, c_rs, c_cs, parallel, epi, t))
+    gemm_packed(&g, parallel);
 }
 
 void tpu_host_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
@@ -892,12 +957,31 @@ typedef struct gemm_batch_s {
   const tpu_host_gemm_epi_t* epi;
 } gemm_batch_t;
 
+/* Matrices [begin, end) one after another. When the first one takes the small path on one thread, so do the
+ * others (same shape, strides and formats): they skip gemm_prepare and go to gemm_tile_small directly. */
+static void gemm_batch_range(const gemm_batch_t* bt, int64_t begin, int64_t end, int parallel) {
+  gemm_args_t g;
+  int small = 0;
+  for (int64_t t = begin; t < end; ++t) {
+    const char* a = bt->a + t * bt->a_bs * bt->a_es;
+    const char* b = bt->b + t * bt->b_bs * bt->b_es;
+    char* c = bt->c + t * bt->c_bs * bt->es;
+    if (small) {
+      g.a = g.epi_tr ? b : a, g.b = g.epi_tr ? a : b, g.c = c;
+      g.epi_t = bt->epi ? bt->epi->t0 + t : 0;
+      if (!gemm_tile_small(&g, 0, g.m, 0, g.n)) gemm_tile_alloc(&g, 0, g.m, 0, g.n);
+      continue;
+    }
+    if (gemm_prepare(&g, bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, a, bt->a_rs, bt->a_cs, b, bt->b_rs,
+                     bt->b_cs, bt->beta, c, bt->c_rs, bt->c_cs, parallel, bt->epi, t)) {
+      small = gemm_threads(&g, parallel) == 1 && gemm_small_ok(&g, g.n);
+      gemm_packed(&g, parallel);
+    }
+  }
+}
+
 static void gemm_batch_fn(void* ctx, int64_t begin, int64_t end) {
-  const gemm_batch_t* bt = (const gemm_batch_t*)ctx;
-  for (int64_t t = begin; t < end; ++t) /* already on the pool: each product on this thread */
-    gemm_run(bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->a_es, bt->a_rs, bt->a_cs,
-             bt->b + t * bt->b_bs * bt->b_es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
-             bt->c_rs, bt->c_cs, 0, bt->epi, t);
+  gemm_batch_range((const gemm_batch_t*)ctx, begin, end, 0); /* already on the pool: each product on this thread */
 }
 
 static void gemm_batched(const gemm_batch_t* bt, int64_t batch) {
@@ -913,10 +997,7 @@ static void gemm_batched(const gemm_batch_t* bt, int64_t batch) {
     tpu_pool_parallel_for(batch, grain, gemm_batch_fn, (void*)bt);
     return;
   }
-  for (int64_t t = 0; t < batch; ++t)
-    gemm_run(bt->es, bt->fmt, bt->m, bt->n, bt->k, bt->alpha, bt->a + t * bt->a_bs * bt->a_es, bt->a_rs, bt->a_cs,
-             bt->b + t * bt->b_bs * bt->b_es, bt->b_rs, bt->b_cs, bt->beta, bt->c + t * bt->c_bs * bt->es,
-             bt->c_rs, bt->c_cs, 1, bt->epi, t);
+  gemm_batch_range(bt, 0, batch, 1);
 }
 
 void tpu_host_sgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,

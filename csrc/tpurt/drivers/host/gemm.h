@@ -134,13 +134,15 @@ tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
  * read A in place (the kernels' ukr_a) instead of packing it; 0: never, negative: the default (64). For every
  * thread; returns the previous value. Same bits either way. */
 int tpu_host_gemm_set_direct_a(int max_cols);
+/* Small problems (one k block, B small enough to stay in cache: see gemm.c gemm_small_ok) skip packing A
+ * (the kernel's small; the f32 AVX-512 kernels have one) while set_direct_a is not 0; 0 packs A everywhere. */
 /* Test hooks: while counting is on (count_paths(1); off by default, so the planning of every thread tile costs
  * one relaxed load of the flag), path_counts says how many tiles were planned reading A in place (in the format
- * of the first pass) and storing bf16 from the kernels' registers (tpu_host_gemm_epi_t.out_bf16), so tests can
- * show that those paths ran (they give the same bits as the packed / f32-block paths). The counts are totals
- * over all threads and never reset; count_paths returns the previous setting. */
+ * of the first pass), storing bf16 from the kernels' registers (tpu_host_gemm_epi_t.out_bf16) and taken by the
+ * small path, so tests can show that those paths ran (they give the same bits as the packed / f32-block
+ * paths). The counts are totals over all threads and never reset; count_paths returns the previous setting. */
 int tpu_host_gemm_count_paths(int on);
-void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16);
+void tpu_host_gemm_path_counts(int64_t* direct_a, int64_t* store16, int64_t* small);
 /* The kernels sgemm uses now, e.g. "avx512 14x32", with the bf16 kernel when it is enabled
  * ("avx512 14x32 + avx512bf16 14x32"). */
 const char* tpu_host_gemm_isa_name(void);
@@ -179,6 +181,15 @@ typedef void (*tpu_host_gemm_pack_fn)(int64_t rows, int64_t kc, const void* src,
 typedef void (*tpu_host_gemv_rows_fn)(int64_t n, int64_t k, const float* x, int64_t xs,
                                       const float* b, int64_t b_rs, float* acc);
 typedef float (*tpu_host_sdot_fn)(int64_t k, const float* x, const float* y);
+/* small (f32, may be NULL): C (m, n) = alpha * A @ B + beta * C in one k block (k <= kc) without packing A:
+ * A(i, p) = a[i * a_rs + p * a_cs] read in place, B(p, j) = b[p * b_rs + j * b_cs] read in place when b_cs is 1
+ * (else packed into scratch: round_up(n, nr) * k floats, 64-byte aligned; b NULL: B is the one an earlier call
+ * with the same n, k and strides packed there), C rows contiguous (c_cs 1). Rows are cut into strips of at most
+ * mr that waste no rows (m = 16: 8 + 8, not 14 + 2 padded to 28). Same products in the same order and the same
+ * write-back as ukr: the packed path's bits. */
+typedef void (*tpu_host_gemm_small_fn)(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs,
+                                       const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs,
+                                       float alpha, float beta, float* scratch);
 
 /* out[i * o_rs + j] = bf16(bias[j] + x[i * x_rs + j]) (bias may be NULL: bf16(x)) for i < m, j < n: the direct
  * bf16 store of an epilogue (tpu_host_gemm_epi_t.out_bf16) on contiguous rows; per ISA. */
@@ -208,6 +219,7 @@ typedef struct tpu_host_gemm_kernel_s {
   tpu_host_gemm_pack_fn pack_a_hi, pack_b_hi;
   tpu_host_gemv_rows_fn gemv_rows;
   tpu_host_sdot_fn sdot;
+  tpu_host_gemm_small_fn small;
 } tpu_host_gemm_kernel_t;
 
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2, tpu_host_dgemm_kernel_avx2;

@@ -117,6 +117,134 @@ static void dgemm_ukr(int64_t kc, const void* ap_, const void* bp_, void* c_, in
   store_tile_f64(t, D_NR, c, c_rs, c_cs, mr, nr, alpha, beta);
 }
 
+/* ---- small problems (gemm.h: small): no packed A, B read in place or packed once, row strips cut to the rows
+ * there are. A tile of R rows (R <= S_MR, a constant) and NV vectors (NV 0: one 8-lane ymm, for at most 8
+ * columns: Zen 4 retires two of those FMAs per cycle, one zmm FMA; 1 or 2: zmm): the packed kernel's products
+ * in its order and its write-back, so its bits. am: A column-major (a_rs == 1: one pointer, rows at constant
+ * offsets) or any strides (a pointer per row, k offset p * a_cs). */
+static inline __attribute__((always_inline)) void small_tile8(int R, int am, int64_t k, const float* a, int64_t a_rs,
+                                                              int64_t a_cs, const float* b, int64_t b_rs, float* c,
+                                                              int64_t c_rs, int nr, float alpha, float beta) {
+  __m256 acc[S_MR];
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_ps();
+  const __mmask8 m0 = (__mmask8)tpu_avx512_mask16(nr);
+  const float* r[S_MR];
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i) r[i] = a + (am ? i : i * a_rs);
+#pragma GCC unroll 2
+  for (int64_t p = 0, o = 0; p < k; ++p, o += a_cs, b += b_rs) {
+    const __m256 b0 = _mm256_maskz_loadu_ps(m0, b);
+    _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i)
+      acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(am ? a[o + i] : r[i][o]), b0, acc[i]);
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i) { /* tpu_avx512_store_tile32's arithmetic */
+    float* ci = c + i * c_rs;
+    __m256 v = _mm256_mul_ps(va, acc[i]);
+    if (beta != 0.0f) v = _mm256_fmadd_ps(vb, _mm256_maskz_loadu_ps(m0, ci), v);
+    _mm256_mask_storeu_ps(ci, m0, v);
+  }
+}
+static inline __attribute__((always_inline)) void small_tile(int R, int NV, int am, int64_t k, const float* a,
+                                                             int64_t a_rs, int64_t a_cs, const float* b,
+                                                             int64_t b_rs, float* c, int64_t c_rs, int nr,
+                                                             float alpha, float beta) {
+  if (NV == 0) {
+    small_tile8(R, am, k, a, a_rs, a_cs, b, b_rs, c, c_rs, nr, alpha, beta);
+    return;
+  }
+  __m512 acc[S_MR][2];
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const __mmask16 m0 = tpu_avx512_mask16(nr), m1 = tpu_avx512_mask16(nr - 16);
+  const float* r[S_MR];
+  _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i) r[i] = a + (am ? i : i * a_rs);
+#pragma GCC unroll 2
+  for (int64_t p = 0, o = 0; p < k; ++p, o += a_cs, b += b_rs) {
+    const __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, b + 16) : b0;
+    _Pragma(STR(GCC unroll S_MR)) for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_set1_ps(am ? a[o + i] : r[i][o]);
+      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
+      if (NV == 2) acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  tpu_avx512_store_tile32(R, acc, c, c_rs, 1, R, nr, alpha, beta);
+}
+
+typedef void (*small_tile_fn)(int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+                              float* c, int64_t c_rs, int nr, float alpha, float beta);
+#define SMALL_TILE(R, NV, AM)                                                                                    \
+  static void small_##R##_##NV##_##AM(int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,  \
+                                      int64_t b_rs, float* c, int64_t c_rs, int nr, float alpha, float beta) { \
+    small_tile(R, NV, AM, k, a, a_rs, a_cs, b, b_rs, c, c_rs, nr, alpha, beta);                                 \
+  }
+#define SMALL_ROWS(NV, AM)                                                                                     \
+  SMALL_TILE(1, NV, AM) SMALL_TILE(2, NV, AM) SMALL_TILE(3, NV, AM) SMALL_TILE(4, NV, AM) SMALL_TILE(5, NV, AM) \
+  SMALL_TILE(6, NV, AM) SMALL_TILE(7, NV, AM) SMALL_TILE(8, NV, AM) SMALL_TILE(9, NV, AM)                      \
+  SMALL_TILE(10, NV, AM) SMALL_TILE(11, NV, AM) SMALL_TILE(12, NV, AM) SMALL_TILE(13, NV, AM)                  \
+  SMALL_TILE(14, NV, AM)
+SMALL_ROWS(0, 0) SMALL_ROWS(1, 0) SMALL_ROWS(2, 0) SMALL_ROWS(0, 1) SMALL_ROWS(1, 1) SMALL_ROWS(2, 1)
+#define SMALL_TABLE(NV, AM)                                                                                     \
+  { NULL, small_1_##NV##_##AM, small_2_##NV##_##AM, small_3_##NV##_##AM, small_4_##NV##_##AM,                  \
+    small_5_##NV##_##AM, small_6_##NV##_##AM, small_7_##NV##_##AM, small_8_##NV##_##AM, small_9_##NV##_##AM,   \
+    small_10_##NV##_##AM, small_11_##NV##_##AM, small_12_##NV##_##AM, small_13_##NV##_##AM, small_14_##NV##_##AM }
+_Static_assert(S_MR == 14, "the small tiles' table lists rows 1..14");
+static const small_tile_fn kSmallTiles[2][3][S_MR + 1] = {
+    {SMALL_TABLE(0, 0), SMALL_TABLE(1, 0), SMALL_TABLE(2, 0)}, {SMALL_TABLE(0, 1), SMALL_TABLE(1, 1), SMALL_TABLE(2, 1)}};
+
+static void pack_b_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst);
+static void pack_b16_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst);
+
+/* B^T rows j < rows (<= 16, each contiguous along p: B^T(j, p) = src[j * rs + p]) into columns 0..15 of a
+ * (k, h) panel, zeros past rows: pack_f32's 16x16 transposes with the loop unrolled so the 16 vectors stay in
+ * registers (its generic loop spills them: 0.35 of a 64 x (16 x 16 x 8) q @ k^T). */
+static inline __attribute__((always_inline)) void small_pack16(int64_t rows, int64_t k, const float* src, int64_t rs,
+                                                               float* dst, int h) {
+  for (int64_t p = 0; p < k; p += 16) {
+    const __mmask16 pm = tpu_avx512_mask16(k - p);
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; ++q) v[q] = q < rows ? _mm512_maskz_loadu_ps(pm, src + q * rs + p) : _mm512_setzero_ps();
+    tpu_avx512_transpose16(v);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      if (p + j < k) _mm512_storeu_ps(dst + (p + j) * h, v[j]);
+  }
+}
+static void small_pack_bt(int64_t n, int64_t k, const float* src, int64_t rs, float* dst) {
+  if (n <= 16) {
+    small_pack16(n, k, src, rs, dst, 16);
+    return;
+  }
+  for (int64_t j = 0; j < n; j += S_NR, dst += S_NR * k) {
+    small_pack16(TPU_MIN((int64_t)16, n - j), k, src + j * rs, rs, dst, S_NR);
+    small_pack16(TPU_MIN((int64_t)16, n - j - 16), k, src + (j + 16) * rs, rs, dst + 16, S_NR);
+  }
+}
+
+/* gemm.h small: B not row-major is packed into 16-wide (n <= 16) or 32-wide strips (b NULL: already); then 32-column chunks (the
+ * last one 8 or 16 wide when it can be), each over row strips of at most S_MR rows split evenly (m = 16: 8 + 8). */
+static void sgemm_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                        int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, float alpha, float beta, float* scratch) {
+  int64_t b_chunk = S_NR;
+  if (b_cs != 1) {
+    const int h = n <= 16 ? 16 : S_NR;
+    if (b && b_rs == 1) small_pack_bt(n, k, b, b_cs, scratch);
+    else if (b) (h == 16 ? pack_b16_f32 : pack_b_f32)(n, k, b, b_cs, b_rs, scratch);
+    b = scratch, b_rs = h, b_chunk = h * k;
+  }
+  const int am = a_rs == 1;
+  const int64_t strips = (m + S_MR - 1) / S_MR, base = m / strips, extra = m % strips;
+  for (int64_t j = 0; j < n; j += S_NR, b += b_chunk) {
+    const int nr = (int)TPU_MIN((int64_t)S_NR, n - j);
+    const small_tile_fn* tab = kSmallTiles[am][nr > 16 ? 2 : nr > 8];
+    int64_t i = 0;
+    for (int64_t s = 0; s < strips; ++s) {
+      const int rows = (int)(base + (s < extra));
+      tab[rows](k, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs + j, c_rs, nr, alpha, beta);
+      i += rows;
+    }
+  }
+}
+
 /* ---- packing: MR-high strips of A / NR-high strips of B^T, layout as gemm.h describes. */
 
 /* dst (kc, h) per strip from src (rows, kc): strips of h <= 32 rows.
@@ -176,6 +304,9 @@ static void pack_a_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, in
 }
 static void pack_b_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
   pack_f32(S_NR, rows, kc, (const float*)src, rs, cs, (float*)dst);
+}
+static void pack_b16_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst) {
+  pack_f32(16, rows, kc, (const float*)src, rs, cs, (float*)dst);
 }
 
 /* acc[j] += sum_p x[p*xs] * b[p*b_rs + j]: four rows of B per pass over acc. */
@@ -251,7 +382,7 @@ const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512 = {
     .name = "avx512 " STR(S_MR) "x32", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = S_KC,
     .mc = S_MC, .nc = S_NC, .ukr = sgemm_ukr,
     .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx512,
-    .sdot = sdot_avx512};
+    .sdot = sdot_avx512, .small = sgemm_small};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx512 = {
     .name = "avx512 " STR(D_MR) "x16", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256,
     .mc = 5 * D_MR, .nc = 2048, .ukr = dgemm_ukr};
