@@ -136,6 +136,9 @@ def test_fused_eager_second_process_compiles_nothing(tmp_path: Path) -> None:
 COMPILED = textwrap.dedent(
     """
     import os
+    if os.environ.get("TPU_TEST_NO_HINTS"):
+        from torch_tpu import _compile
+        _compile.META_HINTS = False
     _act = torch.nn.Tanh if os.environ.get("TPU_TEST_ACT") == "tanh" else torch.nn.GELU
     torch.nn.GELU = lambda: _act()
 
@@ -162,7 +165,8 @@ COMPILED = textwrap.dedent(
 
 def test_compiled_second_process_compiles_nothing(tmp_path: Path) -> None:
     """torch.compile(backend="tpu"): a second process captures the same graphs from the disk cache (a capture walks
-    the FX graph and loads the fused executables: no compile, results bit-identical); a changed graph misses."""
+    the FX graph and loads the fused executables: no compile, results bit-identical); a process without meta hints
+    (_compile.META_HINTS) computes the same bits; a changed graph misses."""
     cache = tmp_path / "cache"
     head, tail = WORKLOAD.split("out = step(")
     code = head + COMPILED + "\nout = step(" + tail
@@ -183,6 +187,8 @@ def test_compiled_second_process_compiles_nothing(tmp_path: Path) -> None:
     assert w["compile_captures"] == m["compile_captures"] and w["compile_replays"] == m["compile_replays"]
     assert w["cache_hits_disk"] == m["compiles"] and w["cache_disk_rejected"] == 0 and w["cache_disk_writes"] == 0
     assert _same(r1, r2), "results differ between the compiling and the loading process"
+    no_hints, r4, _ = run("no_hints", TORCH_TPU_CACHE_DIR="0", TPU_TEST_NO_HINTS="1")
+    assert _same(r1, r4), "the captures' meta hints changed the results"
     changed, r3, _ = run("changed", TPU_TEST_ACT="tanh")
     c = changed["metrics"]
     assert c["compiles"] > 0 and c["cache_disk_writes"] == c["compiles"], "a changed graph ran a cached executable"

@@ -322,6 +322,73 @@ def test_capture_walks_the_graph_without_generating_its_code() -> None:
         assert isinstance(seg._walk, _compile._NodeWalk) == walked  # (Dynamo's debug logs may generate it anyway)
 
 
+def _compiled_step_graphs(name: str, hints: bool) -> tuple[list, list[torch.Tensor]]:
+    """An example model's compiled training step (model and AdamW step compiled), two steps: (its CompiledGraphs,
+    the loss, parameters and their gradients, and the optimizer state after the steps)."""
+    torch._dynamo.reset()
+    graphs = []
+    orig, hints_before = _compile.CompiledGraph.__init__, _compile.META_HINTS
+
+    def spy(self, gm, kind, opts):
+        orig(self, gm, kind, opts)
+        graphs.append(self)
+
+    _compile.CompiledGraph.__init__, _compile.META_HINTS = spy, hints
+    try:
+        model, inputs, loss_fn = compile_models.build(name)
+        model = model.to("tpu")
+        x = compile_models.to(inputs, "tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+        fwd, step = torch.compile(model, backend="tpu"), torch.compile(opt.step, backend="tpu")
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(fwd(*x))
+            loss.backward()
+            step()
+    finally:
+        _compile.CompiledGraph.__init__, _compile.META_HINTS = orig, hints_before
+    state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    return graphs, [loss.detach(), *model.parameters(), *(p.grad for p in model.parameters()), *state]
+
+
+@pytest.mark.skipif(not hasattr(torch_tpu._C, "_meta_hint"), reason="the glue has no meta hints")
+def test_meta_hints_are_the_meta_functions_results() -> None:
+    """A capture hands the glue each node's FakeTensor results instead of running the op's meta function again
+    (_meta_hint_of): for every hinted node of minGPT's forward, backward and AdamW graphs, those are exactly what
+    the op's Meta kernel gives on tensors of the traced layouts (sizes, strides, dtype). (tests/test_cache.py: the
+    same step in a process without hints is bit-identical.)"""
+    used = torch_tpu._C._meta_hints_used()
+    graphs, _ = _compiled_step_graphs("mingpt", True)
+    assert len(graphs) == 3
+    assert torch_tpu._C._meta_hints_used() > used, "no capture used a hint"
+    checked = 0
+    for g in graphs:
+        for node in g.gm.graph.nodes:
+            h = _compile._meta_hint_of(node)
+            if h is None:
+                continue
+
+            def meta(a):
+                v = a.meta["val"]
+                if not isinstance(v, torch.Tensor):
+                    return v
+                dev = "meta" if v.device.type == "tpu" else v.device
+                return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=dev)
+
+            args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), meta)
+            with torch.no_grad():
+                out = node.target(*args, **kwargs)
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            flat = [t for r in h[1] for t in r]
+            got = [t for o in outs for t in (o if isinstance(o, (list, tuple)) else [o])]
+            assert len(got) == len(flat), node.format_node()
+            for f, t in zip(flat, got):
+                assert (tuple(f.shape), tuple(f.stride()), f.dtype) == (tuple(t.shape), tuple(t.stride()), t.dtype), \
+                    node.format_node()
+            checked += 1
+    assert checked > 100, checked
+
+
 def test_decomposition_table_same_as_from_the_full_core_table() -> None:
     """decompositions() reads PyTorch's explicit core table only (the full one turns every CIA registration into
     an OpOverload: ~0.25 s); the ops and functions must be those the full public table gives."""

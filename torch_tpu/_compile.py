@@ -770,9 +770,11 @@ class _NodeWalk:
     without it, so a warm start from the disk cache generated code only to run it once (RESULTS.md). The same
     calls on the same values as the generated code: placeholders from the positional arguments, get_attr from
     the module, call_function, output. None (the caller runs the generated code) for anything else: call_module /
-    call_method nodes, placeholder defaults, a graph with its own input/output processing (pytree codegen)."""
+    call_method nodes, placeholder defaults, a graph with its own input/output processing (pytree codegen).
+    Before each node whose arguments have the layouts it was traced with, the glue gets the node's meta hint
+    (_meta_hint_of): a new argument signature then skips the op's meta function."""
 
-    __slots__ = ("gm", "steps", "n_inputs")
+    __slots__ = ("gm", "steps", "n_inputs", "hint")
 
     @staticmethod
     def of(fn: Callable[..., Any]) -> Optional["_NodeWalk"]:
@@ -797,9 +799,10 @@ class _NodeWalk:
         dead: dict[torch.fx.Node, list[torch.fx.Node]] = {}
         for d, n in last.items():
             dead.setdefault(n, []).append(d)
-        # (node, op, target, args, kwargs, values dead after it)
-        self.steps = [(n, n.op, n.target, n.args, n.kwargs, tuple(dead.get(n, ()))) for n in nodes]
+        # (node, op, target, args, kwargs, values dead after it, meta hint or None)
+        self.steps = [(n, n.op, n.target, n.args, n.kwargs, tuple(dead.get(n, ())), _meta_hint_of(n)) for n in nodes]
         self.n_inputs = sum(1 for n in nodes if n.op == "placeholder")
+        self.hint = getattr(_ext(), "_meta_hint", None) if META_HINTS else None
 
     def __call__(self, *args: Any) -> Any:
         if len(args) != self.n_inputs:
@@ -808,21 +811,85 @@ class _NodeWalk:
         load = env.__getitem__
         map_arg = torch.fx.node.map_arg
         it = iter(args)
-        for node, op, target, a, k, dead in self.steps:
-            if op == "call_function":
-                env[node] = target(*map_arg(a, load), **map_arg(k, load))
-            elif op == "placeholder":
-                env[node] = next(it)
-            elif op == "get_attr":
-                obj = self.gm
-                for part in target.split("."):
-                    obj = getattr(obj, part)
-                env[node] = obj
-            else:  # output
-                return map_arg(a[0], load)
-            for d in dead:
-                del env[d]
+        hint, pending = self.hint, False
+        try:
+            for node, op, target, a, k, dead, h in self.steps:
+                if op == "call_function":
+                    if h is not None and hint is not None and all(
+                            isinstance(t := env[n], torch.Tensor) and t.dtype == dt and t.shape == sz and t.stride() == st
+                            for n, sz, st, dt in h[2]):
+                        hint(h[0], h[1])
+                        pending = True
+                    elif pending:
+                        hint("", [])
+                        pending = False
+                    env[node] = target(*map_arg(a, load), **map_arg(k, load))
+                elif op == "placeholder":
+                    env[node] = next(it)
+                elif op == "get_attr":
+                    obj = self.gm
+                    for part in target.split("."):
+                        obj = getattr(obj, part)
+                    env[node] = obj
+                else:  # output
+                    return map_arg(a[0], load)
+                for d in dead:
+                    del env[d]
+        finally:
+            if pending:
+                hint("", [])
         return None
+
+
+# Meta hints (see _meta_hint_of); tests turn them off to compare.
+META_HINTS = True
+
+
+def _static_layout(t: Any) -> Optional[tuple]:
+    """(sizes, strides, dtype) of a tensor whose layout is concrete (no symbolic size), else None."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        sizes, strides = tuple(t.shape), tuple(t.stride())
+    except Exception:  # noqa: BLE001 - layouts without strides
+        return None
+    if not all(type(v) is int for v in (*sizes, *strides)):
+        return None
+    return sizes, strides, t.dtype
+
+
+def _meta_hint_of(node: torch.fx.Node) -> Optional[tuple]:
+    """What the glue's meta step of this node's op would compute, from the FX graph: (op name, its results'
+    FakeTensors per return, the layouts its tensor arguments had when AOTAutograd traced it). The glue runs an op's
+    meta function once per argument layout and process (torch_tpu._C._meta_hint; many are Python: PyTorch's refs
+    and foreach metas, ~85% of a warm start's compile path, RESULTS.md [warm] session 11); the FakeTensors are
+    what the same meta functions gave for those layouts while tracing, so a capture whose arguments have exactly
+    those layouts (checked per call) hands them over instead. None for symbolic layouts, non-tensor or view
+    returns (the glue checks the returns against the op's schema too), and composite ops (their inner ops miss
+    instead and drop the hint)."""
+    op = _node_op(node)
+    if op is None or _has_kernel(_schema_name(op), "CompositeImplicitAutograd"):
+        return None
+    val = node.meta.get("val")
+    returns = op._schema.returns
+    if not returns or any(r.alias_info is not None for r in returns):
+        return None
+    if len(returns) == 1:
+        rets = [list(val)] if isinstance(returns[0].type, torch._C.ListType) and isinstance(val, (list, tuple)) else [[val]]
+    elif isinstance(val, (list, tuple)) and len(val) == len(returns):
+        rets = [list(v) if isinstance(v, (list, tuple)) else [v] for v in val]
+    else:
+        return None
+    if not all(_static_layout(t) is not None for r in rets for t in r):
+        return None
+    args = []
+    for a in pytree.tree_leaves((node.args, node.kwargs)):
+        if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor):
+            layout = _static_layout(a.meta["val"])
+            if layout is None:
+                return None
+            args.append((a, *layout))
+    return _schema_name(op), rets, tuple(args)
 
 
 class _Segment:

@@ -1128,7 +1128,25 @@ std::shared_ptr<const MetaShapes> rule_shapes(const OpInfo& info, c10::ArrayRef<
   return r;
 }
 
-// The meta function's results for this call, from the cache, the op's C shape rule or by running it.
+// Meta hint (compile path, set_meta_hint): the results' layouts of the next call of one op on this thread.
+struct MetaHint {
+  std::string name;
+  std::shared_ptr<const MetaShapes> shapes;
+};
+thread_local MetaHint tl_meta_hint;
+std::atomic<uint64_t> g_meta_hints_used{0};
+
+// A hint stands in for the meta function only for functional ops whose returns are all Tensor / Tensor[].
+bool hint_fits(const OpInfo& info, const MetaShapes& s) {
+  if (info.has_out || s.rets.size() != info.nrets) return false;
+  for (size_t k = 0; k < info.nrets; ++k) {
+    if (info.rets[k].tag == R_TENSOR_LIST) continue;
+    if (info.rets[k].tag != R_TENSOR || s.rets[k].size() != 1 || !s.rets[k][0].defined) return false;
+  }
+  return true;
+}
+
+// The meta function's results for this call, from the cache, a meta hint, the op's C shape rule or by running it.
 std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, const OpInfo& info,
                                               c10::ArrayRef<c10::IValue> args, c10::DeviceIndex device) {
   MetaKey key;
@@ -1136,10 +1154,21 @@ std::shared_ptr<const MetaShapes> meta_shapes(const c10::OperatorHandle& op, con
   const uint64_t h = hash_key(key);
   MetaCache& cache = *info.meta_cache;
   if (auto hit = meta_cache_find(cache, h, key)) return hit;
+  std::shared_ptr<const MetaShapes> hint;
+  if (C10_UNLIKELY(tl_meta_hint.shapes != nullptr)) {  // the first miss takes the hint (another op's: dropped)
+    hint = std::move(tl_meta_hint.shapes);
+    tl_meta_hint.shapes = nullptr;
+    if (tl_meta_hint.name != info.name || !hint_fits(info, *hint)) hint = nullptr;
+  }
   std::shared_ptr<const MetaShapes> shapes = rule_shapes(info, args, device);
   if (shapes) {
     meta_cache_insert(cache, h, key, shapes);
     return shapes;
+  }
+  if (hint) {  // in place of the meta function only (a C shape rule, above, is what eager uses)
+    g_meta_hints_used.fetch_add(1, std::memory_order_relaxed);
+    meta_cache_insert(cache, h, key, hint);
+    return hint;
   }
   try {
     shapes = std::make_shared<const MetaShapes>(run_meta(op, info, args));
@@ -1546,6 +1575,23 @@ bool run_on_device(const c10::OperatorHandle& op, const OpInfo& info, torch::jit
 }
 
 }  // namespace
+
+uint64_t meta_hints_used() noexcept { return g_meta_hints_used.load(std::memory_order_relaxed); }
+
+void set_meta_hint(const std::string& name, const std::vector<std::vector<at::Tensor>>& rets) {
+  if (name.empty()) {
+    tl_meta_hint.shapes = nullptr;
+    return;
+  }
+  auto s = std::make_shared<MetaShapes>();
+  s->rets.resize(rets.size());
+  s->ints.resize(rets.size());
+  for (size_t k = 0; k < rets.size(); ++k) {
+    for (const at::Tensor& t : rets[k]) s->rets[k].push_back(tmeta_of(t));
+  }
+  tl_meta_hint.name = name;
+  tl_meta_hint.shapes = std::move(s);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

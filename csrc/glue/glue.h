@@ -51,6 +51,13 @@ std::optional<tpu_dtype_t> to_tpu_dtype(c10::ScalarType t) noexcept;
 tpu_dtype_t to_tpu_dtype_or_throw(c10::ScalarType t, const char* op_name);
 // Fills a record for a tpu tensor (device memory, storage offset applied).
 void fill_tensor_record(const at::Tensor& t, tpu_tensor_t* out, const char* op_name);
+// Compile path (torch_tpu/_compile.py _NodeWalk): the layouts of op `name`'s results (one list per return: a Tensor
+// return's one tensor, a Tensor[]'s tensors; only sizes, strides and dtype are read) for this thread's next meta
+// cache miss, which uses them instead of running the op's meta function when that miss is this op's (any other
+// op's miss drops the hint). The caller vouches that they are what the meta function gives for the call's
+// argument layouts (FX meta["val"] of a graph traced with them). An empty name drops a pending hint.
+void set_meta_hint(const std::string& name, const std::vector<std::vector<at::Tensor>>& rets);
+uint64_t meta_hints_used() noexcept;  // hints used in place of a meta function, since start
 
 // ---- storage (tensor_factory.cpp)
 // Grows `self`'s storage (device-side copy of the old bytes) so that `self` can

@@ -542,6 +542,11 @@ void register_trace_bindings(py::module& m) {
         END_HANDLE_TH_ERRORS_PYBIND
       },
       py::arg("template"), py::arg("sizes"), py::arg("n_extra"), py::arg("device") = -1, py::arg("keep_graph") = false);
+  // _meta_hint(name, rets): set_meta_hint (glue.h); rets: per return a list of tensors (fake/meta ones are fine)
+  m.def("_meta_hint", [](const std::string& name, const std::vector<std::vector<at::Tensor>>& rets) {
+    set_meta_hint(name, rets);
+  });
+  m.def("_meta_hints_used", []() { return meta_hints_used(); });
   // (same, reason): two captures with kept graphs have the same graph and bindings
   m.def("_capture_same", [](const CaptureHandle& a, const CaptureHandle& b) {
     HANDLE_TH_ERRORS {
