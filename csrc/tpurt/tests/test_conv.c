@@ -433,6 +433,36 @@ static void test_ops(void) {
   free(x); free(w); free(b); free(gy); free(y); free(ry); free(gx); free(rgx); free(gw); free(rgw);
 }
 
+/* the small-channel backward-weight kernel (conv.c conv_dw_run: stride 1, one group, Cg and Og < 16, rows of
+ * >= 12 output positions): 1-3 spatial dims, taps past a multiple of 9 (5x5, 3x3x3), odd O, dilation, x in
+ * every layout, gy contiguous or strided (the gk path then), against the reference */
+static void test_kernels_dw(void) {
+  static const int64_t cs[][12] = {
+      /* nsp N C O S0 S1 S2 K pad dil lx ly */
+      {2, 3, 4, 4, 1, 16, 16, 3, 1, 1, 0, 0}, {2, 2, 3, 5, 1, 13, 17, 3, 1, 1, 1, 0}, {2, 2, 1, 1, 1, 12, 12, 3, 0, 1, 2, 0},
+      {2, 1, 5, 3, 1, 14, 20, 5, 2, 1, 0, 0}, {2, 2, 8, 8, 1, 16, 16, 3, 2, 2, 0, 0}, {2, 2, 4, 4, 1, 16, 16, 3, 1, 1, 0, 2},
+      {3, 1, 2, 3, 5, 6, 14, 3, 1, 1, 0, 0}, {1, 3, 3, 2, 1, 1, 33, 5, 2, 1, 1, 0}, {2, 2, 15, 15, 1, 16, 16, 3, 1, 1, 0, 0},
+  };
+  for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci) {
+    const int64_t* c = cs[ci];
+    const int nsp = (int)c[0];
+    int64_t st[3] = {1, 1, 1}, pd[3], dl[3], xs[5] = {c[1], c[2]}, ws[5] = {c[3], c[2]}, ys[5] = {c[1], c[3]};
+    for (int d = 0; d < nsp; ++d) {
+      const int64_t S = c[4 + 3 - nsp + d];
+      pd[d] = c[8]; dl[d] = c[9];
+      xs[2 + d] = S; ws[2 + d] = c[7]; ys[2 + d] = S + 2 * c[8] - c[9] * (c[7] - 1);
+    }
+    hview_t x = hview(TPU_DTYPE_F32, nsp + 2, xs, (int)c[10]), gy = hview(TPU_DTYPE_F32, nsp + 2, ys, (int)c[11]);
+    hview_t o = hview(TPU_DTYPE_F32, nsp + 2, ws, 0), r = hview(TPU_DTYPE_F32, nsp + 2, ws, 0);
+    fill(&x); fill(&gy); fill(&o);
+    OK(tpu_host_conv_run(TPU_HOST_CONV_BWD_WEIGHT, nsp, st, pd, dl, 1, &x.v, &gy.v, &o.v));
+    OK(tpu_host_conv_run_ref(TPU_HOST_CONV_BWD_WEIGHT, nsp, st, pd, dl, 1, &x.v, &gy.v, &r.v));
+    double mag, e = vdiff(&o.v, &r.v, &mag);
+    CHECK(e <= 1e-5 * (1 + mag), "dw case %zu: err %g (mag %g)", ci, e, mag);
+    free(x.buf); free(gy.buf); free(o.buf); free(r.buf);
+  }
+}
+
 int main(void) {
   srand(1234);
   OK(tpu_rt_init());
@@ -441,6 +471,7 @@ int main(void) {
   test_kernels_im2col_band();
   test_kernels_groups();
   test_kernels_gk();
+  test_kernels_dw();
   test_kernels_bf16_isa();
   test_ops();
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);

@@ -349,6 +349,108 @@ done:
   return st;
 }
 
+/* ---- small-channel backward-weight (stride 1, f32, AVX-512F, one group): gw[o, c, k] = sum over output rows
+ * (n, q0, q1) and q2 of gy[n, o, q] xpad[c, n Lg + q + shift(k)], x first copied into zero-padded planes as
+ * for the padded-grid forward (Lg = prod(S + 2 pd); the grid coordinate of tap k of output q is q + k dl).
+ * Where Cg and Og are under 16 the gk kernel pads its lanes to 16 channels (4 channels on a 16x16 map ran at
+ * ~9 GFLOP/s); here lanes run along q2 (rows of gy read in place), 2 output channels x 9 taps a unit. */
+typedef struct {
+  const conv_geo_t* g;
+  float* xpad;                  /* (C, Lx) */
+  int64_t Sp[3], Lg, Lx, nop, nkc, R;
+  int64_t *grow, *xrow, *shift; /* (R) gy row offsets, (R) xpad row offsets, (nkc * 9) tap shifts */
+  float* res;                   /* (units, 18) */
+} conv_dw_job_t;
+
+static int conv_dw_ok(int kind, const conv_geo_t* g) {
+  if (kind != TPU_HOST_CONV_BWD_WEIGHT || !g_direct || g->prec != 0 || g->G != 1 || g->Cg >= 16 || g->Og >= 16 ||
+      g->KK < 5 || g->N * g->P == 0 || g->xdt != TPU_DTYPE_F32 || g->ydt != TPU_DTYPE_F32 || g->wdt != TPU_DTYPE_F32)
+    return 0;
+  if (g->Q[2] > 1 && g->ys[4] != 1) return 0; /* gy rows read in place */
+  if (4 * g->Q[2] < 3 * 16 * ((g->Q[2] + 15) / 16)) return 0; /* >= 3/4 of the lanes are positions */
+  if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
+  int64_t grid = 1;
+  for (int s = 0; s < 3; ++s) {
+    if (g->st[s] != 1) return 0;
+    grid *= g->S[s] + 2 * g->pd[s];
+  }
+  return g->C * (g->N * grid + 16) <= ((int64_t)16 << 20); /* xpad <= 64 MiB */
+}
+
+static void conv_dw_xpad_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_dw_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  for (int64_t c = begin; c < end; ++c) {
+    float* xc = J->xpad + c * J->Lx;
+    memset(xc, 0, (size_t)J->Lx * sizeof(float));
+    for (int64_t n = 0; n < g->N; ++n)
+      for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
+        for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
+          ldrun_f32(xc + n * J->Lg + ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2], g->xd,
+                    n * g->xs[0] + c * g->xs[1] + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
+  }
+}
+
+static void conv_dw_worker(void* ctx, int64_t begin, int64_t end) {
+  conv_dw_job_t* J = ctx;
+  const conv_geo_t* g = J->g;
+  const float* gy = (const float*)(const void*)g->yd;
+  for (int64_t u = begin; u < end; ++u) {
+    const int64_t kc = u % J->nkc, c = (u / J->nkc) % g->C, op = u / (J->nkc * g->C);
+    const int64_t o1 = TPU_MIN(2 * op + 1, g->O - 1); /* an odd last channel: computed twice, dropped */
+    tpu_host_conv_dw2x9_avx512(J->R, J->grow, J->xrow, g->Q[2], gy + 2 * op * g->ys[1], gy + o1 * g->ys[1],
+                               J->xpad + c * J->Lx, J->shift + kc * 9, J->res + u * 18);
+  }
+}
+
+static tpu_status_t conv_dw_run(const conv_geo_t* g) {
+  conv_dw_job_t J = {.g = g};
+  for (int s = 0; s < 3; ++s) J.Sp[s] = g->S[s] + 2 * g->pd[s];
+  J.Lg = J.Sp[0] * J.Sp[1] * J.Sp[2];
+  J.Lx = g->N * J.Lg + 16;
+  J.nop = (g->O + 1) / 2;
+  J.nkc = (g->KK + 8) / 9;
+  J.R = g->N * g->Q[0] * g->Q[1];
+  const int64_t units = J.nop * g->C * J.nkc;
+  J.xpad = conv_alloc((size_t)(g->C * J.Lx) * sizeof(float));
+  J.grow = conv_alloc((size_t)(2 * J.R + J.nkc * 9 + g->KK) * sizeof(int64_t));
+  J.res = conv_alloc((size_t)(units * 18) * sizeof(float));
+  tpu_status_t st = TPU_OK;
+  if (!J.xpad || !J.grow || !J.res) {
+    st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
+    goto done;
+  }
+  J.xrow = J.grow + J.R; J.shift = J.xrow + J.R;
+  int64_t* woff = J.shift + J.nkc * 9;
+  for (int64_t n = 0, i = 0; n < g->N; ++n)
+    for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+      for (int64_t q1 = 0; q1 < g->Q[1]; ++q1, ++i) {
+        J.grow[i] = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
+        J.xrow[i] = n * J.Lg + (q0 * J.Sp[1] + q1) * J.Sp[2];
+      }
+  for (int64_t k0 = 0, kk = 0; k0 < g->K[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g->K[2]; ++k2, ++kk) {
+        J.shift[kk] = (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
+        woff[kk] = k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
+      }
+  for (int64_t kk = g->KK; kk < J.nkc * 9; ++kk) J.shift[kk] = 0; /* taps past KK: computed, dropped */
+  tpu_pool_parallel_for(g->C, 1, conv_dw_xpad_worker, &J);
+  tpu_pool_parallel_for(units, 1, conv_dw_worker, &J);
+  {
+    float* gw = (float*)(void*)g->wd;
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t kc = u % J.nkc, c = (u / J.nkc) % g->C, op = u / (J.nkc * g->C);
+      for (int64_t r = 0; r < 2 && 2 * op + r < g->O; ++r)
+        for (int64_t k = 0; k < 9 && kc * 9 + k < g->KK; ++k)
+          gw[(2 * op + r) * g->ws[0] + c * g->ws[1] + woff[kc * 9 + k]] = J.res[u * 18 + r * 9 + k];
+    }
+  }
+done:
+  conv_free(J.xpad); conv_free(J.grow); conv_free(J.res);
+  return st;
+}
+
 static int conv_f32_operand(int dt) {
   return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16;
 }
@@ -1224,6 +1326,7 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
   }
   if (dt == TPU_DTYPE_F32 && kind == TPU_HOST_CONV_BWD_INPUT && conv_bi_ok(&g, 0)) return conv_bi_run(&g);
   if (dt == TPU_DTYPE_F32 && conv_direct_ok(kind, &g)) return conv_direct_run(&g);
+  if (dt == TPU_DTYPE_F32 && conv_dw_ok(kind, &g)) return conv_dw_run(&g);
   conv_gk_job_t gk;
   if (dt == TPU_DTYPE_F32 && conv_gk_plan(kind, &g, &gk)) return conv_gk_run(kind, &gk);
   conv_plan(kind, &g, tpu_dtype_size(dt));

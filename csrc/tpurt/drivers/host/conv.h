@@ -64,6 +64,10 @@ void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, c
  * ng in 1..3, tile rows 48 floats apart (call only with AVX-512F) */
 void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash,
                              const float* B, const int64_t* boff, const int64_t* bsh, float* tile, int acc);
+/* conv_avx512.c: out[r * 9 + k] = sum_i sum_{j < W} g_r[grow[i] + j] x[xrow[i] + shift[k] + j], r < 2, k < 9
+ * (rows of W output positions; masked tails; AVX-512F) */
+void tpu_host_conv_dw2x9_avx512(int64_t nrows, const int64_t* grow, const int64_t* xrow, int64_t W, const float* g0,
+                                const float* g1, const float* x, const int64_t* shift, float* out);
 /* conv_avx512.c: dst[j][i] = src[i][j] for i, j < 16 (32-bit elements; rows anywhere; AVX-512F) */
 void tpu_host_conv_tr16_avx512(const float* const* src, float* const* dst);
 /* conv_avx512.c: channel rows to channels-last pairs: dst[j][2 i + e] = src[2 i + e][j] for i < np <= 16, j < 16,

@@ -123,3 +123,39 @@ void tpu_host_conv_tr16_pairs_avx512(int np, const uint16_t* const* src, uint16_
   const __mmask16 m = (__mmask16)(np >= 16 ? 0xFFFF : (1u << np) - 1);
   for (int j = 0; j < 16; ++j) _mm512_mask_storeu_epi32((void*)dst[j], m, r[j]);
 }
+
+/* The small-channel backward-weight kernel of conv.c (conv_dw_run): out[r * 9 + k] = sum over rows i < nrows,
+ * lanes j < W of g_r[grow[i] + j] * x[xrow[i] + shift[k] + j] for r < 2, k < 9. The last vector of a row is
+ * masked (zero lanes read nothing), so only output positions are summed: a padding position never multiplies
+ * a zero by an inf. 18 zmm accumulators per lane, reduced in a fixed order at the end. */
+void tpu_host_conv_dw2x9_avx512(int64_t nrows, const int64_t* grow, const int64_t* xrow, int64_t W, const float* g0,
+                                const float* g1, const float* x, const int64_t* shift, float* out) {
+  /* named accumulators: as arrays GCC kept them on the stack across rows (a load and a store each per row) */
+  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a04 = a00, a05 = a00, a06 = a00, a07 = a00,
+         a08 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00, a14 = a00, a15 = a00, a16 = a00, a17 = a00, a18 = a00;
+  const int64_t s0 = shift[0], s1 = shift[1], s2 = shift[2], s3 = shift[3], s4 = shift[4], s5 = shift[5],
+                s6 = shift[6], s7 = shift[7], s8 = shift[8];
+  const int64_t nv = (W + 15) / 16, n = nrows * nv; /* (row, vector) pairs in one loop */
+  const __mmask16 mlast = (__mmask16)(W % 16 ? (1u << (W % 16)) - 1u : 0xffffu);
+  for (int64_t t = 0, i = 0, j = 0; t < n; ++t) {
+    const __mmask16 m = j == nv - 1 ? mlast : (__mmask16)0xffff;
+    const int64_t go = grow[i] + 16 * j;
+    const float* xj = x + xrow[i] + 16 * j;
+    const __m512 v0 = _mm512_maskz_loadu_ps(m, g0 + go), v1 = _mm512_maskz_loadu_ps(m, g1 + go);
+    __m512 xv;
+#define DW_TAP(k, s)                           \
+  xv = _mm512_maskz_loadu_ps(m, xj + (s));     \
+  a0##k = _mm512_fmadd_ps(v0, xv, a0##k);      \
+  a1##k = _mm512_fmadd_ps(v1, xv, a1##k);
+    DW_TAP(0, s0) DW_TAP(1, s1) DW_TAP(2, s2) DW_TAP(3, s3) DW_TAP(4, s4) DW_TAP(5, s5) DW_TAP(6, s6)
+    DW_TAP(7, s7) DW_TAP(8, s8)
+#undef DW_TAP
+    if (++j == nv) { j = 0; ++i; }
+  }
+  out[0] = _mm512_reduce_add_ps(a00); out[1] = _mm512_reduce_add_ps(a01); out[2] = _mm512_reduce_add_ps(a02);
+  out[3] = _mm512_reduce_add_ps(a03); out[4] = _mm512_reduce_add_ps(a04); out[5] = _mm512_reduce_add_ps(a05);
+  out[6] = _mm512_reduce_add_ps(a06); out[7] = _mm512_reduce_add_ps(a07); out[8] = _mm512_reduce_add_ps(a08);
+  out[9] = _mm512_reduce_add_ps(a10); out[10] = _mm512_reduce_add_ps(a11); out[11] = _mm512_reduce_add_ps(a12);
+  out[12] = _mm512_reduce_add_ps(a13); out[13] = _mm512_reduce_add_ps(a14); out[14] = _mm512_reduce_add_ps(a15);
+  out[15] = _mm512_reduce_add_ps(a16); out[16] = _mm512_reduce_add_ps(a17); out[17] = _mm512_reduce_add_ps(a18);
+}
