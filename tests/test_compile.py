@@ -352,13 +352,15 @@ def _compiled_step_graphs(name: str, hints: bool) -> tuple[list, list[torch.Tens
 
 
 @pytest.mark.skipif(not hasattr(torch_tpu._C, "_meta_hint"), reason="the glue has no meta hints")
-def test_meta_hints_are_the_meta_functions_results() -> None:
+@pytest.mark.parametrize("name", [n if n == "mingpt" else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in compile_models.EXAMPLES])
+def test_meta_hints_are_the_meta_functions_results(name: str) -> None:
     """A capture hands the glue each node's FakeTensor results instead of running the op's meta function again
-    (_meta_hint_of): for every hinted node of minGPT's forward, backward and AdamW graphs, those are exactly what
+    (_meta_hint_of): for every hinted node of the model's forward, backward and AdamW graphs, those are exactly what
     the op's Meta kernel gives on tensors of the traced layouts (sizes, strides, dtype). (tests/test_cache.py: the
     same step in a process without hints is bit-identical.)"""
     used = torch_tpu._C._meta_hints_used()
-    graphs, _ = _compiled_step_graphs("mingpt", True)
+    graphs, _ = _compiled_step_graphs(name, True)
     assert len(graphs) == 3
     assert torch_tpu._C._meta_hints_used() > used, "no capture used a hint"
     checked = 0
@@ -386,7 +388,7 @@ def test_meta_hints_are_the_meta_functions_results() -> None:
                 assert (tuple(f.shape), tuple(f.stride()), f.dtype) == (tuple(t.shape), tuple(t.stride()), t.dtype), \
                     node.format_node()
             checked += 1
-    assert checked > 100, checked
+    assert checked > 50, checked
 
 
 def test_decomposition_table_same_as_from_the_full_core_table() -> None:
