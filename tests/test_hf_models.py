@@ -10,6 +10,7 @@ both devices, so both start from the same weights.
   fixed batch lower it.
 - dropout on (the device's own RNG): the loss still goes down.
 - generate(): greedy decoding gives the CPU's tokens; sampling and beam search run.
+- torch.compile(backend="tpu", strict) of a Llama training step: loss and gradients as on the CPU.
 The whole file is skipped when transformers is not importable (`make test` installs the pinned version).
 """
 from __future__ import annotations
@@ -216,3 +217,28 @@ def test_generate_greedy_matches_cpu(name):
                        pad_token_id=0)
         b = m.generate(prompt.to("tpu"), max_new_tokens=4, num_beams=3, pad_token_id=0)
     assert s.device.type == b.device.type == "tpu" and s.shape[0] == b.shape[0] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["llama"])
+def test_compiled_train_step_matches_cpu(name):
+    # torch.compile(backend="tpu") on a whole HF training step (forward + backward), strict: no graph breaks
+    # into eager ops the device lacks
+    model, batch = _make(name)
+    res = {}
+    for dev in ("cpu", "tpu"):
+        m = copy.deepcopy(model).to(dev).train()
+        b = {k: v.to(dev) for k, v in batch.items()}
+
+        def step(**kw):
+            loss = m(**kw).loss
+            loss.backward()
+            return loss
+
+        f = torch.compile(step, backend="tpu", options={"strict": True}) if dev == "tpu" else step
+        loss = f(**b)
+        res[dev] = (loss.item(), {n: p.grad.detach().cpu() for n, p in m.named_parameters() if p.grad is not None})
+    torch.testing.assert_close(torch.tensor(res["tpu"][0]), torch.tensor(res["cpu"][0]), rtol=1e-4, atol=0)
+    scale = max(g.abs().max().item() for g in res["cpu"][1].values())
+    for n, g in res["cpu"][1].items():
+        torch.testing.assert_close(res["tpu"][1][n], g, rtol=1e-3, atol=1e-4 * scale)
