@@ -770,12 +770,34 @@ static int64_t* tile_buffers(size_t n) {
   return b->data;
 }
 
+/* A CONVERT whose result equals its operand's register bits: the same register class, and narrowing to the target
+ * changes no value of the source dtype (f32 from bf16 / f16, i64 from narrower integers, a dtype to itself).
+ * tile_compute would only memcpy it (autocast's bf16 ops: convert(bf16 leaf) -> op -> convert to bf16). */
+static int convert_is_identity(int to, int from) {
+  return tpu_host_cls(to) == tpu_host_cls(from) &&
+         (to == from || to == TPU_DTYPE_F32 || to == TPU_DTYPE_F64 || to == TPU_DTYPE_I64);
+}
+
+/* Copies a cluster's tile skips (same bits): 1 for a member that is an identity CONVERT of a leaf
+ * (convert_is_identity): its register's slot points at the leaf's instead (every member has one reader, later, and
+ * its register is not reused before that reader runs); 2 for a root CONVERT within one register class whose result
+ * is stored into its own dtype (res_ok), not computed: the store reads its operand and narrows it as the CONVERT
+ * would have (rounding a value twice to bf16 / f16, or wrapping an integer twice, gives the first result). */
+static int member_skip(const tpu_host_exe_t* e, int root, int v, int is_root, int res_ok) {
+  const tpu_ir_op_t* op = &e->g.ops[v];
+  if (op->opcode != TPU_IR_CONVERT || tpu_host_cls(op->type.dtype) != tpu_host_cls(e->in_dtype[v])) return 0;
+  if (is_root) return res_ok ? 2 : 0;
+  return e->slot[op->in_off] >= e->nreg[root] && convert_is_identity(op->type.dtype, e->in_dtype[v]);
+}
+
 /* The members of the cluster rooted at `root`, in topological order (the root last), over n elements: ptr
  * holds every slot's input (registers, then leaves), each member writes its register at
- * regs + reg * reg_stride (int64 units), the root into root_dst instead when it is not NULL. */
-static tpu_status_t compute_members(const tpu_host_exe_t* e, const tpu_host_tile_ops_t* T, int root,
-                                    const void* const* ptr, int64_t* regs, size_t reg_stride, void* root_dst,
-                                    int64_t n) {
+ * regs + reg * reg_stride (int64 units), the root into root_dst instead when it is not NULL, and its slot is
+ * pointed back at its register (member_skip's members point it elsewhere). With out_res (the root's result is
+ * stored into the root's dtype), *out_res is where the root's result lies. */
+static tpu_status_t compute_members_res(const tpu_host_exe_t* e, const tpu_host_tile_ops_t* T, int root,
+                                        const void** ptr, int64_t* regs, size_t reg_stride, void* root_dst,
+                                        int64_t n, const void** out_res) {
   const tpu_ir_graph_t* G = &e->g;
   const int32_t* mem = e->members + e->mem_off[root];
   const int nm = e->mem_cnt[root];
@@ -784,13 +806,24 @@ static tpu_status_t compute_members(const tpu_host_exe_t* e, const tpu_host_tile
     const tpu_ir_op_t* op = &G->ops[v];
     const void* in[4] = {0};
     for (int k = 0; k < op->n_in && k < 4; ++k) in[k] = ptr[e->slot[op->in_off + k]];
-    void* dst = (i == nm - 1 && root_dst) ? root_dst : (void*)(regs + (size_t)e->reg[v] * reg_stride);
+    const int sk = member_skip(e, root, v, i == nm - 1, out_res && !root_dst);
+    if (sk == 2) { *out_res = in[0]; return TPU_OK; }
+    if (sk == 1) { ptr[e->reg[v]] = in[0]; continue; }
+    void* reg = regs + (size_t)e->reg[v] * reg_stride;
+    ptr[e->reg[v]] = reg;
+    void* dst = (i == nm - 1 && root_dst) ? root_dst : reg;
     if (op->opcode == TPU_IR_CUSTOM) { custom_compute(G, op, dst, in, n); continue; }
     if (T->compute(op, op->type.dtype, dst, e->in_dtype[v], in, n))
       return TPU_ERR(UNSUPPORTED, "host: %s is not supported for %s", tpu_ir_opcode_name(op->opcode),
                      tpu_dtype_name(e->in_dtype[v]));
   }
+  if (out_res) *out_res = regs + (size_t)e->reg[root] * reg_stride;
   return TPU_OK;
+}
+static tpu_status_t compute_members(const tpu_host_exe_t* e, const tpu_host_tile_ops_t* T, int root,
+                                    const void** ptr, int64_t* regs, size_t reg_stride, void* root_dst,
+                                    int64_t n) {
+  return compute_members_res(e, T, root, ptr, regs, reg_stride, root_dst, n, NULL);
 }
 
 static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
@@ -861,14 +894,16 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       }
     }
     char* odst = J->out->data + (ooff + t0 * in_st) * oes;
-    tpu_status_t cst = compute_members(e, T, J->root, ptr, bufs, (size_t)TL, J->direct ? (void*)odst : NULL, len);
+    const void* res = NULL;
+    tpu_status_t cst = compute_members_res(e, T, J->root, ptr, bufs, (size_t)TL, J->direct ? (void*)odst : NULL,
+                                           len, J->out->dtype == G->ops[J->root].type.dtype ? &res : NULL);
     if (cst) {
       if (!J->err) J->err = cst;
       else tpu_status_free(cst);
       return;
     }
     if (!J->direct) {
-      const char* rb = (const char*)(bufs + (size_t)e->reg[J->root] * TL);
+      const char* rb = res ? (const char*)res : (const char*)(bufs + (size_t)e->reg[J->root] * TL);
       if (kr == 1 || o_rs == in_st * rlen) T->store(odst, J->out->dtype, in_st, rb, ocls, len);
       else
         for (int64_t k = 0; k < kr; ++k)
@@ -881,7 +916,18 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
 
 /* The tile buffers a tile of plan J touches, and the tile length for that many (see TILE_BUDGET). */
 static int cluster_nbuf(const cluster_job_t* J) {
-  int nbuf = J->e->nreg[J->root] - J->direct;
+  const tpu_host_exe_t* e = J->e;
+  const int32_t* mem = e->members + e->mem_off[J->root];
+  const int nm = e->mem_cnt[J->root], res_ok = !J->direct && J->out->dtype == e->g.ops[J->root].type.dtype;
+  uint64_t seen[4] = {0}; /* registers written (member_skip's members write none; a direct root none) */
+  int nbuf = 0;
+  for (int i = 0; i < nm - J->direct; ++i) {
+    const int v = mem[i], r = e->reg[v];
+    if (member_skip(e, J->root, v, i == nm - 1, res_ok)) continue;
+    if (r >= 256) { ++nbuf; continue; }
+    nbuf += !(seen[r >> 6] >> (r & 63) & 1);
+    seen[r >> 6] |= 1ull << (r & 63);
+  }
   for (int j = 0; j < J->nleaf; ++j) nbuf += J->lmode[j] != LEAF_DIRECT;
   return nbuf;
 }
@@ -955,10 +1001,13 @@ static int run_cluster_flat(const tpu_host_exe_t* e, int root, const tpu_host_vi
       ptr[nr + j] = buf;
     }
   }
-  *out_st = compute_members(e, T, root, ptr, bufs, TILE, direct ? out->data : NULL, n);
+  const void* res = NULL;
+  *out_st = compute_members_res(e, T, root, ptr, bufs, TILE, direct ? out->data : NULL, n,
+                                out->dtype == G->ops[root].type.dtype ? &res : NULL);
   if (*out_st) return 1;
   if (!direct)
-    T->store(out->data, out->dtype, 1, bufs + (size_t)e->reg[root] * TILE, tpu_host_cls(G->ops[root].type.dtype), n);
+    T->store(out->data, out->dtype, 1, res ? res : bufs + (size_t)e->reg[root] * TILE,
+             tpu_host_cls(G->ops[root].type.dtype), n);
   *out_st = TPU_OK;
   return 1;
 }
