@@ -1,0 +1,101 @@
+/* test_tile_convert.c — the tile loader's bf16 / f16 -> f32 and the tile store's f32 -> bf16 / f16 conversions
+ * (tile_impl.h, vectorized by the compiler in each ISA build) against common.h's scalar conversions, bit for bit:
+ * every 16-bit input for the loads; for the stores every sign / exponent / top mantissa pattern combined with the
+ * low-bit patterns that decide rounding (ties, just below / above half, all ones) and random patterns, NaN
+ * payloads, infinities and subnormals included. Contiguous, strided and broadcast (stride 0) calls of odd lengths,
+ * so vector bodies and scalar tails are both covered. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "drivers/host/host.h"
+
+static int g_pass, g_fail;
+#define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t rng(uint64_t* s) { *s = *s * 6364136223846793005ull + 1442695040888963407ull; return (uint32_t)(*s >> 32); }
+
+enum { CH = 4096 };
+
+/* loads of every 16-bit pattern, in calls of 1..37 elements: contiguous, stride 3, and broadcast (stride 0) */
+static void check_loads(const tpu_host_tile_ops_t* T, const char* isa, int dt) {
+  static uint16_t src[65536 * 3];
+  static float got[65536];
+  int bad = 0;
+  for (int st = 0; st <= 3 && !bad; st += st == 0 ? 1 : 2) {
+    for (int i = 0; i < 65536 * 3; ++i) src[i] = (uint16_t)(i % 3 ? 0xffc1 : i / 3);
+    if (st == 1) for (int i = 0; i < 65536; ++i) src[i] = (uint16_t)i;
+    for (int64_t i = 0, len = 1; i < 65536 && !bad; i += len, len = len % 37 + 1) {
+      const int64_t n = TPU_MIN(len, 65536 - i);
+      T->load(got, TPU_HOST_CLS_F32, (const char*)(src + i * (st ? st : 3)), dt, st, n);
+      for (int64_t k = 0; k < n; ++k) {
+        const uint16_t h = (uint16_t)(st ? i + k : i);
+        const float want = dt == TPU_DTYPE_BF16 ? tpu_bf16_to_f32(h) : tpu_f16_to_f32(h);
+        if (f2u(got[k]) != f2u(want)) {
+          bad = 1;
+          printf("  %s load %s stride %d: 0x%04x -> 0x%08x, want 0x%08x\n", isa, tpu_dtype_name(dt), st, h,
+                 f2u(got[k]), f2u(want));
+          break;
+        }
+      }
+    }
+  }
+  CHECK(!bad, "%s: %s loads match common.h", isa, tpu_dtype_name(dt));
+}
+
+/* stores of the f32 patterns hi | lo, hi over every top `hib` bits, lo from the rounding-relevant set */
+static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt) {
+  const int lob = dt == TPU_DTYPE_BF16 ? 16 : 13;
+  const uint32_t half = 1u << (lob - 1), all = (1u << lob) - 1;
+  const uint32_t los[] = {0, 1, half - 1, half, half + 1, all, all - 1, half | 1, 2, half >> 1, 0x155 & all,
+                          0x2aa & all};
+  const int nlo = TPU_ARRAY_LEN(los);
+  static float x[CH];
+  static uint16_t got[CH * 2];
+  uint64_t seed = 12345;
+  const uint64_t nhi = 1ull << (32 - lob);
+  int bad = 0, len = 1, st = 1;
+  uint64_t total = nhi * (uint64_t)(nlo + 8);
+  for (uint64_t base = 0; base < total && !bad; base += CH) {
+    int64_t n = (int64_t)TPU_MIN((uint64_t)CH, total - base);
+    for (int64_t k = 0; k < n; ++k) {
+      uint64_t j = base + (uint64_t)k, hi = j / (uint64_t)(nlo + 8), li = j % (uint64_t)(nlo + 8);
+      uint32_t lo = li < (uint64_t)nlo ? los[li] : rng(&seed) & all;
+      x[k] = u2f((uint32_t)(hi << lob) | lo);
+    }
+    for (int64_t i = 0; i < n && !bad;) {
+      int64_t m = TPU_MIN((int64_t)len, n - i);
+      T->store((char*)got, dt, st, x + i, TPU_HOST_CLS_F32, m);
+      for (int64_t k = 0; k < m; ++k) {
+        uint16_t want = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : tpu_f32_to_f16(x[i + k]);
+        if (got[k * st] != want) {
+          bad = 1;
+          printf("  %s store %s stride %d: 0x%08x -> 0x%04x, want 0x%04x\n", isa, tpu_dtype_name(dt), st,
+                 f2u(x[i + k]), got[k * st], want);
+          break;
+        }
+      }
+      i += m; len = len % 37 + 1; st = 3 - st; /* strides 1 and 2 alternate */
+      if (len == 1) len = 64 + (int)(rng(&seed) % 1500); /* and some long calls */
+    }
+  }
+  CHECK(!bad, "%s: %s stores match common.h", isa, tpu_dtype_name(dt));
+}
+
+int main(void) {
+  const tpu_host_tile_ops_t* isa[3] = {&tpu_host_tile_ops_base, NULL, NULL};
+  const char* name[3] = {"base", "avx2", "avx512"};
+  if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_tile_ops_avx2;
+  if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_tile_ops_avx512;
+  for (int q = 0; q < 3; ++q) {
+    if (!isa[q]) { printf("  (%s build not run: CPU lacks it)\n", name[q]); continue; }
+    for (int d = 0; d < 2; ++d) {
+      int dt = d ? TPU_DTYPE_F16 : TPU_DTYPE_BF16;
+      check_loads(isa[q], name[q], dt);
+      check_stores(isa[q], name[q], dt);
+    }
+  }
+  printf("test_tile_convert: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
