@@ -2,7 +2,9 @@
 on the tpu device vs PyTorch CPU: histc (Mixtral / Qwen2-MoE expert counts; lower/index.c), isin
 (generate()'s special-token checks; lower/misc.c) and the fused weight norm _weight_norm_interface
 + backward (wav2vec2's positional conv; lower/nn.c). Random inputs, odd sizes, non-contiguous views,
-bf16; exact results where the CPU's arithmetic is reproduced step by step."""
+bf16; exact results where the CPU's arithmetic is reproduced step by step. Also the small ops of ordinary
+training scripts that were missing (prelu, glu, hardshrink with their backward; linalg.cross, channel_shuffle,
+angle of real tensors)."""
 from __future__ import annotations
 
 import pytest
@@ -17,7 +19,7 @@ def same(actual, expected):
     assert actual.device.type == DEV, actual.device
     a = actual.cpu()
     assert a.dtype == expected.dtype and a.shape == expected.shape, (a.dtype, a.shape, expected.dtype, expected.shape)
-    assert torch.equal(a, expected), f"\n{a}\n{expected}"
+    torch.testing.assert_close(a, expected, rtol=0, atol=0, equal_nan=True)  # bitwise (NaN matches NaN)
 
 
 # ---------------------------------------------------------------- histc
@@ -175,3 +177,55 @@ def test_weight_norm_other_dims_decompose():
     g = torch.randn(1, 5, 1)
     torch.testing.assert_close(torch._weight_norm(v.to(DEV), g.to(DEV), 1).cpu(), torch._weight_norm(v, g, 1))
 
+
+
+# ---------------------------------------------------------------- activations and small ops of training scripts
+# (PReLU, GLU, Hardshrink layers, torch.cross, ShuffleNet's channel shuffle, angle of real tensors)
+
+def _fwd_bwd(fn, *inputs, tol=None):
+    """fn on cpu and tpu, forward and backward (random output gradient), compared"""
+    tol = tol or {}
+    outs, grads = {}, {}
+    for dev in ("cpu", DEV):
+        xs = [t.detach().to(dev).requires_grad_(t.is_floating_point()) for t in inputs]
+        y = fn(*xs)
+        gy = torch.randn(y.shape, generator=torch.Generator().manual_seed(12), dtype=y.dtype)
+        y.backward(gy.to(dev))
+        outs[dev] = y.detach().cpu()
+        grads[dev] = [x.grad.cpu() for x in xs if x.requires_grad]
+    torch.testing.assert_close(outs[DEV], outs["cpu"], **tol)
+    for a, b in zip(grads[DEV], grads["cpu"]):
+        torch.testing.assert_close(a, b, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_prelu_glu_hardshrink_forward_backward(dtype):
+    torch.manual_seed(6)
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else None
+    x = torch.randn(3, 6, 5, 7, dtype=dtype).transpose(2, 3)  # non-contiguous
+    w = torch.rand(6, dtype=dtype)
+    _fwd_bwd(torch.nn.functional.prelu, x, w, tol=tol)
+    _fwd_bwd(torch.nn.functional.prelu, x, torch.rand(1, dtype=dtype), tol=tol)
+    _fwd_bwd(lambda t: torch.nn.functional.glu(t, dim=1), x, tol=tol)
+    _fwd_bwd(lambda t: torch.nn.functional.glu(t, dim=-1), torch.randn(5, 9, 4, dtype=dtype), tol=tol)
+    xs = torch.cat([torch.randn(40), torch.tensor([0.5, -0.5, 0.4999, float("nan"), float("inf")])]).to(dtype)
+    for lambd in (0.5, 0.0, 1.3):
+        _fwd_bwd(lambda t, l=lambd: torch.nn.functional.hardshrink(t, l), xs, tol=dict(tol or {}, equal_nan=True))
+    with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+        torch.nn.functional.glu(torch.randn(3, 5, device=DEV), dim=1)
+
+
+def test_cross_channel_shuffle_angle():
+    torch.manual_seed(7)
+    a, b = torch.randn(4, 3, 5), torch.randn(1, 3, 5)
+    _fwd_bwd(lambda p, q: torch.linalg.cross(p, q, dim=1), a, b)
+    _fwd_bwd(lambda p, q: torch.cross(p, q, dim=-1), torch.randn(7, 3), torch.randn(7, 3))
+    same(torch.linalg.cross(a.long().to(DEV), b.long().to(DEV), dim=1), torch.linalg.cross(a.long(), b.long(), dim=1))
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(torch.randn(4, 2, device=DEV), torch.randn(4, 2, device=DEV))
+    x = torch.randn(2, 12, 3, 5)
+    same(torch.nn.functional.channel_shuffle(x.to(DEV), 3), torch.nn.functional.channel_shuffle(x, 3))
+    same(torch.nn.ChannelShuffle(4)(x.to(DEV)[:, :, ::2]), torch.nn.ChannelShuffle(4)(x[:, :, ::2]))
+    e = torch.tensor([-2.0, 0.0, -0.0, 3.0, float("nan"), float("-inf")])
+    same(torch.angle(e.to(DEV)), torch.angle(e))
+    same(torch.angle(torch.tensor([-3, 0, 4]).to(DEV)), torch.angle(torch.tensor([-3, 0, 4])))

@@ -774,6 +774,91 @@ static tpu_status_t lower_softshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, s
   int out = tpu_ir_compare(G, TPU_IR_CMP_GT, tpu_ir_unary(G, TPU_IR_ABS, x), l);
   return lw_output(cx, 0, tpu_ir_select(G, out, g, lw_const_like(cx, 0, g)));
 }
+/* hardshrink: 0 where -lambd <= x <= lambd, else x (NaN passes); backward: 0 there, else grad */
+static tpu_status_t lower_hardshrink(tpu_lower_ctx_t* cx) { /* (self, lambd) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int x = lw_input(cx, 0, dt), l = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x);
+  int in = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, x, tpu_ir_unary(G, TPU_IR_NEG, l)),
+                         tpu_ir_compare(G, TPU_IR_CMP_LE, x, l));
+  return lw_output(cx, 0, tpu_ir_select(G, in, lw_const_like(cx, 0, x), x));
+}
+static tpu_status_t lower_hardshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, self, lambd) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  const tpu_tensor_t* o = &cx->outs[0];
+  int g = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), x = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int l = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
+  int in = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, x, tpu_ir_unary(G, TPU_IR_NEG, l)),
+                         tpu_ir_compare(G, TPU_IR_CMP_LE, x, l));
+  return lw_output(cx, 0, tpu_ir_select(G, in, lw_const_like(cx, 0, g), g));
+}
+/* _prelu_kernel(self, weight) (weight already shaped to broadcast): x > 0 ? x : w x;
+ * _prelu_kernel_backward(grad, self, weight) -> (x > 0 ? g : w g, x > 0 ? 0 : x g), both of the broadcast
+ * shape (autograd sums the weight's gradient back to its shape) */
+static tpu_status_t lower_prelu(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  int dt = tpu_opmath_dtype(o->dtype);
+  int x = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), w = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
+  return lw_output(cx, 0, tpu_ir_select(G, pos, x, tpu_ir_binary(G, TPU_IR_MUL, w, x)));
+}
+static tpu_status_t lower_prelu_backward(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  int dt = tpu_opmath_dtype(o->dtype);
+  int g = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), x = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int w = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
+  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
+  TPU_RETURN_IF_ERROR(lw_output(cx, 0, tpu_ir_select(G, pos, g, tpu_ir_binary(G, TPU_IR_MUL, w, g))));
+  return lw_output(cx, 1, tpu_ir_select(G, pos, lw_const_like(cx, 0, g), tpu_ir_binary(G, TPU_IR_MUL, x, g)));
+}
+/* glu(self, dim): a * sigmoid(b) over the two halves of dim, sigmoid as 1 / (1 + exp(-b)) (the CPU
+ * kernel's form); glu_backward(grad, self, dim) = cat(g s, g a s (1 - s)) */
+static int glu_halves(tpu_lower_ctx_t* cx, int ix, int idim, int dt, int* a, int* b) {
+  int r = lw_rank_of(cx, ix);
+  if (r == 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "glu does not support scalars because halving size must be even"), -1;
+  int dim = lw_norm_dim(cx, lw_int(cx, idim, -1), r);
+  if (dim < 0) return -1;
+  const int64_t* s = lw_sizes_of(cx, ix);
+  if (s[dim] % 2)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Halving dimension must be even, but dimension %d is size %lld", dim, (long long)s[dim]), -1;
+  int x = lw_input(cx, ix, dt);
+  int64_t st[TPU_MAX_DIMS], lo[TPU_MAX_DIMS] = {0}, hi[TPU_MAX_DIMS], one[TPU_MAX_DIMS];
+  for (int d = 0; d < r; ++d) { st[d] = 0; hi[d] = s[d]; one[d] = 1; }
+  hi[dim] = s[dim] / 2;
+  *a = tpu_ir_slice(G, x, lo, hi, one);
+  st[dim] = s[dim] / 2; hi[dim] = s[dim];
+  *b = tpu_ir_slice(G, x, st, hi, one);
+  return dim;
+}
+static int glu_sigmoid(tpu_lower_ctx_t* cx, int b) {
+  int one = lw_const_like(cx, 1.0, b);
+  return tpu_ir_binary(G, TPU_IR_DIV, one, tpu_ir_binary(G, TPU_IR_ADD, one, tpu_ir_unary(G, TPU_IR_EXP, tpu_ir_unary(G, TPU_IR_NEG, b))));
+}
+static tpu_status_t lower_glu(tpu_lower_ctx_t* cx) { /* (self, dim) */
+  int dt = tpu_opmath_dtype(OUT_DT(0)), a, b;
+  if (glu_halves(cx, 0, 1, dt, &a, &b) < 0) return TPU_OK;
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, a, glu_sigmoid(cx, b)));
+}
+static tpu_status_t lower_glu_backward(tpu_lower_ctx_t* cx) { /* (grad_output, self, dim) */
+  int dt = tpu_opmath_dtype(OUT_DT(0)), a, b;
+  int dim = glu_halves(cx, 1, 2, dt, &a, &b);
+  if (dim < 0) return TPU_OK;
+  int g = lw_input(cx, 0, dt), sg = glu_sigmoid(cx, b);
+  if (!tpu_ir_same_shape(tpu_ir_type(G, g), tpu_ir_type(G, a)))
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "glu_backward: grad_output must have half of self's size along dim %d", dim);
+  int ga = tpu_ir_binary(G, TPU_IR_MUL, g, sg);
+  int gb = tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, tpu_ir_binary(G, TPU_IR_MUL, g, a), sg),
+                         tpu_ir_binary(G, TPU_IR_SUB, lw_const_like(cx, 1.0, sg), sg));
+  return lw_output(cx, 0, tpu_ir_concat(G, 2, (int[]){ga, gb}, dim));
+}
+/* angle of a real tensor: pi below 0, else 0; NaN stays (integers: as float) */
+static tpu_status_t lower_angle(tpu_lower_ctx_t* cx) {
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  if (!tpu_dtype_is_floating(dt)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "angle: expected a floating output, got %s", tpu_dtype_name(dt));
+  int x = lw_input(cx, 0, dt);
+  int r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, lw_const_like(cx, 0, x)), lw_const_like(cx, 3.14159265358979323846, x),
+                        lw_const_like(cx, 0, x));
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, x), x, r));
+}
 static tpu_status_t lower_entr(tpu_lower_ctx_t* cx) { /* -x log x; 0 at 0; -inf below 0 */
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int x = lw_input(cx, 0, dt), zero = lw_const_like(cx, 0, x);
@@ -889,5 +974,11 @@ TPU_LOWERING_TABLE(tpu_lowerings_eltwise) = {
   {"aten::hypot.out", lower_hypot}, {"aten::heaviside.out", lower_heaviside}, {"aten::sinc.out", lower_sinc},
   {"aten::softshrink.out", lower_softshrink}, {"aten::softshrink_backward.grad_input", lower_softshrink_backward},
   {"aten::softshrink_backward", lower_softshrink_backward}, {"aten::special_entr.out", lower_entr},
+  {"aten::hardshrink.out", lower_hardshrink}, {"aten::hardshrink_backward.grad_input", lower_hardshrink_backward},
+  {"aten::hardshrink_backward", lower_hardshrink_backward},
+  {"aten::_prelu_kernel", lower_prelu}, {"aten::_prelu_kernel_backward", lower_prelu_backward},
+  {"aten::glu", lower_glu}, {"aten::glu.out", lower_glu},
+  {"aten::glu_backward", lower_glu_backward}, {"aten::glu_backward.grad_input", lower_glu_backward},
+  {"aten::angle", lower_angle}, {"aten::angle.out", lower_angle},
   TPU_LOWERING_END
 };

@@ -1,5 +1,5 @@
 /* shape.c — lowerings of data-movement ops whose output is a rearrangement of the
- * input: cat, flip, roll, tril/triu. (Views — view, transpose, expand, slice... —
+ * input: cat, flip, roll, tril/triu, channel_shuffle, and the cross product. (Views — view, transpose, expand, slice... —
  * are metadata-only and never reach libtpurt.) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,10 +142,61 @@ static tpu_status_t tri(tpu_lower_ctx_t* cx, int upper) {
 static tpu_status_t lower_tril(tpu_lower_ctx_t* cx) { return tri(cx, 0); }
 static tpu_status_t lower_triu(tpu_lower_ctx_t* cx) { return tri(cx, 1); }
 
+/* ---- channel_shuffle(self [N, C, *], groups): [N, g, C/g, *] -> [N, C/g, g, *] -> [N, C, *] */
+static tpu_status_t lower_channel_shuffle(tpu_lower_ctx_t* cx) {
+  int r = lw_rank_of(cx, 0);
+  int64_t g = lw_int(cx, 1, 1);
+  const int64_t* s = lw_sizes_of(cx, 0);
+  if (r < 3)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "channel_shuffle expects input to have at least 3 dimensions, but got input with %d dimension(s)", r);
+  if (g <= 0) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Number of groups to divide channels in must be positive. Value of groups:%lld", (long long)g);
+  if (s[1] % g)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Number of channels must be divisible by groups. Got %lld channels and %lld groups.", (long long)s[1], (long long)g);
+  int64_t d5[TPU_MAX_DIMS + 1], perm[TPU_MAX_DIMS + 1];
+  if (r + 1 > TPU_MAX_DIMS) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "channel_shuffle: input of rank %d", r);
+  d5[0] = s[0]; d5[1] = g; d5[2] = s[1] / g;
+  for (int d = 2; d < r; ++d) d5[d + 1] = s[d];
+  for (int d = 0; d <= r; ++d) perm[d] = d;
+  perm[1] = 2; perm[2] = 1;
+  int x = tpu_ir_transpose(G, tpu_ir_reshape(G, lw_input(cx, 0, -1), r + 1, d5), perm);
+  return lw_output(cx, 0, tpu_ir_reshape(G, x, r, s));
+}
+
+/* ---- linalg_cross.out(self, other, dim, *, out): the cross product along dim (length 3) of the
+ * broadcast operands, in the output dtype: (a1 b2 - a2 b1, a2 b0 - a0 b2, a0 b1 - a1 b0) */
+static tpu_status_t lower_linalg_cross(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = &cx->outs[0];
+  int ra = lw_rank_of(cx, 0), rb = lw_rank_of(cx, 1);
+  if (ra != rb)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "linalg.cross: inputs must have the same number of dimensions.");
+  int dim = lw_norm_dim(cx, lw_int(cx, 2, -1), ra);
+  if (dim < 0) return TPU_OK;
+  int64_t la = lw_sizes_of(cx, 0)[dim], lb = lw_sizes_of(cx, 1)[dim];
+  if (la != 3 || lb != 3)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "linalg.cross: inputs dimension %d must have length 3. Got %lld and %lld",
+                   dim, (long long)la, (long long)lb);
+  int dt = o->dtype;
+  int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
+  int ca[3], cb[3], c[3];
+  int64_t lo[TPU_MAX_DIMS] = {0}, hi[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
+  for (int d = 0; d < o->ndim; ++d) { hi[d] = o->sizes[d]; st[d] = 1; }
+  for (int k = 0; k < 3; ++k) {
+    lo[dim] = k; hi[dim] = k + 1;
+    ca[k] = tpu_ir_slice(G, a, lo, hi, st);
+    cb[k] = tpu_ir_slice(G, b, lo, hi, st);
+  }
+  for (int k = 0; k < 3; ++k) {
+    int i = (k + 1) % 3, j = (k + 2) % 3;
+    c[k] = tpu_ir_binary(G, TPU_IR_SUB, tpu_ir_binary(G, TPU_IR_MUL, ca[i], cb[j]), tpu_ir_binary(G, TPU_IR_MUL, ca[j], cb[i]));
+  }
+  return lw_output(cx, 0, tpu_ir_concat(G, 3, c, dim));
+}
+
 TPU_LOWERING_TABLE(tpu_lowerings_shape) = {
   {"aten::cat.out", lower_cat}, {"aten::cat", lower_cat},
   {"aten::flip", lower_flip}, {"aten::flip.out", lower_flip},
   {"aten::roll", lower_roll}, {"aten::roll.out", lower_roll},
   {"aten::tril.out", lower_tril}, {"aten::triu.out", lower_triu},
+  {"aten::channel_shuffle", lower_channel_shuffle}, {"aten::linalg_cross.out", lower_linalg_cross},
   TPU_LOWERING_END
 };
