@@ -10,7 +10,8 @@
  * "-bf16" makes A and B bf16 (tpu_host_sgemm_ex, f32 C: the AVX512-BF16 kernel where the CPU has it);
  * "-b B" makes the following triples batched (B matrices each, as torch.bmm; -b 0 ends that); "-bt" stores the batched
  * B matrices transposed ((n, k) row-major, as attention's q @ k^T); "-da N": A is read in place for C tiles up to N
- * columns (2N for row-major A; tpu_host_gemm_set_direct_a, 0 = never). */
+ * columns (2N for row-major A; tpu_host_gemm_set_direct_a, 0 = never, which also turns the small path off: the
+ * packed driver everywhere). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
