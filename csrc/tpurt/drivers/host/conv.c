@@ -744,9 +744,10 @@ static void gk_unpack_worker(void* ctx, int64_t begin, int64_t end) {
   for (int64_t n = begin; n < end; ++n)
     for (int64_t s0 = 0; s0 < U->SS; s0 += 64) {
       const int64_t ns = TPU_MIN((int64_t)64, U->SS - s0);
-      for (int64_t j = 0; j < ns; ++j) {
-        const int64_t q = s0 + j, a = q / (U->Sz[1] * U->Sz[2]), b = (q / U->Sz[2]) % U->Sz[1], c = q % U->Sz[2];
+      int64_t a = s0 / (U->Sz[1] * U->Sz[2]), b = (s0 / U->Sz[2]) % U->Sz[1], c = s0 % U->Sz[2];
+      for (int64_t j = 0; j < ns; ++j) { /* position s0 + j by counters */
         soff[j] = n * U->os[0] + a * U->os[2] + b * U->os[3] + c * U->os[4];
+        if (++c == U->Sz[2]) { c = 0; if (++b == U->Sz[1]) { b = 0; ++a; } }
       }
       const float* zr = U->z + (n * U->SS + s0) * U->zpitch;
       /* runs of 16 positions that are contiguous in the view: 16 channels at a time through the register
@@ -1246,15 +1247,15 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
     }
     /* rows: positions of the class, sample-major */
     int64_t e = crow[cls];
+    int64_t i00[3]; /* first position of the class per dim: (i + pd) mod st == r; then every st-th */
+    for (int d = 0; d < 3; ++d) i00[d] = ((r[d] - g->pd[d]) % g->st[d] + g->st[d]) % g->st[d];
     for (int64_t n = 0; n < g->N; ++n)
-      for (int64_t i0 = 0; i0 < g->S[0]; ++i0) {
-        if ((i0 + g->pd[0]) % g->st[0] != r[0]) continue;
-        for (int64_t i1 = 0; i1 < g->S[1]; ++i1) {
-          if ((i1 + g->pd[1]) % g->st[1] != r[1]) continue;
-          for (int64_t i2 = 0; i2 < g->S[2]; ++i2) {
-            if ((i2 + g->pd[2]) % g->st[2] != r[2]) continue;
-            const int64_t b0 = (i0 + g->pd[0] - r[0]) / g->st[0] + J.Pl[0], b1 = (i1 + g->pd[1] - r[1]) / g->st[1] + J.Pl[1],
-                          b2 = (i2 + g->pd[2] - r[2]) / g->st[2] + J.Pl[2];
+      for (int64_t i0 = i00[0]; i0 < g->S[0]; i0 += g->st[0]) {
+        const int64_t b0 = (i0 + g->pd[0] - r[0]) / g->st[0] + J.Pl[0];
+        for (int64_t i1 = i00[1]; i1 < g->S[1]; i1 += g->st[1]) {
+          const int64_t b1 = (i1 + g->pd[1] - r[1]) / g->st[1] + J.Pl[1];
+          for (int64_t i2 = i00[2], b2 = (i00[2] + g->pd[2] - r[2]) / g->st[2] + J.Pl[2]; i2 < g->S[2];
+               i2 += g->st[2], ++b2) {
             J.ash[e] = (n * J.Lq + (b0 * J.Qp[1] + b1) * J.Qp[2] + b2) * g->O;
             J.rw[e] = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4];
             J.rz[e] = n * SS + (i0 * g->S[1] + i1) * g->S[2] + i2;
