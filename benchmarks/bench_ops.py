@@ -1,8 +1,8 @@
 """Per-op dispatch overhead, elementwise bandwidth and row / norm ops: PyTorch CPU vs tpu in one process.
 
 Prints µs/op for a tiny add (lower is better; target tpu <= 1.5x CPU), GB/s for a large elementwise chain
-(target tpu >= 0.8x CPU) and ms per forward + backward of the examples' row and norm ops (time ratios:
-> 1 is slower). Every case runs --rounds alternating cpu/tpu rounds (each the median of several calls) and
+(target tpu >= 0.8x CPU), ms per forward + backward of the examples' row and norm ops and µs per call of bf16
+elementwise ops and attention-head copies (time ratios: > 1 is slower). Every case runs --rounds alternating cpu/tpu rounds (each the median of several calls) and
 prints the median of each side, the median round's ratio and the spread of the rounds: on a shared virtual
 machine one side's single runs vary by up to 2x.
 Usage: python benchmarks/bench_ops.py [--rounds 5] [--threads N] [--only softmax,group_norm]
@@ -70,6 +70,33 @@ def row_cases() -> dict:
     }
 
 
+def bf16_cases() -> dict:
+    """bf16 elementwise work of the autocast examples (minGPT's [32,64,512] MLP activations, attention heads):
+    one call each, forward only (the backward ops are cases of their own)."""
+    g = torch.Generator().manual_seed(3)
+    x, y = (torch.randn(32, 64, 512, generator=g).bfloat16() for _ in range(2))
+    s = torch.softmax(torch.randn(32, 4, 64, 64, generator=g), -1).bfloat16()
+    gs = torch.randn(32, 4, 64, 64, generator=g).bfloat16()
+    qkv = torch.randn(32, 64, 384, generator=g).bfloat16()
+    heads = lambda t: t[:, :, 128:256].view(32, 64, 4, 32).transpose(1, 2)  # noqa: E731  (B, H, T, hd)
+    return {
+        "bf16 gelu [32,64,512]": ((x,), F.gelu),
+        "bf16 gelu_backward": ((y, x), torch.ops.aten.gelu_backward),
+        "bf16 softmax_backward [32,4,64,64]": (
+            (gs, s), lambda g_, s_: torch.ops.aten._softmax_backward_data(g_, s_, -1, torch.bfloat16)),
+        "bf16 add": ((x, y), torch.add),
+        "bf16 (a*b+a)*0.5": ((x, y), lambda a, b: (a * b + a) * 0.5),
+        "bf16 heads .contiguous() [B,H,T,hd]": ((qkv,), lambda t: heads(t).contiguous()),
+        "bf16 heads^T .contiguous() [B,H,hd,T]": ((qkv,), lambda t: heads(t).transpose(-2, -1).contiguous()),
+        "bf16 merge heads [B,T,H,hd]": ((heads(qkv).contiguous(),), lambda t: t.transpose(1, 2).contiguous()),
+    }
+
+
+def bf16_op(device: str, args, fn) -> float:
+    xs = [a.to(device) for a in args]
+    return bench(lambda: fn(*xs), device, warmup=3, repeat=15, inner=10)
+
+
 def row_op(device: str, x: torch.Tensor, fn) -> float:
     xd = x.to(device).requires_grad_()
     gy = torch.randn(x.shape, generator=torch.Generator().manual_seed(2)).to(device)
@@ -104,6 +131,11 @@ def main() -> None:
             continue
         c, t, r, sp = summary(*alternate(lambda d: row_op(d, x, fn), args.rounds))
         print(f"{name} fwd+bwd: cpu {c * 1e3:.3f} ms, tpu {t * 1e3:.3f} ms, tpu/cpu time ratio {r:.2f}x{sp}")
+    for name, (xs, fn) in bf16_cases().items():
+        if not want(name):
+            continue
+        c, t, r, sp = summary(*alternate(lambda d: bf16_op(d, xs, fn), args.rounds))
+        print(f"{name}: cpu {c * 1e6:.1f} us, tpu {t * 1e6:.1f} us, tpu/cpu time ratio {r:.2f}x{sp}")
 
 
 if __name__ == "__main__":
