@@ -8,8 +8,8 @@
  * runs serially (inside a pool task, where the pool runs inline) or with finer pool chunks
  * (tpu_pool_set_grain_div, TORCH_TPU_GRAPH_GRAIN_DIV), reductions included; outputs that are views
  * (transposed slices) of a step's result, copied after the last step (small copies on the executor's
- * thread, large ones on the pool); rank-0 clusters (the executor's scalar path) bitwise equal to the same
- * clusters on shape [1], also in place.
+ * thread, large ones on the pool); rank-0 clusters (the executor's scalar path, one at a time and in scalar
+ * batches) bitwise equal to the same clusters on shape [1], also in place.
  * Legend: n elements; x, y parameters; s a runtime scalar. */
 #include <math.h>
 #include <stdio.h>
@@ -436,6 +436,92 @@ static void test_scalar_clusters(int dt) {
   tpu_ir_graph_free(&g0); tpu_ir_graph_free(&g1);
 }
 
+/* Scalar batches (exec.c run_scalar_batches): K rank-0 clusters of a few structures, as a compiled optimizer's
+ * step counts and bias corrections, must give the bits of the same graph on shape [1] (one step per cluster):
+ * c = convert(s) (s an i64 runtime scalar), per k: t_k = p_k + c (an output, also written in place over p_k),
+ * floats: b_k = 1 - beta ** t_k (beta a runtime scalar; some t_k are 2: x ** 2 is x * x only when every exponent of
+ * a call is 2), o_k = convert(sqrt(|b_k|) / q_k, f32); integers: o_k = convert(t_k ** 3 - q_k, f32). K > 64: several
+ * chunks per batch; p, q of dtype dt (bf16 / i32: leaves loaded through a conversion). */
+static int build_batch_graph(tpu_ir_graph_t* g, int dt, int rank, int K) {
+  const int64_t one = 1;
+  const int fl = tpu_dtype_is_floating(dt);
+  int c = tpu_ir_convert(g, tpu_ir_scalar(g, TPU_DTYPE_I64), dt);
+  int beta = tpu_ir_scalar(g, dt), un = tpu_ir_constant(g, dt, fl ? 1.0 : 3.0);
+  if (rank) {
+    c = tpu_ir_broadcast(g, c, 1, &one, NULL); beta = tpu_ir_broadcast(g, beta, 1, &one, NULL);
+    un = tpu_ir_broadcast(g, un, 1, &one, NULL);
+  }
+  for (int k = 0; k < K; ++k) {
+    int p = tpu_ir_param(g, dt, rank, &one), q = tpu_ir_param(g, dt, rank, &one);
+    int t = tpu_ir_binary(g, TPU_IR_ADD, p, c);
+    tpu_ir_output(g, t);
+    int o;
+    if (fl) {
+      int b = tpu_ir_binary(g, TPU_IR_SUB, un, tpu_ir_binary(g, TPU_IR_POW, beta, t));
+      o = tpu_ir_binary(g, TPU_IR_DIV, tpu_ir_unary(g, TPU_IR_SQRT, tpu_ir_unary(g, TPU_IR_ABS, b)), q);
+    } else {
+      o = tpu_ir_binary(g, TPU_IR_SUB, tpu_ir_binary(g, TPU_IR_POW, t, un), q);
+    }
+    tpu_ir_output(g, tpu_ir_convert(g, o, TPU_DTYPE_F32));
+  }
+  return g->status == TPU_OK;
+}
+static void test_scalar_batches(int dt, int K) {
+  tpu_ir_graph_t g0, g1;
+  tpu_ir_graph_init(&g0); tpu_ir_graph_init(&g1);
+  tpu_host_exe_t *e0 = NULL, *e1 = NULL;
+  int ok = build_batch_graph(&g0, dt, 0, K) && build_batch_graph(&g1, dt, 1, K);
+  ok = ok && tpu_host_compile(&g0, &e0) == TPU_OK && tpu_host_compile(&g1, &e1) == TPU_OK;
+  CHECK(ok, "scalar batch graphs (%s, %d) build and compile", tpu_dtype_name(dt), K);
+  const int fl = tpu_dtype_is_floating(dt);
+  const int64_t es = (int64_t)tpu_dtype_size(dt);
+  const double pv[] = {1.0, 1.0, 0.5, -0.0, NAN, INFINITY, -3.0, 1e-3, 7.25, 1.0};
+  char *P = calloc((size_t)K, 16), *P2 = calloc((size_t)K, 16), *Q = calloc((size_t)K, 16);
+  char *O0 = calloc((size_t)K, 16), *O1 = calloc((size_t)K, 16), *O2 = calloc((size_t)K, 16);
+  tpu_host_view_t *p0 = calloc((size_t)K * 2, sizeof(tpu_host_view_t)), *p1 = calloc((size_t)K * 2, sizeof(tpu_host_view_t));
+  tpu_host_view_t *q0 = calloc((size_t)K * 2, sizeof(tpu_host_view_t)), *q1 = calloc((size_t)K * 2, sizeof(tpu_host_view_t));
+  tpu_host_view_t *px = calloc((size_t)K * 2, sizeof(tpu_host_view_t)), *qx = calloc((size_t)K * 2, sizeof(tpu_host_view_t));
+  ok = ok && P && P2 && Q && O0 && O1 && O2 && p0 && p1 && q0 && q1 && px && qx;
+  int same = 1, inplace = 1;
+  for (int trial = 0; trial < 4 && ok; ++trial) {
+    for (int k = 0; k < K; ++k) {
+      double v = trial == 0 ? pv[k % 10] : (urand() - 0.3) * 5;
+      if (trial == 3 && k % 3) v = 1.0; /* mostly exponent 2 */
+      if (fl) { tpu_host_store_f64(P + k * es, dt, v); tpu_host_store_f64(Q + k * es, dt, urand() + 0.5); }
+      else { tpu_host_store_i64(P + k * es, dt, (int64_t)(v * 9)); tpu_host_store_i64(Q + k * es, dt, (int64_t)(rnd() % 1000)); }
+    }
+    memcpy(P2, P, (size_t)(K * es));
+    const double bv[] = {0.9, 0.999, 1.0 + 1.0 / 4096, -2.5};
+    tpu_host_scalar_t sc[2] = {{1.0, 1}, {bv[trial], (int64_t)bv[trial]}};
+    for (int k = 0; k < K; ++k) {
+      for (int r = 0; r < 2; ++r) {
+        tpu_host_view_t* a = r ? p1 : p0;
+        a[2 * k] = (tpu_host_view_t){P + k * es, dt, r, {1}, {1}};
+        a[2 * k + 1] = (tpu_host_view_t){Q + k * es, dt, r, {1}, {1}};
+        tpu_host_view_t* o = r ? q1 : q0;
+        char* ob = r ? O1 : O0;
+        o[2 * k] = (tpu_host_view_t){ob + k * 16, dt, r, {1}, {1}};
+        o[2 * k + 1] = (tpu_host_view_t){ob + k * 16 + 8, TPU_DTYPE_F32, r, {1}, {1}};
+      }
+      px[2 * k] = (tpu_host_view_t){P2 + k * es, dt, 0, {1}, {1}};
+      px[2 * k + 1] = p0[2 * k + 1];
+      qx[2 * k] = px[2 * k]; /* t_k over p_k */
+      qx[2 * k + 1] = (tpu_host_view_t){O2 + k * 16 + 8, TPU_DTYPE_F32, 0, {1}, {1}};
+    }
+    ok = tpu_host_exe_run(e0, p0, sc, q0) == TPU_OK && tpu_host_exe_run(e1, p1, sc, q1) == TPU_OK &&
+         tpu_host_exe_run(e0, px, sc, qx) == TPU_OK;
+    for (int k = 0; k < K && ok; ++k) {
+      same &= !memcmp(O0 + k * 16, O1 + k * 16, (size_t)es) && !memcmp(O0 + k * 16 + 8, O1 + k * 16 + 8, 4);
+      inplace &= !memcmp(P2 + k * es, O0 + k * 16, (size_t)es) && !memcmp(O2 + k * 16 + 8, O0 + k * 16 + 8, 4);
+    }
+  }
+  CHECK(ok && same, "batched rank-0 clusters differ from the same clusters on [1]: %s, K %d", tpu_dtype_name(dt), K);
+  CHECK(ok && inplace, "batched rank-0 clusters written in place differ: %s, K %d", tpu_dtype_name(dt), K);
+  free(P); free(P2); free(Q); free(O0); free(O1); free(O2); free(p0); free(p1); free(q0); free(q1); free(px); free(qx);
+  tpu_host_exe_free(e0); tpu_host_exe_free(e1);
+  tpu_ir_graph_free(&g0); tpu_ir_graph_free(&g1);
+}
+
 /* Elementwise custom calls (SILU, GELU, their gradients, LERP, ADDC) as cluster members and roots (exec.c's
  * custom_elementwise): every output must be bitwise the same as with each custom call a library step of its own
  * (tpu_host_set_custom_fusion(0), rows.c's kernels), with fewer steps. The graph (x, y, z [R, C] f32; s, v, w
@@ -631,6 +717,7 @@ int main(void) {
       }
   const int sdts[] = {TPU_DTYPE_F32, TPU_DTYPE_F64, TPU_DTYPE_BF16, TPU_DTYPE_F16, TPU_DTYPE_I64, TPU_DTYPE_I32};
   for (int d = 0; d < 6; ++d) test_scalar_clusters(sdts[d]);
+  for (int d = 0; d < 6; ++d) { test_scalar_batches(sdts[d], 3); test_scalar_batches(sdts[d], 150); }
   /* (rows of 300 / 700: one or several rows per tile of the tiled runner's 512 and 1024 elements) */
   const int64_t cshape[][2] = {{1, 1}, {7, 5}, {3, 513}, {9, 300}, {5, 700}, {37, 1001}, {1100, 1000}};
   for (int serial = 0; serial < 3; ++serial)

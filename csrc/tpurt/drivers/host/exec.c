@@ -40,7 +40,16 @@ struct tpu_host_exe_s {
                            * later step writes in place (views, parameters, values written into another
                            * output): the only ones the run loop checks against such a write */
   int n_out_alias;
+  /* Scalar batches (run_scalar_batches): rank-0 clusters reading only rank-0 parameters, runtime scalars,
+   * constants and other such clusters (a compiled optimizer's step counts and bias corrections) are evaluated
+   * before the first step, clusters of one structure together, instead of as one step each. */
+  uint8_t* sbatch;        /* per op: 1 = a root evaluated by the scalar batches */
+  int32_t* sb_roots;      /* those roots, batch after batch, a batch's after every batch it reads */
+  int32_t* sb_off;        /* batch b: sb_roots[sb_off[b] .. sb_off[b + 1]) */
+  int n_sb;
 };
+#define SB_SLOTS 32 /* registers + leaves of a batched cluster */
+#define SB_CHUNK 64 /* clusters computed per kernel call */
 
 static int g_epi_fusion = -1; /* -1: TORCH_TPU_GEMM_EPILOGUE not read yet */
 static int epilogue_fusion_on(void) { return tpu_rt_env_switch(&g_epi_fusion, "TORCH_TPU_GEMM_EPILOGUE", 1); }
@@ -189,7 +198,79 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->reg); free(e->nreg);
   free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype); free(e->host_out);
   free(e->out_alias);
+  free(e->sbatch); free(e->sb_roots); free(e->sb_off);
   free(e);
+}
+
+/* Whether the clusters rooted at a and b compute the same ops wired the same way on leaves of the same dtypes (then
+ * one kernel call per member computes both, each element as its own cluster would). */
+static int sb_same(const tpu_host_exe_t* e, int a, int b) {
+  const tpu_ir_graph_t* G = &e->g;
+  if (e->mem_cnt[a] != e->mem_cnt[b] || e->leaf_cnt[a] != e->leaf_cnt[b] || e->nreg[a] != e->nreg[b]) return 0;
+  for (int j = 0; j < e->leaf_cnt[a]; ++j)
+    if (G->ops[e->leaves[e->leaf_off[a] + j]].type.dtype != G->ops[e->leaves[e->leaf_off[b] + j]].type.dtype) return 0;
+  for (int i = 0; i < e->mem_cnt[a]; ++i) {
+    const int x = e->members[e->mem_off[a] + i], y = e->members[e->mem_off[b] + i];
+    const tpu_ir_op_t *p = &G->ops[x], *q = &G->ops[y];
+    if (p->opcode != q->opcode || p->n_in != q->n_in || p->prec != q->prec || p->type.dtype != q->type.dtype ||
+        p->i0 != q->i0 || p->i1 != q->i1 || memcmp(&p->f0, &q->f0, sizeof p->f0) || memcmp(p->a, q->a, sizeof p->a) ||
+        e->in_dtype[x] != e->in_dtype[y] || e->reg[x] != e->reg[y])
+      return 0;
+    for (int k = 0; k < p->n_in; ++k)
+      if (e->slot[p->in_off + k] != e->slot[q->in_off + k]) return 0;
+  }
+  return 1;
+}
+/* Scalar batches (see sbatch): a rank-0 root whose leaves are rank-0 parameters, runtime scalars, constants or
+ * batched roots, with no custom call among its members (their scalar operands are read as one value); batched
+ * with the earlier roots of its structure (sb_same) at its level (1 + its batched leaves' highest). */
+static tpu_status_t plan_scalar_batches(tpu_host_exe_t* e) {
+  const tpu_ir_graph_t* G = &e->g;
+  const int n = G->n_ops;
+  e->sbatch = calloc((size_t)(n ? n : 1), 1);
+  int32_t* lvl = malloc((size_t)(n ? n : 1) * sizeof(int32_t));   /* per op: level of a batched root */
+  int32_t* bat = malloc((size_t)(n ? n : 1) * sizeof(int32_t));   /* per op: its batch */
+  int32_t* first = malloc((size_t)(n ? n : 1) * sizeof(int32_t)); /* per batch: its first root */
+  int32_t* cnt = calloc((size_t)(n ? n : 1) + 1, sizeof(int32_t));
+  if (!e->sbatch || !lvl || !bat || !first || !cnt) {
+    free(lvl); free(bat); free(first); free(cnt);
+    return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
+  }
+  int nb = 0, nroots = 0, maxl = 0;
+  for (int v = 0; v < n; ++v) {
+    if (e->kind[v] != K_ROOT || G->ops[v].type.rank != 0 || e->fused[v] || e->epi_dot[v] >= 0 ||
+        e->nreg[v] + e->leaf_cnt[v] > SB_SLOTS)
+      continue;
+    int ok = 1, l = 0;
+    for (int i = 0; i < e->mem_cnt[v] && ok; ++i) ok = G->ops[e->members[e->mem_off[v] + i]].opcode != TPU_IR_CUSTOM;
+    for (int j = 0; j < e->leaf_cnt[v] && ok; ++j) {
+      const int u = e->leaves[e->leaf_off[v] + j];
+      if (e->sbatch[u]) { l = TPU_MAX(l, lvl[u] + 1); continue; }
+      ok = e->kind[u] == K_SCALAR || e->kind[u] == K_CONST || (e->kind[u] == K_PARAM && G->ops[u].type.rank == 0);
+    }
+    if (!ok) continue;
+    e->sbatch[v] = 1; lvl[v] = l; maxl = TPU_MAX(maxl, l); nroots++;
+    int b = 0;
+    while (b < nb && !(lvl[first[b]] == l && sb_same(e, first[b], v))) ++b;
+    if (b == nb) first[nb++] = v;
+    bat[v] = b; cnt[b]++;
+  }
+  e->sb_roots = malloc((size_t)(nroots ? nroots : 1) * sizeof(int32_t));
+  e->sb_off = malloc((size_t)(nb + 1) * sizeof(int32_t));
+  int32_t* start = malloc((size_t)(nb ? nb : 1) * sizeof(int32_t)); /* per batch: its first index in sb_roots */
+  if (!e->sb_roots || !e->sb_off || !start) {
+    free(lvl); free(bat); free(first); free(cnt); free(start);
+    return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
+  }
+  int off = 0; /* batches by level (then by first root): each after the batches it reads */
+  for (int l = 0; l <= maxl && nb; ++l)
+    for (int b = 0; b < nb; ++b)
+      if (lvl[first[b]] == l) { start[b] = off; e->sb_off[e->n_sb++] = off; off += cnt[b]; }
+  e->sb_off[e->n_sb] = off;
+  for (int v = 0; v < n; ++v)
+    if (e->sbatch[v]) e->sb_roots[start[bat[v]]++] = v;
+  free(lvl); free(bat); free(first); free(cnt); free(start);
+  return TPU_OK;
 }
 
 tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe) {
@@ -432,6 +513,8 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
       e->out_alias[e->n_out_alias++] = k;
   }
   free(users); free(user);
+  tpu_status_t sst = plan_scalar_batches(e);
+  if (sst) { tpu_host_exe_free(e); return sst; }
   *out_exe = e;
   return TPU_OK;
 }
@@ -1512,6 +1595,71 @@ static void scalar_store(val_t* x, int dtype, double f, int64_t i) {
   x->v.data = (char*)x->storage.b; x->v.dtype = dtype; x->v.rank = 0; x->ready = 1;
 }
 
+/* A leaf of a batched cluster: a parameter's view, a runtime scalar or constant stored in its value, or an
+ * earlier batch's result. */
+static const tpu_host_view_t* sb_leaf(const tpu_host_exe_t* e, int u, val_t* vals, const tpu_host_view_t* params,
+                                      const tpu_host_scalar_t* scalars) {
+  const tpu_ir_op_t* op = &e->g.ops[u];
+  if (e->kind[u] == K_PARAM) return &params[op->i0];
+  if (e->kind[u] == K_SCALAR) scalar_store(&vals[u], op->type.dtype, scalars[op->i0].f, scalars[op->i0].i);
+  else if (e->kind[u] == K_CONST) scalar_store(&vals[u], op->type.dtype, op->f0, op->i0);
+  return &vals[u].v;
+}
+/* Evaluates the scalar batches (see sbatch) into their roots' values, as run_cluster_scalar evaluates one cluster:
+ * each leaf loaded into its slot, the members computed in order, the root stored into its dtype; here up to
+ * SB_CHUNK clusters of one structure side by side, one kernel call per member (elementwise: element i is what
+ * cluster i alone gives). Clusters with a float POW compute one at a time: its kernel takes x * x for x ** 2 only
+ * when every exponent of the call is 2. A value of a register dtype is loaded and stored by a copy of its bytes
+ * (what tile load / store do for it). Results never go straight into outputs: the final copies write them. */
+static tpu_status_t run_scalar_batches(const tpu_host_exe_t* e, val_t* vals, const tpu_host_view_t* params,
+                                       const tpu_host_scalar_t* scalars) {
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
+  int64_t buf[SB_SLOTS][SB_CHUNK]; /* slot s, cluster i: element i of the slot's class, or buf[s][i] one at a time */
+  for (int b = 0; b < e->n_sb; ++b) {
+    const int r0 = e->sb_roots[e->sb_off[b]], nr = e->nreg[r0], nl = e->leaf_cnt[r0];
+    const int32_t* mem = e->members + e->mem_off[r0];
+    int single = 0;
+    for (int i = 0; i < e->mem_cnt[r0]; ++i)
+      single |= G->ops[mem[i]].opcode == TPU_IR_POW && tpu_host_cls(e->in_dtype[mem[i]]) != TPU_HOST_CLS_I64;
+    for (int c0 = e->sb_off[b]; c0 < e->sb_off[b + 1]; c0 += SB_CHUNK) {
+      const int n = TPU_MIN(SB_CHUNK, e->sb_off[b + 1] - c0);
+      for (int j = 0; j < nl; ++j) {
+        const int dt = G->ops[e->leaves[e->leaf_off[r0] + j]].type.dtype, cls = tpu_host_cls(dt);
+        const size_t ces = single ? 8 : cls == TPU_HOST_CLS_F32 ? 4 : 8;
+        const int reg_dt = dt == (cls == TPU_HOST_CLS_F32 ? TPU_DTYPE_F32 : cls == TPU_HOST_CLS_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_I64);
+        char* dst = (char*)buf[nr + j];
+        for (int i = 0; i < n; ++i) {
+          const tpu_host_view_t* L = sb_leaf(e, e->leaves[e->leaf_off[e->sb_roots[c0 + i]] + j], vals, params, scalars);
+          if (reg_dt) memcpy(dst + (size_t)i * ces, L->data, cls == TPU_HOST_CLS_F32 ? 4 : 8);
+          else T->load(dst + (size_t)i * ces, cls, L->data, L->dtype, 0, 1);
+        }
+      }
+      const void* ptr[SB_SLOTS];
+      tpu_status_t st = TPU_OK;
+      for (int i = 0; i < (single ? n : 1) && !st; ++i) {
+        for (int k = 0; k < nr + nl; ++k) ptr[k] = single ? (const void*)&buf[k][i] : (const void*)buf[k];
+        st = compute_members(e, T, r0, ptr, single ? &buf[0][i] : &buf[0][0], SB_CHUNK, NULL, single ? 1 : n);
+      }
+      if (st) return st;
+      const int rdt = G->ops[r0].type.dtype, rcls = tpu_host_cls(rdt);
+      const size_t res = single ? 8 : rcls == TPU_HOST_CLS_F32 ? 4 : 8;
+      const int reg_rdt = rdt == (rcls == TPU_HOST_CLS_F32 ? TPU_DTYPE_F32 : rcls == TPU_HOST_CLS_F64 ? TPU_DTYPE_F64 : TPU_DTYPE_I64);
+      const char* src = (const char*)buf[e->reg[r0]];
+      for (int i = 0; i < n; ++i) {
+        const int v = e->sb_roots[c0 + i];
+        val_t* x = &vals[v];
+        memset(&x->storage, 0, sizeof(x->storage));
+        view_contiguous(&x->v, (char*)x->storage.b, &G->ops[v].type);
+        if (reg_rdt) memcpy(x->v.data, src + (size_t)i * res, rcls == TPU_HOST_CLS_F32 ? 4 : 8);
+        else T->store(x->v.data, rdt, 1, src + (size_t)i * res, rcls, 1);
+      }
+      tpu_metrics_add_kernels((uint64_t)n);
+    }
+  }
+  return TPU_OK;
+}
+
 static void prof_step(const tpu_host_exe_t* e, int v, double ns) {
   const tpu_ir_op_t* op = &e->g.ops[v];
   char key[48];
@@ -1545,6 +1693,11 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   const int prof = prof_on();
   const double prof_t0 = prof ? prof_now() : 0;
   if (prof) prof_add("exe clock floor (back-to-back reads)", prof_now() - prof_t0); /* subtract from per-call rows */
+  if (e->n_sb) {
+    const double tb = prof ? prof_now() : 0;
+    st = run_scalar_batches(e, vals, params, scalars);
+    if (prof) prof_add("scalar batches", prof_now() - tb);
+  }
   for (int v = 0; v < n && st == TPU_OK; ++v) {
     const tpu_ir_op_t* op = &G->ops[v];
     val_t* x = &vals[v];
@@ -1563,6 +1716,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
       }
       case K_MEMBER: break;
       case K_ROOT: case K_LIB: {
+        if (e->sbatch[v]) { x->ready = 1; break; } /* evaluated by run_scalar_batches */
         if (e->fused[v]) break; /* evaluated inside its reduce */
         if (e->epi_root[v] >= 0) { /* a DOT run at its epilogue's step: only its C buffer now */
           char* buf = scratch_alloc_until(&s, (size_t)tpu_ir_numel(&op->type) * tpu_dtype_size(op->type.dtype),
