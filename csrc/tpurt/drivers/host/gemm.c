@@ -8,7 +8,7 @@
  * Threads get disjoint 2-D tiles of C and pack their own panels: no barriers, and packing is
  * O((m + n) k) against O(m n k) work. A tile with one k block and a small B (the minGPT backward's dW = dY^T X,
  * dX = dY W, attention's 64 x (16 x 8 x 16)) takes the kernel's small path instead: A read in place, row-major B
- * in place, no 14 x 32 padding (gemm_tile_small); same bits. Legend: see gemm.h. */
+ * in place, no 14 x 32 padding (gemm_tile_small; AVX2: beta 0 only); same bits. Legend: see gemm.h. */
 #include "drivers/host/gemm.h"
 
 #include <math.h>
@@ -622,6 +622,7 @@ static int gemm_small_ok(const gemm_args_t* g, int64_t cols) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
   if (!kr->small || g->c_cs != 1 || gemm_needs_cvt(g) || atomic_load_explicit(&g_direct_a, memory_order_relaxed) == 0)
     return 0;
+  if (kr->small_beta0 && *(const float*)g->beta != 0.0f) return 0;
   if (!(g->k <= kr->kc || (kr->kc_rm && g->a_cs == 1 && g->k <= kr->kc_rm))) return 0;
   return g->k * round_up(cols, kr->nr) * 4 <= GEMM_SMALL_B_BYTES;
 }

@@ -135,7 +135,8 @@ tpu_host_gemm_isa_t tpu_host_gemm_set_isa(tpu_host_gemm_isa_t isa);
  * thread; returns the previous value. Same bits either way. */
 int tpu_host_gemm_set_direct_a(int max_cols);
 /* Small problems (one k block, B small enough to stay in cache: see gemm.c gemm_small_ok) skip packing A
- * (the kernel's small; the f32 AVX-512 kernels have one) while set_direct_a is not 0; 0 packs A everywhere. */
+ * (the kernel's small: the f32 AVX-512 kernel, and the AVX2 one with beta 0) while set_direct_a is not 0; 0 packs
+ * A everywhere. */
 /* Test hooks: while counting is on (count_paths(1); off by default, so the planning of every thread tile costs
  * one relaxed load of the flag), path_counts says how many tiles were planned reading A in place (in the format
  * of the first pass), storing bf16 from the kernels' registers (tpu_host_gemm_epi_t.out_bf16) and taken by the
@@ -220,6 +221,7 @@ typedef struct tpu_host_gemm_kernel_s {
   tpu_host_gemv_rows_fn gemv_rows;
   tpu_host_sdot_fn sdot;
   tpu_host_gemm_small_fn small;
+  int small_beta0; /* small only with beta 0 (its write-back matches ukr's bits only then) */
 } tpu_host_gemm_kernel_t;
 
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2, tpu_host_dgemm_kernel_avx2;

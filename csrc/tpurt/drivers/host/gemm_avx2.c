@@ -265,6 +265,94 @@ static void pack_b_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, in
   pack_f32(S_NR, rows, kc, (const float*)src, rs, cs, (float*)dst);
 }
 
+/* ---- small problems (gemm.h: small), beta 0 only (.small_beta0: the packed kernel's edge tiles apply beta
+ * without a fused multiply-add, its full tiles with one, so only alpha * acc has the same bits whatever the
+ * tiling). A tile of R <= 6 rows (a constant) and NV ymm (16 * NV >= 8 * its columns): A in place (one pointer
+ * for column-major A, else a pointer per row), B rows at b + p * b_rs (full loads; only the last 8-column
+ * group of a chunk narrower than 16 is read with a mask), the packed kernel's products in its order. */
+static inline __attribute__((always_inline)) void small_tile(int R, int NV, int am, int64_t k, const float* a,
+                                                             int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+                                                             float* c, int64_t c_rs, int nr, float alpha) {
+  __m256 acc[S_MR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  const float* r[S_MR];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) r[i] = a + (am ? i : i * a_rs);
+  const int last = NV - 1, partial = nr < 8 * NV; /* the last vector is masked */
+  const __m256i mk = mask8(nr - 8 * last);
+#pragma GCC unroll 2
+  for (int64_t p = 0, o = 0; p < k; ++p, o += a_cs, b += b_rs) {
+    __m256 bv[2];
+    bv[0] = last == 0 && partial ? _mm256_maskload_ps(b, mk) : _mm256_loadu_ps(b);
+    if (NV == 2) bv[1] = partial ? _mm256_maskload_ps(b + 8, mk) : _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; ++i) {
+      const __m256 av = _mm256_broadcast_ss(am ? a + o + i : r[i] + o);
+      acc[i][0] = _mm256_fmadd_ps(av, bv[0], acc[i][0]);
+      if (NV == 2) acc[i][1] = _mm256_fmadd_ps(av, bv[1], acc[i][1]);
+    }
+  }
+  const __m256 va = _mm256_set1_ps(alpha);
+#pragma GCC unroll 6
+  for (int i = 0; i < R; ++i) {
+    float* ci = c + i * c_rs;
+    for (int v = 0; v < NV; ++v) {
+      const __m256 x = _mm256_mul_ps(va, acc[i][v]);
+      if (v < last || !partial) {
+        _mm256_storeu_ps(ci + 8 * v, x);
+      } else { /* no vmaskmovps store: microcoded on AMD */
+        _Alignas(32) float t[8];
+        _mm256_store_ps(t, x);
+        for (int j = 0; j < nr - 8 * v; ++j) ci[8 * v + j] = t[j];
+      }
+    }
+  }
+}
+
+typedef void (*small_tile_fn)(int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b, int64_t b_rs,
+                              float* c, int64_t c_rs, int nr, float alpha);
+#define SMALL_TILE(R, NV, AM)                                                                                    \
+  static void small_##R##_##NV##_##AM(int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,  \
+                                      int64_t b_rs, float* c, int64_t c_rs, int nr, float alpha) {             \
+    small_tile(R, NV, AM, k, a, a_rs, a_cs, b, b_rs, c, c_rs, nr, alpha);                                       \
+  }
+#define SMALL_ROWS(NV, AM) \
+  SMALL_TILE(1, NV, AM) SMALL_TILE(2, NV, AM) SMALL_TILE(3, NV, AM) SMALL_TILE(4, NV, AM) SMALL_TILE(5, NV, AM) SMALL_TILE(6, NV, AM)
+SMALL_ROWS(1, 0) SMALL_ROWS(2, 0) SMALL_ROWS(1, 1) SMALL_ROWS(2, 1)
+#define SMALL_TABLE(NV, AM)                                                                                     \
+  { NULL, small_1_##NV##_##AM, small_2_##NV##_##AM, small_3_##NV##_##AM, small_4_##NV##_##AM,                  \
+    small_5_##NV##_##AM, small_6_##NV##_##AM }
+_Static_assert(S_MR == 6, "the small tiles' table lists rows 1..6");
+static const small_tile_fn kSmallTiles[2][2][S_MR + 1] = {{SMALL_TABLE(1, 0), SMALL_TABLE(2, 0)},
+                                                          {SMALL_TABLE(1, 1), SMALL_TABLE(2, 1)}};
+
+static void pack_b_f32(int64_t rows, int64_t kc, const void* src, int64_t rs, int64_t cs, void* dst);
+
+/* gemm.h small (beta must be 0): B not row-major is packed into pack_b's 16-wide strips (b NULL: already); then
+ * 16-column chunks, each over row strips of at most 6 rows split evenly (m = 16: 6 + 5 + 5). */
+static void sgemm_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_rs, int64_t a_cs, const float* b,
+                        int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs, float alpha, float beta, float* scratch) {
+  (void)beta;
+  int64_t b_chunk = S_NR;
+  if (b_cs != 1) {
+    if (b) pack_b_f32(n, k, b, b_cs, b_rs, scratch);
+    b = scratch, b_rs = S_NR, b_chunk = S_NR * k;
+  }
+  const int am = a_rs == 1;
+  const int64_t strips = (m + S_MR - 1) / S_MR, base = m / strips, extra = m % strips;
+  for (int64_t j = 0; j < n; j += S_NR, b += b_chunk) {
+    const int nr = (int)TPU_MIN((int64_t)S_NR, n - j);
+    const small_tile_fn* tab = kSmallTiles[am][nr > 8];
+    int64_t i = 0;
+    for (int64_t s = 0; s < strips; ++s) {
+      const int rows = (int)(base + (s < extra));
+      tab[rows](k, a + i * a_rs, a_rs, a_cs, b, b_rs, c + i * c_rs + j, c_rs, nr, alpha);
+      i += rows;
+    }
+  }
+}
+
 /* acc[j] += sum_p x[p*xs] * b[p*b_rs + j]: four rows of B per pass over acc. */
 static void sgemv_rows_avx2(int64_t n, int64_t k, const float* x, int64_t xs, const float* b,
                             int64_t b_rs, float* acc) {
@@ -326,7 +414,8 @@ const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2 = {
      * 2048x512 @ 512x128 one thread 4370-4430 -> 3660-3890 us, im2col-like 1024x1152 @ 1152x128 and
      * 4096x576 @ 576x64 10-20% faster; A^T weight gradients (k = 2048) were not faster and keep 256 */
     .name = "avx2 6x16", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256, .mc = 144, .nc = 3072, .kc_rm = 512, .mc_rm = 96,
-    .ukr = sgemm_ukr_6x16, .ukr_a = sgemm_ukr_6x16_a, .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2};
+    .ukr = sgemm_ukr_6x16, .ukr_a = sgemm_ukr_6x16_a, .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2,
+    .small = sgemm_small, .small_beta0 = 1};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx2 = {
     .name = "avx2 6x8", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256, .mc = 72, .nc = 2048,
     .ukr = dgemm_ukr_6x8};
