@@ -4,7 +4,7 @@ on the tpu device vs PyTorch CPU: histc (Mixtral / Qwen2-MoE expert counts; lowe
 + backward (wav2vec2's positional conv; lower/nn.c). Random inputs, odd sizes, non-contiguous views,
 bf16; exact results where the CPU's arithmetic is reproduced step by step. Also the small ops of ordinary
 training scripts that were missing (prelu, glu, hardshrink with their backward; linalg.cross, channel_shuffle,
-angle of real tensors)."""
+angle of real tensors, F.unfold / F.fold (im2col / col2im), embedding_renorm_ (nn.Embedding(max_norm=...)))."""
 from __future__ import annotations
 
 import pytest
@@ -229,3 +229,51 @@ def test_cross_channel_shuffle_angle():
     e = torch.tensor([-2.0, 0.0, -0.0, 3.0, float("nan"), float("-inf")])
     same(torch.angle(e.to(DEV)), torch.angle(e))
     same(torch.angle(torch.tensor([-3, 0, 4]).to(DEV)), torch.angle(torch.tensor([-3, 0, 4])))
+
+
+@pytest.mark.parametrize("shape,k,d,p,s", [((2, 3, 7, 9), (3, 2), (1, 2), (1, 0), (2, 1)), ((3, 5, 6), 2, 1, 0, 1),
+                                           ((1, 2, 10, 11), (3, 3), (2, 1), (2, 1), (3, 2)), ((2, 1, 4, 4), 4, 1, 0, 4),
+                                           ((1, 1, 9, 9), (5, 5), 1, 2, 1)])
+def test_unfold_fold_forward_backward(shape, k, d, p, s):
+    # F.unfold = im2col, F.fold = col2im, each the other's backward; bitwise vs CPU
+    torch.manual_seed(8)
+    F = torch.nn.functional
+    x = torch.randn(*shape)
+    same(F.unfold(x.to(DEV), k, d, p, s), F.unfold(x, k, d, p, s))
+    same(F.unfold(x.to(DEV).transpose(-1, -2), k, d, p, s), F.unfold(x.transpose(-1, -2), k, d, p, s))
+    cols = F.unfold(x, k, d, p, s)
+    same(F.fold(cols.to(DEV), shape[-2:], k, d, p, s), F.fold(cols, shape[-2:], k, d, p, s))
+    _fwd_bwd(lambda t: F.unfold(t, k, d, p, s), x)
+    _fwd_bwd(lambda t: F.fold(t, shape[-2:], k, d, p, s), cols)
+    # bf16: the backward (col2im) adds up to kh kw values per pixel in f32 and rounds once; PyTorch's CPU adds
+    # them in bf16, so compare both with the f32 computation on the same bf16 inputs
+    xb = x.to(torch.bfloat16)
+    gb = torch.randn(cols.shape).to(torch.bfloat16)
+    xt = xb.to(DEV).requires_grad_()
+    F.unfold(xt, k, d, p, s).backward(gb.to(DEV))
+    ref = F.fold(gb.float(), shape[-2:], k, d, p, s)
+    torch.testing.assert_close(xt.grad.cpu().float(), ref, atol=0, rtol=2 ** -8)  # one bf16 rounding
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf"), 3.0])
+def test_embedding_renorm_and_max_norm_embedding(norm_type):
+    torch.manual_seed(9)
+    w = torch.randn(11, 5) * 2
+    idx = torch.tensor([[1, 3, 3], [7, 0, 1]])
+    a, b = w.clone(), w.to(DEV)
+    torch.embedding_renorm_(a, idx, 1.5, norm_type)
+    torch.embedding_renorm_(b, idx.to(DEV), 1.5, norm_type)
+    torch.testing.assert_close(b.cpu(), a)
+    assert torch.equal(b.cpu()[[2, 4, 5, 6, 8, 9, 10]], w[[2, 4, 5, 6, 8, 9, 10]])  # rows not named are untouched
+    # nn.Embedding(max_norm=...) renorms the looked-up rows in place, then trains through them
+    e = torch.nn.Embedding(11, 5, max_norm=1.0, norm_type=norm_type)
+    et = torch.nn.Embedding(11, 5, max_norm=1.0, norm_type=norm_type)
+    et.load_state_dict(e.state_dict())
+    et = et.to(DEV)
+    x = torch.tensor([[1, 2, 2], [5, 9, 0]])
+    y, yt = e(x), et(x.to(DEV))
+    (y * y).sum().backward()
+    (yt * yt).sum().backward()
+    torch.testing.assert_close(yt.cpu(), y)
+    torch.testing.assert_close(et.weight.detach().cpu(), e.weight.detach())
+    torch.testing.assert_close(et.weight.grad.cpu(), e.weight.grad)

@@ -715,6 +715,41 @@ static tpu_status_t lower_embedding_bwd(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 0, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), vals, 1, &idx, &zero_dim, 1));
 }
 
+/* embedding_renorm_(self [V, D], indices, max_norm, norm_type): each row named in indices whose p-norm
+ * exceeds max_norm is scaled by max_norm / (norm + 1e-7), as PyTorch's CPU kernel (norm in the row's op-math
+ * dtype, the scale in double, rounded to it to multiply). norm_type is structural (key_scalars bit 3): it
+ * selects the norm. Indices out of range: IndexError at run time. */
+static tpu_status_t lower_embedding_renorm(tpu_lower_ctx_t* cx) {
+  const tpu_tensor_t* o = lw_out_meta(cx, 0);
+  int dt = tpu_opmath_dtype(o->dtype);
+  if (!float_check(cx, dt)) return TPU_OK;
+  if (o->ndim != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_renorm_: self must be 2-D, got %d-D", o->ndim);
+  int idt = lw_dtype_of(cx, 1);
+  if (idt != TPU_DTYPE_I64 && idt != TPU_DTYPE_I32)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got %s instead", tpu_dtype_name(idt));
+  double p = lw_key_scalar(cx, 3, 2.0);
+  int64_t V = o->sizes[0], n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1));
+  int w = lw_input(cx, 0, dt);
+  if (n == 0 || V == 0 || o->sizes[1] == 0) return lw_output(cx, 0, w);
+  int64_t fl[2] = {0, 1};
+  int a = UN(ABS, w), norm;
+  if (p == 2) norm = UN(SQRT, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, w, w), fl));
+  else if (p == 1) norm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, a, fl);
+  else if (isinf(p)) norm = tpu_ir_reduce(G, p > 0 ? TPU_IR_MONOID_MAX : TPU_IR_MONOID_MIN, a, fl);
+  else if (p == 0) norm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_NE, w, lw_const_like(cx, 0, w)), dt), fl);
+  else norm = BIN(POW, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(POW, a, lw_const_like(cx, p, a)), fl), lw_const(cx, 1.0 / p, dt, 1, &V));
+  int nd = tpu_ir_convert(G, norm, TPU_DTYPE_F64), mx = lw_bcast_like(cx, lw_scalar(cx, 2, TPU_DTYPE_F64), nd);
+  int scale = tpu_ir_convert(G, BIN(DIV, mx, BIN(ADD, nd, lw_const_like(cx, 1e-7, nd))), dt);
+  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), TPU_DTYPE_I64), 1, &n);
+  int64_t zero = 0;
+  int named = tpu_ir_index_put(G, lw_const(cx, 0, TPU_DTYPE_BOOL, 1, &V), lw_const(cx, 1, TPU_DTYPE_BOOL, 1, &n), 1, &idx, &zero, 0);
+  int hit = tpu_ir_binary(G, TPU_IR_AND, named, tpu_ir_compare(G, TPU_IR_CMP_GT, nd, mx)); /* [V] */
+  int row = tpu_ir_select(G, hit, scale, lw_const_like(cx, 1.0, scale));
+  int f = tpu_ir_broadcast(G, row, 2, o->sizes, (int64_t[]){0});
+  /* rows not scaled keep their bits (w * 1 would too, but NaN payloads and -0 stay untouched) */
+  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_broadcast(G, hit, 2, o->sizes, (int64_t[]){0}), BIN(MUL, w, f), w));
+}
+
 /* shape rule (tpu_lowering_t.shapes, pure): PyTorch's meta function (Python) gives
  * grad_output.new_empty(num_weights, grad_output.size(-1)); a new token count is a new meta-cache key */
 static tpu_status_t shapes_embedding_bwd(int dev, const tpu_arg_t* a, int n, tpu_tensor_t* o, int max, int* out_n) {
@@ -749,6 +784,7 @@ TPU_LOWERING_TABLE(tpu_lowerings_nn) = {
   {"aten::native_dropout", lower_native_dropout},
   {"aten::native_dropout_backward", lower_native_dropout_bwd},
   {"aten::embedding_dense_backward", lower_embedding_bwd, .shapes = shapes_embedding_bwd},
+  {"aten::embedding_renorm_", lower_embedding_renorm, 1u << 3},
   {"aten::_weight_norm_interface", lower_weight_norm},
   {"aten::_weight_norm_interface_backward", lower_weight_norm_bwd},
   TPU_LOWERING_END
