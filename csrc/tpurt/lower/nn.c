@@ -1,7 +1,7 @@
 /* nn.c — lowerings of neural-network ops: softmax / log_softmax and their backward,
  * losses (nll_loss, nll_loss2d, mse, binary cross entropy, smooth L1, huber) and
- * their backward, layer norm forward/backward, dropout, embedding backward, the fused weight norm
- * (+ backward).
+ * their backward, layer norm forward/backward, dropout, embedding backward and renorm, the fused weight
+ * norm (+ backward).
  * Math runs in the op-math dtype (f32 for f16/bf16); reductions accumulate in f64
  * inside the reduce kernel. Softmax / log_softmax (+ backward) and non-empty layer norm run
  * as host row kernels (custom ROWS_SOFTMAX(_BWD), ROWS_LAYER_NORM(_BWD), CHANNEL_STATS).
