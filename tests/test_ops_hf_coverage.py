@@ -122,6 +122,45 @@ def test_isin_scalars_promotion_nan_empty_out():
     same(out, torch.isin(a, b))
 
 
+# sizes on both sides of lower/misc.c's ISIN_PAIRS (65536 pairs): every pair compared below, sorted test
+# elements and a binary search above
+@pytest.mark.parametrize("n,m", [(255, 256), (257, 256), (300, 1000), (1, 70000), (70000, 2), (3, 40000)])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32, torch.bfloat16])
+def test_isin_sizes_duplicates(dtype, n, m):
+    torch.manual_seed(n + m)
+    hi = 50 if dtype in (torch.uint8, torch.bfloat16) else 3 * m  # many duplicates, many misses
+    a = torch.randint(0, hi, (n,)).to(dtype)
+    b = torch.randint(0, hi, (m,)).to(dtype)
+    au, bu = a.unique(), b.unique()  # assume_unique only where true (else PyTorch's answer is undefined)
+    au, bu = au[torch.randperm(au.numel())], bu[torch.randperm(bu.numel())]
+    for inv in (False, True):
+        same(torch.isin(a.to(DEV), b.to(DEV), invert=inv), torch.isin(a, b, invert=inv))
+        same(torch.isin(au.to(DEV), bu.to(DEV), invert=inv, assume_unique=True),
+             torch.isin(au, bu, invert=inv, assume_unique=True))
+    same(torch.isin(a.to(DEV)[::2], b.to(DEV)[1::3]), torch.isin(a[::2], b[1::3]))  # strided views
+    same(torch.isin(a.to(DEV), b.to(DEV).max()), torch.isin(a, b.max()))  # Tensor_Scalar
+    same(torch.isin(a.to(DEV), a.to(DEV)), torch.isin(a, a))  # every element found, incl. the largest
+    for v in (0, int(a[0]), hi + 5):
+        same(torch.isin(v, b.to(DEV)), torch.isin(v, b))  # Scalar_Tensor
+        same(torch.isin(v, b.to(DEV), invert=True), torch.isin(v, b, invert=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("n,m", [(60, 90), (700, 500)])
+def test_isin_nan_signed_zero_inf(dtype, n, m):
+    torch.manual_seed(7)
+    x = torch.randint(-20, 20, (n,)).to(dtype) / 4
+    x[::7], x[1::11], x[2::13], x[3::17], x[4::19] = float("nan"), 0.0, -0.0, float("inf"), float("-inf")
+    y = torch.randint(-20, 20, (m,)).to(dtype) / 4
+    y[::5], y[1::9], y[2] = float("nan"), -0.0, float("-inf")
+    for inv in (False, True):
+        same(torch.isin(x.to(DEV), y.to(DEV), invert=inv), torch.isin(x, y, invert=inv))
+        same(torch.isin(y.to(DEV), x.to(DEV), invert=inv), torch.isin(y, x, invert=inv))
+        nan = torch.full((m,), float("nan"), dtype=dtype)  # NaN is in nothing, not even all-NaN
+        same(torch.isin(x.to(DEV), nan.to(DEV), invert=inv), torch.isin(x, nan, invert=inv))
+    same(torch.isin(x.to(DEV).view(-1, 10), y.to(DEV).view(10, -1).t()), torch.isin(x.view(-1, 10), y.view(10, -1).t()))
+
+
 # ---------------------------------------------------------------- fused weight norm
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

@@ -607,8 +607,10 @@ static tpu_status_t lower_bucketize(tpu_lower_ctx_t* cx) {
 
 /* isin.Tensor_Tensor / .Tensor_Scalar / .Scalar_Tensor(elements, test_elements, *, assume_unique,
  * invert): whether each element equals any test element, compared in the promoted dtype (NaN matches
- * nothing, -0.0 matches 0.0); every pair is compared ([n, m]) and OR-reduced, as the CPU's default
- * kernel (its sorting path for large inputs gives the same answers). */
+ * nothing, -0.0 matches 0.0). Small inputs (n m <= ISIN_PAIRS) compare every pair ([n, m], fused) and
+ * OR-reduce; larger ones sort the test elements (NaN last) and binary-search each element
+ * (ceil(log2(m + 1)) gathers of [n]: the count of test elements < x), then compare the one found. */
+#define ISIN_PAIRS 65536
 static tpu_status_t lower_isin(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
   if (o->dtype != TPU_DTYPE_BOOL) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "isin: out must be a bool tensor");
@@ -616,6 +618,22 @@ static tpu_status_t lower_isin(tpu_lower_ctx_t* cx) {
   int64_t n = tpu_numel(o->ndim, o->sizes);
   int64_t m = lw_is_tensor(cx, 1) ? tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)) : 1;
   if (n == 0 || m == 0) return lw_output(cx, 0, lw_const(cx, invert, TPU_DTYPE_BOOL, o->ndim, o->sizes));
+  if (m > 1 && n * m > ISIN_PAIRS) { /* (bool inputs are rejected before lowering, as on CPU) */
+    int x = tpu_ir_reshape(G, lw_input(cx, 0, ct), 1, &n);
+    int s = tpu_ir_sort(G, tpu_ir_reshape(G, lw_input(cx, 1, ct), 1, &m), 0, 0, 0);
+    int pos = lw_const(cx, 0, I64, 1, &n), mm = lw_const(cx, (double)m, I64, 1, &n);
+    int64_t step = 1;
+    while (step * 2 <= m) step *= 2;
+    for (; step >= 1; step /= 2) { /* invariant: s[pos - 1] < x (pos > 0); take s[pos + step - 1] < x */
+      int c = BIN(ADD, pos, lw_const(cx, (double)step, I64, 1, &n));
+      int v = tpu_ir_gather(G, s, BIN(SUB, BIN(MIN, c, mm), lw_const(cx, 1, I64, 1, &n)), 0);
+      int go = BIN(AND, tpu_ir_compare(G, TPU_IR_CMP_LE, c, mm), tpu_ir_compare(G, TPU_IR_CMP_LT, v, x));
+      pos = tpu_ir_select(G, go, c, pos);
+    }
+    int f = tpu_ir_gather(G, s, BIN(MIN, pos, lw_const(cx, (double)(m - 1), I64, 1, &n)), 0);
+    int hit = tpu_ir_compare(G, invert ? TPU_IR_CMP_NE : TPU_IR_CMP_EQ, f, x); /* NaN x: NE is true */
+    return lw_output(cx, 0, tpu_ir_reshape(G, hit, o->ndim, o->sizes));
+  }
   int64_t nm[2] = {n, m};
   int x = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 0, ct), 1, &n), 2, nm, (int64_t[]){0});
   int t = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, 1, ct), 1, &m), 2, nm, (int64_t[]){1});
