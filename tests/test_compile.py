@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import subprocess
 import sys
@@ -106,6 +107,23 @@ def test_unknown_option_raises() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- op-level graphs
+
+@contextlib.contextmanager
+def _compiled_graphs():
+    """Collects every CompiledGraph the tpu backend builds inside the block."""
+    graphs = []
+    orig = _compile.CompiledGraph.__init__
+
+    def spy(self, gm, kind, opts):
+        orig(self, gm, kind, opts)
+        graphs.append(self)
+
+    _compile.CompiledGraph.__init__ = spy
+    try:
+        yield graphs
+    finally:
+        _compile.CompiledGraph.__init__ = orig
+
 
 def _g(*shape, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed + sum(shape))
@@ -219,7 +237,6 @@ def test_reinplace_removes_optimizer_copies() -> None:
 
     def train(make_opt, options):
         torch._dynamo.reset()
-        graphs = []
         model = copy.deepcopy(base).to("tpu")
         opt = make_opt(model.parameters())
 
@@ -227,17 +244,8 @@ def test_reinplace_removes_optimizer_copies() -> None:
             return _compile.tpu_backend(gm, example_inputs, options=options)
 
         step = torch.compile(opt.step, backend=backend)
-        orig = _compile.CompiledGraph.__init__
-
-        def spy(self, gm, kind, opts):
-            orig(self, gm, kind, opts)
-            graphs.append(self)
-
-        _compile.CompiledGraph.__init__ = spy
-        try:
+        with _compiled_graphs() as graphs:
             _train(model, opt, step, xs)
-        finally:
-            _compile.CompiledGraph.__init__ = orig
         copies = sum(1 for g in graphs for n in (g.gm_inplace or g.gm).graph.nodes
                      if n.target is torch.ops.aten.copy_.default)
         state = [v.cpu() for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
@@ -263,22 +271,12 @@ def test_reinplaced_copy_made_only_for_op_by_op_runs() -> None:
 
     for options, expect_copy in (({}, False), ({"capture": False}, True)):
         torch._dynamo.reset()
-        graphs = []
-        orig = _compile.CompiledGraph.__init__
-
-        def spy(self, gm, kind, opts):
-            orig(self, gm, kind, opts)
-            graphs.append(self)
-
-        _compile.CompiledGraph.__init__ = spy
-        try:
+        with _compiled_graphs() as graphs:
             f = torch.compile(update, backend=lambda gm, ex: _compile.tpu_backend(gm, ex, options=options))
             x, y = _g(4, 5).to("tpu"), _g(4, 5, seed=3).to("tpu")
             assert all(g.gm_inplace is None and g.reinplaced == 0 for g in graphs)
             for _ in range(2):
                 f(x, y)
-        finally:
-            _compile.CompiledGraph.__init__ = orig
         assert len(graphs) == 1
         made = graphs[0].gm_inplace is not None
         if hasattr(torch_tpu._C, "_capture_begin"):
@@ -302,21 +300,11 @@ def test_capture_walks_the_graph_without_generating_its_code() -> None:
     expected = f(x, w).cpu()
     for options, walked in (({}, True), ({"capture": False}, False)):
         torch._dynamo.reset()
-        graphs = []
-        orig = _compile.CompiledGraph.__init__
-
-        def spy(self, gm, kind, opts):
-            orig(self, gm, kind, opts)
-            graphs.append(self)
-
-        _compile.CompiledGraph.__init__ = spy
-        try:
+        with _compiled_graphs() as graphs:
             c = torch.compile(f, backend=lambda gm, ex: _compile.tpu_backend(gm, ex, options=options))
             with torch.no_grad():
                 for _ in range(2):
                     torch.testing.assert_close(c(x, w).cpu(), expected, **EXACT)
-        finally:
-            _compile.CompiledGraph.__init__ = orig
         (g,) = graphs
         seg = g._segment
         assert isinstance(seg._walk, _compile._NodeWalk) == walked  # (Dynamo's debug logs may generate it anyway)
@@ -326,27 +314,22 @@ def _compiled_step_graphs(name: str, hints: bool) -> tuple[list, list[torch.Tens
     """An example model's compiled training step (model and AdamW step compiled), two steps: (its CompiledGraphs,
     the loss, parameters and their gradients, and the optimizer state after the steps)."""
     torch._dynamo.reset()
-    graphs = []
-    orig, hints_before = _compile.CompiledGraph.__init__, _compile.META_HINTS
-
-    def spy(self, gm, kind, opts):
-        orig(self, gm, kind, opts)
-        graphs.append(self)
-
-    _compile.CompiledGraph.__init__, _compile.META_HINTS = spy, hints
+    hints_before = _compile.META_HINTS
+    _compile.META_HINTS = hints
     try:
-        model, inputs, loss_fn = compile_models.build(name)
-        model = model.to("tpu")
-        x = compile_models.to(inputs, "tpu")
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
-        fwd, step = torch.compile(model, backend="tpu"), torch.compile(opt.step, backend="tpu")
-        for _ in range(2):
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(fwd(*x))
-            loss.backward()
-            step()
+        with _compiled_graphs() as graphs:
+            model, inputs, loss_fn = compile_models.build(name)
+            model = model.to("tpu")
+            x = compile_models.to(inputs, "tpu")
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=True)
+            fwd, step = torch.compile(model, backend="tpu"), torch.compile(opt.step, backend="tpu")
+            for _ in range(2):
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(fwd(*x))
+                loss.backward()
+                step()
     finally:
-        _compile.CompiledGraph.__init__, _compile.META_HINTS = orig, hints_before
+        _compile.META_HINTS = hints_before
     state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
     return graphs, [loss.detach(), *model.parameters(), *(p.grad for p in model.parameters()), *state]
 
