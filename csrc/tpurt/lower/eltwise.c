@@ -768,22 +768,27 @@ static tpu_status_t lower_softshrink(tpu_lower_ctx_t* cx) { /* (self, lambd) */
   r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, x, tpu_ir_unary(G, TPU_IR_NEG, l)), tpu_ir_binary(G, TPU_IR_ADD, x, l), r);
   return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_unary(G, TPU_IR_IS_NAN, x), x, r));
 }
-static tpu_status_t lower_softshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, self, lambd) */
-  int dt = tpu_opmath_dtype(OUT_DT(0));
-  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt), l = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
-  int out = tpu_ir_compare(G, TPU_IR_CMP_GT, tpu_ir_unary(G, TPU_IR_ABS, x), l);
-  return lw_output(cx, 0, tpu_ir_select(G, out, g, lw_const_like(cx, 0, g)));
-}
-/* hardshrink: 0 where -lambd <= x <= lambd, else x (NaN passes); backward: 0 there, else grad. lambd is rounded
- * to self's dtype first, as PyTorch's CPU kernels do (bf16: lambd 0.3 is 0.30078125) */
+/* The backwards of softshrink and hardshrink (and hardshrink itself) take lambd rounded to self's dtype first, as
+ * PyTorch's CPU kernels do (bf16: lambd 0.3 is 0.30078125); softshrink's forward keeps it in the op-math dtype */
 static int shrink_lambd(tpu_lower_ctx_t* cx, int arg, int dt, int like) {
   return lw_bcast_like(cx, tpu_ir_convert(G, lw_scalar(cx, arg, OUT_DT(0)), dt), like);
 }
+/* -l <= x <= l (false for NaN) */
+static int shrink_band(tpu_lower_ctx_t* cx, int x, int l) {
+  return tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, x, tpu_ir_unary(G, TPU_IR_NEG, l)),
+                       tpu_ir_compare(G, TPU_IR_CMP_LE, x, l));
+}
+static tpu_status_t lower_softshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, self, lambd) */
+  int dt = tpu_opmath_dtype(OUT_DT(0));
+  int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt), l = shrink_lambd(cx, 2, dt, x);
+  int out = tpu_ir_compare(G, TPU_IR_CMP_GT, tpu_ir_unary(G, TPU_IR_ABS, x), l);
+  return lw_output(cx, 0, tpu_ir_select(G, out, g, lw_const_like(cx, 0, g)));
+}
+/* hardshrink: 0 where -lambd <= x <= lambd, else x (NaN passes); backward: 0 there, else grad */
 static tpu_status_t lower_hardshrink(tpu_lower_ctx_t* cx) { /* (self, lambd) */
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int x = lw_input(cx, 0, dt), l = shrink_lambd(cx, 1, dt, x);
-  int in = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, x, tpu_ir_unary(G, TPU_IR_NEG, l)),
-                         tpu_ir_compare(G, TPU_IR_CMP_LE, x, l));
+  int in = shrink_band(cx, x, l);
   return lw_output(cx, 0, tpu_ir_select(G, in, lw_const_like(cx, 0, x), x));
 }
 static tpu_status_t lower_hardshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, self, lambd) */
@@ -791,8 +796,7 @@ static tpu_status_t lower_hardshrink_backward(tpu_lower_ctx_t* cx) { /* (grad, s
   const tpu_tensor_t* o = &cx->outs[0];
   int g = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), x = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
   int l = shrink_lambd(cx, 2, dt, x);
-  int in = tpu_ir_binary(G, TPU_IR_AND, tpu_ir_compare(G, TPU_IR_CMP_GE, x, tpu_ir_unary(G, TPU_IR_NEG, l)),
-                         tpu_ir_compare(G, TPU_IR_CMP_LE, x, l));
+  int in = shrink_band(cx, x, l);
   return lw_output(cx, 0, tpu_ir_select(G, in, lw_const_like(cx, 0, g), g));
 }
 /* _prelu_kernel(self, weight) (weight already shaped to broadcast): x > 0 ? x : w x;
