@@ -250,6 +250,27 @@ int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags) {
   for (int d = 0; d < t.rank; ++d) if (!flags[d]) bd[n++] = d;
   return tpu_ir_broadcast(&cx->g, v, t.rank, t.dims, bd);
 }
+int lw_reduce(tpu_lower_ctx_t* cx, int monoid, int x, const int64_t* flags) {
+  if (x < 0) return -1;
+  int rank = tpu_ir_type(&cx->g, x)->rank, any = 0;
+  for (int d = 0; flags && d < rank; ++d) any |= flags[d] != 0;
+  return any ? tpu_ir_reduce(&cx->g, monoid, x, flags) : x;
+}
+int lw_pnorm(tpu_lower_ctx_t* cx, int x, double ord, const int64_t* flags) {
+  tpu_ir_graph_t* g = &cx->g;
+  if (x < 0) return -1;
+  if (ord == 0) {
+    int nz = tpu_ir_compare(g, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
+    return lw_reduce(cx, TPU_IR_MONOID_SUM, tpu_ir_convert(g, nz, tpu_ir_type(g, x)->dtype), flags);
+  }
+  if (ord == 2) return tpu_ir_unary(g, TPU_IR_SQRT, lw_reduce(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(g, TPU_IR_MUL, x, x), flags));
+  int ax = tpu_ir_unary(g, TPU_IR_ABS, x);
+  if (ord == 1) return lw_reduce(cx, TPU_IR_MONOID_SUM, ax, flags);
+  if (ord == INFINITY) return lw_reduce(cx, TPU_IR_MONOID_MAX, ax, flags);
+  if (ord == -INFINITY) return lw_reduce(cx, TPU_IR_MONOID_MIN, ax, flags);
+  int s = lw_reduce(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(g, TPU_IR_POW, ax, lw_const_like(cx, ord, ax)), flags);
+  return tpu_ir_binary(g, TPU_IR_POW, s, lw_const_like(cx, 1.0 / ord, s));
+}
 tpu_status_t lw_output(tpu_lower_ctx_t* cx, int k, int v) {
   if (cx->g.status) return TPU_OK; /* reported by the caller */
   if (k < 0 || k >= cx->nouts) return lw_fail(cx, TPU_STATUS_INTERNAL, "%s: no output %d", cx->op_name, k);

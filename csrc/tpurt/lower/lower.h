@@ -168,6 +168,12 @@ int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);
 /* v, the result of reducing `like` over the dims flagged in `flags`, broadcast back to like's shape. */
 int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags);   /* splat of like's shape+dtype */
 int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
+/* x reduced with `monoid` over the dims flagged in flags (dropped); x itself when none is flagged. */
+int lw_reduce(tpu_lower_ctx_t* cx, int monoid, int x, const int64_t* flags);
+/* The ord vector norm of x over the flagged dims (dropped), in x's dtype: the one p-norm ladder of
+ * linalg.vector_norm, renorm, cdist, embedding_renorm_ and weight norm (ord 2). 0 counts nonzeros,
+ * 2 = sqrt(sum x^2), 1 = sum |x|, +-inf = max / min |x|, else sum(|x|^ord)^(1/ord). */
+int lw_pnorm(tpu_lower_ctx_t* cx, int x, double ord, const int64_t* flags);
 /* a CUSTOM op (i0 = target, i1, a[0][0..1] = a0, a1) of result type t over n inputs; -1 if an input is -1 */
 int lw_custom_a(tpu_lower_ctx_t* cx, int target, int64_t i1, int64_t a0, int64_t a1, const tpu_ir_type_t* t, int n,
                 const int* in);

@@ -743,16 +743,10 @@ static tpu_status_t lower_cdist(tpu_lower_ctx_t* cx) {
   int64_t bpr[4];
   int diff = cdist_diff(cx, 0, 1, dt, bpr);
   if (diff < 0) return TPU_OK;
-  int a = tpu_ir_unary(G, TPU_IR_ABS, diff), r;
   int64_t fl[4] = {0, 0, 0, 1};
-  if (p == 0) r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_NE, a, cst(cx, 0, a)), dt), fl);
-  else if (p == 1) r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, a, fl);
-  else if (p == 2) r = tpu_ir_unary(G, TPU_IR_SQRT, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, a, a), fl));
-  else if (isinf(p)) r = bpr[3] ? tpu_ir_reduce(G, TPU_IR_MONOID_NANMAX, a, fl) : lw_const(cx, 0, dt, 3, bpr);
-  else {
-    int s = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(POW, a, cst(cx, p, a)), fl);
-    r = BIN(POW, s, cst(cx, 1.0 / p, s));
-  }
+  if (!isinf(p)) return out_as(cx, 0, lw_pnorm(cx, diff, p, fl));
+  /* the CPU kernel's max(agg, |d|) skips NaN; no identity for an empty M: 0 */
+  int r = bpr[3] ? tpu_ir_reduce(G, TPU_IR_MONOID_NANMAX, tpu_ir_unary(G, TPU_IR_ABS, diff), fl) : lw_const(cx, 0, dt, 3, bpr);
   return out_as(cx, 0, r);
 }
 /* _cdist_backward(grad [*, P, R], x1, x2, p, cdist [*, P, R]) -> grad of x1 */

@@ -627,13 +627,10 @@ static int wn_setup(tpu_lower_ctx_t* cx, int iv, int ig, int idim, int64_t* k) {
   }
   return (int)dim;
 }
-/* x [*S] summed over every dim but `dim` -> [K] (a 1-D v reduces nothing) */
-static int wn_sum(tpu_lower_ctx_t* cx, int x, int iv) {
-  if (lw_rank_of(cx, iv) == 1) return x;
-  int64_t fl[TPU_MAX_DIMS];
-  int dim = (int)lw_int(cx, iv == 0 ? 2 : 4, 0);
+/* fl[d] = 1 for every dim of v but `dim` (a 1-D v reduces nothing): reducing over fl gives [K] */
+static const int64_t* wn_flags(tpu_lower_ctx_t* cx, int iv, int dim, int64_t* fl) {
   for (int d = 0; d < lw_rank_of(cx, iv); ++d) fl[d] = d != dim;
-  return tpu_ir_reduce(G, TPU_IR_MONOID_SUM, x, fl);
+  return fl;
 }
 /* [K] -> v's shape along dim */
 static int wn_bcast(tpu_lower_ctx_t* cx, int a, int iv, int dim) {
@@ -646,7 +643,8 @@ static tpu_status_t lower_weight_norm(tpu_lower_ctx_t* cx) {
   if (dim < 0) return TPU_OK;
   int ct = tpu_opmath_dtype(lw_dtype_of(cx, 0));
   int v = lw_input(cx, 0, ct);
-  int norm = UN(SQRT, wn_sum(cx, BIN(MUL, v, v), 0)); /* [K] */
+  int64_t fl[TPU_MAX_DIMS];
+  int norm = lw_pnorm(cx, v, 2, wn_flags(cx, 0, dim, fl)); /* [K] */
   int a = BIN(DIV, tpu_ir_reshape(G, lw_input(cx, 1, ct), 1, &k), norm);
   const tpu_tensor_t* on = lw_out_meta(cx, 1);
   if (tpu_numel(on->ndim, on->sizes) != k) /* PyTorch's meta function sizes a 1-D v's norms [1] */
@@ -669,7 +667,8 @@ static tpu_status_t lower_weight_norm_bwd(tpu_lower_ctx_t* cx) {
   if (!tpu_ir_same_shape(tpu_ir_type(G, gw), tpu_ir_type(G, v)))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad_w and saved_v must have the same shape", cx->op_name);
   int g = tpu_ir_reshape(G, lw_input(cx, 2, ct), 1, &k), norm = tpu_ir_reshape(G, lw_input(cx, 3, ct), 1, &k);
-  int gg = BIN(DIV, wn_sum(cx, BIN(MUL, gw, v), 1), norm);
+  int64_t fl[TPU_MAX_DIMS];
+  int gg = BIN(DIV, lw_reduce(cx, TPU_IR_MONOID_SUM, BIN(MUL, gw, v), wn_flags(cx, 1, dim, fl)), norm);
   int a = BIN(DIV, g, norm), b = BIN(DIV, BIN(MUL, a, gg), norm);
   int gv = BIN(SUB, BIN(MUL, wn_bcast(cx, a, 1, dim), gw), BIN(MUL, wn_bcast(cx, b, 1, dim), v));
   const tpu_tensor_t* og = lw_out_meta(cx, 1);
@@ -731,14 +730,8 @@ static tpu_status_t lower_embedding_renorm(tpu_lower_ctx_t* cx) {
   int64_t V = o->sizes[0], n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1));
   int w = lw_input(cx, 0, dt);
   if (n == 0 || V == 0 || o->sizes[1] == 0) return lw_output(cx, 0, w);
-  int64_t fl[2] = {0, 1};
-  int a = UN(ABS, w), norm;
-  if (p == 2) norm = UN(SQRT, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(MUL, w, w), fl));
-  else if (p == 1) norm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, a, fl);
-  else if (isinf(p)) norm = tpu_ir_reduce(G, p > 0 ? TPU_IR_MONOID_MAX : TPU_IR_MONOID_MIN, a, fl);
-  else if (p == 0) norm = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, tpu_ir_compare(G, TPU_IR_CMP_NE, w, lw_const_like(cx, 0, w)), dt), fl);
-  else norm = BIN(POW, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, BIN(POW, a, lw_const_like(cx, p, a)), fl), lw_const(cx, 1.0 / p, dt, 1, &V));
-  int nd = tpu_ir_convert(G, norm, TPU_DTYPE_F64), mx = lw_bcast_like(cx, lw_scalar(cx, 2, TPU_DTYPE_F64), nd);
+  int nd = tpu_ir_convert(G, lw_pnorm(cx, w, p, (int64_t[]){0, 1}), TPU_DTYPE_F64); /* [V] */
+  int mx = lw_bcast_like(cx, lw_scalar(cx, 2, TPU_DTYPE_F64), nd);
   int scale = tpu_ir_convert(G, BIN(DIV, mx, BIN(ADD, nd, lw_const_like(cx, 1e-7, nd))), dt);
   int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), TPU_DTYPE_I64), 1, &n);
   int64_t zero = 0;

@@ -314,18 +314,6 @@ static tpu_status_t lower_std(tpu_lower_ctx_t* cx) { return lw_var(cx, 1, 0); }
 static tpu_status_t lower_var_mean(tpu_lower_ctx_t* cx) { return lw_var(cx, 0, 1); }
 static tpu_status_t lower_std_mean(tpu_lower_ctx_t* cx) { return lw_var(cx, 1, 1); }
 
-/* The `ord` vector norm of x (op-math dtype) over r's dims (dims dropped). */
-static int norm_value(tpu_lower_ctx_t* cx, int x, double ord, const red_t* r) {
-  if (ord == 0) return red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_convert(G, nonzero_mask(cx, x), tpu_ir_type(G, x)->dtype), r);
-  if (ord == 2) return tpu_ir_unary(G, TPU_IR_SQRT, red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(G, TPU_IR_MUL, x, x), r));
-  int ax = tpu_ir_unary(G, TPU_IR_ABS, x);
-  if (ord == 1) return red_apply(cx, TPU_IR_MONOID_SUM, ax, r);
-  if (ord == INFINITY) return red_apply(cx, TPU_IR_MONOID_MAX, ax, r);
-  if (ord == -INFINITY) return red_apply(cx, TPU_IR_MONOID_MIN, ax, r);
-  int s = red_apply(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(G, TPU_IR_POW, ax, lw_const_like(cx, ord, ax)), r);
-  return tpu_ir_binary(G, TPU_IR_POW, s, lw_const_like(cx, 1.0 / ord, s));
-}
-
 /* ---- vector norms. The order (argument 1) is a structural scalar: it selects
  * the algorithm, so it is part of the cache key (key_scalars bit 1). */
 static tpu_status_t lw_vector_norm(tpu_lower_ctx_t* cx, int dim_arg, int keep_arg) {
@@ -356,7 +344,7 @@ static tpu_status_t lw_vector_norm(tpu_lower_ctx_t* cx, int dim_arg, int keep_ar
                        "dimension because the operation does not have an identity", os);
   }
   int ct = tpu_opmath_dtype(OUT_DT(0));
-  return red_output(cx, 0, norm_value(cx, lw_input(cx, 0, ct), ord, &r), &r);
+  return red_output(cx, 0, lw_pnorm(cx, lw_input(cx, 0, ct), ord, r.flags), &r);
 }
 /* linalg_vector_norm.out(self, ord=2, dim?, keepdim, *, dtype?, out) */
 static tpu_status_t lower_linalg_vector_norm(tpu_lower_ctx_t* cx) { return lw_vector_norm(cx, 2, 3); }
@@ -406,7 +394,7 @@ static tpu_status_t lower_renorm(tpu_lower_ctx_t* cx) {
   r.flags[dim] = 0; r.n_red--; r.count /= TPU_MAX(1, lw_sizes_of(cx, 0)[dim]); r.all = 0;
   int ct = tpu_opmath_dtype(OUT_DT(0));
   int x = lw_input(cx, 0, ct);
-  int norm = red_expand(cx, norm_value(cx, x, p, &r), &r);
+  int norm = red_expand(cx, lw_pnorm(cx, x, p, r.flags), &r);
   int maxn = lw_bcast_like(cx, lw_scalar(cx, 3, ct), norm);
   int scale = tpu_ir_binary(G, TPU_IR_DIV, maxn, tpu_ir_binary(G, TPU_IR_ADD, norm, lw_const_like(cx, 1e-7, norm)));
   int factor = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_GT, norm, maxn), scale, lw_const_like(cx, 1.0, norm));
