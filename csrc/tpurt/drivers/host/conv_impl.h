@@ -345,6 +345,20 @@ static void CFN(col2im_tab)(const conv_geo_t* g, const CT* col, const int64_t* s
   }
 }
 
+/* im2col of sample x into a group's columns (col (C*KK, P), rows ld apart): x itself where it is its own
+ * im2col matrix (1x1, stride 1, unpadded: a copy per channel), else the band, else the tables, built at
+ * their first use (*xo_ready) */
+static void CFN(im2col_sample)(const conv_geo_t* g, const char* x, const conv_tile_t* t, int64_t* xo, int* xo_ready,
+                               CT* col, int64_t ld) {
+  if (g->x_direct) {
+    for (int64_t c = 0; c < g->C; ++c) CFN(ldrun)(col + c * ld, x, c * g->xs[1], g->xps, g->P, g->xdt);
+    return;
+  }
+  if (CFN(im2col_band)(g, x, t, col, ld)) return;
+  if (!*xo_ready) { CFN(conv_tables)(g, t, xo, NULL); *xo_ready = 1; }
+  CFN(im2col_tab)(g, x, xo, g->P, col, ld);
+}
+
 static void CFN(gather_gy)(const conv_geo_t* g, const conv_tile_t* t, int64_t n0, int64_t nn, CT* gt) {
   const int64_t cols = nn * t->pt;
   for (int64_t s = 0; s < nn; ++s) {
@@ -367,12 +381,11 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
   int64_t* xo = conv_alloc((size_t)(g->KK * g->P) * sizeof(int64_t));
   if (!col || !ct || !xo || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
   conv_tile_set(g, &t, 0);
-  CFN(conv_tables)(g, &t, xo, NULL);
+  int xo_ready = 0;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
     for (int64_t s = 0; s < nn; ++s)
-      if (!CFN(im2col_band)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols))
-        CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
+      CFN(im2col_sample)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, xo, &xo_ready, col + s * g->P, cols);
     for (int64_t grp = 0; grp < g->G; ++grp)
       CGEMMX(CDT, CDT, g->prec, g->Og, cols, g->KcG, J->wp + grp * g->Og * g->KcG, g->KcG, 1,
              (const char*)(col + grp * g->KcG * cols), cols, 1, (CT)0, ct + grp * g->Og * cols, cols, 1);
@@ -430,15 +443,14 @@ static void CFN(bwd_weight_group_worker)(void* ctx, int64_t begin, int64_t end) 
   int64_t* xo = conv_alloc((size_t)(g->KK * g->P) * sizeof(int64_t));
   if (!col || !gt || !xo || conv_tile_alloc(&t, g->P)) { J->oom = 1; goto done; }
   conv_tile_set(g, &t, 0);
-  CFN(conv_tables)(g, &t, xo, NULL);
+  int xo_ready = 0;
   for (int64_t k = begin; k < end; ++k) {
     CT* acc = J->acc + k * g->O * g->KcG;
     int64_t u1 = TPU_MIN(J->nunits, (k + 1) * J->nunits_per_chunk);
     for (int64_t u = k * J->nunits_per_chunk; u < u1; ++u) {
       const int64_t n0 = u * g->ns, nn = TPU_MIN(g->ns, g->N - n0), cols = nn * g->P;
       for (int64_t s = 0; s < nn; ++s)
-        if (!CFN(im2col_band)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, col + s * g->P, cols))
-          CFN(im2col_tab)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, xo, g->P, col + s * g->P, cols);
+        CFN(im2col_sample)(g, g->xd + (n0 + s) * g->xs[0] * g->xes, &t, xo, &xo_ready, col + s * g->P, cols);
       CFN(gather_gy)(g, &t, n0, nn, gt);
       /* acc_g (Og, KcG) += gy_g (Og, cols) @ col_g^T (cols, KcG) */
       for (int64_t grp = 0; grp < g->G; ++grp)
