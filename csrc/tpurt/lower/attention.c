@@ -26,13 +26,6 @@ static int custom(tpu_lower_ctx_t* cx, int target, int flags, int n, const int* 
   for (int d = 0; d < rank; ++d) t.dims[d] = dims[d];
   return lw_custom(cx, target, flags, &t, n, in);
 }
-static int slice_last(tpu_lower_ctx_t* cx, int v, int64_t lo, int64_t hi) {
-  tpu_ir_type_t t = *tpu_ir_type(G, v);
-  int64_t s[TPU_MAX_DIMS] = {0}, l[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
-  for (int d = 0; d < t.rank; ++d) { l[d] = t.dims[d]; st[d] = 1; }
-  s[t.rank - 1] = lo; l[t.rank - 1] = hi;
-  return tpu_ir_slice(G, v, s, l, st);
-}
 
 typedef struct { int64_t B, Hq, Hk, T, S, E, Ev; } dims_t;
 
@@ -104,8 +97,8 @@ static tpu_status_t lower_sdpa(tpu_lower_ctx_t* cx) {
   int64_t od[4] = {d.B, d.Hq, d.T, d.Ev + 1};
   int r = custom(cx, TPU_IR_CUSTOM_ATTENTION, flags, n, in, 4, od);
   int64_t ld[3] = {d.B, d.Hq, d.T};
-  tpu_status_t st = lw_output(cx, 0, slice_last(cx, r, 0, d.Ev));
-  if (!st) st = lw_output(cx, 1, tpu_ir_reshape(G, slice_last(cx, r, d.Ev, d.Ev + 1), 3, ld));
+  tpu_status_t st = lw_output(cx, 0, lw_slice_dim(cx, r, -1, 0, d.Ev));
+  if (!st) st = lw_output(cx, 1, tpu_ir_reshape(G, lw_slice_dim(cx, r, -1, d.Ev, d.Ev + 1), 3, ld));
   if (!st) st = lw_output(cx, 2, -1);
   if (!st) st = lw_output(cx, 3, -1);
   if (!st) st = lw_output(cx, 4, tpu_ir_constant(G, TPU_DTYPE_I64, (double)d.T));
@@ -140,9 +133,9 @@ static tpu_status_t lower_sdpa_bwd(tpu_lower_ctx_t* cx) {
   int64_t tot = nq + nk + nv;
   int r = custom(cx, TPU_IR_CUSTOM_ATTENTION_BWD, flags, n, in, 1, &tot);
   int64_t qd[4] = {d.B, d.Hq, d.T, d.E}, kd[4] = {d.B, d.Hk, d.S, d.E}, vd[4] = {d.B, d.Hk, d.S, d.Ev};
-  tpu_status_t st = lw_output(cx, 0, tpu_ir_reshape(G, slice_last(cx, r, 0, nq), 4, qd));
-  if (!st) st = lw_output(cx, 1, tpu_ir_reshape(G, slice_last(cx, r, nq, nq + nk), 4, kd));
-  if (!st) st = lw_output(cx, 2, tpu_ir_reshape(G, slice_last(cx, r, nq + nk, tot), 4, vd));
+  tpu_status_t st = lw_output(cx, 0, tpu_ir_reshape(G, lw_slice_dim(cx, r, -1, 0, nq), 4, qd));
+  if (!st) st = lw_output(cx, 1, tpu_ir_reshape(G, lw_slice_dim(cx, r, -1, nq, nq + nk), 4, kd));
+  if (!st) st = lw_output(cx, 2, tpu_ir_reshape(G, lw_slice_dim(cx, r, -1, nq + nk, tot), 4, vd));
   if (!st && cx->nouts > 3) { /* not requested (grad_input_mask[3] false): zeros if allocated */
     const tpu_tensor_t* m = lw_out_meta(cx, 3);
     st = lw_output(cx, 3, m->ndim >= 0 ? lw_const(cx, 0, F32, m->ndim, m->sizes) : -1);

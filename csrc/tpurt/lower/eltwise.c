@@ -460,17 +460,22 @@ static tpu_status_t lower_threshold(tpu_lower_ctx_t* cx) { /* (self, threshold, 
   int th = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x), val = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
   return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LE, x, th), val, x));
 }
+/* x > 0 ? v : v * s, the select of leaky_relu and prelu (v = x) and of their backward (v = grad);
+ * *out_pos (optional) gets the x > 0 mask */
+static int leaky_select(tpu_lower_ctx_t* cx, int x, int v, int s, int* out_pos) {
+  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
+  if (out_pos) *out_pos = pos;
+  return tpu_ir_select(G, pos, v, tpu_ir_binary(G, TPU_IR_MUL, v, s));
+}
 static tpu_status_t lower_leaky_relu(tpu_lower_ctx_t* cx) { /* (self, negative_slope) */
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int x = lw_input(cx, 0, dt), s = lw_bcast_like(cx, lw_scalar(cx, 1, dt), x);
-  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
-  return lw_output(cx, 0, tpu_ir_select(G, pos, x, tpu_ir_binary(G, TPU_IR_MUL, x, s)));
+  return lw_output(cx, 0, leaky_select(cx, x, x, s, NULL));
 }
 static tpu_status_t lower_leaky_relu_backward(tpu_lower_ctx_t* cx) { /* (grad, self, slope, self_is_result) */
   int dt = tpu_opmath_dtype(OUT_DT(0));
   int g = lw_input(cx, 0, dt), x = lw_input(cx, 1, dt), s = lw_bcast_like(cx, lw_scalar(cx, 2, dt), x);
-  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
-  return lw_output(cx, 0, tpu_ir_select(G, pos, g, tpu_ir_binary(G, TPU_IR_MUL, g, s)));
+  return lw_output(cx, 0, leaky_select(cx, x, g, s, NULL));
 }
 static tpu_status_t lower_hardtanh(tpu_lower_ctx_t* cx) { /* (self, min_val, max_val) */
   int dt = tpu_opmath_dtype(OUT_DT(0));
@@ -806,19 +811,18 @@ static tpu_status_t lower_prelu(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = &cx->outs[0];
   int dt = tpu_opmath_dtype(o->dtype);
   int x = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), w = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
-  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
-  return lw_output(cx, 0, tpu_ir_select(G, pos, x, tpu_ir_binary(G, TPU_IR_MUL, w, x)));
+  return lw_output(cx, 0, leaky_select(cx, x, x, w, NULL));
 }
 static tpu_status_t lower_prelu_backward(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = &cx->outs[0];
   int dt = tpu_opmath_dtype(o->dtype);
   int g = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), x = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
   int w = lw_bcast(cx, lw_input(cx, 2, dt), o->ndim, o->sizes);
-  int pos = tpu_ir_compare(G, TPU_IR_CMP_GT, x, lw_const_like(cx, 0, x));
-  TPU_RETURN_IF_ERROR(lw_output(cx, 0, tpu_ir_select(G, pos, g, tpu_ir_binary(G, TPU_IR_MUL, w, g))));
+  int pos;
+  TPU_RETURN_IF_ERROR(lw_output(cx, 0, leaky_select(cx, x, g, w, &pos)));
   return lw_output(cx, 1, tpu_ir_select(G, pos, lw_const_like(cx, 0, g), tpu_ir_binary(G, TPU_IR_MUL, x, g)));
 }
-/* glu(self, dim): a * sigmoid(b) over the two halves of dim, sigmoid as 1 / (1 + exp(-b)) (the CPU
+/* glu(self, dim): a * sigmoid(b) over the two halves of dim (LOGISTIC: 1 / (1 + exp(-b)), the CPU
  * kernel's form); glu_backward(grad, self, dim) = cat(g s, g a s (1 - s)) */
 static int glu_halves(tpu_lower_ctx_t* cx, int ix, int idim, int dt, int* a, int* b) {
   int r = lw_rank_of(cx, ix);
@@ -829,28 +833,21 @@ static int glu_halves(tpu_lower_ctx_t* cx, int ix, int idim, int dt, int* a, int
   if (s[dim] % 2)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Halving dimension must be even, but dimension %d is size %lld", dim, (long long)s[dim]), -1;
   int x = lw_input(cx, ix, dt);
-  int64_t st[TPU_MAX_DIMS], lo[TPU_MAX_DIMS] = {0}, hi[TPU_MAX_DIMS], one[TPU_MAX_DIMS];
-  for (int d = 0; d < r; ++d) { st[d] = 0; hi[d] = s[d]; one[d] = 1; }
-  hi[dim] = s[dim] / 2;
-  *a = tpu_ir_slice(G, x, lo, hi, one);
-  st[dim] = s[dim] / 2; hi[dim] = s[dim];
-  *b = tpu_ir_slice(G, x, st, hi, one);
+  int64_t h = s[dim] / 2;
+  *a = lw_slice_dim(cx, x, dim, 0, h);
+  *b = lw_slice_dim(cx, x, dim, h, 2 * h);
   return dim;
-}
-static int glu_sigmoid(tpu_lower_ctx_t* cx, int b) {
-  int one = lw_const_like(cx, 1.0, b);
-  return tpu_ir_binary(G, TPU_IR_DIV, one, tpu_ir_binary(G, TPU_IR_ADD, one, tpu_ir_unary(G, TPU_IR_EXP, tpu_ir_unary(G, TPU_IR_NEG, b))));
 }
 static tpu_status_t lower_glu(tpu_lower_ctx_t* cx) { /* (self, dim) */
   int dt = tpu_opmath_dtype(OUT_DT(0)), a, b;
   if (glu_halves(cx, 0, 1, dt, &a, &b) < 0) return TPU_OK;
-  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, a, glu_sigmoid(cx, b)));
+  return lw_output(cx, 0, tpu_ir_binary(G, TPU_IR_MUL, a, tpu_ir_unary(G, TPU_IR_LOGISTIC, b)));
 }
 static tpu_status_t lower_glu_backward(tpu_lower_ctx_t* cx) { /* (grad_output, self, dim) */
   int dt = tpu_opmath_dtype(OUT_DT(0)), a, b;
   int dim = glu_halves(cx, 1, 2, dt, &a, &b);
   if (dim < 0) return TPU_OK;
-  int g = lw_input(cx, 0, dt), sg = glu_sigmoid(cx, b);
+  int g = lw_input(cx, 0, dt), sg = tpu_ir_unary(G, TPU_IR_LOGISTIC, b);
   if (!tpu_ir_same_shape(tpu_ir_type(G, g), tpu_ir_type(G, a)))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "glu_backward: grad_output must have half of self's size along dim %d", dim);
   int ga = tpu_ir_binary(G, TPU_IR_MUL, g, sg);

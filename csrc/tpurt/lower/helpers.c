@@ -250,6 +250,16 @@ int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags) {
   for (int d = 0; d < t.rank; ++d) if (!flags[d]) bd[n++] = d;
   return tpu_ir_broadcast(&cx->g, v, t.rank, t.dims, bd);
 }
+int lw_slice_dim(tpu_lower_ctx_t* cx, int v, int dim, int64_t lo, int64_t hi) {
+  if (v < 0) return -1;
+  tpu_ir_type_t t = *tpu_ir_type(&cx->g, v); /* a copy: builders may move the op array */
+  if (dim < 0) dim += t.rank;
+  if (dim < 0 || dim >= t.rank) return tpu_ir_fail(&cx->g, TPU_ERR(INTERNAL, "%s: slice of dim %d of a rank-%d value", cx->op_name, dim, t.rank));
+  int64_t s[TPU_MAX_DIMS] = {0}, l[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
+  for (int d = 0; d < t.rank; ++d) { l[d] = t.dims[d]; st[d] = 1; }
+  s[dim] = lo; l[dim] = hi;
+  return tpu_ir_slice(&cx->g, v, s, l, st);
+}
 int lw_reduce(tpu_lower_ctx_t* cx, int monoid, int x, const int64_t* flags) {
   if (x < 0) return -1;
   int rank = tpu_ir_type(&cx->g, x)->rank, any = 0;

@@ -168,6 +168,8 @@ int lw_const_like(tpu_lower_ctx_t* cx, double value, int like);
 /* v, the result of reducing `like` over the dims flagged in `flags`, broadcast back to like's shape. */
 int lw_unreduce(tpu_lower_ctx_t* cx, int v, int like, const int64_t* flags);   /* splat of like's shape+dtype */
 int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64_t* dims);
+/* v[..., lo:hi, ...] along dim (negative: from the end), every other dim whole. */
+int lw_slice_dim(tpu_lower_ctx_t* cx, int v, int dim, int64_t lo, int64_t hi);
 /* x reduced with `monoid` over the dims flagged in flags (dropped); x itself when none is flagged. */
 int lw_reduce(tpu_lower_ctx_t* cx, int monoid, int x, const int64_t* flags);
 /* The ord vector norm of x over the flagged dims (dropped), in x's dtype: the one p-norm ladder of

@@ -33,13 +33,6 @@ static tpu_status_t out_as(tpu_lower_ctx_t* cx, int k, int v) {
     v = tpu_ir_reshape(G, v, o->ndim, o->sizes);
   return lw_output(cx, k, v);
 }
-static int slice_dim(tpu_lower_ctx_t* cx, int v, int dim, int64_t lo, int64_t hi) {
-  tpu_ir_type_t t = ty(cx, v);
-  int64_t s[TPU_MAX_DIMS] = {0}, l[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
-  for (int d = 0; d < t.rank; ++d) { l[d] = t.dims[d]; st[d] = 1; }
-  s[dim] = lo; l[dim] = hi;
-  return tpu_ir_slice(G, v, s, l, st);
-}
 /* x as rank >= 1 (a 0-dim tensor becomes [1]) */
 static int at_least_1d(tpu_lower_ctx_t* cx, int x) {
   tpu_ir_type_t t = ty(cx, x);
@@ -81,14 +74,14 @@ static tpu_status_t lower_topk(tpu_lower_ctx_t* cx) {
   int64_t k = lw_int(cx, 1, 1), n = r ? lw_sizes_of(cx, 0)[d] : 1;
   if (k < 0 || k > n) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "selected index k out of range");
   int x = at_least_1d(cx, lw_input(cx, 0, -1));
-  int i = slice_dim(cx, tpu_ir_sort(G, x, d, (int)lw_int(cx, 3, 1), 1), d, 0, k);
+  int i = lw_slice_dim(cx, tpu_ir_sort(G, x, d, (int)lw_int(cx, 3, 1), 1), d, 0, k);
   tpu_status_t st = out_as(cx, 0, tpu_ir_gather(G, x, i, d));
   return st ? st : out_as(cx, 1, i);
 }
 
 /* the k-th smallest (0-based) along d; with nan_first, a NaN anywhere along d wins (median) */
 static tpu_status_t kth(tpu_lower_ctx_t* cx, int x, int d, int64_t k, int nan_first, int with_idx) {
-  int i = slice_dim(cx, tpu_ir_sort(G, x, d, 0, 1), d, k, k + 1);
+  int i = lw_slice_dim(cx, tpu_ir_sort(G, x, d, 0, 1), d, k, k + 1);
   int v = tpu_ir_gather(G, x, i, d);
   tpu_ir_type_t tx = ty(cx, x);
   if (nan_first && tpu_dtype_is_floating(tx.dtype)) {
@@ -175,18 +168,18 @@ enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
 static int bag_plus1(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags) {
   int64_t noff = lw_rank_of(cx, off_i) ? lw_sizes_of(cx, off_i)[0] : 1;
   int off = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, off_i, -1), I64), 1, &noff);
-  if (noff > nbags) off = slice_dim(cx, off, 0, 0, nbags);
+  if (noff > nbags) off = lw_slice_dim(cx, off, 0, 0, nbags);
   int64_t np1 = n + 1, zero = 0, one = 1;
   /* offsets[0] must be 0 (PyTorch's CPU kernel raises otherwise): a strict read of row offsets[0] of
    * a one-row zero, which raises (index_select i1 = 3) unless it is 0, is the count's zero start */
   int start = lw_const(cx, 0, I64, 1, &np1);
   if (noff > 0 && nbags > 0) {
-    int row = tpu_ir_index_select(G, lw_const(cx, 0, I64, 1, &one), slice_dim(cx, off, 0, 0, 1), 0);
+    int row = tpu_ir_index_select(G, lw_const(cx, 0, I64, 1, &one), lw_slice_dim(cx, off, 0, 0, 1), 0);
     if (row >= 0) G->ops[row].i1 = 3;
     start = tpu_ir_broadcast(G, row, 1, &np1, &zero);
   }
   int cnt = tpu_ir_index_put(G, start, lw_const(cx, 1, I64, 1, &nbags), 1, &off, &zero, 1);
-  return slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n);
+  return lw_slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n);
 }
 
 /* _embedding_bag / _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq,
@@ -229,11 +222,11 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
   int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D};
   int rows = tpu_ir_index_select(G, lw_input(cx, 0, dt), idx, 0); /* [N, D] */
   if (rows >= 0) G->ops[rows].i1 = 1; /* ids outside [0, num_weights) raise PyTorch's RuntimeError (no wrap) */
-  int size = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, lo, lo + B);
+  int size = lw_slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, lo, lo + B);
   int out, maxi;
   if (mode == BAG_MAX) {
     int bagb = tpu_ir_broadcast(G, bag, 2, vd, (int64_t[]){0});
-    int m = slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, -INFINITY, dt, 2, od), bagb, rows, 0, 3), 0, 0, B);
+    int m = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, -INFINITY, dt, 2, od), bagb, rows, 0, 3), 0, 0, B);
     int64_t bd[2] = {B, D};
     int empty = tpu_ir_broadcast(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, size, cst(cx, 0, size)), 2, bd, (int64_t[]){0});
     out = tpu_ir_select(G, empty, cst(cx, 0, m), m);
@@ -242,7 +235,7 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
     int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, rows, tpu_ir_gather(G, mpad, bagb, 0));
     int pos = tpu_ir_iota(G, I64, 2, vd, 0);
     pos = tpu_ir_select(G, eq, pos, cst(cx, (double)n, pos));
-    int first = slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, (double)n, I64, 2, od), bagb, pos, 0, 4), 0, 0, B);
+    int first = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, (double)n, I64, 2, od), bagb, pos, 0, 4), 0, 0, B);
     int idxpad = tpu_ir_concat(G, 2, (int[]){idx, lw_const(cx, -1, I64, 1, (int64_t[]){1})}, 0);
     maxi = tpu_ir_gather(G, tpu_ir_broadcast(G, idxpad, 2, (int64_t[]){n + 1, D}, (int64_t[]){0}), first, 0);
   } else {
@@ -250,7 +243,7 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
       int w = tpu_ir_reshape(G, lw_input(cx, 6, dt), 1, &n);
       rows = BIN(MUL, rows, tpu_ir_broadcast(G, w, 2, vd, (int64_t[]){0}));
     }
-    out = slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &bag, &zero, 1), 0, lo, lo + B);
+    out = lw_slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &bag, &zero, 1), 0, lo, lo + B);
     if (mode == BAG_MEAN) {
       int den = tpu_ir_convert(G, BIN(MAX, size, cst(cx, 1, size)), dt);
       out = BIN(DIV, out, tpu_ir_broadcast(G, den, 2, (int64_t[]){B, D}, (int64_t[]){0}));
@@ -295,7 +288,7 @@ static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
     int badm = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, mi, cst(cx, 0, mi)), tpu_ir_compare(G, TPU_IR_CMP_GE, mi, cst(cx, (double)nw, mi)));
     mi = tpu_ir_select(G, badm, cst(cx, (double)nw, mi), mi);
     int64_t op1[2] = {nw + 1, D};
-    return lw_output(cx, 0, slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
+    return lw_output(cx, 0, lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
   }
   int o2b = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, a[2], -1), I64), 1, &n);
   /* The forward's offset2bag is always in [0, B) (ids before the first offset, which PyTorch
@@ -315,7 +308,7 @@ static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
     int64_t b1 = B;
     int64_t nbs = tpu_numel(lw_rank_of(cx, a[3]), lw_sizes_of(cx, a[3]));
     if (nbs < B) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bag_size has %lld entries for %lld bags", cx->op_name, (long long)nbs, (long long)B);
-    bs = slice_dim(cx, tpu_ir_reshape(G, bs, 1, &nbs), 0, 0, b1);
+    bs = lw_slice_dim(cx, tpu_ir_reshape(G, bs, 1, &nbs), 0, 0, b1);
     if (B == 0) bs = lw_const(cx, 1, dt, 1, (int64_t[]){1});
     bs = BIN(MAX, tpu_ir_gather(G, bs, o2b, 0), lw_const(cx, 1, dt, 1, &n));
     rows = BIN(DIV, rows, tpu_ir_broadcast(G, bs, 2, vd, (int64_t[]){0}));
@@ -478,7 +471,7 @@ static tpu_status_t lower_multinomial(tpu_lower_ctx_t* cx) {
     lw_rng_state(cx, 3, (uint64_t)(R * ns), &seed, &off);
     int u = tpu_ir_rng(G, dt, 3, ud, seed, off, 0);
     int cdf = tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, p, 1);
-    int tot = tpu_ir_reshape(G, slice_dim(cx, cdf, 1, K - 1, K), 3, (int64_t[]){R, 1, 1});
+    int tot = tpu_ir_reshape(G, lw_slice_dim(cx, cdf, 1, K - 1, K), 3, (int64_t[]){R, 1, 1});
     int t = BIN(MUL, u, tpu_ir_broadcast(G, tot, 3, ud, NULL));
     int le = tpu_ir_compare(G, TPU_IR_CMP_LE, tpu_ir_broadcast(G, tpu_ir_reshape(G, cdf, 3, cd), 3, bd, NULL),
                             tpu_ir_broadcast(G, t, 3, bd, NULL));
@@ -488,7 +481,7 @@ static tpu_status_t lower_multinomial(tpu_lower_ctx_t* cx) {
     lw_rng_state(cx, 3, (uint64_t)(R * K), &seed, &off);
     int u = tpu_ir_rng(G, dt, 2, pd, seed, off, 0);
     int key = BIN(DIV, tpu_ir_unary(G, TPU_IR_LOG, u), p);
-    res = slice_dim(cx, tpu_ir_sort(G, key, 1, 1, 1), 1, 0, ns);
+    res = lw_slice_dim(cx, tpu_ir_sort(G, key, 1, 1, 1), 1, 0, ns);
   }
   return out_as(cx, 0, res);
 }
@@ -659,7 +652,7 @@ static tpu_status_t lw_unique(tpu_lower_ctx_t* cx, int consec) {
   int64_t zero = 0;
   int pos;
   if (m > 0) {
-    int ne = tpu_ir_compare(G, TPU_IR_CMP_NE, slice_dim(cx, s, 0, 1, m), slice_dim(cx, s, 0, 0, m - 1));
+    int ne = tpu_ir_compare(G, TPU_IR_CMP_NE, lw_slice_dim(cx, s, 0, 1, m), lw_slice_dim(cx, s, 0, 0, m - 1));
     int nw = tpu_ir_concat(G, 2, (int[]){lw_const(cx, 1, I64, 1, (int64_t[]){1}), tpu_ir_convert(G, ne, I64)}, 0);
     pos = BIN(SUB, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, nw, 0), lw_const(cx, 1, I64, 1, &m));
     pos = BIN(MIN, pos, cst(cx, (double)(n ? n - 1 : 0), pos)); /* never out of bounds */

@@ -89,13 +89,7 @@ static int roll_dim(tpu_lower_ctx_t* cx, int x, int64_t shift, int d) {
   if (n == 0) return x;
   int64_t s = ((shift % n) + n) % n;
   if (s == 0) return x;
-  int64_t a0[TPU_MAX_DIMS] = {0}, a1[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
-  for (int q = 0; q < t.rank; ++q) { a1[q] = t.dims[q]; st[q] = 1; }
-  int64_t b0[TPU_MAX_DIMS] = {0}, b1[TPU_MAX_DIMS];
-  memcpy(b1, a1, sizeof(b1));
-  a0[d] = n - s;            /* tail moves to the front */
-  b1[d] = n - s;
-  int parts[2] = {tpu_ir_slice(G, x, a0, a1, st), tpu_ir_slice(G, x, b0, b1, st)};
+  int parts[2] = {lw_slice_dim(cx, x, d, n - s, n), lw_slice_dim(cx, x, d, 0, n - s)}; /* tail moves to the front */
   return tpu_ir_concat(G, 2, parts, d);
 }
 static tpu_status_t lower_roll(tpu_lower_ctx_t* cx) {
@@ -178,13 +172,7 @@ static tpu_status_t lower_linalg_cross(tpu_lower_ctx_t* cx) {
   int dt = o->dtype;
   int a = lw_bcast(cx, lw_input(cx, 0, dt), o->ndim, o->sizes), b = lw_bcast(cx, lw_input(cx, 1, dt), o->ndim, o->sizes);
   int ca[3], cb[3], c[3];
-  int64_t lo[TPU_MAX_DIMS] = {0}, hi[TPU_MAX_DIMS], st[TPU_MAX_DIMS];
-  for (int d = 0; d < o->ndim; ++d) { hi[d] = o->sizes[d]; st[d] = 1; }
-  for (int k = 0; k < 3; ++k) {
-    lo[dim] = k; hi[dim] = k + 1;
-    ca[k] = tpu_ir_slice(G, a, lo, hi, st);
-    cb[k] = tpu_ir_slice(G, b, lo, hi, st);
-  }
+  for (int k = 0; k < 3; ++k) { ca[k] = lw_slice_dim(cx, a, dim, k, k + 1); cb[k] = lw_slice_dim(cx, b, dim, k, k + 1); }
   for (int k = 0; k < 3; ++k) {
     int i = (k + 1) % 3, j = (k + 2) % 3;
     c[k] = tpu_ir_binary(G, TPU_IR_SUB, tpu_ir_binary(G, TPU_IR_MUL, ca[i], cb[j]), tpu_ir_binary(G, TPU_IR_MUL, ca[j], cb[i]));
