@@ -308,6 +308,49 @@ static void test_kernels_bf16_isa(void) {
   }
 }
 
+/* the padded-grid forward (conv.c conv_direct_run: stride 1, f32, AVX-512F) with both tiles: 8 x 48 and, for <= 4
+ * output channels per group, 4 x 96 (then taken down to maps where half the grid is output, e.g. 8x8 with pad 1);
+ * output channels 1-12 (partial row blocks), groups, dilation, padding 0-2, 1-3 spatial dims, every layout, maps
+ * whose grids end mid-strip; stride-1 backward-input runs as the flipped forward. Against the reference, and the
+ * same call twice must give identical bits. */
+static void test_kernels_direct(void) {
+  static const int64_t ogs[8] = {1, 2, 3, 4, 4, 5, 8, 12};
+  for (int it = 0; it < 32; ++it) {
+    const int nsp = it % 8 == 7 ? 3 : it % 8 == 6 ? 1 : 2;
+    int64_t G = it % 5 == 3 ? 2 : 1, N = irand(1, 5), Cg = irand(1, 9), Og = ogs[it % 8];
+    int64_t st[3], pd[3], dl[3], S[3], K[3], Q[3];
+    for (int d = 0; d < nsp; ++d) {
+      K[d] = nsp == 3 ? 2 : 3; st[d] = 1; dl[d] = it % 6 == 4 ? 2 : 1; pd[d] = it % 4 == 1 ? 0 : irand(1, 2);
+      S[d] = nsp == 1 ? irand(20, 70) : nsp == 3 ? irand(6, 9) : irand(7, 18);
+      Q[d] = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1);
+    }
+    int64_t xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};
+    for (int d = 0; d < nsp; ++d) { xs[2 + d] = S[d]; ws[2 + d] = K[d]; ys[2 + d] = Q[d]; }
+    const int rank = nsp + 2;
+    for (int kind = 0; kind < 2; ++kind) { /* forward, and backward-input as the flipped forward (groups 1) */
+      if (kind == 1 && (G > 1 || dl[0] > 1)) continue;
+      const int64_t *as = kind == 1 ? ys : xs, *os = kind == 0 ? ys : xs;
+      int64_t pd2[3];
+      for (int d = 0; d < nsp; ++d) pd2[d] = kind == 1 ? (K[d] - 1) * dl[d] - pd[d] : pd[d];
+      if (kind == 1 && pd2[0] < 0) continue;
+      const int lx = (it + kind) % 3, lo = (it / 3 + kind) % 3;
+      hview_t a = hview(TPU_DTYPE_F32, rank, as, lx), b = hview(TPU_DTYPE_F32, rank, ws, irand(0, 2));
+      hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
+      hview_t r = hview(TPU_DTYPE_F32, rank, os, 0);
+      fill(&a); fill(&b); fill(&o);
+      OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
+      OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o2.v));
+      OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
+      double mag, e = vdiff(&o.v, &r.v, &mag), mag2, e2 = vdiff(&o.v, &o2.v, &mag2);
+      CHECK(e <= 1e-5 * (1 + mag), "direct kind %d nsp %d N=%lld G=%lld Cg=%lld Og=%lld pd %lld dl %lld layouts %d%d: err %g (mag %g)",
+            kind, nsp, (long long)N, (long long)G, (long long)Cg, (long long)Og, (long long)pd[0], (long long)dl[0], lx,
+            lo, e, mag);
+      CHECK(e2 == 0, "direct kind %d: two runs differ by %g", kind, e2);
+      free(a.buf); free(b.buf); free(o.buf); free(o2.buf); free(r.buf);
+    }
+  }
+}
+
 /* ---- end to end through tpu_op_run */
 static void* g_allocs[64];
 static int g_nalloc;
@@ -434,7 +477,7 @@ static void test_ops(void) {
 }
 
 /* the small-channel backward-weight kernel (conv.c conv_dw_run: stride 1, one group, Cg and Og < 16, rows of
- * >= 12 output positions): 1-3 spatial dims, taps past a multiple of 9 (5x5, 3x3x3), odd O, dilation, x in
+ * >= 8 output positions, half a 16-lane vector): 1-3 spatial dims, taps past a multiple of 9 (5x5, 3x3x3), odd O, dilation, x in
  * every layout, gy contiguous or strided (the gk path then), against the reference */
 static void test_kernels_dw(void) {
   static const int64_t cs[][12] = {
@@ -442,6 +485,9 @@ static void test_kernels_dw(void) {
       {2, 3, 4, 4, 1, 16, 16, 3, 1, 1, 0, 0}, {2, 2, 3, 5, 1, 13, 17, 3, 1, 1, 1, 0}, {2, 2, 1, 1, 1, 12, 12, 3, 0, 1, 2, 0},
       {2, 1, 5, 3, 1, 14, 20, 5, 2, 1, 0, 0}, {2, 2, 8, 8, 1, 16, 16, 3, 2, 2, 0, 0}, {2, 2, 4, 4, 1, 16, 16, 3, 1, 1, 0, 2},
       {3, 1, 2, 3, 5, 6, 14, 3, 1, 1, 0, 0}, {1, 3, 3, 2, 1, 1, 33, 5, 2, 1, 1, 0}, {2, 2, 15, 15, 1, 16, 16, 3, 1, 1, 0, 0},
+      /* rows of 8-11 positions (ResNet's 4-channel 8x8 maps), channels-last x, strided gy */
+      {2, 16, 4, 4, 1, 8, 8, 3, 1, 1, 0, 0}, {2, 3, 5, 7, 1, 9, 10, 3, 1, 1, 1, 0}, {2, 2, 3, 3, 1, 11, 9, 3, 1, 1, 2, 2},
+      {1, 2, 6, 5, 1, 1, 9, 3, 1, 1, 0, 0},
   };
   for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci) {
     const int64_t* c = cs[ci];
@@ -472,6 +518,7 @@ int main(void) {
   test_kernels_groups();
   test_kernels_gk();
   test_kernels_dw();
+  test_kernels_direct();
   test_kernels_bf16_isa();
   test_ops();
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);

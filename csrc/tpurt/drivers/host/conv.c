@@ -209,13 +209,15 @@ enum { BW_SUM_BLOCK = 4096 }; /* conv_impl.h bw_sum_worker */
  * computed on the same grid, so row (c, kk) of the implicit im2col matrix is the plane read at
  * a fixed shift (c * L + sum_d k_d dl_d * stride_of_d): the microkernel reads it in place
  * (no im2col, no B packing) and positions that are not outputs (the padding rows/columns) are
- * computed and dropped. Worth it while most grid positions are outputs (>= 3/4). */
-enum { DK_MR = 8, DK_NR = 48 };
+ * computed and dropped. Worth it while most grid positions are outputs (>= 3/4; >= 1/2 with <= 4 output
+ * channels per group, the 4 x 96 tile). */
+enum { DK_TILE = 384 }; /* tile (mr, nr): (8, 48), or (4, 96) where a group has <= 4 output channels */
 typedef struct {
   const conv_geo_t* g;
-  float* wk;         /* (G, nob, KcG, 8): weights packed in 8-channel blocks, zero past Og */
+  int64_t mr, nr;    /* tile rows (output channels) and columns (grid positions) */
+  float* wk;         /* (G, nob, KcG, mr): weights packed in mr-channel blocks, zero past Og */
   int64_t* boff;     /* (KcG): offset of im2col row (c, kk) in xpad, from the group's channel 0 */
-  int64_t* yoff;     /* (nstrips * 48): y offset of grid position n of a unit (-1: not an output) */
+  int64_t* yoff;     /* (nstrips * nr): y offset of grid position n of a unit (-1: not an output) */
   int64_t* runs;     /* (j0, len) per run of a strip's outputs whose y offsets step by ys[4] */
   int64_t* rstart;   /* (nstrips + 1): strip st's runs are rstart[st] .. rstart[st + 1] - 1 */
   int64_t Sp[3], Lg, L, ns, nunits, nob;
@@ -240,15 +242,17 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
     if (g->st[s] != 1) return 0;
     grid *= g->S[s] + 2 * g->pd[s];
   }
-  return 4 * g->P >= 3 * grid; /* measured: 16x16 and larger maps with pad 1 win, 8x8 (64% outputs) loses */
+  /* measured: 16x16 and larger maps with pad 1 win, 8x8 (64% outputs) loses; with <= 4 output channels (the
+   * 4 x 96 tile; im2col + GEMM then runs a 4-row GEMM) 8x8 wins */
+  return 4 * g->P >= 3 * grid || (g->Og <= 4 && 2 * g->P >= grid);
 }
 
 static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
   conv_dk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
-  const int64_t L = J->L, KcG = g->KcG, ys4 = g->ys[4];
+  const int64_t L = J->L, KcG = g->KcG, ys4 = g->ys[4], MR = J->mr, NR = J->nr;
   float* xpad = conv_alloc((size_t)(g->C * L) * sizeof(float));
-  float* tile = conv_alloc((size_t)(DK_MR * DK_NR) * sizeof(float));
+  float* tile = conv_alloc((size_t)DK_TILE * sizeof(float));
   if (!xpad || !tile) { J->oom = 1; goto done; }
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * J->ns, nn = TPU_MIN(J->ns, g->N - n0);
@@ -263,18 +267,20 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
                       xo + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
       }
     float* yu = (float*)g->yd + n0 * g->ys[0];
-    const int64_t nstrips = (nn * J->Lg + DK_NR - 1) / DK_NR;
+    const int64_t nstrips = (nn * J->Lg + NR - 1) / NR;
     for (int64_t grp = 0; grp < g->G; ++grp) {
       const float* xg = xpad + grp * g->Cg * L;
       for (int64_t st = 0; st < nstrips; ++st) {
-        const int64_t* yo = J->yoff + st * DK_NR;
-        const int64_t nr = TPU_MIN((int64_t)DK_NR, nn * J->Lg - st * DK_NR); /* not into sample nn */
+        const int64_t* yo = J->yoff + st * NR;
+        const int64_t nr = TPU_MIN(NR, nn * J->Lg - st * NR); /* not into sample nn */
         for (int64_t ob = 0; ob < J->nob; ++ob) {
-          tpu_host_conv_dk8x48_avx512(KcG, J->wk + (grp * J->nob + ob) * KcG * DK_MR, xg + st * DK_NR, J->boff, tile);
-          const int64_t o0 = grp * g->Og + ob * DK_MR, mr = TPU_MIN((int64_t)DK_MR, g->Og - ob * DK_MR);
+          const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
+          if (MR == 4) tpu_host_conv_dk4x96_avx512(KcG, wb, xg + st * NR, J->boff, tile);
+          else tpu_host_conv_dk8x48_avx512(KcG, wb, xg + st * NR, J->boff, tile);
+          const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
           for (int64_t i = 0; i < mr; ++i) {
             float* yr = yu + (o0 + i) * g->ys[1];
-            const float* tr = tile + i * DK_NR;
+            const float* tr = tile + i * NR;
             for (int64_t r = J->rstart[st]; r < J->rstart[st + 1]; ++r) { /* runs of outputs, y-stride ys4 */
               const int64_t j0 = J->runs[2 * r], len = TPU_MIN(J->runs[2 * r + 1], nr - j0);
               float* d = yr + yo[j0];
@@ -291,25 +297,27 @@ done:
 }
 
 static tpu_status_t conv_direct_run(conv_geo_t* g) {
-  conv_dk_job_t J = {.g = g};
+  conv_dk_job_t J = {.g = g, .mr = g->Og <= 4 ? 4 : 8};
+  J.nr = DK_TILE / J.mr;
+  const int64_t MR = J.mr, NR = J.nr;
   for (int s = 0; s < 3; ++s) J.Sp[s] = g->S[s] + 2 * g->pd[s];
   J.Lg = J.Sp[0] * J.Sp[1] * J.Sp[2];
   int64_t nth = TPU_MAX((int64_t)1, (int64_t)tpu_pool_num_threads());
   J.ns = TPU_MAX((int64_t)1, TPU_MIN((512 + J.Lg - 1) / J.Lg, (g->N + nth - 1) / nth));
   J.nunits = (g->N + J.ns - 1) / J.ns;
-  const int64_t nstrips = (J.ns * J.Lg + DK_NR - 1) / DK_NR;
+  const int64_t nstrips = (J.ns * J.Lg + NR - 1) / NR;
   int64_t maxshift = 0;
   for (int s = 0; s < 3; ++s) maxshift = maxshift * J.Sp[s] + (g->K[s] - 1) * g->dl[s];
-  J.L = nstrips * DK_NR + maxshift;
-  J.nob = (g->Og + DK_MR - 1) / DK_MR;
-  J.wk = conv_alloc((size_t)(g->G * J.nob * g->KcG * DK_MR) * sizeof(float));
-  J.boff = conv_alloc((size_t)(g->KcG + 3 * nstrips * DK_NR + nstrips + 1) * sizeof(int64_t));
+  J.L = nstrips * NR + maxshift;
+  J.nob = (g->Og + MR - 1) / MR;
+  J.wk = conv_alloc((size_t)(g->G * J.nob * g->KcG * MR) * sizeof(float));
+  J.boff = conv_alloc((size_t)(g->KcG + 3 * nstrips * NR + nstrips + 1) * sizeof(int64_t));
   tpu_status_t st = TPU_OK;
   if (!J.wk || !J.boff) {
     st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
     goto done;
   }
-  J.yoff = J.boff + g->KcG; J.runs = J.yoff + nstrips * DK_NR; J.rstart = J.runs + 2 * nstrips * DK_NR;
+  J.yoff = J.boff + g->KcG; J.runs = J.yoff + nstrips * NR; J.rstart = J.runs + 2 * nstrips * NR;
   /* tables by counters (no divisions: they cost as much as a small convolution's stores) */
   for (int64_t c = 0, r = 0; c < g->Cg; ++c)
     for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
@@ -318,29 +326,29 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
           J.boff[r++] = c * J.L + (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
   {
     int64_t s = 0, i0 = 0, i1 = 0, i2 = 0, nrun = 0;
-    for (int64_t n = 0; n < nstrips * DK_NR; ++n) {
+    for (int64_t n = 0; n < nstrips * NR; ++n) {
       int ok = s < J.ns && i0 < g->Q[0] && i1 < g->Q[1] && i2 < g->Q[2];
       J.yoff[n] = ok ? s * g->ys[0] + i0 * g->ys[2] + i1 * g->ys[3] + i2 * g->ys[4] : -1;
-      if (n % DK_NR == 0) J.rstart[n / DK_NR] = nrun;
+      if (n % NR == 0) J.rstart[n / NR] = nrun;
       if (ok) {
-        if (n % DK_NR && J.yoff[n - 1] >= 0 && J.yoff[n] == J.yoff[n - 1] + g->ys[4]) ++J.runs[2 * nrun - 1];
-        else { J.runs[2 * nrun] = n % DK_NR; J.runs[2 * nrun + 1] = 1; ++nrun; }
+        if (n % NR && J.yoff[n - 1] >= 0 && J.yoff[n] == J.yoff[n - 1] + g->ys[4]) ++J.runs[2 * nrun - 1];
+        else { J.runs[2 * nrun] = n % NR; J.runs[2 * nrun + 1] = 1; ++nrun; }
       }
       if (++i2 == J.Sp[2]) { i2 = 0; if (++i1 == J.Sp[1]) { i1 = 0; if (++i0 == J.Sp[0]) { i0 = 0; ++s; } } }
     }
     J.rstart[nstrips] = nrun;
   }
-  memset(J.wk, 0, (size_t)(g->G * J.nob * g->KcG * DK_MR) * sizeof(float));
+  memset(J.wk, 0, (size_t)(g->G * J.nob * g->KcG * MR) * sizeof(float));
   for (int64_t grp = 0; grp < g->G; ++grp)
     for (int64_t o = 0; o < g->Og; ++o) {
-      float* d = J.wk + (grp * J.nob + o / DK_MR) * g->KcG * DK_MR + o % DK_MR;
+      float* d = J.wk + (grp * J.nob + o / MR) * g->KcG * MR + o % MR;
       const int64_t wo = (grp * g->Og + o) * g->ws[0];
       int64_t r = 0;
       for (int64_t c = 0; c < g->Cg; ++c)
         for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
           for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
             for (int64_t k2 = 0; k2 < g->K[2]; ++k2, ++r)
-              d[r * DK_MR] = ld1_f32(g->wd, wo + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4], g->wdt);
+              d[r * MR] = ld1_f32(g->wd, wo + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4], g->wdt);
     }
   tpu_pool_parallel_for(J.nunits, 1, conv_dk_worker, &J);
   if (J.oom) st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
@@ -367,7 +375,7 @@ static int conv_dw_ok(int kind, const conv_geo_t* g) {
       g->KK < 5 || g->N * g->P == 0 || g->xdt != TPU_DTYPE_F32 || g->ydt != TPU_DTYPE_F32 || g->wdt != TPU_DTYPE_F32)
     return 0;
   if (g->Q[2] > 1 && g->ys[4] != 1) return 0; /* gy rows read in place */
-  if (4 * g->Q[2] < 3 * 16 * ((g->Q[2] + 15) / 16)) return 0; /* >= 3/4 of the lanes are positions */
+  if (2 * g->Q[2] < 16 * ((g->Q[2] + 15) / 16)) return 0; /* >= 1/2 of the lanes are positions (8-wide: 3x im2col) */
   if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
   int64_t grid = 1;
   for (int s = 0; s < 3; ++s) {

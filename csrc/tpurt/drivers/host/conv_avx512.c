@@ -33,6 +33,26 @@ void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, c
   }
 }
 
+/* The same with 4 output channels x 96 positions (24 accumulators; for convolutions of <= 4 output channels per
+ * group, where the 8-row tile computed half its rows for nothing). Per output the same sum in the same order. */
+void tpu_host_conv_dk4x96_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff, float* tile) {
+  __m512 c[4][6];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) c[i][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* b = xb + boff[p];
+    __m512 bv[6];
+    for (int j = 0; j < 6; ++j) bv[j] = _mm512_loadu_ps(b + 16 * j);
+    const float* a = ap + p * 4;
+    for (int i = 0; i < 4; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+      for (int j = 0; j < 6; ++j) c[i][j] = _mm512_fmadd_ps(ai, bv[j], c[i][j]);
+    }
+  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) _mm512_storeu_ps(tile + i * 96 + 16 * j, c[i][j]);
+}
+
 /* The gathered-operand microkernel of conv.c's "gk" paths (backward-weight, forward at any stride):
  * tile (8, 16*NG) (+)= sum_p A[aoff[p] + ash[i]] * B[boff[p] + bsh[j] + l] for i < 8, lane l < 16 of
  * column group j < NG. Rows are scalars broadcast from anywhere in A, column groups 16-float runs
