@@ -3,7 +3,8 @@
  * every 16-bit input for the loads; for the stores every sign / exponent / top mantissa pattern combined with the
  * low-bit patterns that decide rounding (ties, just below / above half, all ones) and random patterns, NaN
  * payloads, infinities and subnormals included. Contiguous, strided and broadcast (stride 0) calls of odd lengths,
- * so vector bodies and scalar tails are both covered. */
+ * so vector bodies and scalar tails are both covered; and the same patterns rounded in registers (a CONVERT to
+ * bf16 / f16 computed by tile_compute). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -45,7 +46,8 @@ static void check_loads(const tpu_host_tile_ops_t* T, const char* isa, int dt) {
 }
 
 /* stores of the f32 patterns hi | lo, hi over every top `hib` bits, lo from the rounding-relevant set */
-static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt) {
+/* round: the f32 -> bf16 / f16 CONVERT a tile computes in registers (tile_compute's round_to), not a store */
+static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, int round) {
   const int lob = dt == TPU_DTYPE_BF16 ? 16 : 13;
   const uint32_t half = 1u << (lob - 1), all = (1u << lob) - 1;
   const uint32_t los[] = {0, 1, half - 1, half, half + 1, all, all - 1, half | 1, 2, half >> 1, 0x155 & all,
@@ -66,6 +68,26 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt) 
     }
     for (int64_t i = 0; i < n && !bad;) {
       int64_t m = TPU_MIN((int64_t)len, n - i);
+      if (round) {
+        static float gr[CH];
+        const void* in[1] = {x + i};
+        tpu_ir_op_t op = {0};
+        op.opcode = TPU_IR_CONVERT;
+        T->compute(&op, dt, gr, TPU_DTYPE_F32, in, m);
+        for (int64_t k = 0; k < m; ++k) {
+          const uint16_t h = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : tpu_f32_to_f16(x[i + k]);
+          const float want = dt == TPU_DTYPE_BF16 ? tpu_bf16_to_f32(h) : tpu_f16_to_f32(h);
+          if (f2u(gr[k]) != f2u(want)) {
+            bad = 1;
+            printf("  %s round to %s: 0x%08x -> 0x%08x, want 0x%08x\n", isa, tpu_dtype_name(dt), f2u(x[i + k]),
+                   f2u(gr[k]), f2u(want));
+            break;
+          }
+        }
+        i += m; len = len % 37 + 1;
+        if (len == 1) len = 64 + (int)(rng(&seed) % 1500);
+        continue;
+      }
       T->store((char*)got, dt, st, x + i, TPU_HOST_CLS_F32, m);
       for (int64_t k = 0; k < m; ++k) {
         uint16_t want = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : tpu_f32_to_f16(x[i + k]);
@@ -80,7 +102,7 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt) 
       if (len == 1) len = 64 + (int)(rng(&seed) % 1500); /* and some long calls */
     }
   }
-  CHECK(!bad, "%s: %s stores match common.h", isa, tpu_dtype_name(dt));
+  CHECK(!bad, "%s: %s %s match common.h", isa, tpu_dtype_name(dt), round ? "roundings" : "stores");
 }
 
 int main(void) {
@@ -93,7 +115,8 @@ int main(void) {
     for (int d = 0; d < 2; ++d) {
       int dt = d ? TPU_DTYPE_F16 : TPU_DTYPE_BF16;
       check_loads(isa[q], name[q], dt);
-      check_stores(isa[q], name[q], dt);
+      check_stores(isa[q], name[q], dt, 0);
+      check_stores(isa[q], name[q], dt, 1);
     }
   }
   printf("test_tile_convert: %d passed, %d failed\n", g_pass, g_fail);

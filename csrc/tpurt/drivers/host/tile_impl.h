@@ -6,12 +6,43 @@
 #include <math.h>
 
 #include "drivers/host/host.h"
+#include "drivers/host/vmath.h" /* tile_f16_to_f32, tile_f32_to_f16: branch-free, so the f16 loops vectorize */
 
 #define TILE_CAT2(a, b) a##b
 #define TILE_CAT(a, b) TILE_CAT2(a, b)
 #define TFN(name) TILE_CAT(name, TILE_SUFFIX)
 
+#if defined(__F16C__)
+#include <immintrin.h>
+/* Contiguous f16 <-> f32 rows with F16C (the AVX2 / AVX-512 builds), the same bits as vmath.h's branch-free
+ * forms: vcvtph2ps quiets a signaling NaN (sets f32 bit 22), which common.h's conversion keeps signaling, so those
+ * lanes get the bit cleared again; vcvtps2ph rounds to nearest-even and keeps NaN payloads as tpu_f32_to_f16. */
+static void TFN(tile_h2f)(float* restrict o, const uint16_t* s, int64_t n) {
+  const __m256i m7e = _mm256_set1_epi32(0x7e00), m7c = _mm256_set1_epi32(0x7c00), m1ff = _mm256_set1_epi32(0x1ff);
+  const __m256i q22 = _mm256_set1_epi32(0x400000), z = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128((const __m128i*)(const void*)(s + i));
+    const __m256i w = _mm256_cvtepu16_epi32(h);
+    const __m256i snan = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(w, m1ff), z),
+                                             _mm256_cmpeq_epi32(_mm256_and_si256(w, m7e), m7c));
+    const __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(h));
+    _mm256_storeu_ps(o + i, _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_and_si256(snan, q22), f)));
+  }
+  for (; i < n; ++i) o[i] = tile_f16_to_f32(s[i]);
+}
+static void TFN(tile_f2h)(uint16_t* o, const float* restrict s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i*)(void*)(o + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) o[i] = tile_f32_to_f16(s[i]);
+}
+#endif
+
 static void TFN(tile_load)(void* dst, int cls, const char* src, int dtype, int64_t st, int64_t n) {
+#if defined(__F16C__)
+  if (dtype == TPU_DTYPE_F16 && cls == TPU_HOST_CLS_F32 && st == 1) { TFN(tile_h2f)(dst, (const uint16_t*)(const void*)src, n); return; }
+#endif
 #define LOAD_LOOP(DT, CT, EXPR)                                          \
   do {                                                                   \
     DT* restrict o = (DT*)dst; const CT* s = (const CT*)src;             \
@@ -24,7 +55,7 @@ static void TFN(tile_load)(void* dst, int cls, const char* src, int dtype, int64
     case TPU_DTYPE_F32: LOAD_LOOP(DT, float, v); break;                           \
     case TPU_DTYPE_F64: LOAD_LOOP(DT, double, v); break;                          \
     case TPU_DTYPE_BF16: LOAD_LOOP(DT, uint16_t, tpu_bf16_to_f32(v)); break;      \
-    case TPU_DTYPE_F16: LOAD_LOOP(DT, uint16_t, tpu_f16_to_f32(v)); break;        \
+    case TPU_DTYPE_F16: LOAD_LOOP(DT, uint16_t, tile_f16_to_f32(v)); break;       \
     case TPU_DTYPE_I64: LOAD_LOOP(DT, int64_t, v); break;                         \
     case TPU_DTYPE_I32: LOAD_LOOP(DT, int32_t, v); break;                         \
     case TPU_DTYPE_I16: LOAD_LOOP(DT, int16_t, v); break;                         \
@@ -54,6 +85,9 @@ static inline int64_t tile_f2i(double v) {
 }
 
 static void TFN(tile_store)(char* dst, int dtype, int64_t st, const void* src, int cls, int64_t n) {
+#if defined(__F16C__)
+  if (dtype == TPU_DTYPE_F16 && cls == TPU_HOST_CLS_F32 && st == 1) { TFN(tile_f2h)((uint16_t*)(void*)dst, src, n); return; }
+#endif
 #define STORE_LOOP(DT, CT, EXPR)                                               \
   do {                                                                         \
     DT* o = (DT*)dst; const CT* restrict s = (const CT*)src;                   \
@@ -65,7 +99,7 @@ static void TFN(tile_store)(char* dst, int dtype, int64_t st, const void* src, i
     case TPU_DTYPE_F32: STORE_LOOP(float, CT, v); break;                            \
     case TPU_DTYPE_F64: STORE_LOOP(double, CT, v); break;                           \
     case TPU_DTYPE_BF16: STORE_LOOP(uint16_t, CT, tpu_f32_to_bf16((float)v)); break;\
-    case TPU_DTYPE_F16: STORE_LOOP(uint16_t, CT, tpu_f32_to_f16((float)v)); break;  \
+    case TPU_DTYPE_F16: STORE_LOOP(uint16_t, CT, tile_f32_to_f16((float)v)); break; \
     case TPU_DTYPE_I64: STORE_LOOP(int64_t, CT, TOINT(v)); break;                   \
     case TPU_DTYPE_I32: STORE_LOOP(int32_t, CT, (uint32_t)TOINT(v)); break;         \
     case TPU_DTYPE_I16: STORE_LOOP(int16_t, CT, (uint16_t)TOINT(v)); break;         \
@@ -85,7 +119,14 @@ static void TFN(tile_store)(char* dst, int dtype, int64_t st, const void* src, i
 /* Rounds a float buffer to the precision of dtype (bf16/f16 values computed in f32). */
 static void TFN(round_to)(float* x, int dtype, int64_t n) {
   if (dtype == TPU_DTYPE_BF16) for (int64_t i = 0; i < n; ++i) x[i] = tpu_bf16_to_f32(tpu_f32_to_bf16(x[i]));
-  else if (dtype == TPU_DTYPE_F16) for (int64_t i = 0; i < n; ++i) x[i] = tpu_f16_to_f32(tpu_f32_to_f16(x[i]));
+  else if (dtype == TPU_DTYPE_F16) {
+    int64_t i = 0;
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8) /* finite and NaN lanes alike: cvtph2ps only quiets a NaN cvtps2ph already quieted */
+      _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+#endif
+    for (; i < n; ++i) x[i] = tile_f16_to_f32(tile_f32_to_f16(x[i]));
+  }
 }
 /* Wraps an int64 buffer to the range of a narrower integer dtype. */
 static void TFN(wrap_to)(int64_t* x, int dtype, int64_t n) {
@@ -163,7 +204,6 @@ static inline double tile_digamma(double x) {
 /* Branch-free f32 exp/log/tanh (Cephes-style range reduction + minimax polynomials) so
  * the loops vectorize; specials (NaN, +-inf, 0, subnormals) handled with selects.
  * Accuracy vs libm is checked in csrc/tpurt/tests/test_tile.c (<= 2 ulp over sweeps). */
-#include "drivers/host/vmath.h" /* tile_bits2f, tile_f2bits, tile_expf */
 static inline float tile_logf(float x) {
   int sub = x < 1.17549435e-38f;
   float xs = sub ? x * 8388608.0f : x;
