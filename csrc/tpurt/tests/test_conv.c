@@ -309,7 +309,8 @@ static void test_kernels_bf16_isa(void) {
 }
 
 /* the padded-grid forward (conv.c conv_direct_run: stride 1, f32, AVX-512F) with both tiles: 8 x 48 and, for <= 4
- * output channels per group, 4 x 96 (then taken down to maps where half the grid is output, e.g. 8x8 with pad 1);
+ * output channels per group, 4 x 96 (then taken down to maps where half the grid is output, e.g. 8x8 with pad 1),
+ * over grid strips or output rows (runs of <= 16 outputs per lane vector: 16-wide rows fill them, 14-wide leave 2);
  * output channels 1-12 (partial row blocks), groups, dilation, padding 0-2, 1-3 spatial dims, every layout, maps
  * whose grids end mid-strip; stride-1 backward-input runs as the flipped forward. Against the reference, and the
  * same call twice must give identical bits. */
@@ -322,6 +323,7 @@ static void test_kernels_direct(void) {
     for (int d = 0; d < nsp; ++d) {
       K[d] = nsp == 3 ? 2 : 3; st[d] = 1; dl[d] = it % 6 == 4 ? 2 : 1; pd[d] = it % 4 == 1 ? 0 : irand(1, 2);
       S[d] = nsp == 1 ? irand(20, 70) : nsp == 3 ? irand(6, 9) : irand(7, 18);
+      if (nsp == 2 && it % 4 == 0) S[d] = d ? 12 + 2 * (it % 8 == 0) + pd[d] : irand(3, 9); /* rows of 14 / 16 */
       Q[d] = S[d] + 2 * pd[d] - dl[d] * (K[d] - 1);
     }
     int64_t xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};

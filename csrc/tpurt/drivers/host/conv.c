@@ -220,6 +220,11 @@ typedef struct {
   int64_t* yoff;     /* (nstrips * nr): y offset of grid position n of a unit (-1: not an output) */
   int64_t* runs;     /* (j0, len) per run of a strip's outputs whose y offsets step by ys[4] */
   int64_t* rstart;   /* (nstrips + 1): strip st's runs are rstart[st] .. rstart[st + 1] - 1 */
+  /* rows: the tile's nr / 16 lane vectors are runs of <= 16 outputs along output rows ("chunks", cps per
+   * sample), not consecutive grid positions, so no padding column or row is computed (a 16-wide map fills
+   * every lane); chunk c starts at grid offset coff[c] and stores clen[c] outputs at y offset cy[c] */
+  int rows;
+  int64_t cps, *coff, *cy, *clen;
   int64_t Sp[3], Lg, L, ns, nunits, nob;
   volatile int oom;
 } conv_dk_job_t;
@@ -247,6 +252,8 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
   return 4 * g->P >= 3 * grid || (g->Og <= 4 && 2 * g->P >= grid);
 }
 
+static const int64_t dk_consecutive[6] = {0, 16, 32, 48, 64, 80}; /* a strip's lane vectors */
+
 static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
   conv_dk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
@@ -267,6 +274,29 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
                       xo + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
       }
     float* yu = (float*)g->yd + n0 * g->ys[0];
+    if (J->rows) {
+      const int64_t nv = NR / 16, nch = nn * J->cps, ntl = (nch + nv - 1) / nv;
+      for (int64_t grp = 0; grp < g->G; ++grp) {
+        const float* xg = xpad + grp * g->Cg * L;
+        for (int64_t t = 0; t < ntl; ++t)
+          for (int64_t ob = 0; ob < J->nob; ++ob) {
+            const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
+            if (MR == 4) tpu_host_conv_dk4x96_avx512(KcG, wb, xg, J->boff, J->coff + t * nv, tile);
+            else tpu_host_conv_dk8x48_avx512(KcG, wb, xg, J->boff, J->coff + t * nv, tile);
+            const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
+            for (int64_t i = 0; i < mr; ++i) {
+              float* yr = yu + (o0 + i) * g->ys[1];
+              for (int64_t j = 0, c = t * nv; j < nv && c < nch; ++j, ++c) {
+                const float* tr = tile + i * NR + 16 * j;
+                float* d = yr + J->cy[c];
+                if (ys4 == 1) memcpy(d, tr, (size_t)J->clen[c] * sizeof(float));
+                else for (int64_t l = 0; l < J->clen[c]; ++l) d[l * ys4] = tr[l];
+              }
+            }
+          }
+      }
+      continue;
+    }
     const int64_t nstrips = (nn * J->Lg + NR - 1) / NR;
     for (int64_t grp = 0; grp < g->G; ++grp) {
       const float* xg = xpad + grp * g->Cg * L;
@@ -275,8 +305,8 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
         const int64_t nr = TPU_MIN(NR, nn * J->Lg - st * NR); /* not into sample nn */
         for (int64_t ob = 0; ob < J->nob; ++ob) {
           const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
-          if (MR == 4) tpu_host_conv_dk4x96_avx512(KcG, wb, xg + st * NR, J->boff, tile);
-          else tpu_host_conv_dk8x48_avx512(KcG, wb, xg + st * NR, J->boff, tile);
+          if (MR == 4) tpu_host_conv_dk4x96_avx512(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile);
+          else tpu_host_conv_dk8x48_avx512(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile);
           const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
           for (int64_t i = 0; i < mr; ++i) {
             float* yr = yu + (o0 + i) * g->ys[1];
@@ -308,23 +338,40 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
   const int64_t nstrips = (J.ns * J.Lg + NR - 1) / NR;
   int64_t maxshift = 0;
   for (int s = 0; s < 3; ++s) maxshift = maxshift * J.Sp[s] + (g->K[s] - 1) * g->dl[s];
-  J.L = nstrips * NR + maxshift;
+  /* rows where they leave fewer lanes idle than the grid's padding positions: Q2 / (16 ceil(Q2 / 16)) >= P / Lg */
+  const int64_t q16 = (g->Q[2] + 15) / 16, nv = NR / 16;
+  J.rows = g->Q[2] * J.Lg >= g->P * 16 * q16;
+  J.cps = g->Q[0] * g->Q[1] * q16;
+  const int64_t nct = (J.ns * J.cps + nv - 1) / nv * nv; /* chunk table entries */
+  J.L = J.rows ? J.ns * J.Lg + 16 + maxshift : nstrips * NR + maxshift; /* a chunk reads 16 from its start */
   J.nob = (g->Og + MR - 1) / MR;
   J.wk = conv_alloc((size_t)(g->G * J.nob * g->KcG * MR) * sizeof(float));
-  J.boff = conv_alloc((size_t)(g->KcG + 3 * nstrips * NR + nstrips + 1) * sizeof(int64_t));
+  J.boff = conv_alloc((size_t)(g->KcG + (J.rows ? 3 * nct : 3 * nstrips * NR + nstrips + 1)) * sizeof(int64_t));
   tpu_status_t st = TPU_OK;
   if (!J.wk || !J.boff) {
     st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
     goto done;
   }
   J.yoff = J.boff + g->KcG; J.runs = J.yoff + nstrips * NR; J.rstart = J.runs + 2 * nstrips * NR;
+  J.coff = J.boff + g->KcG; J.cy = J.coff + nct; J.clen = J.cy + nct;
   /* tables by counters (no divisions: they cost as much as a small convolution's stores) */
   for (int64_t c = 0, r = 0; c < g->Cg; ++c)
     for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
       for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
         for (int64_t k2 = 0; k2 < g->K[2]; ++k2)
           J.boff[r++] = c * J.L + (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
-  {
+  if (J.rows) {
+    int64_t c = 0;
+    for (int64_t s = 0; s < J.ns; ++s)
+      for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+        for (int64_t q1 = 0; q1 < g->Q[1]; ++q1)
+          for (int64_t q2 = 0; q2 < g->Q[2]; q2 += 16, ++c) {
+            J.coff[c] = s * J.Lg + (q0 * J.Sp[1] + q1) * J.Sp[2] + q2;
+            J.cy[c] = s * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3] + q2 * g->ys[4];
+            J.clen[c] = TPU_MIN((int64_t)16, g->Q[2] - q2);
+          }
+    for (; c < nct; ++c) { J.coff[c] = 0; J.cy[c] = 0; J.clen[c] = 0; }
+  } else {
     int64_t s = 0, i0 = 0, i1 = 0, i2 = 0, nrun = 0;
     for (int64_t n = 0; n < nstrips * NR; ++n) {
       int ok = s < J.ns && i0 < g->Q[0] && i1 < g->Q[1] && i2 < g->Q[2];
@@ -759,18 +806,22 @@ static void gk_unpack_worker(void* ctx, int64_t begin, int64_t end) {
       }
       const float* zr = U->z + (n * U->SS + s0) * U->zpitch;
       /* runs of 16 positions that are contiguous in the view: 16 channels at a time through the register
-       * transpose; the rest (cb onwards, or the whole block) one element at a time */
+       * transpose (a last block of fewer channels too: z rows hold Cpg, a multiple of 16, so the block reads
+       * inside z, and the planes past Cg go to a dummy row); the rest (the whole block when its positions are
+       * not one run) one element at a time */
       int contig = 1;
       for (int64_t j = 1; j < ns && contig; ++j) contig = soff[j] == soff[0] + j;
-      const int64_t nb16 = contig ? ns / 16 * 16 : 0, cb = U->Cg / 16 * 16;
-      if (nb16 > 0 && cb > 0) {
+      const int64_t nb16 = contig ? ns / 16 * 16 : 0, cb = nb16 > 0 ? U->Cg : 0;
+      if (nb16 > 0) {
         const float* src[16];
         float* dst[16];
+        float dummy[16];
         for (int64_t grp = 0; grp < U->G; ++grp)
-          for (int64_t c0 = 0; c0 < cb; c0 += 16)
+          for (int64_t c0 = 0; c0 < U->Cg; c0 += 16)
             for (int64_t j0 = 0; j0 < nb16; j0 += 16) {
               for (int i = 0; i < 16; ++i) src[i] = zr + (j0 + i) * U->zpitch + grp * U->Cpg + c0;
-              for (int i = 0; i < 16; ++i) dst[i] = U->out + (grp * U->Cg + c0 + i) * U->os[1] + soff[j0];
+              for (int i = 0; i < 16; ++i)
+                dst[i] = c0 + i < U->Cg ? U->out + (grp * U->Cg + c0 + i) * U->os[1] + soff[j0] : dummy;
               tpu_host_conv_tr16_avx512(src, dst);
             }
       }
@@ -1262,12 +1313,15 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
         const int64_t b0 = (i0 + g->pd[0] - r[0]) / g->st[0] + J.Pl[0];
         for (int64_t i1 = i00[1]; i1 < g->S[1]; i1 += g->st[1]) {
           const int64_t b1 = (i1 + g->pd[1] - r[1]) / g->st[1] + J.Pl[1];
-          for (int64_t i2 = i00[2], b2 = (i00[2] + g->pd[2] - r[2]) / g->st[2] + J.Pl[2]; i2 < g->S[2];
-               i2 += g->st[2], ++b2) {
-            J.ash[e] = (n * J.Lq + (b0 * J.Qp[1] + b1) * J.Qp[2] + b2) * g->O;
-            J.rw[e] = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3] + i2 * g->xs[4];
-            J.rz[e] = n * SS + (i0 * g->S[1] + i1) * g->S[2] + i2;
-            ++e;
+          /* along the row by steps (the products per position cost more than the kernel's share) */
+          const int64_t b2 = (i00[2] + g->pd[2] - r[2]) / g->st[2] + J.Pl[2], O = g->O, st2 = g->st[2];
+          int64_t a = (n * J.Lq + (b0 * J.Qp[1] + b1) * J.Qp[2] + b2) * O;
+          int64_t xo = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3] + i00[2] * g->xs[4], xstep = st2 * g->xs[4];
+          int64_t zo = n * SS + (i0 * g->S[1] + i1) * g->S[2] + i00[2];
+          for (int64_t i2 = i00[2]; i2 < g->S[2]; i2 += st2, ++e, a += O, xo += xstep, zo += st2) {
+            J.ash[e] = a;
+            J.rw[e] = xo;
+            J.rz[e] = zo;
           }
         }
       }
@@ -1317,7 +1371,7 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
   if (kind == TPU_HOST_CONV_BWD_INPUT && g_flip_bwd_input) {
     /* Stride 1: gx = conv(gy, w') with w'[c, o, k] = w[o, c, K-1-k] and padding d(K-1) - p, a
      * forward conv (gathers, output written in place) instead of GEMM + col2im scatter. */
-    int flip = g.G == 1 && (g.C >= 16 || g.C >= g.O); /* a few gx channels: a GEMM m too short */
+    int flip = g.G == 1 && (g.C >= 8 || g.C >= g.O); /* fewer gx channels: a GEMM m too short */
     int64_t pd2[3];
     tpu_host_view_t wv = *b;
     for (int d = 0; d < nsp && flip; ++d) {

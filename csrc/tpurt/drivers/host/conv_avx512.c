@@ -1,20 +1,23 @@
 /* conv_avx512.c — the AVX-512F microkernel of the direct (padded-grid) convolution in conv.c.
  * Built with -mavx512f; call only after tpu_cpu_has_avx512f().
  *
- * tile (8, 48) row-major = sum_p ap[p*8 + i] * xb[boff[p] + j] for i < 8, j < 48:
- * 8 output channels times 48 consecutive grid positions, 24 zmm accumulators. Row p of the
- * implicit im2col matrix is read in place at xb + boff[p] (unaligned), so nothing is packed. */
+ * tile (8, 48) row-major = sum_p ap[p*8 + i] * xb[voff[j / 16] + boff[p] + j % 16] for i < 8, j < 48:
+ * 8 output channels times 3 runs of 16 grid positions (voff: where each run starts; 0, 16, 32 for 48
+ * consecutive ones, or three output rows), 24 zmm accumulators. Row p of the implicit im2col matrix is
+ * read in place at xb + boff[p] (unaligned), so nothing is packed. */
 #include <immintrin.h>
 #include <stdint.h>
 
 #include "drivers/host/conv.h"
 
-void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff, float* tile) {
+void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff,
+                                 const int64_t* voff, float* tile) {
   __m512 c0[8], c1[8], c2[8];
   for (int i = 0; i < 8; ++i) c0[i] = c1[i] = c2[i] = _mm512_setzero_ps();
+  const float *x0 = xb + voff[0], *x1 = xb + voff[1], *x2 = xb + voff[2];
   for (int64_t p = 0; p < kc; ++p) {
-    const float* b = xb + boff[p];
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), b2 = _mm512_loadu_ps(b + 32);
+    const int64_t o = boff[p];
+    const __m512 b0 = _mm512_loadu_ps(x0 + o), b1 = _mm512_loadu_ps(x1 + o), b2 = _mm512_loadu_ps(x2 + o);
     const float* a = ap + p * 8;
 #define DK_ROW(i)                                    \
   do {                                               \
@@ -35,14 +38,17 @@ void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, c
 
 /* The same with 4 output channels x 96 positions (24 accumulators; for convolutions of <= 4 output channels per
  * group, where the 8-row tile computed half its rows for nothing). Per output the same sum in the same order. */
-void tpu_host_conv_dk4x96_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff, float* tile) {
+void tpu_host_conv_dk4x96_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff,
+                                 const int64_t* voff, float* tile) {
   __m512 c[4][6];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 6; ++j) c[i][j] = _mm512_setzero_ps();
+  const float* xv[6];
+  for (int j = 0; j < 6; ++j) xv[j] = xb + voff[j];
   for (int64_t p = 0; p < kc; ++p) {
-    const float* b = xb + boff[p];
+    const int64_t o = boff[p];
     __m512 bv[6];
-    for (int j = 0; j < 6; ++j) bv[j] = _mm512_loadu_ps(b + 16 * j);
+    for (int j = 0; j < 6; ++j) bv[j] = _mm512_loadu_ps(xv[j] + o);
     const float* a = ap + p * 4;
     for (int i = 0; i < 4; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
