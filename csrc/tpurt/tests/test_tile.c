@@ -59,11 +59,12 @@ static void test_float_ops(void) {
     da[i] = a[i]; db[i] = b[i];
   }
   /* every ISA build this CPU can run must match the portable one bit for bit */
-  const tpu_host_tile_ops_t *B = &tpu_host_tile_ops_base, *V = tpu_host_tile_ops(), *isa[3];
+  const tpu_host_tile_ops_t *B = &tpu_host_tile_ops_base, *V = tpu_host_tile_ops(), *isa[4];
   int n_isa = 0;
   isa[n_isa++] = V;
   if (tpu_cpu_has_avx2_fma() && V != &tpu_host_tile_ops_avx2) isa[n_isa++] = &tpu_host_tile_ops_avx2;
   if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma() && V != &tpu_host_tile_ops_avx512) isa[n_isa++] = &tpu_host_tile_ops_avx512;
+  if (tpu_cpu_has_avx512bf16() && tpu_cpu_has_avx2_fma() && V != &tpu_host_tile_ops_avx512bf16) isa[n_isa++] = &tpu_host_tile_ops_avx512bf16;
   for (int k = 0; k < TPU_ARRAY_LEN(un) + TPU_ARRAY_LEN(bin); ++k) {
     tpu_ir_op_t op; memset(&op, 0, sizeof op);
     int is_un = k < TPU_ARRAY_LEN(un);

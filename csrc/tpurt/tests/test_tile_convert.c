@@ -106,11 +106,12 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, 
 }
 
 int main(void) {
-  const tpu_host_tile_ops_t* isa[3] = {&tpu_host_tile_ops_base, NULL, NULL};
-  const char* name[3] = {"base", "avx2", "avx512"};
+  const tpu_host_tile_ops_t* isa[4] = {&tpu_host_tile_ops_base, NULL, NULL, NULL};
+  const char* name[4] = {"base", "avx2", "avx512", "avx512bf16"};
   if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_tile_ops_avx2;
   if (tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma()) isa[2] = &tpu_host_tile_ops_avx512;
-  for (int q = 0; q < 3; ++q) {
+  if (tpu_cpu_has_avx512bf16() && tpu_cpu_has_avx2_fma()) isa[3] = &tpu_host_tile_ops_avx512bf16;
+  for (int q = 0; q < 4; ++q) {
     if (!isa[q]) { printf("  (%s build not run: CPU lacks it)\n", name[q]); continue; }
     for (int d = 0; d < 2; ++d) {
       int dt = d ? TPU_DTYPE_F16 : TPU_DTYPE_BF16;

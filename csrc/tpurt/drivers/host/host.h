@@ -79,6 +79,7 @@ const tpu_host_tile_ops_t* tpu_host_tile_ops(void);
 extern const tpu_host_tile_ops_t tpu_host_tile_ops_base;
 extern const tpu_host_tile_ops_t tpu_host_tile_ops_avx2;
 extern const tpu_host_tile_ops_t tpu_host_tile_ops_avx512;
+extern const tpu_host_tile_ops_t tpu_host_tile_ops_avx512bf16; /* only where tpu_cpu_has_avx512bf16() */
 
 /* Library kernels (kernels.c). Each returns a status (index errors are statuses). */
 tpu_status_t tpu_host_k_reduce(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* out);

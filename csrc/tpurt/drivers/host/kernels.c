@@ -13,7 +13,8 @@ const tpu_host_tile_ops_t* tpu_host_tile_ops(void) {
   static const tpu_host_tile_ops_t* ops;
   const tpu_host_tile_ops_t* o = __atomic_load_n(&ops, __ATOMIC_ACQUIRE);
   if (!o) {
-    o = tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma() ? &tpu_host_tile_ops_avx512
+    o = tpu_cpu_has_avx512bf16() && tpu_cpu_has_avx2_fma() ? &tpu_host_tile_ops_avx512bf16
+        : tpu_cpu_has_avx512f() && tpu_cpu_has_avx2_fma() ? &tpu_host_tile_ops_avx512
         : tpu_cpu_has_avx2_fma() ? &tpu_host_tile_ops_avx2 : &tpu_host_tile_ops_base;
     __atomic_store_n(&ops, o, __ATOMIC_RELEASE);
   }
