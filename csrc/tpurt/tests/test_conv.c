@@ -312,8 +312,8 @@ static void test_kernels_bf16_isa(void) {
  * output channels per group, 4 x 96 (then taken down to maps where half the grid is output, e.g. 8x8 with pad 1),
  * over grid strips or output rows (runs of <= 16 outputs per lane vector: 16-wide rows fill them, 14-wide leave 2);
  * output channels 1-12 (partial row blocks), groups, dilation, padding 0-2, 1-3 spatial dims, every layout, maps
- * whose grids end mid-strip; stride-1 backward-input runs as the flipped forward. Against the reference, and the
- * same call twice must give identical bits. */
+ * whose grids end mid-strip, f32 / bf16 / f16 operands; stride-1 backward-input runs as the flipped forward. Against
+ * the reference, and the same call twice must give identical bits. */
 static void test_kernels_direct(void) {
   static const int64_t ogs[8] = {1, 2, 3, 4, 4, 5, 8, 12};
   for (int it = 0; it < 32; ++it) {
@@ -336,7 +336,9 @@ static void test_kernels_direct(void) {
       for (int d = 0; d < nsp; ++d) pd2[d] = kind == 1 ? (K[d] - 1) * dl[d] - pd[d] : pd[d];
       if (kind == 1 && pd2[0] < 0) continue;
       const int lx = (it + kind) % 3, lo = (it / 3 + kind) % 3;
-      hview_t a = hview(TPU_DTYPE_F32, rank, as, lx), b = hview(TPU_DTYPE_F32, rank, ws, irand(0, 2));
+      /* bf16 / f16 operands: widened exactly into the planes and the weight pack (bf16 from 16 channels: gk) */
+      const int idt = it % 3 == 2 ? TPU_DTYPE_BF16 : it % 7 == 5 ? TPU_DTYPE_F16 : TPU_DTYPE_F32;
+      hview_t a = hview(idt, rank, as, lx), b = hview(idt, rank, ws, irand(0, 2));
       hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
       hview_t r = hview(TPU_DTYPE_F32, rank, os, 0);
       fill(&a); fill(&b); fill(&o);
@@ -344,9 +346,9 @@ static void test_kernels_direct(void) {
       OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o2.v));
       OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
       double mag, e = vdiff(&o.v, &r.v, &mag), mag2, e2 = vdiff(&o.v, &o2.v, &mag2);
-      CHECK(e <= 1e-5 * (1 + mag), "direct kind %d nsp %d N=%lld G=%lld Cg=%lld Og=%lld pd %lld dl %lld layouts %d%d: err %g (mag %g)",
+      CHECK(e <= 1e-5 * (1 + mag), "direct kind %d nsp %d N=%lld G=%lld Cg=%lld Og=%lld pd %lld dl %lld layouts %d%d dt %d: err %g (mag %g)",
             kind, nsp, (long long)N, (long long)G, (long long)Cg, (long long)Og, (long long)pd[0], (long long)dl[0], lx,
-            lo, e, mag);
+            lo, idt, e, mag);
       CHECK(e2 == 0, "direct kind %d: two runs differ by %g", kind, e2);
       free(a.buf); free(b.buf); free(o.buf); free(o2.buf); free(r.buf);
     }

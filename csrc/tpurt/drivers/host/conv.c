@@ -229,6 +229,10 @@ typedef struct {
   volatile int oom;
 } conv_dk_job_t;
 
+static int conv_f32_operand(int dt) {
+  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16;
+}
+
 static int g_direct = 1;
 int tpu_host_conv_set_direct(int on) {
   int old = g_direct;
@@ -237,10 +241,16 @@ int tpu_host_conv_set_direct(int on) {
 }
 
 static int conv_direct_ok(int kind, const conv_geo_t* g) {
-  /* f32 operands only: bf16 ones take the gk paths below (vdpbf16ps where the CPU has it) */
-  if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->prec != 0 || g->ydt != TPU_DTYPE_F32 ||
-      g->xdt != TPU_DTYPE_F32 || g->wdt != TPU_DTYPE_F32)
+  /* f32 products of the operands as they are: f32 at HIGHEST, or bf16 / f16 operands (widened exactly while the
+   * planes and the weight pack are copied; their products are exact in f32, as vdpbf16ps's are) */
+  if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->ydt != TPU_DTYPE_F32 ||
+      !conv_f32_operand(g->xdt) || !conv_f32_operand(g->wdt))
     return 0;
+  const int bf = g->xdt == TPU_DTYPE_BF16 && g->wdt == TPU_DTYPE_BF16;
+  if (g->prec != TPU_IR_PRECISION_HIGHEST && !bf) return 0;
+  /* bf16 x bf16 from 16 output channels per group: the gk kernel's vdpbf16ps (2 products a lane) fills its
+   * 16-channel lanes; below, they idle and the f32 tile wins (8 channels on 16x16: 57 -> 32 us, 16: 82 -> 108) */
+  if (bf && g->Og >= 16) return 0;
   if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
   int64_t grid = 1;
   for (int s = 0; s < 3; ++s) {
@@ -504,10 +514,6 @@ static tpu_status_t conv_dw_run(const conv_geo_t* g) {
 done:
   conv_free(J.xpad); conv_free(J.grow); conv_free(J.res);
   return st;
-}
-
-static int conv_f32_operand(int dt) {
-  return dt == TPU_DTYPE_F32 || dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16;
 }
 
 /* ---- gathered-operand ("gk") paths: f32 result on AVX-512F, any stride, dilation, padding, groups.
