@@ -543,3 +543,64 @@ def test_searchsorted_sorter():
               torch.searchsorted(b, v, right=right, sorter=srt))
     with pytest.raises((RuntimeError, IndexError)):
         torch.searchsorted(b.to(DEV), v.to(DEV), sorter=(srt + 9).to(DEV)).cpu()
+
+
+def _same(actual, expected):
+    """exact: values, dtype and shape"""
+    assert actual.device.type == DEV, actual.device
+    a = actual.cpu()
+    assert a.dtype == expected.dtype and a.shape == expected.shape, (a.dtype, a.shape, expected.dtype, expected.shape)
+    assert torch.equal(a, expected), (a, expected)
+
+
+@pytest.mark.parametrize("m", [1, 2, 7, 64, 1000, 4099])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bfloat16])
+def test_searchsorted_bisection_matches_cpu(m, dtype):
+    """lower/misc.c bisects as the CPU kernel does: sorted boundaries with many ties (small integer values),
+    values on and between boundaries and outside the range, 1-D and N-D, left/right/side, out_int32, odd sizes."""
+    g = torch.Generator().manual_seed(m)
+    b = torch.sort(torch.randint(-m // 3 - 2, m // 3 + 3, (m,), generator=g).to(dtype)).values
+    v = torch.randint(-m // 3 - 5, m // 3 + 6, (5, 13), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        v = v + (torch.rand(5, 13, generator=g) < 0.5).to(dtype) * 0.5  # some between boundaries
+    for right in (False, True):
+        _same(torch.searchsorted(b.to(DEV), v.to(DEV), right=right), torch.searchsorted(b, v, right=right))
+        _same(torch.searchsorted(b.to(DEV), v.to(DEV), side="right" if right else "left", out_int32=True),
+              torch.searchsorted(b, v, side="right" if right else "left", out_int32=True))
+        _same(torch.bucketize(v.to(DEV), b.to(DEV), right=right), torch.bucketize(v, b, right=right))
+    bn = torch.sort(torch.randint(-4, 5, (3, 2, m), generator=g).to(dtype), -1).values  # N-D: a row per value row
+    vn = torch.randint(-6, 7, (3, 2, 11), generator=g).to(dtype)
+    for right in (False, True):
+        _same(torch.searchsorted(bn.to(DEV), vn.to(DEV), right=right), torch.searchsorted(bn, vn, right=right))
+        _same(torch.searchsorted(bn.to(DEV)[:, 1:], vn.to(DEV)[:, 1:].transpose(0, 1).contiguous().transpose(0, 1),
+                                 right=right), torch.searchsorted(bn[:, 1:], vn[:, 1:], right=right))  # views
+
+
+def test_searchsorted_nan_sorter_scalar_and_broken_contract():
+    nan, inf = float("nan"), float("inf")
+    b = torch.tensor([-inf, -1.0, 0.0, 0.0, 2.5, inf, nan, nan])  # torch.sort's order: NaN last
+    v = torch.tensor([nan, -inf, -1.0, -0.0, 0.0, 1.0, 2.5, inf, 7.0, -7.0])
+    for right in (False, True):
+        for bb in (b, b[:6], b[5:], b[6:]):  # NaN boundaries: the CPU's probes step over them, ours too
+            _same(torch.searchsorted(bb.to(DEV), v.to(DEV), right=right), torch.searchsorted(bb, v, right=right))
+        _same(torch.searchsorted(b.to(DEV), 2.5, right=right), torch.searchsorted(b, 2.5, right=right))  # Scalar
+        _same(torch.searchsorted(b.to(DEV), torch.tensor(0.0).to(DEV), right=right),
+              torch.searchsorted(b, torch.tensor(0.0), right=right))  # 0-dim values
+    g = torch.Generator().manual_seed(0)
+    for m in (1, 5, 33, 1001):  # sorter: unsorted boundaries read through their argsort, 1-D and N-D
+        b1 = torch.randn(m, generator=g)
+        b2 = torch.randint(-3, 4, (4, m), generator=g).double()
+        v1, v2 = torch.randn(17, generator=g), torch.randint(-4, 5, (4, 9), generator=g).double()
+        for right in (False, True):
+            s1, s2 = torch.argsort(b1), torch.argsort(b2, stable=True, dim=-1)
+            _same(torch.searchsorted(b1.to(DEV), v1.to(DEV), right=right, sorter=s1.to(DEV)),
+                  torch.searchsorted(b1, v1, right=right, sorter=s1))
+            _same(torch.searchsorted(b2.to(DEV), v2.to(DEV), right=right, sorter=s2.to(DEV)),
+                  torch.searchsorted(b2, v2, right=right, sorter=s2))
+            # unsorted boundaries without a sorter break the contract: the same probes give the same answers
+            _same(torch.searchsorted(b1.to(DEV), v1.to(DEV), right=right), torch.searchsorted(b1, v1, right=right))
+    e = torch.empty(0)
+    _same(torch.searchsorted(e.to(DEV), v.to(DEV)), torch.searchsorted(e, v))
+    _same(torch.searchsorted(b.to(DEV), e.to(DEV)), torch.searchsorted(b, e))
+    _same(torch.searchsorted(torch.zeros(3, 0).to(DEV), torch.ones(3, 2).to(DEV)),
+          torch.searchsorted(torch.zeros(3, 0), torch.ones(3, 2)))

@@ -561,8 +561,31 @@ static tpu_status_t lower_replication_pad_bwd(tpu_lower_ctx_t* cx) { return lw_p
 
 /* ---------------------------------------------------------------- searchsorted */
 
-/* searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter):
- * position = number of boundaries < v (left) or <= v (right) along the last dim. */
+/* Bisection of PyTorch's CPU searchsorted (cus_lower_bound / cus_upper_bound), probe for probe, for each
+ * x[i] of x [n] over its row of s (flat [rows * m]; row i starts at base[i], or base = -1: one row):
+ * start = 0, end = m; while start < end: mid = start + (end - start) / 2; go = s[mid] <cmp> x (negated when
+ * neg); go ? start = mid + 1 : end = mid. Returns start [n] (i64). One gather of [n] per round, as many
+ * rounds as m has bits (the longest interval halves each round). A lane already done (start == end) keeps
+ * end and moves start between end and end + 1: the min at the end undoes that without a mask per round.
+ * The CPU's own probes give its results also where the contract is broken (NaN boundaries, unsorted rows). */
+static int bisect(tpu_lower_ctx_t* cx, int s, int base, int x, int64_t n, int64_t m, int cmp, int neg) {
+  int lo = lw_const(cx, 0, I64, 1, &n), hi = lw_const(cx, (double)m, I64, 1, &n);
+  int one = lw_const(cx, 1, I64, 1, &n), last = lw_const(cx, (double)(m - 1), I64, 1, &n);
+  for (int64_t len = m; len > 0; len /= 2) {
+    int mid = BIN(ADD, lo, BIN(SHR, BIN(SUB, hi, lo), one)); /* hi - lo >= -1: the shift floors */
+    int at = BIN(MIN, mid, last);
+    int c = tpu_ir_compare(G, cmp, tpu_ir_gather(G, s, base >= 0 ? BIN(ADD, at, base) : at, 0), x);
+    int up = BIN(ADD, mid, one);
+    int lo2 = neg ? tpu_ir_select(G, c, lo, up) : tpu_ir_select(G, c, up, lo);
+    hi = neg ? tpu_ir_select(G, c, mid, hi) : tpu_ir_select(G, c, hi, mid);
+    lo = lo2;
+  }
+  return BIN(MIN, lo, hi);
+}
+
+/* searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter): the CPU's bisection of
+ * each value over the last dim of the boundaries (its row of them when they are N-D), in the promoted
+ * dtype: left finds the first boundary that is not < v, right the first that is not <= v (bisect). */
 static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right, int sorter_i) {
   int sr = lw_rank_of(cx, seq_i), vr = lw_is_tensor(cx, val_i) ? lw_rank_of(cx, val_i) : 0;
   const int64_t *ss = lw_sizes_of(cx, seq_i), *vs = vr ? lw_sizes_of(cx, val_i) : NULL;
@@ -571,8 +594,7 @@ static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right,
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match");
   int ct = tpu_promote_types(lw_dtype_of(cx, seq_i), lw_dtype_of(cx, val_i));
   int64_t M = ss[sr - 1], V = tpu_numel(vr, vs);
-  int64_t lead = sr > 1 ? tpu_numel(sr - 1, ss) : 1, K = sr > 1 ? (vr ? vs[vr - 1] : 1) : V;
-  int64_t bd[3] = {lead, K, M};
+  int64_t lead = sr > 1 ? tpu_numel(sr - 1, ss) : 1, K = sr > 1 ? (vr ? vs[vr - 1] : 1) : V, LM = lead * M;
   int seq = lw_input(cx, seq_i, ct);
   if (sorter_i >= 0) { /* the boundaries in sorted order: seq.gather(-1, sorter) */
     if (lw_rank_of(cx, sorter_i) != sr || memcmp(lw_sizes_of(cx, sorter_i), ss, (size_t)sr * sizeof(int64_t)))
@@ -582,10 +604,12 @@ static tpu_status_t search(tpu_lower_ctx_t* cx, int seq_i, int val_i, int right,
     so = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_LT, so, cst(cx, 0, so)), cst(cx, (double)M, so), so);
     seq = tpu_ir_gather(G, seq, so, sr - 1);
   }
-  int b = tpu_ir_broadcast(G, tpu_ir_reshape(G, seq, 3, (int64_t[]){lead, 1, M}), 3, bd, NULL);
-  int v = tpu_ir_broadcast(G, tpu_ir_reshape(G, lw_input(cx, val_i, ct), 3, (int64_t[]){lead, K, 1}), 3, bd, NULL);
-  int c = tpu_ir_compare(G, right ? TPU_IR_CMP_LE : TPU_IR_CMP_LT, b, v);
-  return out_as(cx, 0, tpu_ir_reduce(G, TPU_IR_MONOID_SUM, tpu_ir_convert(G, c, I64), (int64_t[]){0, 0, 1}));
+  if (V == 0 || M == 0) return out_as(cx, 0, lw_const(cx, 0, I64, 1, &V));
+  int base = -1; /* [lead * K]: the flat offset of each value's row of boundaries */
+  if (lead > 1)
+    base = tpu_ir_reshape(G, BIN(MUL, tpu_ir_iota(G, I64, 2, (int64_t[]){lead, K}, 0), lw_const(cx, (double)M, I64, 2, (int64_t[]){lead, K})), 1, &V);
+  int x = tpu_ir_reshape(G, lw_input(cx, val_i, ct), 1, &V);
+  return out_as(cx, 0, bisect(cx, tpu_ir_reshape(G, seq, 1, &LM), base, x, V, M, right ? TPU_IR_CMP_GT : TPU_IR_CMP_GE, 1));
 }
 static tpu_status_t lower_searchsorted(tpu_lower_ctx_t* cx) {
   const char* side = lw_str(cx, 4, NULL);
@@ -601,8 +625,8 @@ static tpu_status_t lower_bucketize(tpu_lower_ctx_t* cx) {
 /* isin.Tensor_Tensor / .Tensor_Scalar / .Scalar_Tensor(elements, test_elements, *, assume_unique,
  * invert): whether each element equals any test element, compared in the promoted dtype (NaN matches
  * nothing, -0.0 matches 0.0). Small inputs (n m <= ISIN_PAIRS) compare every pair ([n, m], fused) and
- * OR-reduce; larger ones sort the test elements (NaN last) and binary-search each element
- * (ceil(log2(m + 1)) gathers of [n]: the count of test elements < x), then compare the one found. */
+ * OR-reduce; larger ones sort the test elements (NaN last) and bisect for each element (searchsorted's
+ * bisect: ceil(log2(m + 1)) gathers of [n]) the count of test elements < x, then compare the one found. */
 #define ISIN_PAIRS 65536
 static tpu_status_t lower_isin(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
@@ -614,15 +638,7 @@ static tpu_status_t lower_isin(tpu_lower_ctx_t* cx) {
   if (m > 1 && n * m > ISIN_PAIRS) { /* (bool inputs are rejected before lowering, as on CPU) */
     int x = tpu_ir_reshape(G, lw_input(cx, 0, ct), 1, &n);
     int s = tpu_ir_sort(G, tpu_ir_reshape(G, lw_input(cx, 1, ct), 1, &m), 0, 0, 0);
-    int pos = lw_const(cx, 0, I64, 1, &n), mm = lw_const(cx, (double)m, I64, 1, &n);
-    int64_t step = 1;
-    while (step * 2 <= m) step *= 2;
-    for (; step >= 1; step /= 2) { /* invariant: s[pos - 1] < x (pos > 0); take s[pos + step - 1] < x */
-      int c = BIN(ADD, pos, lw_const(cx, (double)step, I64, 1, &n));
-      int v = tpu_ir_gather(G, s, BIN(SUB, BIN(MIN, c, mm), lw_const(cx, 1, I64, 1, &n)), 0);
-      int go = BIN(AND, tpu_ir_compare(G, TPU_IR_CMP_LE, c, mm), tpu_ir_compare(G, TPU_IR_CMP_LT, v, x));
-      pos = tpu_ir_select(G, go, c, pos);
-    }
+    int pos = bisect(cx, s, -1, x, n, m, TPU_IR_CMP_LT, 0); /* the count of test elements < x */
     int f = tpu_ir_gather(G, s, BIN(MIN, pos, lw_const(cx, (double)(m - 1), I64, 1, &n)), 0);
     int hit = tpu_ir_compare(G, invert ? TPU_IR_CMP_NE : TPU_IR_CMP_EQ, f, x); /* NaN x: NE is true */
     return lw_output(cx, 0, tpu_ir_reshape(G, hit, o->ndim, o->sizes));
