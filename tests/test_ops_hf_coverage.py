@@ -80,11 +80,81 @@ def test_histc_errors():
         torch.histc(x, 3, 0, float("inf"))
 
 
-def test_histc_non_finite_data_range_is_nan():
-    # PyTorch raises for a data-derived range that is not finite; the device cannot read the data
-    # while lowering, so every bin is NaN (documented in lower/index.c)
-    h = torch.histc(torch.tensor([1.0, float("inf")], device=DEV), 3).cpu()
-    assert torch.isnan(h).all()
+NON_FINITE = ([1.0, float("inf")], [-float("inf"), 2.0], [float("inf")], [1.0, float("nan"), 3.0], [float("nan")],
+              [-float("inf"), float("inf")], [0.5] * 37 + [float("nan")] + [0.25] * 20)
+
+
+def _cpu_error(x, *args):
+    with pytest.raises(RuntimeError) as e:
+        torch.histc(x, *args)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_histc_non_finite_data_range_raises_at_sync(dtype):
+    # min == max takes the range from the data; PyTorch raises when it is not finite. The device checks the
+    # extrema when the graph runs (HISTC_EDGES): PyTorch's message at the next sync, and the device stays usable.
+    # The sign PyTorch prints for a NaN extremum ("-nan" from its vectorized min) is not reproduced.
+    for vals in NON_FINITE:
+        for lo_hi in ((), (0, 0), (2.5, 2.5)):
+            x = torch.tensor(vals, dtype=dtype)
+            want = _cpu_error(x, 7, *lo_hi).replace("-nan", "nan")
+            with pytest.raises(RuntimeError) as got:
+                torch.histc(x.to(DEV), 7, *lo_hi).cpu()
+            assert want in str(got.value).replace("-nan", "nan"), (str(got.value), want)
+            ok = torch.tensor([1.0, 2.0, 2.5], dtype=dtype)
+            same(torch.histc(ok.to(DEV), 7, *lo_hi), torch.histc(ok, 7, *lo_hi))
+    with pytest.raises(RuntimeError, match=r"range of \[1, inf\] is not finite"):  # a strided view
+        torch.histc(torch.tensor([[1.0, 5.0], [float("inf"), 7.0]], dtype=dtype).to(DEV)[:, 0], 3).cpu()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_histc_equal_extrema_widened_as_cpu(dtype):
+    # all elements equal: PyTorch widens [v, v] to min(next value below, v - 1) .. max(next above, v + 1) in
+    # f32 / f64 (v -+ 1 is lost beyond 2^24 / 2^53), v -+ 1 otherwise, and raises when the range stays empty
+    vals = [3.0, -0.0, 1e-40, 2.0**24, 2.0**24 + 2, 1e16, -1e30, 3e38] + ([1e300] if dtype == torch.float64 else [])
+    for v in vals:
+        x = torch.full((5,), v, dtype=torch.float64).to(dtype)
+        for args in ((4,), (7, 0, 0), (3, 1.5, 1.5)):
+            try:
+                want = torch.histc(x, *args)
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError, match=str(e)):
+                    torch.histc(x.to(DEV), *args).cpu()
+                continue
+            same(torch.histc(x.to(DEV), *args), want)
+    e = torch.empty(0, dtype=dtype)  # given equal bounds with no data: widened while lowering
+    for lo in (0.0, 1e30, 2.0**24 + 2):
+        try:
+            want = torch.histc(e, 3, lo, lo)
+        except RuntimeError as err:
+            with pytest.raises(RuntimeError, match=str(err)):
+                torch.histc(e.to(DEV), 3, lo, lo)
+            continue
+        same(torch.histc(e.to(DEV), 3, lo, lo), want)
+
+
+def test_histc_non_finite_data_range_launch_blocking_and_fused():
+    import subprocess, sys, textwrap
+    code = textwrap.dedent("""
+        import torch
+        x = torch.tensor([1.0, float("inf"), 2.0]).to("tpu")
+        try:
+            h = torch.histc(x, 5)
+            print("returned")
+            h.cpu()
+        except RuntimeError as e:
+            print("raised:", e)
+        print(torch.histc(torch.tensor([0.0, 1.0]).to("tpu"), 2).cpu().tolist())
+    """)
+    for env, first in (({"TORCH_TPU_LAUNCH_BLOCKING": "1"}, "raised"), ({"TORCH_TPU_FUSED_EAGER": "1"}, "returned")):
+        e = {k: v for k, v in __import__("os").environ.items() if k != "TORCH_TPU_CPU_FALLBACK"}
+        e.update(env)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=300)
+        lines = r.stdout.splitlines()
+        assert r.returncode == 0 and lines and lines[0].startswith(first), (env, r.stdout, r.stderr)
+        assert any("torch.histc: range of [1, inf] is not finite" in ln for ln in lines), (env, r.stdout)
+        assert lines[-1] == "[1.0, 1.0]", (env, r.stdout)
 
 
 # ---------------------------------------------------------------- isin

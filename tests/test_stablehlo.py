@@ -200,6 +200,19 @@ def _linalg():
             torch.linalg.solve_triangular(a32, b32.t(), upper=True, left=False)]
 
 
+def _histc_search():
+    out = []
+    for dt in (torch.float32, torch.float64, torch.bfloat16):
+        x = rn(7, 9, dtype=dt, seed=60)
+        big = torch.full((5,), 2.0**24 + 2, dtype=torch.float64).to(dt).to(DEV)  # the widening's next_after
+        out += [torch.histc(x, 5), torch.histc(x, 4, -1, 1), torch.histc(big, 3), torch.histc(-big, 3)]
+    b, v = torch.sort(rn(37, seed=61)).values, _with_specials(rn(5, 9, seed=62))
+    bn, vn = torch.sort(ri(-3, 4, 3, 11, seed=63), 1).values, ri(-4, 5, 3, 6, seed=64)
+    return out + [torch.searchsorted(b, v), torch.searchsorted(b, v, right=True), torch.bucketize(v, b, out_int32=True),
+                  torch.searchsorted(bn, vn), torch.searchsorted(bn, vn, side="right"),
+                  torch.isin(ri(0, 400, 300, seed=65), ri(0, 400, 301, seed=66))]  # isin's bisection (> 65536 pairs)
+
+
 def _backward():
     x = rn(3, 4, 8, 8, seed=50).requires_grad_()
     w = rn(5, 4, 3, 3, seed=51).requires_grad_()
@@ -245,6 +258,7 @@ CASES = {
     "random": _random,
     "linalg": _linalg,
     "backward": _backward,
+    "histc_search": _histc_search,
 }
 
 

@@ -1,6 +1,7 @@
 /* ir.c — builder, verifier, structural hash and text printer for the graph IR. */
 #include "ir/ir.h"
 
+#include <float.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,9 @@ static int type_is(const tpu_ir_type_t* t, int dt, int rank, int64_t a, int64_t 
          (rank < 3 || t->dims[2] == c);
 }
 int tpu_ir_custom_operands_ok(int64_t t, int64_t i1, int n, const tpu_ir_type_t* const* in, const tpu_ir_type_t* r) {
+  if (t == TPU_IR_CUSTOM_HISTC_EDGES)
+    return n == 2 && type_is(in[0], TPU_DTYPE_F64, 0, 0, 0, 0) && type_is(in[1], TPU_DTYPE_F64, 0, 0, 0, 0) &&
+           type_is(r, TPU_DTYPE_F64, 1, 2, 0, 0);
   if (t < TPU_IR_CUSTOM_GROUP_NORM_STATS || t > TPU_IR_CUSTOM_GROUP_NORM_BWD) return 1;
   const int stats = t == TPU_IR_CUSTOM_GROUP_NORM_STATS, bwd = t == TPU_IR_CUSTOM_GROUP_NORM_SUMS || t == TPU_IR_CUSTOM_GROUP_NORM_BWD;
   const int hw = (t == TPU_IR_CUSTOM_GROUP_NORM || t == TPU_IR_CUSTOM_GROUP_NORM_BWD) && (i1 & 1);
@@ -79,6 +83,22 @@ int tpu_ir_custom_operands_ok(int64_t t, int64_t i1, int n, const tpu_ir_type_t*
   if (hb && !type_is(in[k++], dt, 1, C, 0, 0)) return 0;
   if (hs && !type_is(in[k++], dt, 3, 2, N + 1, C)) return 0;
   return t == TPU_IR_CUSTOM_GROUP_NORM_SUMS ? type_is(r, dt, 3, 2, N + 1, C) : type_is(r, xdt, 3, N, C, I);
+}
+/* std::min / std::max: the first argument unless the second compares below / above it */
+static double min_std(double a, double b) { return b < a ? b : a; }
+static double max_std(double a, double b) { return a < b ? b : a; }
+/* (float)v as x86 converts it: out of range -> +-inf (a C cast would be undefined there) */
+static float to_f32(double v) { return v > FLT_MAX ? INFINITY : (v < -FLT_MAX ? -INFINITY : (float)v); }
+void tpu_ir_histc_widen(int dtype, double* lo, double* hi) {
+  if (dtype == TPU_DTYPE_F32) {
+    *lo = min_std((double)nextafterf(to_f32(*lo), -FLT_MAX), *lo - 1.);
+    *hi = max_std((double)nextafterf(to_f32(*hi), FLT_MAX), *hi + 1.);
+  } else if (dtype == TPU_DTYPE_F64) {
+    *lo = min_std(nextafter(*lo, -DBL_MAX), *lo - 1.);
+    *hi = max_std(nextafter(*hi, DBL_MAX), *hi + 1.);
+  } else {
+    *lo -= 1; *hi += 1;
+  }
 }
 int tpu_ir_is_view(int op) { return op >= TPU_IR_BROADCAST && op <= TPU_IR_REVERSE; }
 static int is_unary(int op) { return op >= TPU_IR_NEG && op <= TPU_IR_IS_INF; }

@@ -160,6 +160,10 @@ typedef enum tpu_ir_custom_e {
                                    sum g (x - mean) per (n, c); [0, N, c] d bias, [1, N, c] d weight */
   TPU_IR_CUSTOM_GROUP_NORM_BWD, /* (g, x [N, C, I], mean, rstd [N, G], w [C]?, sums [2, N + 1, C]?) -> d x;
                                    i1 bit 0 w given, bit 1 sums given (else computed as GROUP_NORM_SUMS would) */
+  TPU_IR_CUSTOM_HISTC_EDGES,    /* (min f64 rank 0, max f64 rank 0) -> [2] f64 (lo, hi): histc's range from its
+                                   data's extrema, widened by tpu_ir_histc_widen(i1 = the data's dtype) when they are
+                                   equal; the run-time error INVALID_ARGUMENT "torch.histc: range of [lo, hi] is not
+                                   finite" / "torch.histc: max must be larger than min" (PyTorch's checks) */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 
@@ -248,9 +252,14 @@ int tpu_ir_custom_elementwise(const tpu_ir_graph_t* g, int v);
  * by the kernels (drivers/host/norm.c gn_check), so a damaged graph is refused before any step has run. Group norm:
  * x [N, C, I] f32 / bf16 / f16 with f32 statistics, or f64 with f64 ones; STATS: i1 0, eps floating rank 0, result
  * [2, N, G] with C % G == 0; the others: [N, G] mean and rstd, [C] weight and bias and [2, N + 1, C] sums in the
- * statistics' dtype, g and the result of GROUP_NORM / _BWD of x's shape and dtype, SUMS' result [2, N + 1, C]. */
+ * statistics' dtype, g and the result of GROUP_NORM / _BWD of x's shape and dtype, SUMS' result [2, N + 1, C].
+ * HISTC_EDGES: two f64 rank-0 operands, an f64 [2] result. */
 int tpu_ir_custom_operands_ok(int64_t target, int64_t i1, int n, const tpu_ir_type_t* const* in, const tpu_ir_type_t* out);
 int tpu_ir_is_view(int opcode);         /* broadcast/reshape/transpose/slice/reverse */
+/* histc's widening of an empty range [v, v] (PyTorch's bins_edges_correction) for data of `dtype`: f32 / f64
+ * take min(the next value of the dtype below v, v - 1) and max(the next above, v + 1), other dtypes v -+ 1.
+ * One copy: lower/index.c applies it while lowering (bounds given), the HISTC_EDGES kernel at run time. */
+void tpu_ir_histc_widen(int dtype, double* lo, double* hi);
 
 /* Records an error on g (first wins) and returns -1. */
 int tpu_ir_fail(tpu_ir_graph_t* g, tpu_status_t st);

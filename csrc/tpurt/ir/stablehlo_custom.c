@@ -14,8 +14,11 @@
  *   COL_SUMS       reduces over dim 0 (the layer-norm pair concatenated)
  *   GROUP_NORM_STATS / GROUP_NORM / GROUP_NORM_SUMS / GROUP_NORM_BWD  f64 reduces over [N, G, Cg, I] and the
  *                  per (n, c) coefficient formulas of the host kernels in the statistics' dtype
+ *   HISTC_EDGES    the widened range with chlo.next_after; NaN edges where the host raises (no StableHLO form)
  * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
  * are reported as UNSUPPORTED. */
+#include <float.h>
+
 #include "ir/stablehlo_impl.h"
 
 #define F32 TPU_DTYPE_F32
@@ -488,6 +491,33 @@ static int group_norm(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
 #undef ADD
 #undef SUB
 
+/* HISTC_EDGES: tpu_ir_histc_widen with chlo.next_after; XLA has no run-time error to raise, so a range that fails
+ * PyTorch's checks gives NaN edges (no element is counted) */
+static int histc_edges(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
+  const int dt = (int)op->i1, F64 = TPU_DTYPE_F64;
+  int lo = in[0], hi = in[1];
+  int wl = shlo_bin(P, "stablehlo.subtract", lo, shlo_const_like(P, lo, F64, 1.0));
+  int wh = shlo_bin(P, "stablehlo.add", hi, shlo_const_like(P, hi, F64, 1.0));
+  if (dt == TPU_DTYPE_F32 || dt == F64) { /* min(next below, v - 1), max(next above, v + 1) as std::min / max */
+    const double big = dt == F64 ? DBL_MAX : FLT_MAX;
+    int l = shlo_convert(P, lo, dt), h = shlo_convert(P, hi, dt);
+    int nl = shlo_convert(P, shlo_bin(P, "chlo.next_after", l, shlo_const_like(P, l, dt, -big)), F64);
+    int nh = shlo_convert(P, shlo_bin(P, "chlo.next_after", h, shlo_const_like(P, h, dt, big)), F64);
+    wl = shlo_select(P, shlo_cmp(P, TPU_IR_CMP_LT, wl, nl), wl, nl);
+    wh = shlo_select(P, shlo_cmp(P, TPU_IR_CMP_LT, nh, wh), wh, nh);
+  }
+  int eq = shlo_cmp(P, TPU_IR_CMP_EQ, lo, hi);
+  lo = shlo_select(P, eq, wl, lo);
+  hi = shlo_select(P, eq, wh, hi);
+  const tpu_ir_type_t tb = shlo_ty(TPU_DTYPE_BOOL, 0, NULL);
+  int ok = shlo_bin(P, "stablehlo.and", shlo_op1(P, "stablehlo.is_finite", lo, &tb), shlo_op1(P, "stablehlo.is_finite", hi, &tb));
+  ok = shlo_bin(P, "stablehlo.and", ok, shlo_cmp(P, TPU_IR_CMP_LT, lo, hi));
+  int nan = shlo_const_like(P, lo, F64, NAN);
+  int64_t one = 1;
+  int parts[2] = {shlo_reshape(P, shlo_select(P, ok, lo, nan), 1, &one), shlo_reshape(P, shlo_select(P, ok, hi, nan), 1, &one)};
+  return shlo_concat(P, 2, parts, 0);
+}
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -509,6 +539,7 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_ADDC: return addc(P, op, in);
     case TPU_IR_CUSTOM_GROUP_NORM_STATS: case TPU_IR_CUSTOM_GROUP_NORM: case TPU_IR_CUSTOM_GROUP_NORM_SUMS:
     case TPU_IR_CUSTOM_GROUP_NORM_BWD: return group_norm(P, op, op->n_in, in);
+    case TPU_IR_CUSTOM_HISTC_EDGES: return histc_edges(P, op, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));

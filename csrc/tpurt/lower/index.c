@@ -704,14 +704,15 @@ static tpu_status_t lower_bincount(tpu_lower_ctx_t* cx) {
 }
 
 /* histc(self, bins, min, max) -> [bins] in self's dtype. min and max are structural (key_scalars
- * bits 2, 3): min == max takes the range from the data's extrema (each widened by 1 when they are
- * equal, as PyTorch). Floating inputs follow PyTorch's CPU kernel in self's dtype, rounding each
- * step: L = lo, R = hi as self's dtype, bin = trunc((x - L) * bins / (R - L)), the last bin closed at
+ * bits 2, 3): min == max takes the range from the data's extrema; an empty range [v, v] is widened by
+ * tpu_ir_histc_widen (PyTorch's: v -+ 1, or the next f32 / f64 value where that is farther). Floating
+ * inputs follow PyTorch's CPU kernel in self's dtype, rounding each step: L = lo, R = hi as self's dtype, bin = trunc((x - L) * bins / (R - L)), the last bin closed at
  * R; x outside [L, R] (NaN included) is not counted. Integral inputs follow the CUDA kernel (the CPU
  * has none; Hugging Face's MoE layers pass int32 expert ids on accelerators): bin = (x - lo) * bins /
  * (hi - lo) in i64. Counts add up in f32 for bf16 / f16 and are rounded once (PyTorch's CPU adds 1s in
  * bf16 / f16 per thread, so a bin stops at 256 / 2048 per thread). A data range that is not finite (inf or
- * NaN data with min == max), an error in PyTorch, gives NaN in every bin: the lowering cannot read the data. */
+ * NaN data with min == max) raises PyTorch's error when the graph runs (the HISTC_EDGES custom call widens and
+ * checks the f64 extrema: at the next sync, at once under TORCH_TPU_LAUNCH_BLOCKING=1). */
 static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   int dt = lw_dtype_of(cx, 0), fl = tpu_dtype_is_floating(dt);
   if (dt == TPU_DTYPE_BOOL) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "\"histc\" not implemented for 'Bool'");
@@ -722,7 +723,7 @@ static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   if (!fl && isfinite(lo) && isfinite(hi)) { lo = trunc(lo); hi = trunc(hi); } /* Scalar.to<int>() */
   int from_data = lo == hi && n > 0;
   if (!from_data) {
-    if (lo == hi) { lo -= 1; hi += 1; }
+    if (lo == hi) tpu_ir_histc_widen(dt, &lo, &hi);
     if (!isfinite(lo) || !isfinite(hi))
       return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histc: range of [%g, %g] is not finite", lo, hi);
     if (!(lo < hi)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histc: max must be larger than min");
@@ -730,17 +731,20 @@ static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   if (n == 0) return lw_output(cx, 0, lw_const(cx, 0, dt, 1, &bins));
   int ct = fl ? tpu_opmath_dtype(dt) : I64;
 #define RND(v) (fl && ct != dt ? tpu_ir_convert(G, tpu_ir_convert(G, (v), dt), ct) : (v)) /* one dt op */
-  int x = tpu_ir_convert(G, reshape1(cx, lw_input(cx, 0, -1), n), ct), L, R, bad = -1;
-  if (from_data) {
+  int x = tpu_ir_convert(G, reshape1(cx, lw_input(cx, 0, -1), n), ct), L, R;
+  if (from_data && fl) { /* PyTorch's widening and checks on the extrema as double: HISTC_EDGES at run time */
+    int mn = tpu_ir_convert(G, tpu_ir_reduce(G, TPU_IR_MONOID_MIN, x, (int64_t[]){1}), TPU_DTYPE_F64);
+    int mx = tpu_ir_convert(G, tpu_ir_reduce(G, TPU_IR_MONOID_MAX, x, (int64_t[]){1}), TPU_DTYPE_F64);
+    const tpu_ir_type_t t2 = {.dtype = TPU_DTYPE_F64, .rank = 1, .dims = {2}};
+    int e = lw_custom(cx, TPU_IR_CUSTOM_HISTC_EDGES, dt, &t2, 2, (int[]){mn, mx});
+    L = RND(tpu_ir_convert(G, tpu_ir_reshape(G, lw_slice_dim(cx, e, 0, 0, 1), 0, (int64_t[]){1}), ct));
+    R = RND(tpu_ir_convert(G, tpu_ir_reshape(G, lw_slice_dim(cx, e, 0, 1, 2), 0, (int64_t[]){1}), ct));
+  } else if (from_data) { /* integers: widened in the integer type (CUDA) */
     L = tpu_ir_reduce(G, TPU_IR_MONOID_MIN, x, (int64_t[]){1});
     R = tpu_ir_reduce(G, TPU_IR_MONOID_MAX, x, (int64_t[]){1});
-    int wt = fl ? TPU_DTYPE_F64 : I64; /* widened as double (CPU) / in the integer type (CUDA) */
-    int Lw = tpu_ir_convert(G, L, wt), Rw = tpu_ir_convert(G, R, wt);
-    int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, Lw, Rw);
-    L = RND(tpu_ir_convert(G, tpu_ir_select(G, eq, tpu_ir_binary(G, TPU_IR_SUB, Lw, lw_const_like(cx, 1, Lw)), Lw), ct));
-    R = RND(tpu_ir_convert(G, tpu_ir_select(G, eq, tpu_ir_binary(G, TPU_IR_ADD, Rw, lw_const_like(cx, 1, Rw)), Rw), ct));
-    if (fl)
-      bad = tpu_ir_reduce(G, TPU_IR_MONOID_OR, tpu_ir_unary(G, TPU_IR_NOT, tpu_ir_unary(G, TPU_IR_IS_FINITE, x)), (int64_t[]){1});
+    int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, L, R);
+    L = tpu_ir_select(G, eq, tpu_ir_binary(G, TPU_IR_SUB, L, lw_const_like(cx, 1, L)), L);
+    R = tpu_ir_select(G, eq, tpu_ir_binary(G, TPU_IR_ADD, R, lw_const_like(cx, 1, R)), R);
   } else {
     L = RND(tpu_ir_constant(G, ct, lo));
     R = RND(tpu_ir_constant(G, ct, hi));
@@ -765,7 +769,6 @@ static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   int64_t nb1 = bins + 1, s0 = 0, st = 1;
   int h = tpu_ir_scatter(G, lw_const(cx, 0, ct, 1, &nb1), pos, lw_const(cx, 1, ct, 1, &n), 0, SC_ADD);
   h = tpu_ir_slice(G, h, &s0, &bins, &st);
-  if (bad >= 0) h = tpu_ir_select(G, tpu_ir_broadcast(G, bad, 1, &bins, NULL), lw_const_like(cx, NAN, h), h);
   return lw_output(cx, 0, h);
 }
 

@@ -12,7 +12,22 @@
 #include "drivers/host/rows.h"
 #include "drivers/host/colsum.h"
 
+/* HISTC_EDGES (ir.h): histc's range from its data's extrema, PyTorch's widening and checks */
+static tpu_status_t histc_edges(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  if (n != 2 || xs[0].rank || xs[1].rank || xs[0].dtype != TPU_DTYPE_F64 || xs[1].dtype != TPU_DTYPE_F64 ||
+      out->dtype != TPU_DTYPE_F64 || out->rank != 1 || out->sizes[0] != 2)
+    return TPU_ERR(INTERNAL, "host: HISTC_EDGES takes (min f64, max f64) -> f64 [2]");
+  double lo = *(const double*)xs[0].data, hi = *(const double*)xs[1].data;
+  if (lo == hi) tpu_ir_histc_widen((int)op->i1, &lo, &hi);
+  if (!isfinite(lo) || !isfinite(hi)) return TPU_ERR(INVALID_ARGUMENT, "torch.histc: range of [%g, %g] is not finite", lo, hi);
+  if (!(lo < hi)) return TPU_ERR(INVALID_ARGUMENT, "torch.histc: max must be larger than min");
+  double* o = (double*)out->data;
+  o[0] = lo; o[out->strides[0]] = hi;
+  return TPU_OK;
+}
+
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
+  if (op->i0 == TPU_IR_CUSTOM_HISTC_EDGES) return histc_edges(op, n, xs, out);
   if (op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT || op->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT)
     return tpu_host_k_conv_custom(op, n, xs, out); /* conv.c */
   if (op->i0 == TPU_IR_CUSTOM_POOL_ARGMAX && n == 1) return tpu_host_k_pool_argmax(op, &xs[0], out); /* pool.c */
