@@ -1,4 +1,6 @@
-"""Hugging Face `transformers` models on tpu vs cpu, with the CPU fallback off.
+"""Hugging Face `transformers` models on tpu vs cpu, with the CPU fallback off (conftest.py refuses a run with
+TORCH_TPU_CPU_FALLBACK set), so an op the device lacks raises NotImplementedError and fails its test: no count of
+fallbacks to check.
 
 No hub downloads: every model is built from a tiny config with random weights (seed 0) and copied to
 both devices, so both start from the same weights.
@@ -20,7 +22,7 @@ import copy
 import pytest
 import torch
 
-import torch_tpu
+import torch_tpu  # noqa: F401  (the tpu device)
 
 T = pytest.importorskip("transformers", reason="Hugging Face transformers is not installed (the Makefile's venv pins it)")
 
@@ -165,17 +167,11 @@ def _steps(model0, batch, device, steps, amp=False, lr=1e-3):
     return losses, grads
 
 
-def _fallbacks() -> int:
-    return torch_tpu.metrics()["fallback_ops"]
-
-
 @pytest.mark.parametrize("name", _params(MODELS, fast=("llama", "bert", "t5")))
 def test_f32_train_steps_match_cpu(name):
     model, batch = _make(name)
     cpu_losses, cpu_grads = _steps(model, batch, "cpu", 3)
-    before = _fallbacks()
     tpu_losses, tpu_grads = _steps(model, batch, "tpu", 3)
-    assert _fallbacks() == before, torch_tpu.metrics()["fallback_counts"]
     torch.testing.assert_close(torch.tensor(tpu_losses), torch.tensor(cpu_losses), rtol=1e-4, atol=0)
     assert tpu_grads.keys() == cpu_grads.keys()
     scale = max(g.abs().max().item() for g in cpu_grads.values())
