@@ -101,6 +101,9 @@ static inline int64_t tpu_pool_column_block(int64_t n, int64_t wide, int64_t min
 /* Same, in up to 4 chunks per thread taken as threads come free (for units of uneven cost, or
  * many units: a thread that starts late leaves its share to the others). */
 void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
+/* Same, one chunk per unit (up to 65535 units), taken in order as threads come free: units sorted by
+ * decreasing cost balance like longest-processing-time first (the host executor's step groups). */
+void tpu_pool_parallel_for_each(int64_t n, tpu_pool_fn fn, void* ctx);
 /* Per calling thread: later parallel_for calls of this thread use grain / div (at least 1), so
  * mid-size work is split too. The host executor sets it while it runs a multi-step graph (the
  * host thread is then mostly idle). Kernels must not depend on how [0, n) is chunked (every

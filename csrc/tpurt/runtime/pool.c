@@ -12,7 +12,7 @@
  * machine an idle vCPU halts, and waking it costs far more than 50 us), so small ops ran on
  * the caller alone and large ones waited for the late chunk.
  * tpu_pool_parallel_for_dynamic splits into up to POOL_DYN_CHUNKS chunks per thread, so a late
- * or slower thread leaves its share to the others.
+ * or slower thread leaves its share to the others; tpu_pool_parallel_for_each into one chunk per unit.
  * A second concurrent caller (another device queue) does not wait: it runs inline, so the
  * pool can never deadlock. */
 #include <pthread.h>
@@ -207,3 +207,5 @@ void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) 
 void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) {
   pool_run(n, grain, fn, ctx, POOL_DYN_CHUNKS);
 }
+
+void tpu_pool_parallel_for_each(int64_t n, tpu_pool_fn fn, void* ctx) { pool_run(n, 1, fn, ctx, 0xffff); }

@@ -9,7 +9,8 @@
  * (tpu_pool_set_grain_div, TORCH_TPU_GRAPH_GRAIN_DIV), reductions included; outputs that are views
  * (transposed slices) of a step's result, copied after the last step (small copies on the executor's
  * thread, large ones on the pool); rank-0 clusters (the executor's scalar path, one at a time and in scalar
- * batches) bitwise equal to the same clusters on shape [1], also in place.
+ * batches) bitwise equal to the same clusters on shape [1], also in place; step groups (independent steps run
+ * side by side) with an in-place output over a parameter the other step reads, and a failing step.
  * Legend: n elements; x, y parameters; s a runtime scalar. */
 #include <math.h>
 #include <stdio.h>
@@ -704,6 +705,87 @@ static void test_fused_reduce_slabs(int dt, int monoid, const int64_t* dims, con
   free(xb);
 }
 
+/* Step groups (exec.c plan_groups): A = exp(x) * y (output 1, fresh memory) and B = x * s + y (output 0, bound
+ * in place over x) read none of each other's results, so they run side by side. B may then not write over x
+ * while A still reads it (b_first: B before A, x's last reader is A; else A, the other reader of x, runs in B's
+ * group). Results: bitwise those of fresh outputs, with groups on (pool, serial) and off. */
+static void test_group_inplace(int64_t n, int b_first) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int x = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n), y = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n);
+  int s = tpu_ir_scalar(&g, TPU_DTYPE_F32), a = -1, b = -1;
+  for (int k = 0; k < 2; ++k) {
+    if (k == (b_first ? 1 : 0)) a = tpu_ir_binary(&g, TPU_IR_MUL, tpu_ir_unary(&g, TPU_IR_EXP, x), y);
+    else b = tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, x, tpu_ir_broadcast(&g, s, 1, &n, NULL)), y);
+  }
+  tpu_ir_output(&g, b);
+  tpu_ir_output(&g, a);
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile group in place");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  int32_t ng = 0;
+  const int want = n >= 100000; /* 1000 elements: two ~3 us steps gain less than a hand-off costs */
+  CHECK(tpu_host_exe_num_groups(e, &ng) == want && ng == 2 * want, "group in place n=%lld: %d groups, %d steps",
+        (long long)n, tpu_host_exe_num_groups(e, NULL), ng);
+  float *X = malloc((size_t)n * 4), *X0 = malloc((size_t)n * 4), *Y = malloc((size_t)n * 4);
+  float *RB = malloc((size_t)n * 4), *RA = malloc((size_t)n * 4), *A = malloc((size_t)n * 4);
+  fill((char*)X0, TPU_DTYPE_F32, n); fill((char*)Y, TPU_DTYPE_F32, n);
+  memcpy(X, X0, (size_t)n * 4);
+  tpu_host_view_t p[2] = {{(char*)X, TPU_DTYPE_F32, 1, {n}, {1}}, {(char*)Y, TPU_DTYPE_F32, 1, {n}, {1}}};
+  tpu_host_view_t fo[2] = {{(char*)RB, TPU_DTYPE_F32, 1, {n}, {1}}, {(char*)RA, TPU_DTYPE_F32, 1, {n}, {1}}};
+  tpu_host_view_t io[2] = {p[0], {(char*)A, TPU_DTYPE_F32, 1, {n}, {1}}};
+  tpu_host_scalar_t sc = {1.25, 0};
+  CHECK(run(e, p, &sc, fo, 0) == TPU_OK, "group fresh run");
+  for (int mode = 0; mode < 4; ++mode) { /* pool, serial, fine chunks, groups off */
+    memcpy(X, X0, (size_t)n * 4);
+    memset(A, 0, (size_t)n * 4);
+    const int old = mode == 3 ? tpu_host_set_exec_groups(0) : -1;
+    CHECK(run(e, p, &sc, io, mode == 3 ? 0 : mode) == TPU_OK, "group in-place run");
+    if (mode == 3) tpu_host_set_exec_groups(old);
+    CHECK(!memcmp(X, RB, (size_t)n * 4) && !memcmp(A, RA, (size_t)n * 4),
+          "group in place n=%lld b_first %d mode %d: differs from fresh (B %d, A %d)", (long long)n, b_first, mode,
+          !memcmp(X, RB, (size_t)n * 4), !memcmp(A, RA, (size_t)n * 4));
+  }
+  free(X); free(X0); free(Y); free(RB); free(RA); free(A);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
+/* A failing step in a group (index_select with an index out of range) returns its error; the other step's
+ * status is dropped (ASan: nothing leaks); the executable stays usable. */
+static void test_group_error(void) {
+  int64_t xd[2] = {1000, 100}, nidx = 1000, n = 100000;
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, xd), idx = tpu_ir_param(&g, TPU_DTYPE_I64, 1, &nidx);
+  int z = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &n);
+  tpu_ir_output(&g, tpu_ir_index_select(&g, x, idx, 0));
+  tpu_ir_output(&g, tpu_ir_unary(&g, TPU_IR_EXP, z));
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile group error");
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  CHECK(tpu_host_exe_num_groups(e, NULL) == 1, "group error: %d groups", tpu_host_exe_num_groups(e, NULL));
+  float *X = malloc((size_t)n * 4), *Z = malloc((size_t)n * 4), *O1 = malloc((size_t)n * 4), *O2 = malloc((size_t)n * 4);
+  int64_t* I = malloc((size_t)nidx * 8);
+  fill((char*)X, TPU_DTYPE_F32, n); fill((char*)Z, TPU_DTYPE_F32, n);
+  for (int64_t i = 0; i < nidx; ++i) I[i] = (i * 7) % 1000;
+  tpu_host_view_t p[3] = {{(char*)X, TPU_DTYPE_F32, 2, {1000, 100}, {100, 1}}, {(char*)I, TPU_DTYPE_I64, 1, {nidx}, {1}},
+                          {(char*)Z, TPU_DTYPE_F32, 1, {n}, {1}}};
+  tpu_host_view_t o[2] = {{(char*)O1, TPU_DTYPE_F32, 2, {1000, 100}, {100, 1}}, {(char*)O2, TPU_DTYPE_F32, 1, {n}, {1}}};
+  for (int bad = 1; bad >= 0; --bad) {
+    I[nidx / 2] = bad ? 1000 : 3;
+    st = run(e, p, NULL, o, 0);
+    CHECK(bad ? st != TPU_OK : st == TPU_OK, "group error: bad %d gave status %s", bad, st ? tpu_status_message(st) : "ok");
+    tpu_status_free(st);
+  }
+  CHECK(!memcmp(O1 + 100 * (nidx / 2), X + 300, 400), "group error: usable after a failure");
+  free(X); free(Z); free(O1); free(O2); free(I);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
@@ -723,6 +805,12 @@ int main(void) {
   for (int serial = 0; serial < 3; ++serial)
     for (int i = 0; i < 7; ++i)
       for (int t = 0; t < 2; ++t) test_custom_members(cshape[i][0], cshape[i][1], t, serial);
+  for (int b_first = 0; b_first < 2; ++b_first) {
+    test_group_inplace(1000, b_first);
+    test_group_inplace(300001, b_first);
+    test_group_inplace(2000003, b_first);
+  }
+  test_group_error();
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
   test_reduce_chunking(37, 2053);

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -47,6 +48,15 @@ struct tpu_host_exe_s {
   int32_t* sb_roots;      /* those roots, batch after batch, a batch's after every batch it reads */
   int32_t* sb_off;        /* batch b: sb_roots[sb_off[b] .. sb_off[b + 1]) */
   int n_sb;
+  /* Step groups (plan_groups): runs of consecutive steps that read none of each other's results run side by
+   * side, one step per pool thread, each kernel on its thread alone (see tpu_host_set_exec_groups). */
+  int32_t* prev_use;      /* per op: the latest step before last_use reading its storage (-1: none) */
+  int32_t* grp;           /* per op: the group its step runs in, or -1 */
+  int32_t* grp_first;     /* per group: op index of its first and last step */
+  int32_t* grp_last;
+  int32_t* grp_off;       /* per group: its steps grp_items[grp_off[g] .. grp_off[g + 1]), by decreasing cost */
+  int32_t* grp_items;
+  int n_grp;
 };
 #define SB_SLOTS 32 /* registers + leaves of a batched cluster */
 #define SB_CHUNK 64 /* clusters computed per kernel call */
@@ -199,6 +209,7 @@ void tpu_host_exe_free(tpu_host_exe_t* e) {
   free(e->last_use); free(e->epi_root); free(e->epi_dot); free(e->param_op); free(e->in_dtype); free(e->host_out);
   free(e->out_alias);
   free(e->sbatch); free(e->sb_roots); free(e->sb_off);
+  free(e->prev_use); free(e->grp); free(e->grp_first); free(e->grp_last); free(e->grp_off); free(e->grp_items);
   free(e);
 }
 
@@ -273,6 +284,148 @@ static tpu_status_t plan_scalar_batches(tpu_host_exe_t* e) {
   return TPU_OK;
 }
 
+
+/* ---- step groups. A compiled step's ops are mostly small (a tiny model's convolutions, GEMMs and elementwise
+ * clusters take 2-60 us each): split over the pool they pay the hand-off and leave threads idle, while a
+ * backward graph's input and weight gradients, or an optimizer's per-parameter updates, read the same values
+ * and write different ones. plan_groups finds runs of consecutive steps that read none of each other's results
+ * (no reordering) and keeps those whose estimated cost (step_cost) two threads running one step each would
+ * finish sooner; the runner chooses every step's destination first, in step order, then runs the group with
+ * tpu_pool_parallel_for_each (costliest first, each kernel's own parallel_for calls inline on its thread), then
+ * frees the temporaries. Kernel arithmetic does not depend on the thread that runs it: the same bits. */
+static int g_groups = -1; /* -1: TORCH_TPU_EXEC_GROUPS not read yet */
+static int groups_on(void) { return tpu_rt_env_switch(&g_groups, "TORCH_TPU_EXEC_GROUPS", 1); }
+int tpu_host_set_exec_groups(int on) { return tpu_rt_env_switch_set(&g_groups, "TORCH_TPU_EXEC_GROUPS", 1, on); }
+int tpu_host_exe_num_groups(const tpu_host_exe_t* e, int32_t* out_grouped_steps) {
+  if (out_grouped_steps) *out_grouped_steps = e->n_grp ? e->grp_off[e->n_grp] : 0;
+  return e->n_grp;
+}
+
+#define GRP_FLOP_NS 0.04      /* a small conv / GEMM on one thread: ~25 GFLOP/s */
+#define GRP_STEP_NS 1500.0    /* a step's fixed cost */
+#define GRP_HANDOFF_NS 3000.0 /* a group's pool hand-off and wait */
+static double type_numel(const tpu_ir_type_t* t) { return (double)tpu_ir_numel(t); }
+static double dot_flops(const tpu_ir_graph_t* G, int v) { /* [B..., M, N] = [B..., M, K] x [B..., K, N] */
+  const tpu_ir_op_t* op = &G->ops[v];
+  double out = type_numel(&op->type), b = 1;
+  for (int d = 0; d < op->i0 && d < op->type.rank; ++d) b *= (double)op->type.dims[d];
+  double a = type_numel(&G->ops[tpu_ir_operand(G, v, 0)].type), w = type_numel(&G->ops[tpu_ir_operand(G, v, 1)].type);
+  return out > 0 && b > 0 ? 2 * out * sqrt(a * w / (out * b)) : 0;
+}
+/* Flops of a convolution-like product: 2 (elements of dy) (elements of w) / O, w = [O, Cg, *K]. */
+static double conv_flops(const tpu_ir_type_t* dy, const tpu_ir_type_t* w) {
+  return w->rank && w->dims[0] > 0 ? 2 * type_numel(dy) * type_numel(w) / (double)w->dims[0] : 0;
+}
+/* Estimated single-thread time of step v (ns): only compared with other steps' (which to group). */
+static double step_cost(const tpu_host_exe_t* e, int v) {
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_ir_op_t* op = &G->ops[v];
+  const double out = type_numel(&op->type);
+  if (e->kind[v] == K_ROOT)
+    return GRP_STEP_NS + out * (0.5 + 0.5 * e->mem_cnt[v]) + (e->epi_dot[v] >= 0 ? dot_flops(G, e->epi_dot[v]) * GRP_FLOP_NS : 0);
+  const tpu_ir_type_t* t0 = op->n_in > 0 ? &G->ops[tpu_ir_operand(G, v, 0)].type : NULL;
+  const tpu_ir_type_t* t1 = op->n_in > 1 ? &G->ops[tpu_ir_operand(G, v, 1)].type : NULL;
+  if (op->opcode == TPU_IR_DOT) return GRP_STEP_NS + dot_flops(G, v) * GRP_FLOP_NS;
+  if (op->opcode == TPU_IR_CONV && t1) return GRP_STEP_NS + conv_flops(&op->type, t1) * GRP_FLOP_NS;
+  if (op->opcode == TPU_IR_CUSTOM && op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT && t1)
+    return GRP_STEP_NS + conv_flops(t0, t1) * GRP_FLOP_NS; /* (dy, w) */
+  if (op->opcode == TPU_IR_CUSTOM && op->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT && t1)
+    return GRP_STEP_NS + conv_flops(t1, &op->type) * GRP_FLOP_NS; /* (x, dy) -> w */
+  double m = out;
+  for (int k = 0; k < op->n_in; ++k) m = fmax(m, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
+  return GRP_STEP_NS + m;
+}
+/* A step alone on the pool: small ones run on one thread, larger ones split (imperfectly). */
+static double alone_ns(double c) { return c < 8000 ? c : 0.6 * c + 2000; }
+
+typedef struct { double c; int32_t v; } grp_item_t;
+static int grp_item_cmp(const void* x, const void* y) { /* decreasing cost, then step order */
+  const grp_item_t *a = x, *b = y;
+  return a->c > b->c ? -1 : a->c < b->c ? 1 : (a->v > b->v) - (a->v < b->v);
+}
+/* Makes L[0..m) (consecutive independent steps) a group when two threads running one step each (largest first)
+ * beat running them one by one on the pool; else splits the run around its costliest step and tries both sides. */
+static void grp_emit(tpu_host_exe_t* e, const int32_t* L, int m, const double* cost, grp_item_t* tmp) {
+  while (m >= 2) {
+    double alone = 0, lane[2] = {0, 0};
+    int imax = 0;
+    for (int i = 0; i < m; ++i) {
+      tmp[i] = (grp_item_t){cost[L[i]], L[i]};
+      alone += alone_ns(cost[L[i]]);
+      if (cost[L[i]] > cost[L[imax]]) imax = i;
+    }
+    qsort(tmp, (size_t)m, sizeof(*tmp), grp_item_cmp);
+    for (int i = 0; i < m; ++i) lane[lane[1] < lane[0]] += tmp[i].c;
+    if (fmax(lane[0], lane[1]) + GRP_HANDOFF_NS < 0.9 * alone) {
+      const int g = e->n_grp++, off = e->grp_off[g];
+      e->grp_first[g] = L[0]; e->grp_last[g] = L[m - 1];
+      for (int i = 0; i < m; ++i) { e->grp_items[off + i] = tmp[i].v; e->grp[tmp[i].v] = g; }
+      e->grp_off[g + 1] = off + m;
+      return;
+    }
+    if (m == 2) return;
+    grp_emit(e, L, imax, cost, tmp);
+    L += imax + 1; m -= imax + 1;
+  }
+}
+/* The step whose run writes value u's storage (views followed to their base), or -1 (parameters, constants,
+ * scalar batches: ready before the first step). A DOT with an epilogue runs at its cluster's step. */
+static int grp_step_of(const tpu_host_exe_t* e, int u) {
+  while (e->kind[u] == K_VIEW) u = tpu_ir_operand(&e->g, u, 0);
+  if ((e->kind[u] != K_ROOT && e->kind[u] != K_LIB) || e->sbatch[u]) return -1;
+  return e->epi_root[u] >= 0 ? e->epi_root[u] : u;
+}
+static tpu_status_t plan_groups(tpu_host_exe_t* e) {
+  const tpu_ir_graph_t* G = &e->g;
+  const int n = G->n_ops;
+  const size_t nn = (size_t)(n ? n : 1);
+  e->grp = malloc(nn * sizeof(int32_t));
+  e->grp_first = malloc((nn / 2 + 1) * sizeof(int32_t));
+  e->grp_last = malloc((nn / 2 + 1) * sizeof(int32_t));
+  e->grp_off = calloc(nn / 2 + 2, sizeof(int32_t));
+  e->grp_items = malloc(nn * sizeof(int32_t));
+  int32_t* mark = calloc(nn, sizeof(int32_t)); /* per step: the candidate run it joined (1-based) */
+  int32_t* L = malloc(nn * sizeof(int32_t));
+  double* cost = malloc(nn * sizeof(double));
+  grp_item_t* tmp = malloc(nn * sizeof(grp_item_t));
+  if (!e->grp || !e->grp_first || !e->grp_last || !e->grp_off || !e->grp_items || !mark || !L || !cost || !tmp) {
+    free(mark); free(L); free(cost); free(tmp);
+    return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
+  }
+  int cid = 1, m = 0;
+#define GRP_CLOSE() do { grp_emit(e, L, m, cost, tmp); m = 0; cid++; } while (0)
+#define GRP_READS(u) do { int s_ = grp_step_of(e, (u)); dep |= s_ >= 0 && s_ != v && mark[s_] == cid; } while (0)
+  for (int v = 0; v < n; ++v) {
+    e->grp[v] = -1;
+    const tpu_ir_op_t* op = &G->ops[v];
+    if (e->kind[v] == K_VIEW) { /* a reshape may copy its operand when it is applied: not one of the run's */
+      int s_ = op->opcode == TPU_IR_RESHAPE ? grp_step_of(e, tpu_ir_operand(G, v, 0)) : -1;
+      if (s_ >= 0 && mark[s_] == cid) GRP_CLOSE();
+      continue;
+    }
+    if ((e->kind[v] != K_ROOT && e->kind[v] != K_LIB) || e->sbatch[v] || e->fused[v] || e->epi_root[v] >= 0) continue;
+    if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)]) { GRP_CLOSE(); continue; } /* takes scratch as it runs */
+    int dep = 0;
+    if (e->kind[v] == K_ROOT) {
+      for (int j = 0; j < e->leaf_cnt[v]; ++j) GRP_READS(e->leaves[e->leaf_off[v] + j]);
+      if (e->epi_dot[v] >= 0)
+        for (int k = 0; k < G->ops[e->epi_dot[v]].n_in; ++k) GRP_READS(tpu_ir_operand(G, e->epi_dot[v], k));
+    } else {
+      for (int k = 0; k < op->n_in; ++k) GRP_READS(tpu_ir_operand(G, v, k));
+    }
+    if (dep) GRP_CLOSE();
+    cost[v] = step_cost(e, v);
+    mark[v] = cid;
+    L[m++] = v;
+  }
+  GRP_CLOSE();
+#undef GRP_CLOSE
+#undef GRP_READS
+  free(mark); free(L); free(cost); free(tmp);
+  return TPU_OK;
+}
+
+
 tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe) {
   *out_exe = NULL;
   TPU_RETURN_IF_ERROR(tpu_ir_verify(g));
@@ -300,10 +453,12 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     e->param_op = malloc((size_t)(g->n_params ? g->n_params : 1) * sizeof(int32_t));
     e->in_dtype = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     e->host_out = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    e->prev_use = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
   }
   if (!e || !users || !user || !e->g.ops || !e->g.operands || !e->kind || !e->out_index || !e->mem_off ||
       !e->mem_cnt || !e->leaf_off || !e->leaf_cnt || !e->members || !e->leaves || !e->slot || !e->fused ||
-      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot || !e->param_op || !e->in_dtype || !e->host_out) {
+      !e->last_use || !e->reg || !e->nreg || !e->epi_root || !e->epi_dot || !e->param_op || !e->in_dtype || !e->host_out ||
+      !e->prev_use) {
     free(users); free(user); tpu_host_exe_free(e);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
@@ -484,12 +639,13 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
     when[v] = (e->kind[v] == K_MEMBER || e->fused[v]) ? when[user[v]] : e->epi_root[v] >= 0 ? e->epi_root[v] : v;
   for (int v = 0; v < n; ++v) {
     user[v] = e->kind[v] == K_VIEW ? user[tpu_ir_operand(G, v, 0)] : v; /* base */
-    e->last_use[v] = -1;
+    e->last_use[v] = e->prev_use[v] = -1;
   }
   for (int w = 0; w < n; ++w)
     for (int k = 0; k < G->ops[w].n_in; ++k) {
-      int b = user[tpu_ir_operand(G, w, k)];
-      if (e->last_use[b] < when[w]) e->last_use[b] = when[w];
+      int b = user[tpu_ir_operand(G, w, k)], t = when[w];
+      if (e->last_use[b] < t) { e->prev_use[b] = e->last_use[b]; e->last_use[b] = t; }
+      else if (t < e->last_use[b] && e->prev_use[b] < t) e->prev_use[b] = t;
     }
   for (int k = 0; k < G->n_outputs; ++k) e->last_use[user[G->outputs[k]]] = INT32_MAX;
   /* Outputs that are reshapes of a step's result (saved activations of compiled forward graphs): the
@@ -514,6 +670,7 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
   }
   free(users); free(user);
   tpu_status_t sst = plan_scalar_batches(e);
+  if (!sst) sst = plan_groups(e);
   if (sst) { tpu_host_exe_free(e); return sst; }
   *out_exe = e;
   return TPU_OK;
@@ -1676,6 +1833,55 @@ static void prof_step(const tpu_host_exe_t* e, int v, double ns) {
   prof_add(key, ns);
 }
 
+/* Runs step v into its destination vals[v].v (chosen by the caller). s: the run's temporaries (a fused reduce
+ * takes its slabs there; never in a step group). */
+static tpu_status_t run_step(const tpu_host_exe_t* e, int v, val_t* vals, const tpu_host_scalar_t* scalars,
+                             scratch_t* s) {
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_ir_op_t* op = &G->ops[v];
+  if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) return run_dot_epilogue(e, e->epi_dot[v], v, vals, &vals[v].v);
+  if (e->kind[v] == K_ROOT) return run_cluster(e, v, vals, &vals[v].v);
+  if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)])
+    return run_fused_reduce(e, v, tpu_ir_operand(G, v, 0), vals, &vals[v].v, s);
+  return run_lib(e, v, vals, &vals[v].v, scalars);
+}
+
+typedef struct {
+  const tpu_host_exe_t* e;
+  val_t* vals;
+  const tpu_host_scalar_t* scalars;
+  const int32_t* items;
+  tpu_status_t* st;
+  int prof;
+} grp_job_t;
+static void grp_worker(void* ctx, int64_t begin, int64_t end) {
+  grp_job_t* J = ctx;
+  for (int64_t i = begin; i < end; ++i) {
+    const int v = J->items[i];
+    const double t = J->prof ? prof_now() : 0;
+    J->st[i] = run_step(J->e, v, J->vals, J->scalars, NULL);
+    if (J->prof) prof_step(J->e, v, prof_now() - t);
+    if (J->st[i] == TPU_OK) tpu_metrics_add_kernels(1);
+  }
+}
+/* Runs group g's steps (destinations chosen) side by side; the first failure in step order is returned. */
+static tpu_status_t run_group(const tpu_host_exe_t* e, int g, val_t* vals, const tpu_host_scalar_t* scalars, int prof) {
+  const int off = e->grp_off[g], cnt = e->grp_off[g + 1] - off;
+  tpu_status_t small[16], *st = cnt <= 16 ? small : calloc((size_t)cnt, sizeof(tpu_status_t));
+  if (!st) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
+  grp_job_t J = {.e = e, .vals = vals, .scalars = scalars, .items = e->grp_items + off, .st = st, .prof = prof};
+  tpu_pool_parallel_for_each(cnt, grp_worker, &J);
+  tpu_status_t r = TPU_OK;
+  int rv = INT32_MAX;
+  for (int i = 0; i < cnt; ++i) {
+    if (!st[i]) continue;
+    if (e->grp_items[off + i] < rv) { tpu_status_free(r); r = st[i]; rv = e->grp_items[off + i]; }
+    else tpu_status_free(st[i]);
+  }
+  if (st != small) free(st);
+  return r;
+}
+
 tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* params,
                               const tpu_host_scalar_t* scalars, const tpu_host_view_t* outs) {
   const tpu_ir_graph_t* G = &e->g;
@@ -1691,6 +1897,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   const int grain_div = e->n_steps >= GRAPH_MIN_STEPS ? tpu_pool_set_grain_div(graph_grain_div()) : 0;
   memset(written, 0, (size_t)G->n_outputs);
   const int prof = prof_on();
+  const int grp_on = e->n_grp && tpu_pool_num_threads() > 1 && groups_on();
   const double prof_t0 = prof ? prof_now() : 0;
   if (prof) prof_add("exe clock floor (back-to-back reads)", prof_now() - prof_t0); /* subtract from per-call rows */
   if (e->n_sb) {
@@ -1739,6 +1946,8 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
           o = hv.dtype == op->type.dtype && reshape_strides(&outs[k], hv.rank, hv.sizes, hv.strides) ? &hv : NULL;
         }
         int direct = o && !written[k];
+        /* in a group, steps from its first one on may still read what this one writes */
+        const int gf = grp_on && e->grp[v] >= 0 ? e->grp_first[e->grp[v]] : -1;
         if (direct && !pr) { /* parameter byte ranges, once per run, sorted by start (see prange_t) */
           pr = G->n_params <= 16 ? pr_small : malloc((size_t)G->n_params * 2 * sizeof(prange_t)); /* + merge space */
           if (!pr) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory"); break; }
@@ -1755,8 +1964,11 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
             /* writing over a parameter is safe once every step reading it has run (last_use of
              * its op; INT32_MAX when the parameter or a view of it is itself an output) */
             int lu = e->param_op[p] >= 0 ? e->last_use[e->param_op[p]] : INT32_MAX;
-            if (lu < v) continue;
-            if (lu > v || e->kind[v] == K_LIB || e->epi_dot[v] >= 0) { direct = 0; break; }
+            if (lu < v && lu < (gf >= 0 ? gf : v)) continue;
+            if (lu != v || e->kind[v] == K_LIB || e->epi_dot[v] >= 0 || (gf >= 0 && e->prev_use[e->param_op[p]] >= gf)) {
+              direct = 0;
+              break;
+            }
             const int32_t* lv = e->leaves + e->leaf_off[v];
             for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
               if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
@@ -1784,11 +1996,14 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
         x->ready = 1;
         const double t_step = prof ? prof_now() : 0;
         if (prof) prof_add("destination choice", t_step - t_dest);
-        if (e->kind[v] == K_ROOT && e->epi_dot[v] >= 0) st = run_dot_epilogue(e, e->epi_dot[v], v, vals, &x->v);
-        else if (e->kind[v] == K_ROOT) st = run_cluster(e, v, vals, &x->v);
-        else if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)])
-          st = run_fused_reduce(e, v, tpu_ir_operand(G, v, 0), vals, &x->v, &s);
-        else st = run_lib(e, v, vals, &x->v, scalars);
+        if (gf >= 0) { /* a group's steps run together once every one has its destination */
+          if (v == e->grp_last[e->grp[v]]) {
+            st = run_group(e, e->grp[v], vals, scalars, prof);
+            scratch_release(&s, v);
+          }
+          break;
+        }
+        st = run_step(e, v, vals, scalars, &s);
         if (prof) prof_step(e, v, prof_now() - t_step);
         if (st == TPU_OK) tpu_metrics_add_kernels(1);
         scratch_release(&s, v);

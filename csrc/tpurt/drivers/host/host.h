@@ -124,6 +124,14 @@ int tpu_host_set_epilogue_fusion(int on);
 int tpu_host_set_custom_fusion(int on);
 /* How many GEMMs of the executable run an elementwise cluster as their epilogue. */
 int tpu_host_exe_num_epilogues(const tpu_host_exe_t* exe);
+/* Step groups: runs of consecutive steps that read none of each other's results, run side by side (one
+ * step per pool thread, each kernel on its thread alone) when their estimated costs say two threads finish
+ * them sooner than one step after another split over the pool. The same bits either way. Testing hook:
+ * whether runs use them (default on; TORCH_TPU_EXEC_GROUPS=0, read once, turns it off; never with one pool
+ * thread); applies at once (the plan is made at compile time). Returns the previous setting. */
+int tpu_host_set_exec_groups(int on);
+/* How many step groups the executable has; *out_grouped_steps (optional): steps in them. */
+int tpu_host_exe_num_groups(const tpu_host_exe_t* exe, int32_t* out_grouped_steps);
 tpu_status_t tpu_host_k_iota(const tpu_ir_op_t* op, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_concat(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out);
 tpu_status_t tpu_host_k_pad(const tpu_ir_op_t* op, const tpu_host_view_t* x, const tpu_host_view_t* v,
