@@ -262,6 +262,22 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
   return 4 * g->P >= 3 * grid || (g->Og <= 4 && 2 * g->P >= grid);
 }
 
+/* The padded grid (sizes Sp = S + 2 pd) shared by the direct forward and the small-channel weight gradient:
+ * x of sample n, channel c into its zero-padded plane dp (Lg positions; the caller zeroes it), and the grid
+ * offset of every tap kk < KK (sum_d k_d dl_d * pitch_d) */
+static void conv_grid_fill(const conv_geo_t* g, const int64_t* Sp, int64_t n, int64_t c, float* dp) {
+  const int64_t xo = n * g->xs[0] + c * g->xs[1];
+  dp += (g->pd[0] * Sp[1] + g->pd[1]) * Sp[2] + g->pd[2];
+  for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
+    for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
+      ldrun_f32(dp + (i0 * Sp[1] + i1) * Sp[2], g->xd, xo + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
+}
+static void conv_grid_taps(const conv_geo_t* g, const int64_t* Sp, int64_t* out) {
+  for (int64_t k0 = 0, kk = 0; k0 < g->K[0]; ++k0)
+    for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
+      for (int64_t k2 = 0; k2 < g->K[2]; ++k2) out[kk++] = (k0 * g->dl[0] * Sp[1] + k1 * g->dl[1]) * Sp[2] + k2 * g->dl[2];
+}
+
 static const int64_t dk_consecutive[6] = {0, 16, 32, 48, 64, 80}; /* a strip's lane vectors */
 
 static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
@@ -275,14 +291,7 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
     const int64_t n0 = u * J->ns, nn = TPU_MIN(J->ns, g->N - n0);
     memset(xpad, 0, (size_t)(g->C * L) * sizeof(float));
     for (int64_t s = 0; s < nn; ++s)
-      for (int64_t c = 0; c < g->C; ++c) {
-        const int64_t xo = (n0 + s) * g->xs[0] + c * g->xs[1];
-        float* dp = xpad + c * L + s * J->Lg + g->pd[2];
-        for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
-          for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
-            ldrun_f32(dp + ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2], g->xd,
-                      xo + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
-      }
+      for (int64_t c = 0; c < g->C; ++c) conv_grid_fill(g, J->Sp, n0 + s, c, xpad + c * L + s * J->Lg);
     float* yu = (float*)g->yd + n0 * g->ys[0];
     if (J->rows) {
       const int64_t nv = NR / 16, nch = nn * J->cps, ntl = (nch + nv - 1) / nv;
@@ -364,12 +373,11 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
   }
   J.yoff = J.boff + g->KcG; J.runs = J.yoff + nstrips * NR; J.rstart = J.runs + 2 * nstrips * NR;
   J.coff = J.boff + g->KcG; J.cy = J.coff + nct; J.clen = J.cy + nct;
-  /* tables by counters (no divisions: they cost as much as a small convolution's stores) */
-  for (int64_t c = 0, r = 0; c < g->Cg; ++c)
-    for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
-      for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
-        for (int64_t k2 = 0; k2 < g->K[2]; ++k2)
-          J.boff[r++] = c * J.L + (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
+  /* tables by counters (no divisions: they cost as much as a small convolution's stores); row (c, kk) at
+   * c * L + tap(kk): the taps land in boff[0, KK) and channel 0 keeps them, so higher channels go first */
+  conv_grid_taps(g, J.Sp, J.boff);
+  for (int64_t c = g->Cg - 1; c > 0; --c)
+    for (int64_t kk = 0; kk < g->KK; ++kk) J.boff[c * g->KK + kk] = c * J.L + J.boff[kk];
   if (J.rows) {
     int64_t c = 0;
     for (int64_t s = 0; s < J.ns; ++s)
@@ -418,7 +426,8 @@ done:
  * (n, q0, q1) and q2 of gy[n, o, q] xpad[c, n Lg + q + shift(k)], x first copied into zero-padded planes as
  * for the padded-grid forward (Lg = prod(S + 2 pd); the grid coordinate of tap k of output q is q + k dl).
  * Where Cg and Og are under 16 the gk kernel pads its lanes to 16 channels (4 channels on a 16x16 map ran at
- * ~9 GFLOP/s); here lanes run along q2 (rows of gy read in place), 2 output channels x 9 taps a unit. */
+ * ~9 GFLOP/s); here lanes run along q2 (rows of gy read in place), 2 output channels x 9 taps a unit. The
+ * planes and tap offsets are the padded-grid forward's (conv_grid_fill, conv_grid_taps). */
 typedef struct {
   const conv_geo_t* g;
   float* xpad;                  /* (C, Lx) */
@@ -448,11 +457,7 @@ static void conv_dw_xpad_worker(void* ctx, int64_t begin, int64_t end) {
   for (int64_t c = begin; c < end; ++c) {
     float* xc = J->xpad + c * J->Lx;
     memset(xc, 0, (size_t)J->Lx * sizeof(float));
-    for (int64_t n = 0; n < g->N; ++n)
-      for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
-        for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
-          ldrun_f32(xc + n * J->Lg + ((i0 + g->pd[0]) * J->Sp[1] + i1 + g->pd[1]) * J->Sp[2] + g->pd[2], g->xd,
-                    n * g->xs[0] + c * g->xs[1] + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
+    for (int64_t n = 0; n < g->N; ++n) conv_grid_fill(g, J->Sp, n, c, xc + n * J->Lg);
   }
 }
 
@@ -493,12 +498,10 @@ static tpu_status_t conv_dw_run(const conv_geo_t* g) {
         J.grow[i] = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
         J.xrow[i] = n * J.Lg + (q0 * J.Sp[1] + q1) * J.Sp[2];
       }
+  conv_grid_taps(g, J.Sp, J.shift);
   for (int64_t k0 = 0, kk = 0; k0 < g->K[0]; ++k0)
     for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
-      for (int64_t k2 = 0; k2 < g->K[2]; ++k2, ++kk) {
-        J.shift[kk] = (k0 * g->dl[0] * J.Sp[1] + k1 * g->dl[1]) * J.Sp[2] + k2 * g->dl[2];
-        woff[kk] = k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
-      }
+      for (int64_t k2 = 0; k2 < g->K[2]; ++k2) woff[kk++] = k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
   for (int64_t kk = g->KK; kk < J.nkc * 9; ++kk) J.shift[kk] = 0; /* taps past KK: computed, dropped */
   tpu_pool_parallel_for(g->C, 1, conv_dw_xpad_worker, &J);
   tpu_pool_parallel_for(units, 1, conv_dw_worker, &J);
