@@ -29,6 +29,9 @@ setup(
             include_dirs=[os.path.join(ROOT, "csrc/tpurt/include"), os.path.join(ROOT, "csrc/glue")],
             extra_compile_args={"cxx": ["-O2", "-std=c++17", "-g0"]},
             extra_objects=[LIB],
+            # build_ext relinks only when a source or a `depends` entry is newer than the .so: without the
+            # library (and the headers) here, a change to the C core alone left a stale extension.
+            depends=[LIB] + sorted(glob.glob("csrc/glue/*.h")) + sorted(glob.glob("csrc/tpurt/include/*.h")),
             extra_link_args=["-lm", "-pthread"],
         )
     ],
