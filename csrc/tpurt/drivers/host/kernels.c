@@ -376,15 +376,24 @@ MINMAX_FN(double, int64_t, 2)
 #undef MINMAX_FN
 
 /* Folds n values of a loaded block (class cls) into one accumulator. */
+typedef double red_v2d __attribute__((vector_size(16)));
 #define FOLD_F(T)                                                                                    \
   do {                                                                                               \
     const T* v = buf; double x = a->f; int nan = a->nan; int64_t i = 0;                             \
     switch (m) {                                                                                     \
-      case TPU_IR_MONOID_SUM: {                                                                      \
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                                       \
-        for (; i + 4 <= n; i += 4) { s0 += v[i]; s1 += v[i + 1]; s2 += v[i + 2]; s3 += v[i + 3]; }   \
-        for (; i < n; ++i) s0 += v[i];                                                               \
-        x += (s0 + s1) + (s2 + s3); break;                                                           \
+      case TPU_IR_MONOID_SUM: { /* 16 partial sums (element i into lane i % 16), added as a fixed tree: */    \
+        red_v2d a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; /* 4 of them \
+           left the adds latency-bound, ~1 cycle an element; named, not an array gcc zeroes by rep stos */ \
+        for (; i + 16 <= n; i += 16) {                                                               \
+          a0 += (red_v2d){v[i], v[i + 1]}; a1 += (red_v2d){v[i + 2], v[i + 3]};                     \
+          a2 += (red_v2d){v[i + 4], v[i + 5]}; a3 += (red_v2d){v[i + 6], v[i + 7]};                 \
+          a4 += (red_v2d){v[i + 8], v[i + 9]}; a5 += (red_v2d){v[i + 10], v[i + 11]};               \
+          a6 += (red_v2d){v[i + 12], v[i + 13]}; a7 += (red_v2d){v[i + 14], v[i + 15]};             \
+        }                                                                                            \
+        a0 += a4; a1 += a5; a2 += a6; a3 += a7; a0 += a2; a1 += a3; a0 += a1;                        \
+        double t = a0[0] + a0[1];                                                                    \
+        for (; i < n; ++i) t += v[i];                                                                \
+        x += t; break;                                                                               \
       }                                                                                              \
       case TPU_IR_MONOID_PROD: for (; i < n; ++i) x *= v[i]; break;                                  \
       case TPU_IR_MONOID_MAX: case TPU_IR_MONOID_NANMAX: x = minmax_##T(v, n, x, 1, &nan); break;     \
