@@ -593,8 +593,10 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
       if (!e->key) { tpu_host_exe_free(e->exe); free(e); st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
       else {
         memcpy(e->key, k.p, k.len);
-        /* a family's new size is planned in less time than a load costs: not written */
-        if (!from_disk && !fc.instantiated) tpu_exec_disk_store(e);
+        /* a family's new size too: its plan costs less than a load here, but families live in memory and disk
+         * hits do not teach them, so a later process would compile that size in full (the warm minGPT step's
+         * one compile, a zero_ its cold process had made from a template) */
+        if (!from_disk) tpu_exec_disk_store(e);
         e = tpu_exec_cache_insert(e); memo_store(e);
       }
     }
