@@ -373,7 +373,8 @@ SIZES_WORKLOAD = textwrap.dedent(
 def test_new_sizes_from_templates_are_bit_identical(tmp_path: Path) -> None:
     """Eager ops at sizes made from a shape family's templates (no compiler passes) give the bits of a full
     compile of each size (TORCH_TPU_EAGER_TEMPLATES=0; its own cache directory, so nothing is loaded from the
-    other run), and their executables are written to disk like full compiles (a later process has no family)."""
+    other run). A family's first few made sizes are written to disk like full compiles (a later process has no
+    family to make them from); later ones, a size that changes call after call, stay in memory."""
     res = {}
     for on in ("1", "0"):
         out = tmp_path / f"sizes{on}.pt"
@@ -391,4 +392,4 @@ def test_new_sizes_from_templates_are_bit_identical(tmp_path: Path) -> None:
     for x, y in zip(a, b):
         assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x.view(-1).view(torch.int32), y.view(-1).view(torch.int32))
     assert ma["compiles"] == mb["compiles"] and mb["writes"] == mb["compiles"]
-    assert ma["writes"] == ma["compiles"], "sizes made from templates were not written to disk"
+    assert ma["writes"] < ma["compiles"], "every size made from the templates was written to disk"
