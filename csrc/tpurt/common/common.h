@@ -102,8 +102,13 @@ static inline int64_t tpu_pool_column_block(int64_t n, int64_t wide, int64_t min
  * many units: a thread that starts late leaves its share to the others). */
 void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx);
 /* Same, one chunk per unit (up to 65535 units), taken in order as threads come free: units sorted by
- * decreasing cost balance like longest-processing-time first (the host executor's step groups). */
+ * decreasing cost balance like longest-processing-time first (the host executor's step groups). Runs on
+ * the caller alone when every worker sleeps (waking one costs more than short units gain; see tpu_pool_wake). */
 void tpu_pool_parallel_for_each(int64_t n, tpu_pool_fn fn, void* ctx);
+/* Wakes sleeping pool workers without giving them work: they poll for the next job for a while
+ * (TORCH_TPU_POOL_WAIT_US), so a job published soon after starts on every thread at once (a sleeping worker
+ * on a virtual machine wakes late). Returns at once; a no-op with one thread or inside a pool task. */
+void tpu_pool_wake(void);
 /* Per calling thread: later parallel_for calls of this thread use grain / div (at least 1), so
  * mid-size work is split too. The host executor sets it while it runs a multi-step graph (the
  * host thread is then mostly idle). Kernels must not depend on how [0, n) is chunked (every

@@ -165,14 +165,18 @@ void tpu_pool_shutdown(void) {
 
 int tpu_pool_num_threads(void) { return tpu_rt_num_threads(); }
 
-static void pool_run(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx, int64_t per_thread) {
+static void pool_run(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx, int64_t per_thread, int awake_only) {
   if (n <= 0 || !fn) return;
   if (tl_grain_div > 1) grain /= tl_grain_div;
   if (grain < 1) grain = 1;
   if (n <= grain || tl_in_pool || tpu_pool_num_threads() <= 1) { fn(ctx, 0, n); return; }
   if (!atomic_load_explicit(&g_pool.started, memory_order_acquire)) workers_start();
   int64_t nch = TPU_MIN(TPU_MIN(per_thread * (g_pool.nworkers + 1), (int64_t)0xffff), n / grain);
-  if (nch <= 1 || pthread_mutex_trylock(&g_pool.call_mu) != 0) { fn(ctx, 0, n); return; }
+  if (nch <= 1 || (awake_only && atomic_load(&g_pool.sleepers) >= g_pool.nworkers) ||
+      pthread_mutex_trylock(&g_pool.call_mu) != 0) {
+    fn(ctx, 0, n);
+    return;
+  }
   tl_in_pool = true;
   g_pool.fn = fn;
   g_pool.ctx = ctx;
@@ -202,10 +206,23 @@ static void pool_run(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx, int64_
   pthread_mutex_unlock(&g_pool.call_mu);
 }
 
-void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) { pool_run(n, grain, fn, ctx, 1); }
-
-void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) {
-  pool_run(n, grain, fn, ctx, POOL_DYN_CHUNKS);
+/* An empty job (no chunks): sleeping workers wake and poll for the next one (the pause and yield phases). */
+void tpu_pool_wake(void) {
+  if (tl_in_pool || tpu_pool_num_threads() <= 1) return;
+  if (!atomic_load_explicit(&g_pool.started, memory_order_acquire)) workers_start();
+  if (atomic_load(&g_pool.sleepers) == 0 || pthread_mutex_trylock(&g_pool.call_mu) != 0) return;
+  uint32_t gen = claim_gen(atomic_load(&g_pool.claim)) + 1;
+  atomic_store(&g_pool.claim, (uint64_t)gen << 32);
+  pthread_mutex_lock(&g_pool.mu);
+  pthread_cond_broadcast(&g_pool.cv_work);
+  pthread_mutex_unlock(&g_pool.mu);
+  pthread_mutex_unlock(&g_pool.call_mu);
 }
 
-void tpu_pool_parallel_for_each(int64_t n, tpu_pool_fn fn, void* ctx) { pool_run(n, 1, fn, ctx, 0xffff); }
+void tpu_pool_parallel_for(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) { pool_run(n, grain, fn, ctx, 1, 0); }
+
+void tpu_pool_parallel_for_dynamic(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx) {
+  pool_run(n, grain, fn, ctx, POOL_DYN_CHUNKS, 0);
+}
+
+void tpu_pool_parallel_for_each(int64_t n, tpu_pool_fn fn, void* ctx) { pool_run(n, 1, fn, ctx, 0xffff, 1); }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "drivers/host/host.h"
 #include "runtime/runtime.h"
@@ -705,6 +706,13 @@ static void test_fused_reduce_slabs(int dt, int monoid, const int64_t* dims, con
   free(xb);
 }
 
+/* Wakes the pool's workers and gives them time to start polling for work. */
+static void pool_awake(void) {
+  tpu_pool_wake();
+  struct timespec ts = {0, 300000};
+  nanosleep(&ts, NULL);
+}
+
 /* Step groups (exec.c plan_groups): A = exp(x) * y (output 1, fresh memory) and B = x * s + y (output 0, bound
  * in place over x) read none of each other's results, so they run side by side. B may then not write over x
  * while A still reads it (b_first: B before A, x's last reader is A; else A, the other reader of x, runs in B's
@@ -741,6 +749,7 @@ static void test_group_inplace(int64_t n, int b_first) {
     memcpy(X, X0, (size_t)n * 4);
     memset(A, 0, (size_t)n * 4);
     const int old = mode == 3 ? tpu_host_set_exec_groups(0) : -1;
+    pool_awake(); /* groups run on awake workers only */
     CHECK(run(e, p, &sc, io, mode == 3 ? 0 : mode) == TPU_OK, "group in-place run");
     if (mode == 3) tpu_host_set_exec_groups(old);
     CHECK(!memcmp(X, RB, (size_t)n * 4) && !memcmp(A, RA, (size_t)n * 4),

@@ -291,8 +291,8 @@ static tpu_status_t plan_scalar_batches(tpu_host_exe_t* e) {
  * and write different ones. plan_groups finds runs of consecutive steps that read none of each other's results
  * (no reordering) and keeps those whose estimated cost (step_cost) two threads running one step each would
  * finish sooner; the runner chooses every step's destination first, in step order, then runs the group with
- * tpu_pool_parallel_for_each (costliest first, each kernel's own parallel_for calls inline on its thread), then
- * frees the temporaries. Kernel arithmetic does not depend on the thread that runs it: the same bits. */
+ * tpu_pool_parallel_for_each (costliest first, each kernel's own parallel_for calls inline on its thread; only
+ * on pool workers that are awake: the run wakes them as it starts), then frees the temporaries. Kernel arithmetic does not depend on the thread that runs it: the same bits. */
 static int g_groups = -1; /* -1: TORCH_TPU_EXEC_GROUPS not read yet */
 static int groups_on(void) { return tpu_rt_env_switch(&g_groups, "TORCH_TPU_EXEC_GROUPS", 1); }
 int tpu_host_set_exec_groups(int on) { return tpu_rt_env_switch_set(&g_groups, "TORCH_TPU_EXEC_GROUPS", 1, on); }
@@ -1899,6 +1899,7 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
   memset(written, 0, (size_t)G->n_outputs);
   const int prof = prof_on();
   const int grp_on = e->n_grp && tpu_pool_num_threads() > 1 && groups_on();
+  if (grp_on) tpu_pool_wake(); /* a sleeping worker would join the groups late: they run on awake threads only */
   const double prof_t0 = prof ? prof_now() : 0;
   if (prof) prof_add("exe clock floor (back-to-back reads)", prof_now() - prof_t0); /* subtract from per-call rows */
   if (e->n_sb) {
