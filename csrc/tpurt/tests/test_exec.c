@@ -733,8 +733,10 @@ static void test_group_inplace(int64_t n, int b_first) {
   CHECK(st == TPU_OK, "compile group in place");
   if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
   int32_t ng = 0;
-  const int want = n >= 100000; /* 1000 elements: two ~3 us steps gain less than a hand-off costs */
-  CHECK(tpu_host_exe_num_groups(e, &ng) == want && ng == 2 * want, "group in place n=%lld: %d groups, %d steps",
+  /* 1000 elements: two ~3 us steps gain less than a hand-off costs. The plan is for this process's pool: with
+   * more than 2 threads each large step splits over all of them instead (the results below are checked anyway) */
+  const int want = n >= 100000, planned = tpu_pool_num_threads() <= 2;
+  CHECK(!planned || (tpu_host_exe_num_groups(e, &ng) == want && ng == 2 * want), "group in place n=%lld: %d groups, %d steps",
         (long long)n, tpu_host_exe_num_groups(e, NULL), ng);
   float *X = malloc((size_t)n * 4), *X0 = malloc((size_t)n * 4), *Y = malloc((size_t)n * 4);
   float *RB = malloc((size_t)n * 4), *RA = malloc((size_t)n * 4), *A = malloc((size_t)n * 4);
@@ -775,7 +777,8 @@ static void test_group_error(void) {
   tpu_status_t st = tpu_host_compile(&g, &e);
   CHECK(st == TPU_OK, "compile group error");
   if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
-  CHECK(tpu_host_exe_num_groups(e, NULL) == 1, "group error: %d groups", tpu_host_exe_num_groups(e, NULL));
+  CHECK(tpu_pool_num_threads() > 2 || tpu_host_exe_num_groups(e, NULL) == 1, "group error: %d groups",
+        tpu_host_exe_num_groups(e, NULL));
   float *X = malloc((size_t)n * 4), *Z = malloc((size_t)n * 4), *O1 = malloc((size_t)n * 4), *O2 = malloc((size_t)n * 4);
   int64_t* I = malloc((size_t)nidx * 8);
   fill((char*)X, TPU_DTYPE_F32, n); fill((char*)Z, TPU_DTYPE_F32, n);

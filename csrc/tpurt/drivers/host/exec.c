@@ -335,9 +335,11 @@ static double step_cost(const tpu_host_exe_t* e, int v) {
   for (int k = 0; k < op->n_in; ++k) m = fmax(m, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
   return GRP_STEP_NS + m;
 }
-/* A step alone on the pool: small ones run on one thread, larger ones split, imperfectly (on the quiet 2-core
- * machine a compiled UNet step took 5.3-5.5 ms of device wall with one thread, 4.2-4.9 with two). */
-static double alone_ns(double c) { return c < 8000 ? c : 0.7 * c + 2000; }
+/* A step alone on nth pool threads: small ones run on one thread, larger ones split, imperfectly (on the quiet
+ * 2-core machine a compiled UNet step took 5.3-5.5 ms of device wall with one thread, 4.2-4.9 with two: 0.7 of
+ * the work at 2 threads, taken as 1.4 / nth at more, where a group of one-thread steps would leave threads idle). */
+static double alone_ns(double c, int nth) { return c < 8000 ? c : 1.4 * c / nth + 2000; }
+#define GRP_MAX_LANES 16
 
 typedef struct { double c; int32_t v; } grp_item_t;
 static int grp_item_cmp(const void* x, const void* y) { /* decreasing cost, then step order */
@@ -346,18 +348,24 @@ static int grp_item_cmp(const void* x, const void* y) { /* decreasing cost, then
 }
 /* Makes L[0..m) (consecutive independent steps) a group when two threads running one step each (largest first)
  * beat running them one by one on the pool; else splits the run around its costliest step and tries both sides. */
-static void grp_emit(tpu_host_exe_t* e, const int32_t* L, int m, const double* cost, grp_item_t* tmp) {
+static void grp_emit(tpu_host_exe_t* e, const int32_t* L, int m, const double* cost, grp_item_t* tmp, int nth) {
+  const int nl = TPU_MIN(nth, GRP_MAX_LANES);
   while (m >= 2) {
-    double alone = 0, lane[2] = {0, 0};
+    double alone = 0, lane[GRP_MAX_LANES] = {0}, busiest = 0;
     int imax = 0;
     for (int i = 0; i < m; ++i) {
       tmp[i] = (grp_item_t){cost[L[i]], L[i]};
-      alone += alone_ns(cost[L[i]]);
+      alone += alone_ns(cost[L[i]], nth);
       if (cost[L[i]] > cost[L[imax]]) imax = i;
     }
     qsort(tmp, (size_t)m, sizeof(*tmp), grp_item_cmp);
-    for (int i = 0; i < m; ++i) lane[lane[1] < lane[0]] += tmp[i].c;
-    if (fmax(lane[0], lane[1]) + GRP_HANDOFF_NS < 0.9 * alone) {
+    for (int i = 0; i < m; ++i) { /* costliest first, each onto the least loaded thread */
+      int j = 0;
+      for (int l = 1; l < nl; ++l) if (lane[l] < lane[j]) j = l;
+      lane[j] += tmp[i].c;
+      busiest = fmax(busiest, lane[j]);
+    }
+    if (busiest + GRP_HANDOFF_NS < 0.9 * alone) {
       const int g = e->n_grp++, off = e->grp_off[g];
       e->grp_first[g] = L[0]; e->grp_last[g] = L[m - 1];
       for (int i = 0; i < m; ++i) { e->grp_items[off + i] = tmp[i].v; e->grp[tmp[i].v] = g; }
@@ -365,7 +373,7 @@ static void grp_emit(tpu_host_exe_t* e, const int32_t* L, int m, const double* c
       return;
     }
     if (m == 2) return;
-    grp_emit(e, L, imax, cost, tmp);
+    grp_emit(e, L, imax, cost, tmp, nth);
     L += imax + 1; m -= imax + 1;
   }
 }
@@ -393,8 +401,10 @@ static tpu_status_t plan_groups(tpu_host_exe_t* e) {
     free(mark); free(L); free(cost); free(tmp);
     return TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable");
   }
+  /* planned for this process's pool (groups never run with one thread: planned as for two) */
+  const int nth = TPU_MAX(tpu_pool_num_threads(), 2);
   int cid = 1, m = 0;
-#define GRP_CLOSE() do { grp_emit(e, L, m, cost, tmp); m = 0; cid++; } while (0)
+#define GRP_CLOSE() do { grp_emit(e, L, m, cost, tmp, nth); m = 0; cid++; } while (0)
 #define GRP_READS(u) do { int s_ = grp_step_of(e, (u)); dep |= s_ >= 0 && s_ != v && mark[s_] == cid; } while (0)
   for (int v = 0; v < n; ++v) {
     e->grp[v] = -1;
