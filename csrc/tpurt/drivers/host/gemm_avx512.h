@@ -49,6 +49,22 @@ static inline __m256i tpu_avx512_bf16_round16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
 }
 
+#if defined(__AVX512BF16__)
+/* bf16 bits of v0 (the low 16 words) and v1 (the high 16) as tpu_f32_to_bf16 gives them: vcvtne2ps2bf16 rounds
+ * to nearest even and quiets NaN the same way but flushes f32 denormals (exponent 0, mantissa not 0), so 32
+ * lanes holding one take the integer rounding above instead: the same bits everywhere (gemm_avx512bf16.c's
+ * direct store, tile_impl.h's bf16 stores; gcc's vectorization of tpu_f32_to_bf16 took ~10 instructions a vector). */
+static inline __attribute__((always_inline)) __m512i tpu_avx512bf16_round32(__m512 v0, __m512 v1) {
+  const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
+  const __m512i u0 = _mm512_castps_si512(v0), u1 = _mm512_castps_si512(v1);
+  const __mmask16 d0 = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(u0, mant), u0, expo);
+  const __mmask16 d1 = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(u1, mant), u1, expo);
+  if (__builtin_expect((d0 | d1) != 0, 0))
+    return _mm512_inserti64x4(_mm512_castsi256_si512(tpu_avx512_bf16_round16(v0)), tpu_avx512_bf16_round16(v1), 1);
+  return (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+}
+#endif
+
 /* Write-back of an (MR, 32) f32 accumulator tile: C[i, j] = alpha * acc + beta * C (beta == 0:
  * C not read) for i < mr, j < nr. Contiguous C rows use masked vector stores, other layouts a
  * spilled tile. Always inlined with a constant MR so acc stays in registers. */

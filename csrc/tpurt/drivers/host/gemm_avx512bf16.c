@@ -80,19 +80,6 @@ static inline __attribute__((always_inline)) void sb_tile(int MR, int inplace, i
   }
 }
 
-/* bf16 bits of v0 (the low 16 words) and v1 (the high 16) as tpu_f32_to_bf16 gives them: vcvtne2ps2bf16 rounds
- * to nearest even and quiets NaN the same way but flushes f32 denormals (exponent 0, mantissa not 0), so 32
- * lanes holding one take the AVX-512F integer rounding instead: the same bits everywhere. */
-static inline __attribute__((always_inline)) __m512i sb_bf16_32(__m512 v0, __m512 v1) {
-  const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
-  const __m512i u0 = _mm512_castps_si512(v0), u1 = _mm512_castps_si512(v1);
-  const __mmask16 d0 = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(u0, mant), u0, expo);
-  const __mmask16 d1 = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(u1, mant), u1, expo);
-  if (__builtin_expect((d0 | d1) != 0, 0))
-    return _mm512_inserti64x4(_mm512_castsi256_si512(tpu_avx512_bf16_round16(v0)), tpu_avx512_bf16_round16(v1), 1);
-  return (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-}
-
 /* The tile straight to bf16 (gemm.h's direct store, tpu_host_gemm_epi_t.out_bf16):
  * out[i * o_rs + j] = bf16(bias[j] + alpha * acc[i][j]) (bias may be NULL: bf16(alpha * acc)) for i < mr,
  * j < nr: the values the f32 write-back would leave in C, rounded as tpu_f32_to_bf16 does. */
@@ -109,7 +96,7 @@ static inline __attribute__((always_inline)) void sb_store_bf16(int MR, __m512 (
     if (i < mr) {
       __m512 v0 = _mm512_mul_ps(va, acc[i][0]), v1 = _mm512_mul_ps(va, acc[i][1]);
       if (bias) v0 = _mm512_add_ps(c0, v0), v1 = _mm512_add_ps(c1, v1);
-      _mm512_mask_storeu_epi16(out + i * o_rs, mk, sb_bf16_32(v0, v1));
+      _mm512_mask_storeu_epi16(out + i * o_rs, mk, tpu_avx512bf16_round32(v0, v1));
     }
   }
 }
@@ -306,7 +293,7 @@ static void pack_b_bf16(int64_t rows, int64_t kc, const void* src, int64_t rs, i
   pack_pairs(B_NR, rows, kc, (const uint16_t*)src, rs, cs, (uint32_t*)dst);
 }
 
-/* gemm.h's direct bf16 store: the values rounded as tpu_f32_to_bf16 does (sb_bf16_32, 16 lanes at a time). */
+/* gemm.h's direct bf16 store: the values rounded as tpu_f32_to_bf16 does (tpu_avx512bf16_round32, 16 lanes at a time). */
 void tpu_host_gemm_store_bf16_avx512bf16(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
                                          uint16_t* out, int64_t o_rs) {
   for (int64_t i = 0; i < m; ++i) {
@@ -316,7 +303,7 @@ void tpu_host_gemm_store_bf16_avx512bf16(int64_t m, int64_t n, const float* x, i
       const __mmask16 mk = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
       __m512 v = _mm512_maskz_loadu_ps(mk, xi + j);
       if (bias) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, bias + j), v);
-      _mm256_mask_storeu_epi16(oi + j, mk, _mm512_castsi512_si256(sb_bf16_32(v, v))); /* v twice: one test */
+      _mm256_mask_storeu_epi16(oi + j, mk, _mm512_castsi512_si256(tpu_avx512bf16_round32(v, v))); /* v twice: one test */
     }
   }
 }

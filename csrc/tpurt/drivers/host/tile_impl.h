@@ -40,34 +40,23 @@ static void TFN(tile_f2h)(uint16_t* o, const float* restrict s, int64_t n) {
 #endif
 
 #if defined(__AVX512BF16__)
-#include "drivers/host/gemm_avx512.h" /* tpu_avx512_bf16_round16 */
-/* bf16 bits of 32 floats as tpu_f32_to_bf16 gives them: vcvtne2ps2bf16 rounds to nearest even and quiets NaN the
- * same way but flushes f32 denormals, so 32 lanes holding one take the AVX-512F integer rounding (as
- * gemm_avx512bf16.c's direct store). gcc's vectorization of tpu_f32_to_bf16 took ~10 instructions a vector. */
-static inline __m512i tile_bf16_32(__m512 v0, __m512 v1) {
-  const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
-  const __m512i u0 = _mm512_castps_si512(v0), u1 = _mm512_castps_si512(v1);
-  const __mmask16 d0 = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(u0, mant), u0, expo);
-  const __mmask16 d1 = _mm512_mask_testn_epi32_mask(_mm512_test_epi32_mask(u1, mant), u1, expo);
-  if (__builtin_expect((d0 | d1) != 0, 0))
-    return _mm512_inserti64x4(_mm512_castsi256_si512(tpu_avx512_bf16_round16(v0)), tpu_avx512_bf16_round16(v1), 1);
-  return (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
-}
+#include "drivers/host/gemm_avx512.h" /* tpu_avx512bf16_round32 */
 /* contiguous f32 -> bf16 (the tail through masked loads / stores) */
 static void TFN(tile_f2bf)(uint16_t* o, const float* restrict s, int64_t n) {
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) _mm512_storeu_si512(o + i, tile_bf16_32(_mm512_loadu_ps(s + i), _mm512_loadu_ps(s + i + 16)));
+  for (; i + 32 <= n; i += 32)
+    _mm512_storeu_si512(o + i, tpu_avx512bf16_round32(_mm512_loadu_ps(s + i), _mm512_loadu_ps(s + i + 16)));
   for (; i < n; i += 16) {
     const __mmask16 mk = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
     const __m512 v = _mm512_maskz_loadu_ps(mk, s + i);
-    _mm256_mask_storeu_epi16(o + i, mk, _mm512_castsi512_si256(tile_bf16_32(v, v)));
+    _mm256_mask_storeu_epi16(o + i, mk, _mm512_castsi512_si256(tpu_avx512bf16_round32(v, v)));
   }
 }
 /* x rounded to bf16 in place (a CONVERT to bf16 computed in registers) */
 static void TFN(tile_round_bf16)(float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512i r = tile_bf16_32(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16));
+    const __m512i r = tpu_avx512bf16_round32(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16));
     _mm512_storeu_si512(x + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(r)), 16));
     _mm512_storeu_si512(x + i + 16, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(r, 1)), 16));
   }
