@@ -22,6 +22,7 @@ typedef struct tpu_exec_entry_s {
   int16_t arg_outs[TPU_LOWER_MAX_ARG_OUTS];
   int refcount; /* atomic */
   int small;    /* atomic; registry.c's entry_small: 0 not yet known, 1 small graph, 2 not */
+  int disk_later; /* atomic; a size made from a shape family's templates, not written yet: written at its next call */
   struct tpu_exec_entry_s *lru_prev, *lru_next, *chain;
 } tpu_exec_entry_t;
 

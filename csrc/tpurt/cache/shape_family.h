@@ -43,9 +43,10 @@
 
 int tpu_shape_family_enabled(void);
 
-/* Sizes a family makes (per process) whose executables go to the disk cache: the first few, so a later
- * process finds a program's fixed sizes on disk; beyond them the size changes call after call (embedding_bag
- * at each batch's id count) and a file costs more to write (35-700 us here) than the size costs to make. */
+/* Sizes a family makes (per process) whose executables go to the disk cache at once: the first few, so a later
+ * process finds a program's fixed sizes on disk. Later ones are written at their second call (registry.c,
+ * disk_later): a size that changes call after call (embedding_bag at each batch's id count) is never written, a
+ * file costing more to write (35-700 us here) than the size costs to make. */
 #define TPU_SHAPE_FAMILY_DISK_SIZES 4
 
 /* cx: the op lowered at these sizes (its graph before the passes, its binding tables).

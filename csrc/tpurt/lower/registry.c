@@ -548,6 +548,10 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
     e = tpu_exec_cache_lookup(h, k.p, k.len);
     if (e) memo_store(e);
   }
+  /* a made size called again is a program's fixed size, not one that changes every call: a later process
+   * should find it on disk (the first call kept it in memory only, see below) */
+  if (e && __atomic_load_n(&e->disk_later, __ATOMIC_RELAXED) && __atomic_exchange_n(&e->disk_later, 0, __ATOMIC_ACQ_REL))
+    tpu_exec_disk_store(e);
   tpu_metrics_add_cache(e != NULL);
   if (!e) {
     /* the disk level (cache/exec_codec.h): a hit skips lowering and the compiler passes */
@@ -595,9 +599,10 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
       else {
         memcpy(e->key, k.p, k.len);
         /* a family's first made sizes too (families live in memory and disk hits do not teach them, so a later
-         * process would compile such a size in full: the warm minGPT step's zero_), not its later ones: a size
-         * that changes every call costs more to write than to make (TPU_SHAPE_FAMILY_DISK_SIZES) */
+         * process would compile such a size in full: the warm minGPT step's zero_); its later ones at their
+         * second call: a size that changes every call costs more to write than to make (TPU_SHAPE_FAMILY_DISK_SIZES) */
         if (!from_disk && fc.instantiated != 1) tpu_exec_disk_store(e);
+        else if (!from_disk) e->disk_later = 1;
         e = tpu_exec_cache_insert(e); memo_store(e);
       }
     }

@@ -462,7 +462,7 @@ static void test_op_path(void) {
 }
 
 /* ---- shape families (cache/shape_family.h): new sizes of an op made from its size templates give
- * the bits a full compile gives, and are not written to the disk level. mean over dim 0 of [n, 5]
+ * the bits a full compile gives; a family's first few go to the disk level, later ones at their second call. mean over dim 0 of [n, 5]
  * (its scale 1/n is a size field) and add of [n, 1] + [5], n = 2..40. */
 static void run_mean_add(int64_t n, int families, float* out_mean, float* out_add) {
   tpu_shape_family_set_enabled(families);
@@ -530,6 +530,16 @@ static void test_shape_families(void) {
   tpu_shape_family_stats(&f0);
   CHECK(f0.instantiated - f1.instantiated == 6, "after a size 1, new sizes instantiated (%llu of 6)",
         (unsigned long long)(f0.instantiated - f1.instantiated));
+  /* those were made past each family's first TPU_SHAPE_FAMILY_DISK_SIZES: kept in memory only, and written at
+   * their second call (a size a program keeps using) */
+  tpu_cache_stats_get(&s0);
+  run_mean_add(42, 1, m_on, a_on);
+  tpu_cache_stats_get(&s1);
+  CHECK(s1.disk_writes - s0.disk_writes == 2, "a made size's second call writes it (%llu writes)",
+        (unsigned long long)(s1.disk_writes - s0.disk_writes));
+  run_mean_add(42, 1, m_on, a_on);
+  tpu_cache_stats_get(&s0);
+  CHECK(s0.disk_writes == s1.disk_writes, "written once");
   /* a reduce over more than 4 MiB (summed in slabs, fused producer or not: tpu_host_reduce_plan) is instantiated
    * like any other size, with the bits of a full compile */
   enum { NBIG = 300000 }; /* 6 MB of f32 */
