@@ -75,7 +75,7 @@ static inline int64_t tpu_numel(int ndim, const int64_t* sizes) {
 }
 
 /* ---- CPU features (runtime dispatch). Implemented in runtime/cpu.c. */
-int tpu_cpu_has_avx2_fma(void);
+int tpu_cpu_has_avx2_fma(void); /* AVX2 + FMA + F16C */
 int tpu_cpu_has_avx512f(void);
 int tpu_cpu_has_avx512bf16(void); /* vdpbf16ps: CPUID.(7,1):EAX[5] + OS-enabled zmm state */
 const char* tpu_cpu_features_string(void);

@@ -11,7 +11,9 @@
 int tpu_cpu_has_avx2_fma(void) {
 #ifdef TPU_CPU_X86
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  /* F16C too: the AVX2 / AVX-512 tile builds convert f16 with vcvtph2ps / vcvtps2ph (every AVX2 CPU has it; a VM
+   * could hide it) */
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #else
   return 0;
 #endif

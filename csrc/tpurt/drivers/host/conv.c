@@ -242,7 +242,8 @@ int tpu_host_conv_set_direct(int on) {
 
 static int conv_direct_ok(int kind, const conv_geo_t* g) {
   /* f32 products of the operands as they are: f32 at HIGHEST, or bf16 / f16 operands (widened exactly while the
-   * planes and the weight pack are copied; their products are exact in f32, as vdpbf16ps's are) */
+   * planes and the weight pack are copied; their products are exact in f32 above f32's normal range. Unlike
+   * vdpbf16ps (the gk kernel's, from 16 channels), denormal products and operands are kept, not flushed) */
   if (kind != TPU_HOST_CONV_FWD || !g_direct || g->x_direct || g->ydt != TPU_DTYPE_F32 ||
       !conv_f32_operand(g->xdt) || !conv_f32_operand(g->wdt))
     return 0;
