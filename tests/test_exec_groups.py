@@ -45,7 +45,7 @@ for st in opt.state.values():
     for k in sorted(st):
         if torch.is_tensor(st[k]):
             h.update(st[k].detach().cpu().numpy().tobytes())
-print("DIGEST", h.hexdigest())
+print("DIGEST", h.hexdigest(), torch_tpu.metrics()["group_steps"])
 """
 
 CONFIGS = {
@@ -55,18 +55,21 @@ CONFIGS = {
 }
 
 
-def _digest(name: str, groups: str, threads: str, steps: int = 3) -> str:
+def _digest(name: str, groups: str, threads: str, steps: int = 3) -> tuple[str, int]:
+    """(sha256 of the run's results, steps run in step groups)"""
     env = dict(os.environ, TORCH_TPU_EXEC_GROUPS=groups, TORCH_TPU_NUM_THREADS=threads)
     code = CHILD.format(tests=str(ROOT / "tests"), name=name, steps=steps, cfg=CONFIGS[name])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("DIGEST ")]
     assert lines, done.stdout[-2000:]
-    return lines[-1].split()[1]
+    _, digest, group_steps = lines[-1].split()
+    return digest, int(group_steps)
 
 
 @pytest.mark.parametrize("name", ["unet", "resnet", "mingpt"])
 def test_compiled_step_same_bits_with_and_without_groups(name):
-    on = _digest(name, "1", "2")
-    off = _digest(name, "0", "2")
+    on, grouped = _digest(name, "1", "2")
+    off, grouped_off = _digest(name, "0", "2")
+    assert grouped > 0 and grouped_off == 0, (grouped, grouped_off)  # the "on" run did run step groups
     assert on == off

@@ -18,6 +18,7 @@ def metrics() -> dict[str, Any]:
       exec_cache_entries  executables currently cached
       compile_seconds     time spent compiling (float)
       kernels_launched    kernel steps the driver executed
+      group_steps         of those, steps run side by side in step groups (TORCH_TPU_EXEC_GROUPS; compiled graphs)
       host_waits          times a host thread waited for a device queue (synchronize, device-to-host
                           copies, .item(), events); each one stalls the asynchronous pipeline
       graph_ops_before    IR ops in compiled graphs before the compiler passes (summed)

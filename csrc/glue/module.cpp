@@ -66,6 +66,7 @@ py::dict metrics() {
   d["exec_cache_entries"] = mt.exec_cache_entries;
   d["compile_seconds"] = mt.compile_seconds;
   d["kernels_launched"] = mt.kernels_launched;
+  d["group_steps"] = mt.group_steps;
   d["graph_ops_before"] = mt.graph_ops_before;
   d["graph_ops_after"] = mt.graph_ops_after;
   d["pass_canon_rewrites"] = mt.pass_canon_rewrites;

@@ -138,6 +138,7 @@ void tpu_metrics_add_cache(int hit);
 void tpu_metrics_add_compile(double seconds);
 void tpu_metrics_set_cache_entries(uint64_t n);
 void tpu_metrics_add_kernels(uint64_t n);
+void tpu_metrics_add_group_steps(uint64_t n);
 void tpu_metrics_add_host_wait(void);
 /* compiler/pipeline.c: graph sizes around the passes and their rewrite counts; fusion in the plan. */
 void tpu_metrics_add_graph(uint64_t ops_before, uint64_t ops_after, uint64_t canon, uint64_t folds,

@@ -448,6 +448,7 @@ typedef struct tpu_metrics_s {
   uint64_t exec_cache_entries;
   double compile_seconds;
   uint64_t kernels_launched;    /* host-driver steps executed */
+  uint64_t group_steps;         /* of those, steps run side by side in step groups (TORCH_TPU_EXEC_GROUPS) */
   /* compiler (summed over compiles): graph sizes before/after the passes, rewrites per pass,
    * fusion in the host plans */
   uint64_t graph_ops_before, graph_ops_after;

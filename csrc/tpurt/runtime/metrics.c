@@ -5,7 +5,7 @@
 
 static _Atomic uint64_t g_ops, g_hits, g_misses, g_compiles, g_entries, g_compile_ns, g_kernels;
 static _Atomic uint64_t g_ops_before, g_ops_after, g_canon, g_folds, g_cse, g_dce;
-static _Atomic uint64_t g_clusters, g_fused_ops, g_reduce_producers, g_host_waits;
+static _Atomic uint64_t g_clusters, g_fused_ops, g_reduce_producers, g_host_waits, g_group_steps;
 #define ADD(var, n) atomic_fetch_add_explicit(&(var), (n), memory_order_relaxed)
 void tpu_metrics_add_graph(uint64_t ops_before, uint64_t ops_after, uint64_t canon, uint64_t folds,
                            uint64_t cse, uint64_t dce) {
@@ -28,6 +28,7 @@ void tpu_metrics_add_compile(double seconds) {
 }
 void tpu_metrics_set_cache_entries(uint64_t n) { atomic_store_explicit(&g_entries, n, memory_order_relaxed); }
 void tpu_metrics_add_kernels(uint64_t n) { atomic_fetch_add_explicit(&g_kernels, n, memory_order_relaxed); }
+void tpu_metrics_add_group_steps(uint64_t n) { atomic_fetch_add_explicit(&g_group_steps, n, memory_order_relaxed); }
 void tpu_metrics_add_host_wait(void) { atomic_fetch_add_explicit(&g_host_waits, 1, memory_order_relaxed); }
 
 void tpu_metrics_get(tpu_metrics_t* out_metrics) {
@@ -37,7 +38,7 @@ void tpu_metrics_get(tpu_metrics_t* out_metrics) {
       .exec_cache_misses = atomic_load(&g_misses), .compiles = atomic_load(&g_compiles),
       .exec_cache_entries = atomic_load(&g_entries),
       .compile_seconds = (double)atomic_load(&g_compile_ns) * 1e-9,
-      .kernels_launched = atomic_load(&g_kernels),
+      .kernels_launched = atomic_load(&g_kernels), .group_steps = atomic_load(&g_group_steps),
       .graph_ops_before = atomic_load(&g_ops_before), .graph_ops_after = atomic_load(&g_ops_after),
       .pass_canon_rewrites = atomic_load(&g_canon), .pass_folds = atomic_load(&g_folds),
       .pass_cse_hits = atomic_load(&g_cse), .pass_dce_removed = atomic_load(&g_dce),
@@ -53,5 +54,5 @@ void tpu_metrics_reset(void) {
   atomic_store(&g_ops_before, 0); atomic_store(&g_ops_after, 0); atomic_store(&g_canon, 0);
   atomic_store(&g_folds, 0); atomic_store(&g_cse, 0); atomic_store(&g_dce, 0);
   atomic_store(&g_clusters, 0); atomic_store(&g_fused_ops, 0); atomic_store(&g_reduce_producers, 0);
-  atomic_store(&g_host_waits, 0);
+  atomic_store(&g_host_waits, 0); atomic_store(&g_group_steps, 0);
 }

@@ -1882,6 +1882,7 @@ static tpu_status_t run_group(const tpu_host_exe_t* e, int g, val_t* vals, const
   if (!st) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
   grp_job_t J = {.e = e, .vals = vals, .scalars = scalars, .items = e->grp_items + off, .st = st, .prof = prof};
   tpu_pool_parallel_for_each(cnt, grp_worker, &J);
+  tpu_metrics_add_group_steps((uint64_t)cnt);
   tpu_status_t r = TPU_OK;
   int rv = INT32_MAX;
   for (int i = 0; i < cnt; ++i) {
