@@ -30,37 +30,29 @@ static inline uint16_t tpu_f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
+/* f16 <-> f32 without branches, so loops over them vectorize (the tile kernels' f16 loads / stores): subnormal
+ * halves are exact int -> float conversions times 2^-24; a float below 2^-14 rounds to its subnormal half by one
+ * IEEE add: |f| + 0.5 keeps |f| / 2^-24 rounded to nearest-even in its low mantissa bits (default rounding mode;
+ * DAZ / FTZ change nothing: an f32 denormal rounds to a zero half either way, and the sums are normal). NaN
+ * payloads kept, quieted. tests/test_tile_convert.c checks every input against an integer-only reference. */
 static inline float tpu_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
-  if (exp == 0) {
-    if (man == 0) { u = sign; }
-    else { /* subnormal: normalize */
-      int e = -1; do { ++e; man <<= 1; } while (!(man & 0x400u));
-      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 112u) << 23) | (man << 13);
-  }
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, m = h & 0x7fffu;
+  const uint32_t nrm = (m << 13) + (112u << 23), naninf = (m << 13) | 0x7f800000u;
+  const float subf = (float)(int32_t)m * 5.9604644775390625e-8f; /* m * 2^-24, m < 1024 */
+  uint32_t sub, u;
+  memcpy(&sub, &subf, 4);
+  u = sign | (m >= 0x7c00u ? naninf : (m >= 0x400u ? nrm : sub));
   float f; memcpy(&f, &u, 4); return f;
 }
 static inline uint16_t tpu_f32_to_f16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow (after rounding) -> inf */
-  if (a < 0x38800000u) { /* result is subnormal or zero */
-    if (a < 0x33000000u) return (uint16_t)sign; /* < half of smallest subnormal */
-    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e; /* 14 + (113 - e) */
-    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) ++r;
-    return (uint16_t)(sign | r);
-  }
-  uint32_t r = a - 0x38000000u; /* rebias 127 -> 15 */
-  r += 0xfffu + ((r >> 13) & 1u);
-  return (uint16_t)(sign | (r >> 13));
+  const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  const uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+  const uint32_t nrm = (a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13;
+  float af; memcpy(&af, &a, 4); af += 0.5f;
+  uint32_t sub; memcpy(&sub, &af, 4); sub -= 0x3f000000u;
+  const uint32_t r = a > 0x7f800000u ? nan : (a >= 0x477ff000u ? 0x7c00u : (a >= 0x38800000u ? nrm : sub));
+  return (uint16_t)(sign | r);
 }
 
 static inline int tpu_dtype_is_floating(int dt) {

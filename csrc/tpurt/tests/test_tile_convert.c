@@ -18,6 +18,60 @@ static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t rng(uint64_t* s) { *s = *s * 6364136223846793005ull + 1442695040888963407ull; return (uint32_t)(*s >> 32); }
 
 enum { CH = 4096 };
+/* The integer-only f16 conversions (IEEE round to nearest even, NaN payloads kept and quieted): the reference
+ * that common.h's branch-free tpu_f16_to_f32 / tpu_f32_to_f16 must equal for every input (check_common_f16). */
+static float ref_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+  if (exp == 0) {
+    if (man == 0) { u = sign; }
+    else { /* subnormal: normalize */
+      int e = -1; do { ++e; man <<= 1; } while (!(man & 0x400u));
+      u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    u = sign | 0x7f800000u | (man << 13);
+  } else {
+    u = sign | ((exp + 112u) << 23) | (man << 13);
+  }
+  float f; memcpy(&f, &u, 4); return f;
+}
+static uint16_t ref_f32_to_f16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow (after rounding) -> inf */
+  if (a < 0x38800000u) { /* result is subnormal or zero */
+    if (a < 0x33000000u) return (uint16_t)sign; /* < half of smallest subnormal */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e; /* 14 + (113 - e) */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return (uint16_t)(sign | r);
+  }
+  uint32_t r = a - 0x38000000u; /* rebias 127 -> 15 */
+  r += 0xfffu + ((r >> 13) & 1u);
+  return (uint16_t)(sign | (r >> 13));
+}
+
+static void check_common_f16(void) {
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536 && !bad; ++h)
+    if (f2u(tpu_f16_to_f32((uint16_t)h)) != f2u(ref_f16_to_f32((uint16_t)h))) {
+      bad = 1; printf("  tpu_f16_to_f32(0x%04x) = 0x%08x, want 0x%08x\n", h, f2u(tpu_f16_to_f32((uint16_t)h)),
+                      f2u(ref_f16_to_f32((uint16_t)h)));
+    }
+  CHECK(!bad, "common.h f16 -> f32 equals the integer reference for every half");
+  bad = 0;
+  uint64_t seed = 7;
+  for (uint64_t i = 0; i < (1ull << 32) && !bad; i += 1 + (i < (1ull << 24) ? 0 : rng(&seed) % 4093)) {
+    const float f = u2f((uint32_t)i);
+    if (tpu_f32_to_f16(f) != ref_f32_to_f16(f)) {
+      bad = 1; printf("  tpu_f32_to_f16(0x%08x) = 0x%04x, want 0x%04x\n", (uint32_t)i, tpu_f32_to_f16(f), ref_f32_to_f16(f));
+    }
+  }
+  CHECK(!bad, "common.h f32 -> f16 equals the integer reference (every f32 below 2^24 as bits, then strided)");
+}
+
 
 /* loads of every 16-bit pattern, in calls of 1..37 elements: contiguous, stride 3, and broadcast (stride 0) */
 static void check_loads(const tpu_host_tile_ops_t* T, const char* isa, int dt) {
@@ -32,7 +86,7 @@ static void check_loads(const tpu_host_tile_ops_t* T, const char* isa, int dt) {
       T->load(got, TPU_HOST_CLS_F32, (const char*)(src + i * (st ? st : 3)), dt, st, n);
       for (int64_t k = 0; k < n; ++k) {
         const uint16_t h = (uint16_t)(st ? i + k : i);
-        const float want = dt == TPU_DTYPE_BF16 ? tpu_bf16_to_f32(h) : tpu_f16_to_f32(h);
+        const float want = dt == TPU_DTYPE_BF16 ? tpu_bf16_to_f32(h) : ref_f16_to_f32(h);
         if (f2u(got[k]) != f2u(want)) {
           bad = 1;
           printf("  %s load %s stride %d: 0x%04x -> 0x%08x, want 0x%08x\n", isa, tpu_dtype_name(dt), st, h,
@@ -75,8 +129,8 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, 
         op.opcode = TPU_IR_CONVERT;
         T->compute(&op, dt, gr, TPU_DTYPE_F32, in, m);
         for (int64_t k = 0; k < m; ++k) {
-          const uint16_t h = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : tpu_f32_to_f16(x[i + k]);
-          const float want = dt == TPU_DTYPE_BF16 ? tpu_bf16_to_f32(h) : tpu_f16_to_f32(h);
+          const uint16_t h = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : ref_f32_to_f16(x[i + k]);
+          const float want = dt == TPU_DTYPE_BF16 ? tpu_bf16_to_f32(h) : ref_f16_to_f32(h);
           if (f2u(gr[k]) != f2u(want)) {
             bad = 1;
             printf("  %s round to %s: 0x%08x -> 0x%08x, want 0x%08x\n", isa, tpu_dtype_name(dt), f2u(x[i + k]),
@@ -90,7 +144,7 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, 
       }
       T->store((char*)got, dt, st, x + i, TPU_HOST_CLS_F32, m);
       for (int64_t k = 0; k < m; ++k) {
-        uint16_t want = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : tpu_f32_to_f16(x[i + k]);
+        uint16_t want = dt == TPU_DTYPE_BF16 ? tpu_f32_to_bf16(x[i + k]) : ref_f32_to_f16(x[i + k]);
         if (got[k * st] != want) {
           bad = 1;
           printf("  %s store %s stride %d: 0x%08x -> 0x%04x, want 0x%04x\n", isa, tpu_dtype_name(dt), st,
@@ -106,6 +160,7 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, 
 }
 
 int main(void) {
+  check_common_f16();
   const tpu_host_tile_ops_t* isa[4] = {&tpu_host_tile_ops_base, NULL, NULL, NULL};
   const char* name[4] = {"base", "avx2", "avx512", "avx512bf16"};
   if (tpu_cpu_has_avx2_fma()) isa[1] = &tpu_host_tile_ops_avx2;

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "drivers/host/host.h"
-#include "drivers/host/vmath.h" /* tile_f16_to_f32, tile_f32_to_f16: branch-free, so the f16 loops vectorize */
+#include "drivers/host/vmath.h"
 
 #define TILE_CAT2(a, b) a##b
 #define TILE_CAT(a, b) TILE_CAT2(a, b)
@@ -29,13 +29,13 @@ static void TFN(tile_h2f)(float* restrict o, const uint16_t* s, int64_t n) {
     const __m256i f = _mm256_castps_si256(_mm256_cvtph_ps(h));
     _mm256_storeu_ps(o + i, _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_and_si256(snan, q22), f)));
   }
-  for (; i < n; ++i) o[i] = tile_f16_to_f32(s[i]);
+  for (; i < n; ++i) o[i] = tpu_f16_to_f32(s[i]);
 }
 static void TFN(tile_f2h)(uint16_t* o, const float* restrict s, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128((__m128i*)(void*)(o + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) o[i] = tile_f32_to_f16(s[i]);
+  for (; i < n; ++i) o[i] = tpu_f32_to_f16(s[i]);
 }
 #endif
 
@@ -80,7 +80,7 @@ static void TFN(tile_load)(void* dst, int cls, const char* src, int dtype, int64
     case TPU_DTYPE_F32: LOAD_LOOP(DT, float, v); break;                           \
     case TPU_DTYPE_F64: LOAD_LOOP(DT, double, v); break;                          \
     case TPU_DTYPE_BF16: LOAD_LOOP(DT, uint16_t, tpu_bf16_to_f32(v)); break;      \
-    case TPU_DTYPE_F16: LOAD_LOOP(DT, uint16_t, tile_f16_to_f32(v)); break;       \
+    case TPU_DTYPE_F16: LOAD_LOOP(DT, uint16_t, tpu_f16_to_f32(v)); break;       \
     case TPU_DTYPE_I64: LOAD_LOOP(DT, int64_t, v); break;                         \
     case TPU_DTYPE_I32: LOAD_LOOP(DT, int32_t, v); break;                         \
     case TPU_DTYPE_I16: LOAD_LOOP(DT, int16_t, v); break;                         \
@@ -127,7 +127,7 @@ static void TFN(tile_store)(char* dst, int dtype, int64_t st, const void* src, i
     case TPU_DTYPE_F32: STORE_LOOP(float, CT, v); break;                            \
     case TPU_DTYPE_F64: STORE_LOOP(double, CT, v); break;                           \
     case TPU_DTYPE_BF16: STORE_LOOP(uint16_t, CT, tpu_f32_to_bf16((float)v)); break;\
-    case TPU_DTYPE_F16: STORE_LOOP(uint16_t, CT, tile_f32_to_f16((float)v)); break; \
+    case TPU_DTYPE_F16: STORE_LOOP(uint16_t, CT, tpu_f32_to_f16((float)v)); break; \
     case TPU_DTYPE_I64: STORE_LOOP(int64_t, CT, TOINT(v)); break;                   \
     case TPU_DTYPE_I32: STORE_LOOP(int32_t, CT, (uint32_t)TOINT(v)); break;         \
     case TPU_DTYPE_I16: STORE_LOOP(int16_t, CT, (uint16_t)TOINT(v)); break;         \
@@ -159,7 +159,7 @@ static void TFN(round_to)(float* x, int dtype, int64_t n) {
     for (; i + 8 <= n; i += 8) /* finite and NaN lanes alike: cvtph2ps only quiets a NaN cvtps2ph already quieted */
       _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
 #endif
-    for (; i < n; ++i) x[i] = tile_f16_to_f32(tile_f32_to_f16(x[i]));
+    for (; i < n; ++i) x[i] = tpu_f16_to_f32(tpu_f32_to_f16(x[i]));
   }
 }
 /* Wraps an int64 buffer to the range of a narrower integer dtype. */

@@ -10,25 +10,6 @@
 
 static inline float tile_bits2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static inline uint32_t tile_f2bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-/* f16 <-> f32 without branches, so loops over them vectorize (common.h's tpu_f16_to_f32 / tpu_f32_to_f16 loop
- * and branch per element; ~20x slower): the same bits for every input, NaN payloads included
- * (tests/test_tile_convert.c). Subnormal halves are exact int -> float conversions times 2^-24; a float below
- * 2^-14 rounds to its subnormal half by one IEEE add: |f| + 0.5 keeps |f| / 2^-24 rounded to nearest-even in its
- * low mantissa bits (default rounding mode, as every kernel assumes). */
-static inline float tile_f16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, m = h & 0x7fffu;
-  const uint32_t nrm = (m << 13) + (112u << 23), naninf = (m << 13) | 0x7f800000u;
-  const uint32_t sub = tile_f2bits((float)(int32_t)m * 5.9604644775390625e-8f); /* m * 2^-24, m < 1024 */
-  return tile_bits2f(sign | (m >= 0x7c00u ? naninf : (m >= 0x400u ? nrm : sub)));
-}
-static inline uint16_t tile_f32_to_f16(float f) {
-  const uint32_t u = tile_f2bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  const uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
-  const uint32_t nrm = (a + 0xfffu + ((a >> 13) & 1u) - (112u << 23)) >> 13;
-  const uint32_t sub = tile_f2bits(tile_bits2f(a) + 0.5f) - 0x3f000000u;
-  const uint32_t r = a > 0x7f800000u ? nan : (a >= 0x477ff000u ? 0x7c00u : (a >= 0x38800000u ? nrm : sub));
-  return (uint16_t)(sign | r);
-}
 static inline float tile_expf(float x) {
   float xc = x < -103.972084f ? -103.972084f : (x > 88.7228394f ? 88.7228394f : x);
   float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
