@@ -373,8 +373,8 @@ SIZES_WORKLOAD = textwrap.dedent(
 def test_new_sizes_from_templates_are_bit_identical(tmp_path: Path) -> None:
     """Eager ops at sizes made from a shape family's templates (no compiler passes) give the bits of a full
     compile of each size (TORCH_TPU_EAGER_TEMPLATES=0; its own cache directory, so nothing is loaded from the
-    other run). A family's first few made sizes are written to disk like full compiles (a later process has no
-    family to make them from); later ones, a size that changes call after call, stay in memory."""
+    other run). Sizes made from the templates, each called once here, are not written to disk (they are at a
+    second call: test_cache.c; a second process of the compiled minGPT step compiles nothing: the test above)."""
     res = {}
     for on in ("1", "0"):
         out = tmp_path / f"sizes{on}.pt"

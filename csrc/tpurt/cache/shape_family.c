@@ -28,7 +28,6 @@ typedef struct fam_s {
   uint8_t* key; size_t key_len;
   struct fam_s *chain, *older, *newer;
   int n_slots, strikes, ready;
-  int made; /* sizes made from the templates (tpu_shape_family_try's 2 while <= TPU_SHAPE_FAMILY_DISK_SIZES) */
   int64_t slots0[TPU_SHAPE_FAMILY_MAX_SLOTS]; /* the first sample's sizes */
   tables_t tab;
   /* one sample so far: its graphs; two or more: the symbol layout and the templates */
@@ -191,7 +190,7 @@ int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* sl
   tpu_status_t st = tpu_ir_template_instantiate_ex(f->tpost, syms, 2, out_post, NULL);
   if (st) { tpu_status_free(st); f->ready = 0; goto out; }
   g_instantiated++;
-  r = ++f->made <= TPU_SHAPE_FAMILY_DISK_SIZES ? 2 : 1;
+  r = 1;
 out:
   pthread_mutex_unlock(&g_mu);
   return r;

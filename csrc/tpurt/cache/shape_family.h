@@ -43,15 +43,8 @@
 
 int tpu_shape_family_enabled(void);
 
-/* Sizes a family makes (per process) whose executables go to the disk cache at once: the first few, so a later
- * process finds a program's fixed sizes on disk. Later ones are written at their second call (registry.c,
- * disk_later): a size that changes call after call (embedding_bag at each batch's id count) is never written, a
- * file costing more to write (35-700 us here) than the size costs to make. */
-#define TPU_SHAPE_FAMILY_DISK_SIZES 4
-
 /* cx: the op lowered at these sizes (its graph before the passes, its binding tables).
- * 1 or 2: *out_post is the optimized graph at these sizes (caller frees); 2: one of the family's first
- * TPU_SHAPE_FAMILY_DISK_SIZES made sizes (write it to disk), 1: a later one (keep it in memory); 0: compile in full, then
+ * 1: *out_post is the optimized graph at these sizes (caller frees); 0: compile in full, then
  * call tpu_shape_family_learn with a copy of cx->g made before the passes; -1: compile in full,
  * nothing to learn (the family's first size, or a family that stopped learning). */
 int tpu_shape_family_try(const uint8_t* fkey, size_t fkey_len, const int64_t* slots, int n_slots,

@@ -202,7 +202,6 @@ static double now_s(void) {
 }
 
 /* A shape family's view of one call (NULL: none): the key without sizes, and the sizes. */
-/* instantiated: 1 made from the family's templates, 2 made and one of its first sizes (written to disk) */
 typedef struct { const uint8_t* key; size_t len; const int64_t* slots; int n_slots; int instantiated; } fam_call_t;
 
 /* lower_only: the entry gets everything but its executable (e->exe NULL; see tpu_exec_entry_materialize);
@@ -242,13 +241,13 @@ static tpu_status_t compile_entry(const tpu_lowering_t* l, const char* name, con
     /* a new size of a known family: the optimized graph from its template, checked against this call */
     tpu_ir_graph_t post;
     int r = tpu_shape_family_try(fc->key, fc->len, fc->slots, fc->n_slots, cx, &post);
-    if (r >= 1) {
+    if (r == 1) {
       int seq = tpu_compiler_dump_next_seq();
       if (seq >= 0) { tpu_compiler_dump(&cx->g, name, seq, "before"); tpu_compiler_dump(&post, name, seq, "after"); }
       tpu_status_t vs = tpu_exec_graph_check(e, &post, args, nargs, outs, nouts);
       if (!vs) vs = tpu_host_compile(&post, &e->exe);
       if (vs) { tpu_status_free(vs); e->exe = NULL; } /* never expected: compile in full below */
-      else fc->instantiated = r;
+      else fc->instantiated = 1;
       tpu_ir_graph_free(&post);
     }
     if (!e->exe) {
@@ -598,10 +597,11 @@ tpu_status_t tpu_op_run_found(const tpu_op_t* op, int device, const tpu_arg_t* a
       if (!e->key) { tpu_host_exe_free(e->exe); free(e); st = TPU_ERR(OUT_OF_MEMORY, "out of host memory"); }
       else {
         memcpy(e->key, k.p, k.len);
-        /* a family's first made sizes too (families live in memory and disk hits do not teach them, so a later
-         * process would compile such a size in full: the warm minGPT step's zero_); its later ones at their
-         * second call: a size that changes every call costs more to write than to make (TPU_SHAPE_FAMILY_DISK_SIZES) */
-        if (!from_disk && fc.instantiated != 1) tpu_exec_disk_store(e);
+        /* a size made from a family's templates at its second call (families live in memory and disk hits do not
+         * teach them, so a later process would compile a program's fixed size in full: the warm minGPT step's
+         * zero_); a size that changes every call is never written: a file costs more (35-700 us here) than the
+         * size costs to make */
+        if (!from_disk && !fc.instantiated) tpu_exec_disk_store(e);
         else if (!from_disk) e->disk_later = 1;
         e = tpu_exec_cache_insert(e); memo_store(e);
       }
