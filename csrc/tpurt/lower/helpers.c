@@ -266,13 +266,15 @@ int lw_reduce(tpu_lower_ctx_t* cx, int monoid, int x, const int64_t* flags) {
   for (int d = 0; flags && d < rank; ++d) any |= flags[d] != 0;
   return any ? tpu_ir_reduce(&cx->g, monoid, x, flags) : x;
 }
+int lw_nonzero_mask(tpu_lower_ctx_t* cx, int x) {
+  if (x < 0 || tpu_ir_type(&cx->g, x)->dtype == TPU_DTYPE_BOOL) return x;
+  return tpu_ir_compare(&cx->g, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
+}
 int lw_pnorm(tpu_lower_ctx_t* cx, int x, double ord, const int64_t* flags) {
   tpu_ir_graph_t* g = &cx->g;
   if (x < 0) return -1;
-  if (ord == 0) {
-    int nz = tpu_ir_compare(g, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
-    return lw_reduce(cx, TPU_IR_MONOID_SUM, tpu_ir_convert(g, nz, tpu_ir_type(g, x)->dtype), flags);
-  }
+  if (ord == 0)
+    return lw_reduce(cx, TPU_IR_MONOID_SUM, tpu_ir_convert(g, lw_nonzero_mask(cx, x), tpu_ir_type(g, x)->dtype), flags);
   if (ord == 2) return tpu_ir_unary(g, TPU_IR_SQRT, lw_reduce(cx, TPU_IR_MONOID_SUM, tpu_ir_binary(g, TPU_IR_MUL, x, x), flags));
   int ax = tpu_ir_unary(g, TPU_IR_ABS, x);
   if (ord == 1) return lw_reduce(cx, TPU_IR_MONOID_SUM, ax, flags);

@@ -172,6 +172,8 @@ int lw_const(tpu_lower_ctx_t* cx, double value, int dtype, int rank, const int64
 int lw_slice_dim(tpu_lower_ctx_t* cx, int v, int dim, int64_t lo, int64_t hi);
 /* x reduced with `monoid` over the dims flagged in flags (dropped); x itself when none is flagged. */
 int lw_reduce(tpu_lower_ctx_t* cx, int monoid, int x, const int64_t* flags);
+/* x != 0 as bool (x itself when bool): count_nonzero, the 0-norm */
+int lw_nonzero_mask(tpu_lower_ctx_t* cx, int x);
 /* The ord vector norm of x over the flagged dims (dropped), in x's dtype: the one p-norm ladder of
  * linalg.vector_norm, renorm, cdist, embedding_renorm_ and weight norm (ord 2). 0 counts nonzeros,
  * 2 = sqrt(sum x^2), 1 = sum |x|, +-inf = max / min |x|, else sum(|x|^ord)^(1/ord). */

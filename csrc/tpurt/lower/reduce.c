@@ -71,9 +71,7 @@ static int red_parse(tpu_lower_ctx_t* cx, int arg, int keepdim, red_t* r) {
 }
 
 /* Reduces x over r's dims (x keeps the input's shape). */
-static int red_apply(tpu_lower_ctx_t* cx, int monoid, int x, const red_t* r) {
-  return r->n_red ? tpu_ir_reduce(G, monoid, x, r->flags) : x;
-}
+static int red_apply(tpu_lower_ctx_t* cx, int monoid, int x, const red_t* r) { return lw_reduce(cx, monoid, x, r->flags); }
 
 /* Broadcasts a reduced value (dims dropped) back to the input's shape. */
 static int red_expand(tpu_lower_ctx_t* cx, int v, const red_t* r) {
@@ -122,11 +120,6 @@ static int red_check_nonempty(tpu_lower_ctx_t* cx, int dim_arg, const red_t* r, 
     }
   }
   return 0;
-}
-
-static int nonzero_mask(tpu_lower_ctx_t* cx, int x) {
-  if (x < 0 || tpu_ir_type(G, x)->dtype == TPU_DTYPE_BOOL) return x;
-  return tpu_ir_compare(G, TPU_IR_CMP_NE, x, lw_const_like(cx, 0, x));
 }
 
 /* An f32 sum over the leading dims (a bias gradient) runs as the host's column-sum kernel (custom COL_SUMS,
@@ -179,7 +172,7 @@ static tpu_status_t lower_prod_all(tpu_lower_ctx_t* cx) { return lw_sum_like(cx,
 static tpu_status_t lower_count_nonzero(tpu_lower_ctx_t* cx) {
   red_t r;
   if (red_parse(cx, 1, 0, &r)) return TPU_OK;
-  int x = tpu_ir_convert(G, nonzero_mask(cx, lw_input(cx, 0, -1)), TPU_DTYPE_I64);
+  int x = tpu_ir_convert(G, lw_nonzero_mask(cx, lw_input(cx, 0, -1)), TPU_DTYPE_I64);
   return red_output(cx, 0, red_apply(cx, TPU_IR_MONOID_SUM, x, &r), &r);
 }
 
@@ -359,7 +352,7 @@ static tpu_status_t lw_all_any(tpu_lower_ctx_t* cx, int monoid, int dim_arg, int
   if (odt != TPU_DTYPE_BOOL && !(odt == TPU_DTYPE_U8 && lw_dtype_of(cx, 0) == TPU_DTYPE_U8))
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s only supports bool tensor for result, got: %s",
                    monoid == TPU_IR_MONOID_AND ? "all" : "any", c10_name(odt));
-  int x = nonzero_mask(cx, lw_input(cx, 0, -1));
+  int x = lw_nonzero_mask(cx, lw_input(cx, 0, -1));
   return red_output(cx, 0, red_apply(cx, monoid, x, &r), &r);
 }
 static tpu_status_t lower_all_all(tpu_lower_ctx_t* cx) { return lw_all_any(cx, TPU_IR_MONOID_AND, -1, -1); }
