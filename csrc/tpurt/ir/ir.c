@@ -100,6 +100,13 @@ void tpu_ir_histc_widen(int dtype, double* lo, double* hi) {
     *lo -= 1; *hi += 1;
   }
 }
+tpu_status_t tpu_ir_histc_range(int dtype, double* lo, double* hi) {
+  if (*lo == *hi) tpu_ir_histc_widen(dtype, lo, hi);
+  if (!isfinite(*lo) || !isfinite(*hi))
+    return TPU_ERR(INVALID_ARGUMENT, "torch.histc: range of [%g, %g] is not finite", *lo, *hi);
+  if (!(*lo < *hi)) return TPU_ERR(INVALID_ARGUMENT, "torch.histc: max must be larger than min");
+  return TPU_OK;
+}
 int tpu_ir_is_view(int op) { return op >= TPU_IR_BROADCAST && op <= TPU_IR_REVERSE; }
 static int is_unary(int op) { return op >= TPU_IR_NEG && op <= TPU_IR_IS_INF; }
 static int is_binary(int op) { return op >= TPU_IR_ADD && op <= TPU_IR_FMOD; }

@@ -258,8 +258,12 @@ int tpu_ir_custom_operands_ok(int64_t target, int64_t i1, int n, const tpu_ir_ty
 int tpu_ir_is_view(int opcode);         /* broadcast/reshape/transpose/slice/reverse */
 /* histc's widening of an empty range [v, v] (PyTorch's bins_edges_correction) for data of `dtype`: f32 / f64
  * take min(the next value of the dtype below v, v - 1) and max(the next above, v + 1), other dtypes v -+ 1.
- * One copy: lower/index.c applies it while lowering (bounds given), the HISTC_EDGES kernel at run time. */
+ * (tpu_ir_histc_range: the widening and the checks.) */
 void tpu_ir_histc_widen(int dtype, double* lo, double* hi);
+/* histc's range [lo, hi]: widened when empty, then PyTorch's checks (INVALID_ARGUMENT "torch.histc: range of
+ * [lo, hi] is not finite" / "torch.histc: max must be larger than min"). One copy: the lowering (bounds given)
+ * and the HISTC_EDGES kernel (bounds from the data) both call it. */
+tpu_status_t tpu_ir_histc_range(int dtype, double* lo, double* hi);
 
 /* Records an error on g (first wins) and returns -1. */
 int tpu_ir_fail(tpu_ir_graph_t* g, tpu_status_t st);

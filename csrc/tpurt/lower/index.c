@@ -722,12 +722,7 @@ static tpu_status_t lower_histc(tpu_lower_ctx_t* cx) {
   double lo = lw_key_scalar(cx, 2, 0), hi = lw_key_scalar(cx, 3, 0);
   if (!fl && isfinite(lo) && isfinite(hi)) { lo = trunc(lo); hi = trunc(hi); } /* Scalar.to<int>() */
   int from_data = lo == hi && n > 0;
-  if (!from_data) {
-    if (lo == hi) tpu_ir_histc_widen(dt, &lo, &hi);
-    if (!isfinite(lo) || !isfinite(hi))
-      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histc: range of [%g, %g] is not finite", lo, hi);
-    if (!(lo < hi)) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "torch.histc: max must be larger than min");
-  }
+  if (!from_data) TPU_RETURN_IF_ERROR(tpu_ir_histc_range(dt, &lo, &hi));
   if (n == 0) return lw_output(cx, 0, lw_const(cx, 0, dt, 1, &bins));
   int ct = fl ? tpu_opmath_dtype(dt) : I64;
 #define RND(v) (fl && ct != dt ? tpu_ir_convert(G, tpu_ir_convert(G, (v), dt), ct) : (v)) /* one dt op */

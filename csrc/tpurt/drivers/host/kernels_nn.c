@@ -18,9 +18,7 @@ static tpu_status_t histc_edges(const tpu_ir_op_t* op, int n, const tpu_host_vie
       out->dtype != TPU_DTYPE_F64 || out->rank != 1 || out->sizes[0] != 2)
     return TPU_ERR(INTERNAL, "host: HISTC_EDGES takes (min f64, max f64) -> f64 [2]");
   double lo = *(const double*)xs[0].data, hi = *(const double*)xs[1].data;
-  if (lo == hi) tpu_ir_histc_widen((int)op->i1, &lo, &hi);
-  if (!isfinite(lo) || !isfinite(hi)) return TPU_ERR(INVALID_ARGUMENT, "torch.histc: range of [%g, %g] is not finite", lo, hi);
-  if (!(lo < hi)) return TPU_ERR(INVALID_ARGUMENT, "torch.histc: max must be larger than min");
+  TPU_RETURN_IF_ERROR(tpu_ir_histc_range((int)op->i1, &lo, &hi));
   double* o = (double*)out->data;
   o[0] = lo; o[out->strides[0]] = hi;
   return TPU_OK;
