@@ -58,7 +58,7 @@ struct tpu_host_exe_s {
   int32_t* grp_items;
   int n_grp;
 };
-#define SB_SLOTS 32 /* registers + leaves of a batched cluster */
+#define SB_SLOTS 32 /* registers + leaves of a rank-0 cluster (run one by one or batched) */
 #define SB_CHUNK 64 /* clusters computed per kernel call */
 
 static int g_epi_fusion = -1; /* -1: TORCH_TPU_GEMM_EPILOGUE not read yet */
@@ -1390,18 +1390,17 @@ static tpu_status_t run_cluster_leaves(const tpu_host_exe_t* e, int root, tpu_ho
  * computed in order, the root stored, as cluster_worker does for a one-element tile, without its set-up (leaf
  * modes, tile geometry, per-thread buffers). Every leaf is read before the result is stored, so an in-place update
  * (the output is a leaf) is safe. 0 if not applicable (rank > 0, or more slots than the stack buffers hold). */
-#define SCALAR_SLOTS 32
 static int run_cluster_scalar(const tpu_host_exe_t* e, int root, const val_t* vals, const tpu_host_view_t* out,
                               tpu_status_t* out_st) {
   const tpu_ir_graph_t* G = &e->g;
   const int nleaf = e->leaf_cnt[root], nr = e->nreg[root];
-  if (G->ops[root].type.rank != 0 || nr + nleaf > SCALAR_SLOTS) return 0;
+  if (G->ops[root].type.rank != 0 || nr + nleaf > SB_SLOTS) return 0;
   const int32_t* lv = e->leaves + e->leaf_off[root];
   for (int j = 0; j < nleaf; ++j)
     if (view_numel(&vals[lv[j]].v) != 1) return 0;
   const tpu_host_tile_ops_t* T = tpu_host_tile_ops();
-  int64_t buf[SCALAR_SLOTS][8]; /* one element per slot; 64 bytes each, as a vector kernel might touch */
-  const void* ptr[SCALAR_SLOTS];
+  int64_t buf[SB_SLOTS][8]; /* one element per slot; 64 bytes each, as a vector kernel might touch */
+  const void* ptr[SB_SLOTS];
   for (int i = 0; i < nr; ++i) ptr[i] = buf[i];
   for (int j = 0; j < nleaf; ++j) {
     const tpu_host_view_t* L = &vals[lv[j]].v;
@@ -1862,36 +1861,34 @@ typedef struct {
   val_t* vals;
   const tpu_host_scalar_t* scalars;
   const int32_t* items;
-  tpu_status_t* st;
   int prof;
+  pthread_mutex_t mu; /* failures only: the one of the earliest step is kept */
+  tpu_status_t first;
+  int first_v;
 } grp_job_t;
 static void grp_worker(void* ctx, int64_t begin, int64_t end) {
   grp_job_t* J = ctx;
   for (int64_t i = begin; i < end; ++i) {
     const int v = J->items[i];
     const double t = J->prof ? prof_now() : 0;
-    J->st[i] = run_step(J->e, v, J->vals, J->scalars, NULL);
+    tpu_status_t st = run_step(J->e, v, J->vals, J->scalars, NULL);
     if (J->prof) prof_step(J->e, v, prof_now() - t);
-    if (J->st[i] == TPU_OK) tpu_metrics_add_kernels(1);
+    if (st == TPU_OK) { tpu_metrics_add_kernels(1); continue; }
+    pthread_mutex_lock(&J->mu);
+    if (v < J->first_v) { tpu_status_t old = J->first; J->first = st; J->first_v = v; st = old; }
+    pthread_mutex_unlock(&J->mu);
+    tpu_status_free(st);
   }
 }
 /* Runs group g's steps (destinations chosen) side by side; the first failure in step order is returned. */
 static tpu_status_t run_group(const tpu_host_exe_t* e, int g, val_t* vals, const tpu_host_scalar_t* scalars, int prof) {
   const int off = e->grp_off[g], cnt = e->grp_off[g + 1] - off;
-  tpu_status_t small[16], *st = cnt <= 16 ? small : calloc((size_t)cnt, sizeof(tpu_status_t));
-  if (!st) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory");
-  grp_job_t J = {.e = e, .vals = vals, .scalars = scalars, .items = e->grp_items + off, .st = st, .prof = prof};
+  grp_job_t J = {.e = e, .vals = vals, .scalars = scalars, .items = e->grp_items + off, .prof = prof,
+                 .mu = PTHREAD_MUTEX_INITIALIZER, .first = TPU_OK, .first_v = INT32_MAX};
   tpu_pool_parallel_for_each(cnt, grp_worker, &J);
   tpu_metrics_add_group_steps((uint64_t)cnt);
-  tpu_status_t r = TPU_OK;
-  int rv = INT32_MAX;
-  for (int i = 0; i < cnt; ++i) {
-    if (!st[i]) continue;
-    if (e->grp_items[off + i] < rv) { tpu_status_free(r); r = st[i]; rv = e->grp_items[off + i]; }
-    else tpu_status_free(st[i]);
-  }
-  if (st != small) free(st);
-  return r;
+  pthread_mutex_destroy(&J.mu);
+  return J.first;
 }
 
 tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* params,
