@@ -240,6 +240,12 @@ int tpu_host_conv_set_direct(int on) {
   return old;
 }
 
+/* bf16 x bf16 products may take vdpbf16ps: the CPU has it and the GEMM's setting allows it (the GEMM ISA cap
+ * and TORCH_TPU_GEMM_BF16=0 keep the widening kernels here too) */
+static int gk_bf16_ok(void) {
+  return tpu_cpu_has_avx512bf16() && strstr(tpu_host_gemm_isa_name(), "avx512bf16") != NULL;
+}
+
 static int conv_direct_ok(int kind, const conv_geo_t* g) {
   /* f32 products of the operands as they are: f32 at HIGHEST, or bf16 / f16 operands (widened exactly while the
    * planes and the weight pack are copied; their products are exact in f32 above f32's normal range. Unlike
@@ -250,8 +256,9 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
   const int bf = g->xdt == TPU_DTYPE_BF16 && g->wdt == TPU_DTYPE_BF16;
   if (g->prec != TPU_IR_PRECISION_HIGHEST && !bf) return 0;
   /* bf16 x bf16 from 16 output channels per group: the gk kernel's vdpbf16ps (2 products a lane) fills its
-   * 16-channel lanes; below, they idle and the f32 tile wins (8 channels on 16x16: 57 -> 32 us, 16: 82 -> 108) */
-  if (bf && g->Og >= 16) return 0;
+   * 16-channel lanes; below, they idle and the f32 tile wins (8 channels on 16x16: 57 -> 32 us, 16: 82 -> 108).
+   * Without vdpbf16ps gk widens bf16 as this kernel does: the f32 rule applies */
+  if (bf && g->Og >= 16 && gk_bf16_ok()) return 0;
   if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
   int64_t grid = 1;
   for (int s = 0; s < 3; ++s) {
@@ -285,6 +292,8 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
   conv_dk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
   const int64_t L = J->L, KcG = g->KcG, ys4 = g->ys[4], MR = J->mr, NR = J->nr;
+  void (*const kern)(int64_t, const float*, const float*, const int64_t*, const int64_t*, float*) =
+      MR == 4 ? tpu_host_conv_dk4x96_avx512 : tpu_host_conv_dk8x48_avx512; /* (4, 96) or (8, 48) tiles */
   float* xpad = conv_alloc((size_t)(g->C * L) * sizeof(float));
   float* tile = conv_alloc((size_t)DK_TILE * sizeof(float));
   if (!xpad || !tile) { J->oom = 1; goto done; }
@@ -301,8 +310,7 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
         for (int64_t t = 0; t < ntl; ++t)
           for (int64_t ob = 0; ob < J->nob; ++ob) {
             const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
-            if (MR == 4) tpu_host_conv_dk4x96_avx512(KcG, wb, xg, J->boff, J->coff + t * nv, tile);
-            else tpu_host_conv_dk8x48_avx512(KcG, wb, xg, J->boff, J->coff + t * nv, tile);
+            kern(KcG, wb, xg, J->boff, J->coff + t * nv, tile);
             const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
             for (int64_t i = 0; i < mr; ++i) {
               float* yr = yu + (o0 + i) * g->ys[1];
@@ -325,8 +333,7 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
         const int64_t nr = TPU_MIN(NR, nn * J->Lg - st * NR); /* not into sample nn */
         for (int64_t ob = 0; ob < J->nob; ++ob) {
           const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
-          if (MR == 4) tpu_host_conv_dk4x96_avx512(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile);
-          else tpu_host_conv_dk8x48_avx512(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile);
+          kern(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile);
           const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
           for (int64_t i = 0; i < mr; ++i) {
             float* yr = yu + (o0 + i) * g->ys[1];
@@ -889,11 +896,6 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
-/* bf16 x bf16 products may take vdpbf16ps: the CPU has it and the GEMM's setting allows it (the GEMM ISA cap
- * and TORCH_TPU_GEMM_BF16=0 keep the widening kernels here too) */
-static int gk_bf16_ok(void) {
-  return tpu_cpu_has_avx512bf16() && strstr(tpu_host_gemm_isa_name(), "avx512bf16") != NULL;
-}
 
 /* 1 if the gk path takes this convolution (J gets its sizes); conv_gk_run does the rest */
 static int conv_gk_plan(int kind, const conv_geo_t* g, conv_gk_job_t* J) {
