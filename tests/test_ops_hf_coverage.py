@@ -130,7 +130,7 @@ def test_histc_equal_extrema_widened_as_cpu(dtype):
         try:
             want = torch.histc(e, 3, lo, lo)
         except RuntimeError as err:
-            with pytest.raises(RuntimeError, match=str(err)):
+            with pytest.raises(RuntimeError, match=re.escape(str(err))):
                 torch.histc(e.to(DEV), 3, lo, lo)
             continue
         same(torch.histc(e.to(DEV), 3, lo, lo), want)

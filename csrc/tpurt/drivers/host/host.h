@@ -125,8 +125,8 @@ int tpu_host_set_custom_fusion(int on);
 /* How many GEMMs of the executable run an elementwise cluster as their epilogue. */
 int tpu_host_exe_num_epilogues(const tpu_host_exe_t* exe);
 /* Step groups: runs of consecutive steps that read none of each other's results, run side by side (one
- * step per pool thread, each kernel on its thread alone) when their estimated costs say two threads finish
- * them sooner than one step after another split over the pool. The same bits either way. Testing hook:
+ * step per pool thread, each kernel on its thread alone) when their estimated costs say the pool's threads
+ * finish them sooner that way than one step after another split over the pool. The same bits either way. Testing hook:
  * whether runs use them (default on; TORCH_TPU_EXEC_GROUPS=0, read once, turns it off; never with one pool
  * thread); applies at once (the plan is made at compile time). Returns the previous setting. */
 int tpu_host_set_exec_groups(int on);
