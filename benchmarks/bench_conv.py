@@ -21,7 +21,7 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
-from common import bench, machine, sync
+from common import bench, machine, settle, sync
 
 # (name, N, C, H, W, O, k, stride, padding)
 SHAPES = [
@@ -104,6 +104,7 @@ def cpu_time(fn, device: str, repeat: int = 7) -> float:
     import time
     fn()
     sync(device)
+    settle()
     best = float("inf")
     for _ in range(repeat):
         c0 = time.process_time()

@@ -22,6 +22,13 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 import common  # noqa: E402  (examples/common.py)
 
+from importlib import util as _util  # noqa: E402
+
+_spec = _util.spec_from_file_location("bench_common", os.path.join(os.path.dirname(os.path.abspath(__file__)), "common.py"))
+_bench_common = _util.module_from_spec(_spec)
+_spec.loader.exec_module(_bench_common)
+settle = _bench_common.settle
+
 
 def step_times(dev: str, amp: bool, steps: int, fresh: bool = False) -> tuple[float, float]:
     dlrm = common.import_example("dlrm")
@@ -44,6 +51,7 @@ def step_times(dev: str, amp: bool, steps: int, fresh: bool = False) -> tuple[fl
 
     for i in range(3):
         step(i)
+    settle()
     wall = cpu = float("inf")
     for r in range(3):
         t0, c0 = time.perf_counter(), time.process_time()

@@ -42,6 +42,7 @@ def step_time(train, device: str, amp: bool, tiny: bool, steps: int = 7, skip: i
     step after `loss.item()`, which waits for the step, so the gap between two calls is one whole step
     (host and device). The first `skip` steps (compiles, allocator warm-up) are dropped."""
     stamps: list[float] = []
+    _bench_common.settle()
 
     def log(msg: str, *a, **k) -> None:
         if msg.startswith("step "):

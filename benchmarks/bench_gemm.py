@@ -26,7 +26,7 @@ import argparse
 
 import torch
 
-from common import bench, machine, sync
+from common import bench, machine, settle, sync
 
 SHAPES = [(1024, 1024, 1024), (4096, 4096, 1024)]
 
@@ -85,6 +85,7 @@ def cpu_time_per_call(fn, device: str, calls: int = 5, samples: int = 7) -> floa
     for _ in range(2):
         fn()
     sync(device)
+    settle()
     best = float("inf")
     for _ in range(samples):
         t0 = time.process_time()
@@ -186,6 +187,7 @@ def mingpt_table(rounds: int) -> None:
 
     def per_call(fn, device, calls=20):
         sync(device)
+        settle()
         t0 = time.process_time()
         for _ in range(calls):
             fn()

@@ -21,6 +21,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+from common import settle  # noqa: E402  (benchmarks/common.py)
 
 DEFAULT = ["gpt2", "llama", "qwen2", "mixtral", "bert", "t5", "vit"]
 
@@ -31,6 +32,7 @@ def step_times(model0, batch, device: str, steps: int, amp: bool) -> tuple[float
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     b = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch.items()}
     walls, cpus = [], []
+    settle()
     for i in range(steps + 2):
         w0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)

@@ -18,7 +18,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, machine, summary, sync  # noqa: E402
+from common import bench, machine, settle, summary, sync  # noqa: E402
 
 OPTS = {
     "sgd": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, foreach=True),
@@ -54,6 +54,7 @@ def measure(name: str, device: str, repeat: int) -> tuple[float, float, int]:
         ops = torch_tpu.metrics()["ops_run"] - before
     wall = bench(step, device, warmup=3, repeat=repeat)
     sync(device)
+    settle()
     c0 = time.process_time()
     for _ in range(repeat):
         step()

@@ -13,8 +13,20 @@ def sync(device: str) -> None:
         torch.tpu.synchronize()
 
 
+SETTLE_S = 0.05
+
+
+def settle() -> None:
+    """Let the other side's threads go idle before a measurement. After a parallel region PyTorch CPU's
+    OpenMP workers keep spinning for several ms (about 9 ms measured on the 2-core VM, session 12), and our
+    pool's workers spin briefly too: a `tpu` measurement started right after a CPU one lost a core to them
+    (75-107 us of CPU per small `tpu` call during that spell, none after a 50 ms pause)."""
+    time.sleep(SETTLE_S)
+
+
 def bench(fn: Callable[[], object], device: str, warmup: int = 3, repeat: int = 10, inner: int = 1) -> float:
-    """Median seconds per call of fn (called `inner` times per sample), synchronized."""
+    """Median seconds per call of fn (called `inner` times per sample), synchronized, after `settle()`."""
+    settle()
     for _ in range(warmup):
         fn()
     sync(device)
