@@ -41,7 +41,7 @@ static int pool_wait_step(uint64_t t0) {
 
 static struct {
   pthread_mutex_t start_mu; /* guards nthreads / workers / started */
-  int nthreads;             /* configured size, caller included */
+  atomic_int nthreads;      /* size kernels plan for, caller included (tpu_pool_num_threads) */
   int nworkers;             /* worker threads actually running */
   pthread_t* workers;
   atomic_bool started;
@@ -124,7 +124,7 @@ static void workers_start(void) {
   pthread_mutex_lock(&g_pool.start_mu);
   if (!atomic_load(&g_pool.started)) {
     g_pool_yield_ns = (uint64_t)tpu_rt_config()->pool_wait_us * 1000ull;
-    int want = g_pool.nthreads - 1;
+    int want = atomic_load(&g_pool.nthreads) - 1;
     g_pool.workers = want > 0 ? calloc((size_t)want, sizeof(pthread_t)) : NULL;
     uint32_t gen = claim_gen(atomic_load(&g_pool.claim));
     for (int i = 0; g_pool.workers && i < want; ++i) {
@@ -134,6 +134,7 @@ static void workers_start(void) {
         break; /* run with the workers we got */
       ++g_pool.nworkers;
     }
+    atomic_store(&g_pool.nthreads, g_pool.nworkers + 1); /* plan for the workers we got */
     atomic_store(&g_pool.started, true);
   }
   pthread_mutex_unlock(&g_pool.start_mu);
@@ -141,7 +142,10 @@ static void workers_start(void) {
 
 void tpu_pool_init(int num_threads) {
   pthread_mutex_lock(&g_pool.start_mu);
-  g_pool.nthreads = TPU_MAX(num_threads, 1);
+  int n = TPU_MAX(num_threads, 1);
+  /* Once the workers run, the pool can only shrink: kernels must never plan for threads it lacks. */
+  if (atomic_load(&g_pool.started)) n = TPU_MIN(n, g_pool.nworkers + 1);
+  atomic_store(&g_pool.nthreads, n);
   pthread_mutex_unlock(&g_pool.start_mu);
 }
 
@@ -159,11 +163,14 @@ void tpu_pool_shutdown(void) {
     atomic_store(&g_pool.stop, false);
     atomic_store(&g_pool.started, false);
   }
-  g_pool.nthreads = 1;
+  atomic_store(&g_pool.nthreads, 1);
   pthread_mutex_unlock(&g_pool.start_mu);
 }
 
-int tpu_pool_num_threads(void) { return tpu_rt_num_threads(); }
+int tpu_pool_num_threads(void) {
+  (void)tpu_rt_num_threads(); /* the runtime's lazy init sizes the pool from TORCH_TPU_NUM_THREADS */
+  return atomic_load_explicit(&g_pool.nthreads, memory_order_relaxed);
+}
 
 static void pool_run(int64_t n, int64_t grain, tpu_pool_fn fn, void* ctx, int64_t per_thread, int awake_only) {
   if (n <= 0 || !fn) return;

@@ -820,6 +820,13 @@ static void test_pool(void) {
   for (int k = 0; k < 2; ++k) pthread_join(t[k], NULL);
   CHECK_OK(tpu_rt_synchronize(0));
   CHECK_OK(tpu_rt_synchronize(1));
+  /* tpu_pool_init sizes what kernels plan for; once workers run it can only shrink the pool */
+  tpu_pool_init(1);
+  CHECK(tpu_pool_num_threads() == 1 && tpu_rt_num_threads() == 4);
+  pool_run_check(1000000, 1000, 1); /* one thread: one inline chunk */
+  tpu_pool_init(8);
+  CHECK(tpu_pool_num_threads() == 4);
+  pool_run_check(1000000, 1000, 4);
 }
 
 /* ------------------------------------------------------------------ concurrent enqueue */
