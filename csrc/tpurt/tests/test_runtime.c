@@ -792,8 +792,42 @@ static tpu_status_t task_pool(void* arg) {
   return TPU_OK;
 }
 
+/* Locality: parallel_for(_dynamic) gives thread t the t-th contiguous block of chunks, so a chain of ops over
+ * same-sized data runs each index range on the same thread (its lines stay in that core's cache). The chunks run in
+ * lockstep (a thread's k-th chunk waits, up to ~1 s, until every thread has started its k-th), so no thread runs
+ * out of its own block while another still has chunks left to steal, and claim order (the old rule: chunks in
+ * turn) would interleave the threads' chunks. A worker woken more than ~1 s late spoils a run: most runs must pass. */
+enum { LOC_CHUNKS = 16, LOC_GRAIN = 64 };
+typedef struct { pthread_t who[LOC_CHUNKS]; atomic_int started[LOC_CHUNKS]; int nth, id; } loc_ctx_t;
+static _Thread_local int tl_loc_id = -1, tl_loc_k;
+static void loc_body(void* p, int64_t b, int64_t e) {
+  loc_ctx_t* c = p;
+  c->who[b / LOC_GRAIN] = pthread_self();
+  if (tl_loc_id != c->id) { tl_loc_id = c->id; tl_loc_k = 0; }
+  const int k = tl_loc_k++;
+  atomic_fetch_add(&c->started[k], 1);
+  const uint64_t t0 = tpu_rt_now_ns();
+  while (atomic_load(&c->started[k]) < c->nth && tpu_rt_now_ns() - t0 < 1000000000ull) sched_yield();
+}
+static void test_pool_locality(void) {
+  const int nth = tpu_pool_num_threads(), per = LOC_CHUNKS / nth;
+  CHECK(nth == 4);
+  int good = 0;
+  for (int run = 0; run < 20; ++run) {
+    loc_ctx_t c = {.nth = nth, .id = run};
+    tpu_pool_parallel_for_dynamic(LOC_CHUNKS * LOC_GRAIN, LOC_GRAIN, loc_body, &c); /* 4 chunks per thread */
+    int ok = pthread_equal(c.who[0], pthread_self()); /* the caller's block is the first */
+    for (int i = 0; i < LOC_CHUNKS; ++i) ok &= pthread_equal(c.who[i], c.who[i / per * per]);
+    for (int b = 0; b < nth; ++b)
+      for (int b2 = 0; b2 < b; ++b2) ok &= !pthread_equal(c.who[b * per], c.who[b2 * per]);
+    good += ok;
+  }
+  CHECK(good >= 15);
+}
+
 static void test_pool(void) {
   CHECK(tpu_pool_num_threads() == 4);
+  test_pool_locality();
   pool_run_check(1000000, 1000, 4);
   pool_run_check(4500, 1000, 4);
   pool_run_check(1999, 1000, 1); /* < 2 grains: one chunk */
