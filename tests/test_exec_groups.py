@@ -1,7 +1,10 @@
 """Step groups (TORCH_TPU_EXEC_GROUPS): the host executor runs independent steps of a compiled graph side by side,
 one step per pool thread. Only which thread runs a kernel changes, so a compiled training step must give the same
-bits with groups on and off. Each side runs in its own process (the switch is read once) with two pool threads.
-(Bits across thread counts are not compared here: some kernels size their blocks by the pool's thread count.)"""
+bits with groups on and off. The step scheduler (TORCH_TPU_EXEC_SCHED, drivers/host/exec_sched.c) reorders the
+steps so that more of them are consecutive and independent: every op still computes from the same operands, so the
+same bits with it on and off too. Each side runs in its own process (the switches are read once) with two pool
+threads. (Bits across thread counts are not compared here: some kernels size their blocks by the pool's thread
+count.)"""
 from __future__ import annotations
 
 import os
@@ -55,9 +58,11 @@ CONFIGS = {
 }
 
 
-def _digest(name: str, groups: str, threads: str, steps: int = 3) -> tuple[str, int]:
-    """(sha256 of the run's results, steps run in step groups)"""
-    env = dict(os.environ, TORCH_TPU_EXEC_GROUPS=groups, TORCH_TPU_NUM_THREADS=threads)
+def _digest(name: str, groups: str, threads: str, steps: int = 3, sched: str = "1") -> tuple[str, int]:
+    """(sha256 of the run's results, steps run in step groups). No disk cache: it keeps the order an executable
+    was planned in, so a child would load the other child's order."""
+    env = dict(os.environ, TORCH_TPU_EXEC_GROUPS=groups, TORCH_TPU_NUM_THREADS=threads, TORCH_TPU_EXEC_SCHED=sched,
+               TORCH_TPU_CACHE_DIR="0")
     code = CHILD.format(tests=str(ROOT / "tests"), name=name, steps=steps, cfg=CONFIGS[name])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -72,4 +77,13 @@ def test_compiled_step_same_bits_with_and_without_groups(name):
     on, grouped = _digest(name, "1", "2")
     off, grouped_off = _digest(name, "0", "2")
     assert grouped > 0 and grouped_off == 0, (grouped, grouped_off)  # the "on" run did run step groups
+    assert on == off
+
+
+@pytest.mark.parametrize("name", ["unet", "resnet", "mingpt"])
+def test_compiled_step_same_bits_with_and_without_scheduler(name):
+    on, grouped = _digest(name, "1", "2", sched="1")
+    off, grouped_off = _digest(name, "1", "2", sched="0")
+    # the scheduled backward graphs run more of their steps in groups (a scheduler that stops reordering fails this)
+    assert grouped > grouped_off > 0, (grouped, grouped_off)
     assert on == off

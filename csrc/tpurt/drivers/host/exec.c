@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "drivers/host/exec_sched.h"
 #include "drivers/host/gemm.h"
 #include "drivers/host/host.h"
 #include "drivers/host/rows.h"
@@ -303,7 +304,7 @@ int tpu_host_exe_num_groups(const tpu_host_exe_t* e, int32_t* out_grouped_steps)
 
 #define GRP_FLOP_NS 0.04      /* a small conv / GEMM on one thread: ~25 GFLOP/s */
 #define GRP_STEP_NS 1500.0    /* a step's fixed cost */
-#define GRP_HANDOFF_NS 3000.0 /* a group's pool hand-off and wait */
+#define GRP_HANDOFF_NS TPU_HOST_GRP_HANDOFF_NS
 static double type_numel(const tpu_ir_type_t* t) { return (double)tpu_ir_numel(t); }
 static double dot_flops(const tpu_ir_graph_t* G, int v) { /* [B..., M, N] = [B..., M, K] x [B..., K, N] */
   const tpu_ir_op_t* op = &G->ops[v];
@@ -335,11 +336,8 @@ static double step_cost(const tpu_host_exe_t* e, int v) {
   for (int k = 0; k < op->n_in; ++k) m = fmax(m, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
   return GRP_STEP_NS + m;
 }
-/* A step alone on nth pool threads: small ones run on one thread, larger ones split, imperfectly (on the quiet
- * 2-core machine a compiled UNet step took 5.3-5.5 ms of device wall with one thread, 4.2-4.9 with two: 0.7 of
- * the work at 2 threads, taken as 1.4 / nth at more, where a group of one-thread steps would leave threads idle). */
-static double alone_ns(double c, int nth) { return c < 8000 ? c : 1.4 * c / nth + 2000; }
-#define GRP_MAX_LANES 16
+#define alone_ns tpu_host_grp_alone_ns /* a step alone on nth pool threads (exec_sched.h) */
+#define GRP_MAX_LANES TPU_HOST_GRP_MAX_LANES
 
 typedef struct { double c; int32_t v; } grp_item_t;
 static int grp_item_cmp(const void* x, const void* y) { /* decreasing cost, then step order */
@@ -384,7 +382,8 @@ static int grp_step_of(const tpu_host_exe_t* e, int u) {
   if ((e->kind[u] != K_ROOT && e->kind[u] != K_LIB) || e->sbatch[u]) return -1;
   return e->epi_root[u] >= 0 ? e->epi_root[u] : u;
 }
-static tpu_status_t plan_groups(tpu_host_exe_t* e) {
+/* cut (optional, per op): 1 = a run starts at this step (the scheduler's rounds) */
+static tpu_status_t plan_groups(tpu_host_exe_t* e, const uint8_t* cut) {
   const tpu_ir_graph_t* G = &e->g;
   const int n = G->n_ops;
   const size_t nn = (size_t)(n ? n : 1);
@@ -415,6 +414,7 @@ static tpu_status_t plan_groups(tpu_host_exe_t* e) {
       continue;
     }
     if ((e->kind[v] != K_ROOT && e->kind[v] != K_LIB) || e->sbatch[v] || e->fused[v] || e->epi_root[v] >= 0) continue;
+    if (cut && cut[v] && m) GRP_CLOSE();
     if (op->opcode == TPU_IR_REDUCE && e->fused[tpu_ir_operand(G, v, 0)]) { GRP_CLOSE(); continue; } /* takes scratch as it runs */
     int dep = 0;
     if (e->kind[v] == K_ROOT) {
@@ -437,9 +437,9 @@ static tpu_status_t plan_groups(tpu_host_exe_t* e) {
 }
 
 
-tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe) {
+/* The plan of verified graph g, its steps in g's order (cut: see plan_groups). */
+static tpu_status_t host_plan(const tpu_ir_graph_t* g, const uint8_t* cut, tpu_host_exe_t** out_exe) {
   *out_exe = NULL;
-  TPU_RETURN_IF_ERROR(tpu_ir_verify(g));
   int n = g->n_ops;
   tpu_host_exe_t* e = calloc(1, sizeof(*e));
   int32_t* users = calloc((size_t)n, sizeof(int32_t));
@@ -681,8 +681,134 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
   }
   free(users); free(user);
   tpu_status_t sst = plan_scalar_batches(e);
-  if (!sst) sst = plan_groups(e);
+  if (!sst) sst = plan_groups(e, cut);
   if (sst) { tpu_host_exe_free(e); return sst; }
+  *out_exe = e;
+  return TPU_OK;
+}
+
+/* ---- step order (exec_sched.h): a graph of SCHED_MIN_STEPS+ steps is planned twice when step groups can run,
+ * in its traced order and in the scheduler's; the second plan is kept when its modelled time (plan_model) is lower
+ * and its modelled peak of temporaries not above the traced order's by more than the largest step's (the
+ * scheduler's cap; +1%: the models differ by a few small tensors). TORCH_TPU_EXEC_SCHED=0 keeps the traced order. */
+#define SCHED_MIN_STEPS 8
+static int g_sched = -1; /* -1: TORCH_TPU_EXEC_SCHED not read yet */
+static int sched_on(void) { return tpu_rt_env_switch(&g_sched, "TORCH_TPU_EXEC_SCHED", 1); }
+int tpu_host_set_exec_sched(int on) { return tpu_rt_env_switch_set(&g_sched, "TORCH_TPU_EXEC_SCHED", 1, on); }
+/* Bytes of step v's temporary as the runner takes it (0: an output's memory, or a scalar's own storage). */
+static double step_bytes(const tpu_host_exe_t* e, int v) {
+  const tpu_ir_type_t* t = &e->g.ops[v].type;
+  if (e->last_use[v] == INT32_MAX || (t->rank == 0 && e->kind[v] == K_ROOT)) return 0;
+  return type_numel(t) * (double)tpu_dtype_size(t->dtype);
+}
+/* The run's modelled device time (ns: groups as grp_emit models them, other steps alone) and peak of live
+ * temporaries (bytes: step results from their step to their last reader, a group's until its last step). */
+static void plan_model(const tpu_host_exe_t* e, int nth, double* out_ns, double* out_peak) {
+  const int n = e->g.n_ops, nl = TPU_MIN(nth, GRP_MAX_LANES);
+  double t = 0, live = 0, peak = 0;
+  int nlive = 0;
+  double* lb = malloc((size_t)(n ? n : 1) * sizeof(double)); /* live temporaries: bytes, dead after step lf */
+  int32_t* lf = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+  for (int v = 0; v < n && lb && lf; ++v) {
+    if (e->kind[v] != K_ROOT && e->kind[v] != K_LIB) continue;
+    if (e->sbatch[v] || e->fused[v]) continue;
+    const double b = step_bytes(e, v);
+    if (b > 0) { lb[nlive] = b; lf[nlive++] = e->last_use[v]; live += b; }
+    if (live > peak) peak = live;
+    if (e->epi_root[v] >= 0) continue; /* its buffer now, its GEMM at its cluster's step */
+    const int g = e->grp[v];
+    if (g >= 0 && v != e->grp_last[g]) continue;
+    if (g >= 0) {
+      double lane[GRP_MAX_LANES] = {0}, busiest = 0;
+      for (int i = e->grp_off[g]; i < e->grp_off[g + 1]; ++i) { /* by decreasing cost */
+        int j = 0;
+        for (int l = 1; l < nl; ++l) if (lane[l] < lane[j]) j = l;
+        lane[j] += step_cost(e, e->grp_items[i]);
+        busiest = fmax(busiest, lane[j]);
+      }
+      t += busiest + GRP_HANDOFF_NS;
+    } else {
+      t += alone_ns(step_cost(e, v), nth);
+    }
+    for (int i = 0; i < nlive;) /* released after the step (a group: after its last) */
+      if (lf[i] <= v) { live -= lb[i]; lb[i] = lb[--nlive]; lf[i] = lf[nlive]; } else ++i;
+  }
+  free(lb); free(lf);
+  *out_ns = t; *out_peak = peak;
+}
+/* *out_exe: e's graph planned in the scheduler's order when that models better, else NULL. */
+static tpu_status_t host_schedule(const tpu_host_exe_t* e, tpu_host_exe_t** out_exe) {
+  *out_exe = NULL;
+  const tpu_ir_graph_t* G = &e->g;
+  const int n = G->n_ops, nth = TPU_MAX(tpu_pool_num_threads(), 2);
+  const size_t nn = (size_t)(n ? n : 1);
+  int32_t* unit = malloc(nn * sizeof(int32_t));
+  int32_t* order = malloc(nn * sizeof(int32_t));
+  double* cost = calloc(nn, sizeof(double));
+  double* bytes = calloc(nn, sizeof(double));
+  double* tbytes = calloc(nn, sizeof(double));
+  uint8_t* cut = malloc(nn);
+  tpu_status_t st = TPU_OK;
+  if (!unit || !order || !cost || !bytes || !tbytes || !cut) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable"); goto out; }
+  /* which step evaluates each op: steps themselves; a DOT with an epilogue, its cluster; a fused producer, its
+   * reduce; members, their root's */
+  for (int v = 0; v < n; ++v) {
+    const int k = e->kind[v];
+    unit[v] = k == K_VIEW ? TPU_HOST_SCHED_VIEW : TPU_HOST_SCHED_SRC;
+    if ((k == K_ROOT || k == K_LIB) && !e->sbatch[v]) unit[v] = e->epi_root[v] >= 0 ? e->epi_root[v] : v;
+  }
+  for (int v = 0; v < n; ++v)
+    if (G->ops[v].opcode == TPU_IR_REDUCE && e->kind[v] == K_LIB && e->fused[tpu_ir_operand(G, v, 0)])
+      unit[tpu_ir_operand(G, v, 0)] = unit[v];
+  for (int r = 0; r < n; ++r)
+    if (e->kind[r] == K_ROOT)
+      for (int i = 0; i < e->mem_cnt[r]; ++i) unit[e->members[e->mem_off[r] + i]] = unit[r];
+  for (int v = 0; v < n; ++v)
+    if (unit[v] == v) { cost[v] = step_cost(e, v); bytes[v] = step_bytes(e, v); }
+  for (int v = 0; v < n; ++v) /* an epilogue's GEMM result: held while its cluster's step runs */
+    if (e->epi_root[v] >= 0) tbytes[e->epi_root[v]] += step_bytes(e, v);
+  int changed = 0;
+  tpu_host_sched_stats_t S;
+  const tpu_host_sched_in_t in = {.g = G, .unit = unit, .cost = cost, .bytes = bytes, .tbytes = tbytes, .nth = nth};
+  st = tpu_host_sched_order(&in, order, &changed, cut, &S);
+  if (st || !changed) goto out;
+  tpu_ir_graph_t pg;
+  st = tpu_host_sched_permute(G, order, &pg);
+  if (st) goto out;
+  tpu_host_exe_t* s = NULL;
+  st = host_plan(&pg, cut, &s);
+  tpu_ir_graph_free(&pg);
+  if (st) goto out;
+  double t0, p0, t1, p1;
+  plan_model(e, nth, &t0, &p0);
+  plan_model(s, nth, &t1, &p1);
+  const int keep = t1 < 0.99 * t0 && p1 <= 1.01 * p0 + S.slack; /* (the models differ by a few small tensors) */
+  if (prof_on()) {
+    int32_t g0, g1;
+    const int n0 = tpu_host_exe_num_groups(e, &g0), n1 = tpu_host_exe_num_groups(s, &g1);
+    fprintf(stderr, "exec sched: %d steps, work %.0f us, critical path %.0f us, %d rounds (%d wide); modelled %.0f -> "
+            "%.0f us, groups %d (%d steps) -> %d (%d steps), peak %.1f -> %.1f KB (cap +%.1f): %s\n", e->n_steps, S.work_ns / 1e3,
+            S.crit_ns / 1e3, S.rounds, S.wide, t0 / 1e3, t1 / 1e3, n0, g0, n1, g1, p0 / 1e3, p1 / 1e3, S.slack / 1e3,
+            keep ? "kept" : "traced order kept");
+  }
+  if (keep) *out_exe = s;
+  else tpu_host_exe_free(s);
+out:
+  free(unit); free(order); free(cost); free(bytes); free(tbytes); free(cut);
+  return st;
+}
+
+tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe) {
+  *out_exe = NULL;
+  TPU_RETURN_IF_ERROR(tpu_ir_verify(g));
+  tpu_host_exe_t* e = NULL;
+  TPU_RETURN_IF_ERROR(host_plan(g, NULL, &e));
+  if (e->n_steps >= SCHED_MIN_STEPS && tpu_pool_num_threads() > 1 && groups_on() && sched_on()) {
+    tpu_host_exe_t* s = NULL;
+    tpu_status_t st = host_schedule(e, &s);
+    if (st) { tpu_host_exe_free(e); return st; }
+    if (s) { tpu_host_exe_free(e); e = s; }
+  }
   *out_exe = e;
   return TPU_OK;
 }
