@@ -493,24 +493,85 @@ static void test_kernels_dw(void) {
       {2, 16, 4, 4, 1, 8, 8, 3, 1, 1, 0, 0}, {2, 3, 5, 7, 1, 9, 10, 3, 1, 1, 1, 0}, {2, 2, 3, 3, 1, 11, 9, 3, 1, 1, 2, 2},
       {1, 2, 6, 5, 1, 1, 9, 3, 1, 1, 0, 0},
   };
-  for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci) {
+  /* operand dtypes (x, gy): f32, bf16 (widened exactly: the planes and an f32 copy of gy), f16 x with f32 gy */
+  static const int dts[3][2] = {{TPU_DTYPE_F32, TPU_DTYPE_F32}, {TPU_DTYPE_BF16, TPU_DTYPE_BF16},
+                                {TPU_DTYPE_F16, TPU_DTYPE_F32}};
+  for (size_t cv = 0; cv < 3 * sizeof(cs) / sizeof(cs[0]); ++cv) {
+    const size_t ci = cv / 3;
     const int64_t* c = cs[ci];
-    const int nsp = (int)c[0];
+    const int nsp = (int)c[0], xdt = dts[cv % 3][0], ydt = dts[cv % 3][1];
     int64_t st[3] = {1, 1, 1}, pd[3], dl[3], xs[5] = {c[1], c[2]}, ws[5] = {c[3], c[2]}, ys[5] = {c[1], c[3]};
     for (int d = 0; d < nsp; ++d) {
       const int64_t S = c[4 + 3 - nsp + d];
       pd[d] = c[8]; dl[d] = c[9];
       xs[2 + d] = S; ws[2 + d] = c[7]; ys[2 + d] = S + 2 * c[8] - c[9] * (c[7] - 1);
     }
-    hview_t x = hview(TPU_DTYPE_F32, nsp + 2, xs, (int)c[10]), gy = hview(TPU_DTYPE_F32, nsp + 2, ys, (int)c[11]);
+    hview_t x = hview(xdt, nsp + 2, xs, (int)c[10]), gy = hview(ydt, nsp + 2, ys, (int)c[11]);
     hview_t o = hview(TPU_DTYPE_F32, nsp + 2, ws, 0), r = hview(TPU_DTYPE_F32, nsp + 2, ws, 0);
     fill(&x); fill(&gy); fill(&o);
     OK(tpu_host_conv_run(TPU_HOST_CONV_BWD_WEIGHT, nsp, st, pd, dl, 1, &x.v, &gy.v, &o.v));
     OK(tpu_host_conv_run_ref(TPU_HOST_CONV_BWD_WEIGHT, nsp, st, pd, dl, 1, &x.v, &gy.v, &r.v));
     double mag, e = vdiff(&o.v, &r.v, &mag);
-    CHECK(e <= 1e-5 * (1 + mag), "dw case %zu: err %g (mag %g)", ci, e, mag);
+    CHECK(e <= 1e-5 * (1 + mag), "dw case %zu dtypes %d %d: err %g (mag %g)", ci, xdt, ydt, e, mag);
     free(x.buf); free(gy.buf); free(o.buf); free(r.buf);
   }
+}
+
+/* kernels whose taps partly (or all) read padding at every output (conv.c conv_crop_taps): 1x1 / 1xW / 2x2 maps
+ * with 3x3 / 5x5 kernels, padding 1-2, dilation, stride 2, groups, every layout, f32 / f64 / bf16, then 1x1 maps
+ * with 1x1 kernels (the pointwise GEMM); the dropped taps' weights are inf in the forward / backward-input (they
+ * multiply nothing, as in the reference); also geometries where no tap reads input (the result is zeros). Each
+ * case on the best ISA and with the GEMM capped at AVX2 (the padded-grid / gk kernels then off). */
+static void test_kernels_crop(void) {
+  static const int64_t cs[][8] = {
+      /* S0 S1 K pad dil stride G Cg */
+      {1, 1, 3, 1, 1, 1, 1, 32}, {1, 1, 3, 1, 1, 1, 2, 5}, {1, 1, 5, 2, 1, 1, 1, 7}, {1, 3, 3, 1, 1, 1, 1, 6},
+      {2, 2, 3, 2, 1, 1, 1, 9}, {1, 1, 3, 1, 1, 2, 1, 4}, {2, 1, 3, 2, 2, 1, 1, 3}, {1, 1, 1, 0, 1, 1, 3, 4},
+      {3, 1, 5, 2, 1, 2, 1, 8}, {1, 1, 2, 2, 3, 1, 1, 3}, {1, 2, 2, 2, 3, 1, 2, 2},
+  };
+  static const tpu_host_gemm_isa_t isas[2] = {TPU_HOST_GEMM_ISA_BEST, TPU_HOST_GEMM_ISA_AVX2};
+  for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci)
+    for (int v = 0; v < 6; ++v) {
+      const int64_t* c = cs[ci];
+      const int dt = v % 3 == 1 ? TPU_DTYPE_F64 : TPU_DTYPE_F32, idt = v % 3 == 2 ? TPU_DTYPE_BF16 : dt;
+      int64_t st[2] = {c[5], c[5]}, pd[2] = {c[3], c[3]}, dl[2] = {c[4], c[4]}, S[2] = {c[0], c[1]}, Q[2];
+      const int64_t G = c[6], N = 2 + v, Og = 3 + ci % 3;
+      for (int d = 0; d < 2; ++d) Q[d] = (S[d] + 2 * pd[d] - dl[d] * (c[2] - 1) - 1) / st[d] + 1;
+      int64_t xs[4] = {N, G * c[7], S[0], S[1]}, ws[4] = {G * Og, c[7], c[2], c[2]}, ys[4] = {N, G * Og, Q[0], Q[1]};
+      for (int kind = 0; kind < 3; ++kind) {
+        const int64_t *as = kind == 1 ? ys : xs, *bs = kind == 2 ? ys : ws, *os = kind == 0 ? ys : kind == 1 ? xs : ws;
+        hview_t a = hview(idt, 4, as, (v + kind) % 3), b = hview(idt, 4, bs, v % 2);
+        hview_t o = hview(dt, 4, os, (v / 2 + kind) % 3), r = hview(dt, 4, os, 0);
+        fill(&a); fill(&b); fill(&o);
+        if (kind < 2 && idt != TPU_DTYPE_BF16) /* taps that read no input at any output: inf weights */
+          for (int64_t k0 = 0; k0 < c[2]; ++k0)
+            for (int64_t k1 = 0; k1 < c[2]; ++k1) {
+              int used[2] = {0, 0};
+              const int64_t k[2] = {k0, k1};
+              for (int d = 0; d < 2; ++d)
+                for (int64_t q = 0; q < Q[d]; ++q) {
+                  const int64_t i = q * st[d] - pd[d] + k[d] * dl[d];
+                  used[d] |= i >= 0 && i < S[d];
+                }
+              if (used[0] && used[1]) continue;
+              for (int64_t oc = 0; oc < ws[0] * ws[1]; ++oc) {
+                const int64_t off = (oc / ws[1]) * b.v.strides[0] + (oc % ws[1]) * b.v.strides[1] + k0 * b.v.strides[2] +
+                                    k1 * b.v.strides[3];
+                tpu_host_store_f64(b.v.data + off * (int64_t)tpu_dtype_size(idt), idt, INFINITY);
+              }
+            }
+        OK(tpu_host_conv_run_ref(kind, 2, st, pd, dl, G, &a.v, &b.v, &r.v));
+        for (int ii = 0; ii < 2; ++ii) {
+          tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(isas[ii]);
+          OK(tpu_host_conv_run(kind, 2, st, pd, dl, G, &a.v, &b.v, &o.v));
+          tpu_host_gemm_set_isa(old);
+          double mag, e = vdiff(&o.v, &r.v, &mag);
+          const double tol = dt == TPU_DTYPE_F64 ? 1e-12 * (1 + mag) : 1e-5 * (1 + mag);
+          CHECK(e <= tol, "crop case %zu kind %d dt %d isa %d: err %g (mag %g)", ci, kind, idt, (int)isas[ii], e, mag);
+        }
+        free(a.buf); free(b.buf); free(o.buf); free(r.buf);
+      }
+    }
 }
 
 int main(void) {
@@ -522,6 +583,7 @@ int main(void) {
   test_kernels_groups();
   test_kernels_gk();
   test_kernels_dw();
+  test_kernels_crop();
   test_kernels_direct();
   test_kernels_bf16_isa();
   test_ops();

@@ -32,6 +32,21 @@ typedef struct conv_geo_s {
  * (q * stride - padding) per spatial dim and the y-view offset of its spatial part. */
 typedef struct conv_tile_s { int64_t p0, pt; int64_t *b0, *b1, *b2, *yoff; } conv_tile_t;
 
+/* Short copies (rows of 4-16 floats, a tile's 16-lane runs) as fixed-size moves: gcc turns copy loops of unknown
+ * length into memcpy calls, whose call and size dispatch cost more than such a copy */
+static inline void conv_copy(void* dst, const void* src, size_t nb) {
+  if (nb > 256) { memcpy(dst, src, nb); return; }
+  char* d = dst;
+  const char* s = src;
+  for (; nb >= 64; nb -= 64, d += 64, s += 64) memcpy(d, s, 64);
+  if (nb & 32) { memcpy(d, s, 32); d += 32; s += 32; }
+  if (nb & 16) { memcpy(d, s, 16); d += 16; s += 16; }
+  if (nb & 8) { memcpy(d, s, 8); d += 8; s += 8; }
+  if (nb & 4) { memcpy(d, s, 4); d += 4; s += 4; }
+  if (nb & 2) { memcpy(d, s, 2); d += 2; s += 2; }
+  if (nb & 1) *d = *s;
+}
+
 /* temporaries come from the GEMM's buffer cache: no fresh page faults for every call */
 static void* conv_alloc(size_t bytes) { return tpu_host_scratch_alloc(bytes); }
 static void conv_free(void* p) { tpu_host_scratch_free(p); }
@@ -297,9 +312,11 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
   float* xpad = conv_alloc((size_t)(g->C * L) * sizeof(float));
   float* tile = conv_alloc((size_t)DK_TILE * sizeof(float));
   if (!xpad || !tile) { J->oom = 1; goto done; }
+  /* zeroed once: every unit rewrites the same interior positions (a short last unit leaves earlier samples in
+   * its unused slots, whose outputs are computed from them and dropped), the padding stays zero */
+  memset(xpad, 0, (size_t)(g->C * L) * sizeof(float));
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * J->ns, nn = TPU_MIN(J->ns, g->N - n0);
-    memset(xpad, 0, (size_t)(g->C * L) * sizeof(float));
     for (int64_t s = 0; s < nn; ++s)
       for (int64_t c = 0; c < g->C; ++c) conv_grid_fill(g, J->Sp, n0 + s, c, xpad + c * L + s * J->Lg);
     float* yu = (float*)g->yd + n0 * g->ys[0];
@@ -317,7 +334,7 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
               for (int64_t j = 0, c = t * nv; j < nv && c < nch; ++j, ++c) {
                 const float* tr = tile + i * NR + 16 * j;
                 float* d = yr + J->cy[c];
-                if (ys4 == 1) memcpy(d, tr, (size_t)J->clen[c] * sizeof(float));
+                if (ys4 == 1) conv_copy(d, tr, (size_t)J->clen[c] * sizeof(float));
                 else for (int64_t l = 0; l < J->clen[c]; ++l) d[l * ys4] = tr[l];
               }
             }
@@ -340,8 +357,9 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
             const float* tr = tile + i * NR;
             for (int64_t r = J->rstart[st]; r < J->rstart[st + 1]; ++r) { /* runs of outputs, y-stride ys4 */
               const int64_t j0 = J->runs[2 * r], len = TPU_MIN(J->runs[2 * r + 1], nr - j0);
+              if (len <= 0) continue; /* a run past the last sample of a short unit */
               float* d = yr + yo[j0];
-              if (ys4 == 1) for (int64_t j = 0; j < len; ++j) d[j] = tr[j0 + j];
+              if (ys4 == 1) conv_copy(d, tr + j0, (size_t)len * sizeof(float));
               else for (int64_t j = 0; j < len; ++j) d[j * ys4] = tr[j0 + j];
             }
           }
@@ -430,14 +448,18 @@ done:
   return st;
 }
 
-/* ---- small-channel backward-weight (stride 1, f32, AVX-512F, one group): gw[o, c, k] = sum over output rows
+/* ---- small-channel backward-weight (stride 1, f32 result, AVX-512F, one group): gw[o, c, k] = sum over output rows
  * (n, q0, q1) and q2 of gy[n, o, q] xpad[c, n Lg + q + shift(k)], x first copied into zero-padded planes as
  * for the padded-grid forward (Lg = prod(S + 2 pd); the grid coordinate of tap k of output q is q + k dl).
  * Where Cg and Og are under 16 the gk kernel pads its lanes to 16 channels (4 channels on a 16x16 map ran at
  * ~9 GFLOP/s); here lanes run along q2 (rows of gy read in place), 2 output channels x 9 taps a unit. The
- * planes and tap offsets are the padded-grid forward's (conv_grid_fill, conv_grid_taps). */
+ * planes and tap offsets are the padded-grid forward's (conv_grid_fill, conv_grid_taps). bf16 / f16 operands are
+ * widened exactly into the planes and an f32 copy of gy (their products are exact in f32: bf16 x bf16 at DEFAULT
+ * too, where the GEMM's vdpbf16ps would flush denormals; here they are kept). */
 typedef struct {
   const conv_geo_t* g;
+  const float* gy;              /* gy (N, O, *Q): the view itself when f32, else a widened contiguous copy */
+  int64_t gys[5];               /* its strides */
   float* xpad;                  /* (C, Lx) */
   int64_t Sp[3], Lg, Lx, nop, nkc, R;
   int64_t *grow, *xrow, *shift; /* (R) gy row offsets, (R) xpad row offsets, (nkc * 9) tap shifts */
@@ -445,10 +467,11 @@ typedef struct {
 } conv_dw_job_t;
 
 static int conv_dw_ok(int kind, const conv_geo_t* g) {
-  if (kind != TPU_HOST_CONV_BWD_WEIGHT || !g_direct || g->prec != 0 || g->G != 1 || g->Cg >= 16 || g->Og >= 16 ||
-      g->KK < 5 || g->N * g->P == 0 || g->xdt != TPU_DTYPE_F32 || g->ydt != TPU_DTYPE_F32 || g->wdt != TPU_DTYPE_F32)
+  if (kind != TPU_HOST_CONV_BWD_WEIGHT || !g_direct || g->G != 1 || g->Cg >= 16 || g->Og >= 16 || g->KK < 5 ||
+      g->N * g->P == 0 || !conv_f32_operand(g->xdt) || !conv_f32_operand(g->ydt) || g->wdt != TPU_DTYPE_F32)
     return 0;
-  if (g->Q[2] > 1 && g->ys[4] != 1) return 0; /* gy rows read in place */
+  if (g->prec != TPU_IR_PRECISION_HIGHEST && !(g->xdt == TPU_DTYPE_BF16 && g->ydt == TPU_DTYPE_BF16)) return 0;
+  if (g->ydt == TPU_DTYPE_F32 && g->Q[2] > 1 && g->ys[4] != 1) return 0; /* f32 gy rows read in place */
   if (2 * g->Q[2] < 16 * ((g->Q[2] + 15) / 16)) return 0; /* >= 1/2 of the lanes are positions (8-wide: 3x im2col) */
   if (!tpu_cpu_has_avx512f() || strncmp(tpu_host_gemm_isa_name(), "avx512", 6) != 0) return 0;
   int64_t grid = 1;
@@ -472,11 +495,11 @@ static void conv_dw_xpad_worker(void* ctx, int64_t begin, int64_t end) {
 static void conv_dw_worker(void* ctx, int64_t begin, int64_t end) {
   conv_dw_job_t* J = ctx;
   const conv_geo_t* g = J->g;
-  const float* gy = (const float*)(const void*)g->yd;
+  const float* gy = J->gy;
   for (int64_t u = begin; u < end; ++u) {
     const int64_t kc = u % J->nkc, c = (u / J->nkc) % g->C, op = u / (J->nkc * g->C);
     const int64_t o1 = TPU_MIN(2 * op + 1, g->O - 1); /* an odd last channel: computed twice, dropped */
-    tpu_host_conv_dw2x9_avx512(J->R, J->grow, J->xrow, g->Q[2], gy + 2 * op * g->ys[1], gy + o1 * g->ys[1],
+    tpu_host_conv_dw2x9_avx512(J->R, J->grow, J->xrow, g->Q[2], gy + 2 * op * J->gys[1], gy + o1 * J->gys[1],
                                J->xpad + c * J->Lx, J->shift + kc * 9, J->res + u * 18);
   }
 }
@@ -493,17 +516,31 @@ static tpu_status_t conv_dw_run(const conv_geo_t* g) {
   J.xpad = conv_alloc((size_t)(g->C * J.Lx) * sizeof(float));
   J.grow = conv_alloc((size_t)(2 * J.R + J.nkc * 9 + g->KK) * sizeof(int64_t));
   J.res = conv_alloc((size_t)(units * 18) * sizeof(float));
+  float* gy32 = NULL;
   tpu_status_t st = TPU_OK;
-  if (!J.xpad || !J.grow || !J.res) {
+  if (g->ydt != TPU_DTYPE_F32) gy32 = conv_alloc((size_t)(g->N * g->O * g->P) * sizeof(float));
+  if (!J.xpad || !J.grow || !J.res || (g->ydt != TPU_DTYPE_F32 && !gy32)) {
     st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory for convolution temporaries");
     goto done;
+  }
+  J.gy = (const float*)(const void*)g->yd;
+  for (int d = 0; d < 5; ++d) J.gys[d] = g->ys[d];
+  if (gy32) { /* widened, (N, O, Q0, Q1, Q2) contiguous */
+    float* d = gy32;
+    for (int64_t n = 0; n < g->N; ++n)
+      for (int64_t o = 0; o < g->O; ++o)
+        for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+          for (int64_t q1 = 0; q1 < g->Q[1]; ++q1, d += g->Q[2])
+            ldrun_f32(d, g->yd, n * g->ys[0] + o * g->ys[1] + q0 * g->ys[2] + q1 * g->ys[3], g->ys[4], g->Q[2], g->ydt);
+    J.gy = gy32;
+    J.gys[4] = 1; J.gys[3] = g->Q[2]; J.gys[2] = g->Q[1] * g->Q[2]; J.gys[1] = g->P; J.gys[0] = g->O * g->P;
   }
   J.xrow = J.grow + J.R; J.shift = J.xrow + J.R;
   int64_t* woff = J.shift + J.nkc * 9;
   for (int64_t n = 0, i = 0; n < g->N; ++n)
     for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
       for (int64_t q1 = 0; q1 < g->Q[1]; ++q1, ++i) {
-        J.grow[i] = n * g->ys[0] + q0 * g->ys[2] + q1 * g->ys[3];
+        J.grow[i] = n * J.gys[0] + q0 * J.gys[2] + q1 * J.gys[3];
         J.xrow[i] = n * J.Lg + (q0 * J.Sp[1] + q1) * J.Sp[2];
       }
   conv_grid_taps(g, J.Sp, J.shift);
@@ -523,7 +560,7 @@ static tpu_status_t conv_dw_run(const conv_geo_t* g) {
     }
   }
 done:
-  conv_free(J.xpad); conv_free(J.grow); conv_free(J.res);
+  conv_free(J.xpad); conv_free(J.grow); conv_free(J.res); conv_free(gy32);
   return st;
 }
 
@@ -680,7 +717,7 @@ static void gk_xt16_worker(void* ctx, int64_t begin, int64_t end) {
             for (int64_t grp = 0; grp < g->G; ++grp) {
               uint16_t* dw = dr + w * Cx + grp * Cp;
               const uint16_t* sw = sr + w * ws + grp * Cg;
-              if (Cg >= 16) memcpy(dw, sw, (size_t)Cg * sizeof(uint16_t));
+              if (Cg >= 16) conv_copy(dw, sw, (size_t)Cg * sizeof(uint16_t));
               else for (int64_t c = 0; c < Cg; ++c) dw[c] = sw[c];
             }
         } else {
@@ -880,7 +917,7 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
       const int64_t yo = J->rw[rb * mr + i];
       if (yo < 0) continue;
       if (J->z) { /* row t = rb * mr + i of z */
-        memcpy(J->z + ((rb * mr + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * tp,
+        conv_copy(J->z + ((rb * mr + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * tp,
                (size_t)J->ng * 16 * sizeof(float));
         continue;
       }
@@ -889,7 +926,7 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
         if (nl <= 0) break;
         float* yr = yd + yo + (grp * g->Og + o0) * g->ys[1];
         const float* tr = tile + i * tp + j * 16;
-        if (g->ys[1] == 1) memcpy(yr, tr, (size_t)nl * sizeof(float));
+        if (g->ys[1] == 1) conv_copy(yr, tr, (size_t)nl * sizeof(float));
         else for (int64_t l = 0; l < nl; ++l) yr[l * g->ys[1]] = tr[l];
       }
     }
@@ -1206,7 +1243,7 @@ static void bi_worker(void* ctx, int64_t begin, int64_t end) {
       const int64_t xo = J->rw[r0 + i];
       if (xo < 0) continue;
       if (J->z) {
-        memcpy(J->z + (J->rz[r0 + i] * g->G + grp) * J->Cpg + cb * J->ng * 16, tile + i * 48,
+        conv_copy(J->z + (J->rz[r0 + i] * g->G + grp) * J->Cpg + cb * J->ng * 16, tile + i * 48,
                (size_t)J->ng * 16 * sizeof(float));
         continue;
       }
@@ -1215,7 +1252,7 @@ static void bi_worker(void* ctx, int64_t begin, int64_t end) {
         if (nl <= 0) break;
         float* xr = xd + xo + (grp * g->Cg + c0) * g->xs[1];
         const float* tr = tile + i * 48 + j * 16;
-        if (g->xs[1] == 1) memcpy(xr, tr, (size_t)nl * sizeof(float));
+        if (g->xs[1] == 1) conv_copy(xr, tr, (size_t)nl * sizeof(float));
         else for (int64_t l = 0; l < nl; ++l) xr[l * g->xs[1]] = tr[l];
       }
     }
@@ -1357,6 +1394,57 @@ static int64_t view_numel(const tpu_host_view_t* v) {
   return n;
 }
 
+/* +0.0 into every element of a float view (all-zero bits), a run of its contiguous innermost dims at a time */
+static void conv_zero_view(const tpu_host_view_t* v) {
+  int r = v->rank - 1;
+  const int64_t es = (int64_t)tpu_dtype_size(v->dtype);
+  int64_t W = v->sizes[r], ws = v->strides[r];
+  while (r > 0 && ws == 1 && v->strides[r - 1] == W) W *= v->sizes[--r];
+  const int64_t rows = W > 0 ? view_numel(v) / W : 0;
+  int64_t idx[TPU_MAX_DIMS] = {0};
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t off = 0;
+    for (int d = 0; d < r; ++d) off += idx[d] * v->strides[d];
+    if (ws == 1) memset(v->data + off * es, 0, (size_t)(W * es));
+    else for (int64_t j = 0; j < W; ++j) memset(v->data + (off + j * ws) * es, 0, (size_t)es);
+    for (int d = r - 1; d >= 0; --d) { if (++idx[d] < v->sizes[d]) break; idx[d] = 0; }
+  }
+}
+
+/* Taps that read only padding at every output position add nothing (a 3x3 kernel with pad 1 on a 1x1 map: 8
+ * of 9, ResNet's last stage). Per spatial dim the kernel is cropped to the taps [klo, khi] that read input
+ * somewhere: the weight view (*wv) is sliced and the padding lowered by klo * dl (pd2), kept only where the
+ * cropped geometry still has its right padding <= its left one (the padded-grid kernels' assumption). Returns
+ * 1 when it cropped, -1 when no tap reads input (the result is all zeros), else 0. Like the _ref twin, the
+ * dropped taps multiply nothing (an inf weight over padding gives no NaN). */
+static int conv_crop_taps(int kind, int nsp, const int64_t* stride, const int64_t* padding, const int64_t* dilation,
+                          const tpu_host_view_t* a, const tpu_host_view_t* b, const tpu_host_view_t* out,
+                          tpu_host_view_t* wv, int64_t* pd2) {
+  const tpu_host_view_t* x = kind == TPU_HOST_CONV_BWD_INPUT ? out : a;
+  const tpu_host_view_t* y = kind == TPU_HOST_CONV_FWD ? out : kind == TPU_HOST_CONV_BWD_INPUT ? a : b;
+  const tpu_host_view_t* w = kind == TPU_HOST_CONV_BWD_WEIGHT ? out : b;
+  int cropped = 0;
+  *wv = *w;
+  for (int d = 0; d < nsp; ++d) {
+    const int64_t S = x->sizes[2 + d], Q = y->sizes[2 + d], K = w->sizes[2 + d];
+    const int64_t st = stride[d], pd = padding[d], dl = dilation[d];
+    int64_t klo = -1, khi = -1;
+    pd2[d] = pd;
+    for (int64_t k = 0; k < K; ++k) { /* the first output q with q st - pd + k dl >= 0 reads inside? */
+      const int64_t lo = pd - k * dl, q = lo <= 0 ? 0 : (lo + st - 1) / st;
+      if (q < Q && q * st - pd + k * dl <= S - 1) { if (klo < 0) klo = k; khi = k; }
+    }
+    if (klo < 0) return -1;
+    const int64_t p2 = pd - klo * dl, right = (Q - 1) * st + (khi - klo) * dl - p2 - (S - 1);
+    if ((klo == 0 && khi == K - 1) || p2 < 0 || right > p2) continue;
+    pd2[d] = p2;
+    wv->data += klo * w->strides[2 + d] * (int64_t)tpu_dtype_size(w->dtype);
+    wv->sizes[2 + d] = khi - klo + 1;
+    cropped = 1;
+  }
+  return cropped;
+}
+
 
 tpu_status_t tpu_host_conv_run(int kind, int nsp, const int64_t* stride, const int64_t* padding,
                                const int64_t* dilation, int64_t groups, const tpu_host_view_t* a,
@@ -1380,6 +1468,17 @@ tpu_status_t tpu_host_conv_run_prec(int kind, int nsp, const int64_t* stride, co
    * kernel (vdpbf16ps, gemm.h) where the CPU has one. */
   if (a->dtype == TPU_DTYPE_BF16 && b->dtype == TPU_DTYPE_BF16) g.prec = TPU_IR_PRECISION_DEFAULT;
   if (view_numel(out) == 0) return TPU_OK;
+  {
+    tpu_host_view_t wv;
+    int64_t pd2[3];
+    const int crop = conv_crop_taps(kind, nsp, stride, padding, dilation, a, b, out, &wv, pd2);
+    if (crop < 0 || (crop > 0 && kind == TPU_HOST_CONV_BWD_WEIGHT)) conv_zero_view(out); /* gw: the dropped taps */
+    if (crop > 0)
+      return kind == TPU_HOST_CONV_BWD_WEIGHT
+                 ? tpu_host_conv_run_prec(kind, nsp, stride, pd2, dilation, groups, precision, a, b, &wv)
+                 : tpu_host_conv_run_prec(kind, nsp, stride, pd2, dilation, groups, precision, a, &wv, out);
+    if (crop < 0) return TPU_OK;
+  }
   if (kind == TPU_HOST_CONV_BWD_INPUT && g_flip_bwd_input) {
     /* Stride 1: gx = conv(gy, w') with w'[c, o, k] = w[o, c, K-1-k] and padding d(K-1) - p, a
      * forward conv (gathers, output written in place) instead of GEMM + col2im scatter. */

@@ -8,16 +8,18 @@
 /* Operands (x, w, gy) may be stored in another dtype than CT (f32 kernels read bf16/f16 and
  * widen exactly): they are addressed in bytes (base + element offset * size) and read through
  * ldrun / ld1. dst[i] = base[(off + i * step)] for i < n. */
-static void CFN(ldrun)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
-  if (dt == TPU_DTYPE_BF16) {
-    const uint16_t* s = (const uint16_t*)base + off;
-    for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_bf16_to_f32(s[i * step]);
-  } else if (dt == TPU_DTYPE_F16) {
-    const uint16_t* s = (const uint16_t*)base + off;
-    for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_f16_to_f32(s[i * step]);
+static void CFN(ldrun_cvt)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
+  const uint16_t* s = (const uint16_t*)base + off;
+  if (dt == TPU_DTYPE_BF16) for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_bf16_to_f32(s[i * step]);
+  else for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_f16_to_f32(s[i * step]);
+}
+/* inline: callers copy runs of 1-16 elements, where a call cost as much as the copy */
+static inline void CFN(ldrun)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
+  if (dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16) {
+    CFN(ldrun_cvt)(dst, base, off, step, n, dt);
   } else {
     const CT* s = (const CT*)base + off;
-    if (step == 1) memcpy(dst, s, (size_t)n * sizeof(CT));
+    if (step == 1) conv_copy(dst, s, (size_t)n * sizeof(CT));
     else for (int64_t i = 0; i < n; ++i) dst[i] = s[i * step];
   }
 }
@@ -205,7 +207,7 @@ static void CFN(store_planes)(const conv_geo_t* g, const CT* acc, CT* xn) {
     const CT* a = acc + c * SS;
     CT* xc = xn + c * g->xs[1];
     if (flat) {
-      memcpy(xc, a, (size_t)SS * sizeof(CT));
+      conv_copy(xc, a, (size_t)SS * sizeof(CT));
       continue;
     }
     for (int64_t s0 = 0; s0 < g->S[0]; ++s0)
@@ -394,7 +396,7 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
       for (int64_t o = 0; o < g->O; ++o) {
         const CT* src = ct + o * cols + s * g->P;
         CT* yo = yn + o * g->ys[1];
-        if (g->y_direct && g->yps == 1) memcpy(yo, src, (size_t)g->P * sizeof(CT));
+        if (g->y_direct && g->yps == 1) conv_copy(yo, src, (size_t)g->P * sizeof(CT));
         else for (int64_t j = 0; j < g->P; ++j) yo[t.yoff[j]] = src[j];
       }
     }
@@ -628,10 +630,33 @@ static void CFN(bw_sum_worker)(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
+/* 1x1 maps and kernels (ResNet's last stage once conv_crop_taps dropped the padding taps): per group one GEMM on
+ * the views as they are, (N, Cg) x (Cg, Og) and its transposes, no packing or per-sample copies */
+static void CFN(conv_run_pointwise)(int kind, const conv_geo_t* g) {
+  for (int64_t grp = 0; grp < g->G; ++grp) {
+    const char* x = g->xd + grp * g->Cg * g->xs[1] * g->xes;
+    const char* w = g->wd + grp * g->Og * g->ws[0] * (int64_t)tpu_dtype_size(g->wdt);
+    const char* y = g->yd + grp * g->Og * g->ys[1] * g->yes;
+    if (kind == TPU_HOST_CONV_FWD) /* y (N, Og) = x (N, Cg) @ w^T (Cg, Og) */
+      CGEMMX(g->xdt, g->wdt, g->prec, g->N, g->Og, g->Cg, x, g->xs[0], g->xs[1], w, g->ws[1], g->ws[0], (CT)0,
+             (CT*)(void*)y, g->ys[0], g->ys[1]);
+    else if (kind == TPU_HOST_CONV_BWD_INPUT) /* gx (N, Cg) = gy (N, Og) @ w (Og, Cg) */
+      CGEMMX(g->ydt, g->wdt, g->prec, g->N, g->Cg, g->Og, y, g->ys[0], g->ys[1], w, g->ws[0], g->ws[1], (CT)0,
+             (CT*)(void*)x, g->xs[0], g->xs[1]);
+    else /* gw (Og, Cg) = gy^T (Og, N) @ x (N, Cg) */
+      CGEMMX(g->ydt, g->xdt, g->prec, g->Og, g->Cg, g->N, y, g->ys[1], g->ys[0], x, g->xs[0], g->xs[1], (CT)0,
+             (CT*)(void*)w, g->ws[0], g->ws[1]);
+  }
+}
+
 static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
   CFN(conv_job_t) J = {.g = g};
   tpu_status_t st = TPU_OK;
   int nth = tpu_pool_num_threads();
+  if (g->P == 1 && g->KK == 1 && g->S[0] * g->S[1] * g->S[2] == 1) {
+    CFN(conv_run_pointwise)(kind, g);
+    return TPU_OK;
+  }
   if (kind == TPU_HOST_CONV_FWD || kind == TPU_HOST_CONV_BWD_INPUT) {
     CT* wp = conv_alloc((size_t)(g->O * g->KcG) * sizeof(CT));
     if (!wp) return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for a convolution weight");
@@ -669,13 +694,14 @@ static tpu_status_t CFN(conv_run)(int kind, conv_geo_t* g) {
     } else if (conv_w_contig(g)) {
       memcpy(wd, J.acc, (size_t)S.M * sizeof(CT));
     } else {
+      const CT* a = J.acc; /* (O, Cg, K0, K1, K2) in order, by counters (no division per element) */
       for (int64_t o = 0; o < g->O; ++o)
         for (int64_t c = 0; c < g->Cg; ++c)
-          for (int64_t kk = 0; kk < g->KK; ++kk) {
-            int64_t k0 = kk / (g->K[1] * g->K[2]), k1 = (kk / g->K[2]) % g->K[1], k2 = kk % g->K[2];
-            wd[o * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4]] =
-                J.acc[(o * g->Cg + c) * g->KK + kk];
-          }
+          for (int64_t k0 = 0; k0 < g->K[0]; ++k0)
+            for (int64_t k1 = 0; k1 < g->K[1]; ++k1) {
+              CT* wr = wd + o * g->ws[0] + c * g->ws[1] + k0 * g->ws[2] + k1 * g->ws[3];
+              for (int64_t k2 = 0; k2 < g->K[2]; ++k2) wr[k2 * g->ws[4]] = *a++;
+            }
     }
     conv_free(J.acc);
   }
