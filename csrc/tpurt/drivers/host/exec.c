@@ -1990,18 +1990,20 @@ typedef struct {
   int prof;
   pthread_mutex_t mu; /* failures only: the one of the earliest step is kept */
   tpu_status_t first;
-  int first_v;
+  _Atomic int first_v; /* that step (INT32_MAX: none); steps after it are skipped: the run fails anyway */
 } grp_job_t;
 static void grp_worker(void* ctx, int64_t begin, int64_t end) {
   grp_job_t* J = ctx;
   for (int64_t i = begin; i < end; ++i) {
     const int v = J->items[i];
+    if (v > atomic_load_explicit(&J->first_v, memory_order_relaxed)) continue; /* (earlier ones still run: the
+                                                                                 * error returned is the earliest) */
     const double t = J->prof ? prof_now() : 0;
     tpu_status_t st = run_step(J->e, v, J->vals, J->scalars, NULL);
     if (J->prof) prof_step(J->e, v, prof_now() - t);
     if (st == TPU_OK) { tpu_metrics_add_kernels(1); continue; }
     pthread_mutex_lock(&J->mu);
-    if (v < J->first_v) { tpu_status_t old = J->first; J->first = st; J->first_v = v; st = old; }
+    if (v < J->first_v) { tpu_status_t old = J->first; J->first = st; atomic_store(&J->first_v, v); st = old; }
     pthread_mutex_unlock(&J->mu);
     tpu_status_free(st);
   }
