@@ -159,6 +159,44 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, 
   CHECK(!bad, "%s: %s %s match common.h", isa, tpu_dtype_name(dt), round ? "roundings" : "stores");
 }
 
+/* bin_bf16 (one pass: bf16 OP bf16 -> bf16) against the path it replaces, the same build's tile load of a and b,
+ * tile_compute of OP and tile store (which of two NaN operands' payloads survives is the compiler's choice of
+ * operand order, so it is compared with that path, not with a scalar formula): every bf16 a against random b (NaN
+ * payloads, infinities, zeros and subnormals among them; results that overflow, underflow or round to a tie), odd
+ * lengths (vector body and tail), unaligned starts and in place (o == a). */
+static void check_bin_bf16(const tpu_host_tile_ops_t* T, const char* isa) {
+  if (!T->bin_bf16) return;
+  enum { NB = 65536 + 37 };
+  uint16_t *a = malloc(NB * 2 + 64), *b = malloc(NB * 2 + 64), *o = malloc(NB * 2 + 64), *w = malloc(NB * 2 + 64);
+  float *fa = malloc(NB * 4), *fb = malloc(NB * 4), *fr = malloc(NB * 4);
+  uint64_t st = 7;
+  for (int i = 0; i < NB; ++i) { a[i] = (uint16_t)i; b[i] = (uint16_t)rng(&st); }
+  for (int i = 0; i < NB; i += 97) b[i] = (uint16_t)(i & 1 ? 0x7fc1 : 0x0001); /* NaN payloads, subnormals */
+  const int ops[4] = {TPU_IR_ADD, TPU_IR_SUB, TPU_IR_MUL, TPU_IR_DIV};
+  for (int k = 0; k < 4; ++k)
+    for (int off = 0; off < 3; ++off) {
+      const int64_t n = NB - 2 * off - (k & 1);
+      int bad = 0;
+      CHECK(T->bin_bf16(ops[k], o + off, a + off, b + 2 * off, n) == 0, "%s bin_bf16 op %d", isa, ops[k]);
+      tpu_ir_op_t op;
+      memset(&op, 0, sizeof op);
+      op.opcode = ops[k];
+      const void* in[2] = {fa, fb};
+      T->load(fa, TPU_HOST_CLS_F32, (const char*)(a + off), TPU_DTYPE_BF16, 1, n);
+      T->load(fb, TPU_HOST_CLS_F32, (const char*)(b + 2 * off), TPU_DTYPE_BF16, 1, n);
+      T->compute(&op, TPU_DTYPE_F32, fr, TPU_DTYPE_F32, in, n);
+      T->store((char*)w, TPU_DTYPE_BF16, 1, fr, TPU_HOST_CLS_F32, n);
+      for (int64_t i = 0; i < n; ++i)
+        if (o[off + i] != w[i] && !bad++) printf("  %s op %d a %04x b %04x: %04x, ref %04x\n", isa, ops[k], a[off + i], b[2 * off + i], o[off + i], w[i]);
+      CHECK(!bad, "%s bin_bf16 op %d offset %d: %d differ", isa, ops[k], off, bad);
+      memcpy(o, a, NB * 2); /* in place: o == a */
+      T->bin_bf16(ops[k], o + off, o + off, b + 2 * off, n);
+      CHECK(memcmp(o + off, w, (size_t)n * 2) == 0, "%s bin_bf16 op %d in place", isa, ops[k]);
+    }
+  CHECK(T->bin_bf16(TPU_IR_MAX, o, a, b, 8) == -1, "%s bin_bf16 refuses other opcodes", isa);
+  free(a); free(b); free(o); free(w); free(fa); free(fb); free(fr);
+}
+
 int main(void) {
   check_common_f16();
   const tpu_host_tile_ops_t* isa[4] = {&tpu_host_tile_ops_base, NULL, NULL, NULL};
@@ -174,6 +212,7 @@ int main(void) {
       check_stores(isa[q], name[q], dt, 0);
       check_stores(isa[q], name[q], dt, 1);
     }
+    check_bin_bf16(isa[q], name[q]);
   }
   printf("test_tile_convert: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

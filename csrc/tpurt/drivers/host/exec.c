@@ -1087,6 +1087,7 @@ typedef struct {
   int64_t tiles_per_row, rows;
   int64_t krows, rows2, blocks2; /* rows per tile; size of dim rank-2 (1 if none); its blocks */
   uint8_t lmode[64];
+  int bin, bin_op, bin_leaf[2]; /* bin: one-pass bf16 binary tiles (cluster_bin_bf16): OP and its leaves a, b */
   tpu_status_t err;
 } cluster_job_t;
 
@@ -1128,6 +1129,38 @@ static int cluster_alias(const tpu_host_view_t* out, int nleaf, const tpu_host_v
     if (alias[j] && !views_identical(out, &leaf[j])) ok = 0;
   }
   return ok;
+}
+
+/* An eager bf16 binary op's cluster: convert(bf16 leaf a) OP convert(bf16 leaf b) in f32, converted to a bf16
+ * output, OP one of T->bin_bf16's: tiles contiguous in a, b and the output run as one bin_bf16 call each instead of
+ * two loads, the OP and a store over f32 tile buffers (same bits). Sets J->bin. Not with an output that overlaps a
+ * leaf other than as the same view (may_direct == 0). */
+static void cluster_bin_bf16(cluster_job_t* J, int may_direct) {
+  const tpu_host_exe_t* e = J->e;
+  const tpu_ir_graph_t* G = &e->g;
+  const int root = J->root, nr = e->nreg[root], nm = e->mem_cnt[root];
+  const tpu_ir_op_t* rop = &G->ops[root];
+  J->bin = 0;
+  if (!may_direct || !tpu_host_tile_ops()->bin_bf16 || J->out->dtype != TPU_DTYPE_BF16 || nm > 4 ||
+      rop->opcode != TPU_IR_CONVERT || rop->type.dtype != TPU_DTYPE_BF16 || e->in_dtype[root] != TPU_DTYPE_F32 ||
+      e->slot[rop->in_off] >= nr)
+    return;
+  const int v = tpu_ir_operand(G, root, 0);
+  const tpu_ir_op_t* op = &G->ops[v];
+  if ((op->opcode != TPU_IR_ADD && op->opcode != TPU_IR_SUB && op->opcode != TPU_IR_MUL && op->opcode != TPU_IR_DIV) ||
+      op->n_in != 2 || op->type.dtype != TPU_DTYPE_F32 || e->in_dtype[v] != TPU_DTYPE_F32)
+    return;
+  for (int k = 0; k < 2; ++k) {
+    if (e->slot[op->in_off + k] >= nr) return; /* an f32 leaf read directly */
+    const tpu_ir_op_t* cv = &G->ops[tpu_ir_operand(G, v, k)];
+    const int ls = e->slot[cv->in_off];
+    if (cv->opcode != TPU_IR_CONVERT || cv->type.dtype != TPU_DTYPE_F32 || ls < nr || ls - nr >= J->nleaf) return;
+    const int j = ls - nr;
+    if (J->leaf[j].dtype != TPU_DTYPE_BF16 || J->lmode[j] != LEAF_LOAD) return;
+    J->bin_leaf[k] = j;
+  }
+  J->bin_op = op->opcode;
+  J->bin = 1;
 }
 
 /* Tile registers: per thread, grown on demand, freed by a key destructor at thread exit. */
@@ -1247,6 +1280,15 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       ooff += i * J->ostrides[d];
       for (int j = 0; j < J->nleaf; ++j) loff[j] += i * J->leaf[j].strides[d];
     }
+    if (J->bin) { /* cluster_bin_bf16: one pass when a, b and the output are contiguous over the tile */
+      const int ja = J->bin_leaf[0], jb = J->bin_leaf[1];
+      if (lls[ja] == 1 && lls[jb] == 1 && in_st == 1 &&
+          (kr == 1 || (lrs[ja] == rlen && lrs[jb] == rlen && o_rs == rlen)) &&
+          T->bin_bf16(J->bin_op, (uint16_t*)(void*)(J->out->data + (ooff + t0) * 2),
+                      (const uint16_t*)(const void*)(J->leaf[ja].data + (loff[ja] + t0) * 2),
+                      (const uint16_t*)(const void*)(J->leaf[jb].data + (loff[jb] + t0) * 2), len) == 0)
+        goto next_tile;
+    }
     for (int j = 0; j < J->nleaf; ++j) {
       const tpu_host_view_t* L = &J->leaf[j];
       int64_t ls = lls[j], rs = lrs[j], es = les[j];
@@ -1287,6 +1329,7 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
           T->store(odst + k * o_rs * oes, J->out->dtype, in_st, rb + k * rlen * (ocls == TPU_HOST_CLS_F32 ? 4 : 8),
                    ocls, rlen);
     }
+  next_tile:
     if (++tr == J->tiles_per_row) { tr = 0; if (++b2 == J->blocks2) { b2 = 0; ++outer; } }
   }
 }
@@ -1435,6 +1478,7 @@ static tpu_status_t run_cluster_tiled(const tpu_host_exe_t* e, int root, tpu_hos
     cluster_plan_io(&J, alias, may_direct);
     if (cluster_nbuf(&J) > nbuf) { J.tile = TILE; cluster_plan_io(&J, alias, may_direct); }
   }
+  cluster_bin_bf16(&J, may_direct);
   int64_t inner = cr ? J.sizes[cr - 1] : 1, total = 1;
   for (int d = 0; d < cr; ++d) total *= J.sizes[d];
   if (total == 0 || view_numel(out) == 0) return TPU_OK;

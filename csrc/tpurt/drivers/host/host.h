@@ -74,6 +74,10 @@ typedef struct tpu_host_tile_ops_s {
   /* Computes one elementwise op over register buffers; returns 0 or -1 if unsupported. */
   int (*compute)(const tpu_ir_op_t* op, int out_dtype, void* out, int in_dtype, const void* const* in,
                  int64_t n);
+  /* (optional) o[i] = bf16(f32(a[i]) OP f32(b[i])) over n contiguous elements, OP = TPU_IR_ADD / SUB / MUL / DIV:
+   * the bits of load, compute and store, in one pass without an f32 tile between them; -1 for other opcodes.
+   * o may be a or b itself (element i is read before it is written), not a shifted overlap. */
+  int (*bin_bf16)(int opcode, uint16_t* o, const uint16_t* a, const uint16_t* b, int64_t n);
 } tpu_host_tile_ops_t;
 const tpu_host_tile_ops_t* tpu_host_tile_ops(void);
 extern const tpu_host_tile_ops_t tpu_host_tile_ops_base;
