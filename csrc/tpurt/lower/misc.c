@@ -4,8 +4,9 @@
  * searchsorted.
  *
  * Everything composes existing IR ops: sort is the host's stable sort (NaN
- * largest, as PyTorch), selections are gathers of the argsort; embedding_bag is
- * index_select + index_put(accumulate) over bags (offset2bag = cumsum of ones
+ * largest, as PyTorch), selections are gathers of the argsort; embedding_bag
+ * sum / mean (and their backward) are the EMBEDDING_BAG(_BWD) custom targets,
+ * max is index_select + scatter(max) over bags (offset2bag = cumsum of ones
  * placed at the offsets); pads are index_selects with an index computed from an
  * iota (reflect: (W-1) - |(W-1) - |j - l||, replicate: clamp(j - l, 0, W-1)) and
  * their backward the matching scatter-adds.
@@ -162,7 +163,7 @@ static tpu_status_t lower_nanmedian(tpu_lower_ctx_t* cx) {
 
 enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
 
-/* Bag number + 1 of each of the N indices (i64, in [0, nbags]: 0 before the first offset): the
+/* mode='max' (sum / mean: bag_fwd_custom). Bag number + 1 of each of the N indices (i64, in [0, nbags]: 0 before the first offset): the
  * running count of offsets at or before each position. At most nbags offsets are counted, so it never
  * exceeds nbags; bag - 1 is PyTorch's offset2bag (-1 there before the first offset). */
 static int bag_plus1(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags) {
@@ -182,6 +183,41 @@ static int bag_plus1(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags) {
   return lw_slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n);
 }
 
+/* an index argument as a 1-D [n] i64 / i32 value (other dtypes converted to i64) */
+static int ids_1d(tpu_lower_ctx_t* cx, int arg, int64_t n) {
+  int v = lw_input(cx, arg, -1);
+  const int dt = lw_dtype_of(cx, arg);
+  if (dt != TPU_DTYPE_I64 && dt != TPU_DTYPE_I32) v = tpu_ir_convert(G, v, I64);
+  return tpu_ir_reshape(G, v, 1, &n);
+}
+/* sum / mean: the host's EMBEDDING_BAG kernel (ir.h, drivers/host/embed.c), one custom op per output: a new id
+ * count is a 3-op graph to make and run, where the gather / scatter graph was ~27 ops (DLRM's step makes one per
+ * table and batch) */
+static tpu_status_t bag_fwd_custom(tpu_lower_ctx_t* cx, int mode, int has_psw, int64_t pad, int64_t n) {
+  const tpu_tensor_t *o = lw_out_meta(cx, 0), *m1 = lw_out_meta(cx, 1), *m2 = lw_out_meta(cx, 2);
+  const int64_t B = o->sizes[0], D = lw_sizes_of(cx, 0)[1];
+  int64_t noff = lw_rank_of(cx, 2) ? lw_sizes_of(cx, 2)[0] : 1;
+  const int64_t last = lw_int(cx, 7, 0) != 0, i1 = mode | (has_psw ? 4 : 0) | (last ? 8 : 0);
+  if (noff - last != B) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: %lld offsets for %lld bags", cx->op_name, (long long)noff, (long long)B);
+  int idx = ids_1d(cx, 1, n), off = ids_1d(cx, 2, noff);
+  int in[4] = {lw_input(cx, 0, o->dtype), idx, off, has_psw ? tpu_ir_reshape(G, lw_input(cx, 6, -1), 1, &n) : -1};
+  tpu_ir_type_t t = {.dtype = o->dtype, .rank = 2, .dims = {B, D}};
+  tpu_status_t st = lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad, 0, &t, 3 + has_psw, in));
+  const int it = m1->dtype == TPU_DTYPE_I32 ? TPU_DTYPE_I32 : I64;
+  tpu_ir_type_t t1 = {.dtype = it, .rank = 1, .dims = {n}};
+  if (!st) st = lw_output(cx, 1, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad, 0, &t1, 2, in + 1));
+  if (!st) { /* one entry per offset (include_last_offset's last one 0) */
+    const int64_t nb = m2->ndim == 1 ? m2->sizes[0] : B;
+    tpu_ir_type_t t2 = {.dtype = m2->dtype == TPU_DTYPE_I32 ? TPU_DTYPE_I32 : I64, .rank = 1, .dims = {nb > B ? nb : B}};
+    st = out_as(cx, 2, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad, 0, &t2, 2, in + 1));
+  }
+  if (!st) {
+    const tpu_tensor_t* m3 = lw_out_meta(cx, 3);
+    st = out_as(cx, 3, lw_const(cx, 0, I64, m3->ndim, m3->sizes));
+  }
+  return st;
+}
+
 /* _embedding_bag / _embedding_bag_forward_only(weight, indices, offsets, scale_grad_by_freq,
  * mode, sparse, per_sample_weights, include_last_offset, padding_idx)
  *   -> (output [B, D], offset2bag [N], bag_size [B], max_indices [B, D] or [0]) */
@@ -198,58 +234,34 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
   int has_psw = !lw_is_none(cx, 6);
   if (has_psw && mode != BAG_SUM)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag: per_sample_weights was not None. per_sample_weights is only supported for mode='sum' (got mode='%s'). Please open a feature request on GitHub.", mode == BAG_MEAN ? "mean" : "max");
-  int64_t nw = lw_sizes_of(cx, 0)[0], D = lw_sizes_of(cx, 0)[1];
+  int64_t D = lw_sizes_of(cx, 0)[1];
   int64_t n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)), B = o->sizes[0];
-  (void)nw;
+  if (mode != BAG_MAX) return bag_fwd_custom(cx, mode, has_psw, pad, n);
+  /* max: each bag's rows scattered with max into [B + 1] rows, the last the dump row for padding and ids
+   * before the first offset (c never exceeds B: only the first B offsets are counted, include_last_offset's
+   * extra one too is not) */
   int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), I64), 1, &n);
   int c = bag_plus1(cx, 2, n, B);
   int raw = BIN(SUB, c, cst(cx, 1, c));
-  /* Bags are accumulated in [B + 1] rows. sum/mean: row bag + 1 (c itself), row 0 the dump row for
-   * padding and indices before the first offset (PyTorch's CPU kernels drop those too), so no
-   * select is needed without padding. max: row bag, dump row B. (c never exceeds B: only the first B
-   * offsets are counted, include_last_offset's extra one too is not.) */
-  const int dump0 = mode != BAG_MAX;
-  int bad = pad >= 0 ? tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)) : -1;
-  int bag;
-  if (dump0) {
-    bag = bad >= 0 ? tpu_ir_select(G, bad, cst(cx, 0, c), c) : c;
-  } else {
-    int before = tpu_ir_compare(G, TPU_IR_CMP_LT, raw, cst(cx, 0, raw));
-    bad = bad >= 0 ? BIN(OR, bad, before) : before;
-    bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
-  }
-  const int64_t lo = dump0 ? 1 : 0;
-  int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D};
+  int bad = tpu_ir_compare(G, TPU_IR_CMP_LT, raw, cst(cx, 0, raw));
+  if (pad >= 0) bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)), bad);
+  int bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
+  int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D}, bd[2] = {B, D};
   int rows = tpu_ir_index_select(G, lw_input(cx, 0, dt), idx, 0); /* [N, D] */
   if (rows >= 0) G->ops[rows].i1 = 1; /* ids outside [0, num_weights) raise PyTorch's RuntimeError (no wrap) */
-  int size = lw_slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, lo, lo + B);
-  int out, maxi;
-  if (mode == BAG_MAX) {
-    int bagb = tpu_ir_broadcast(G, bag, 2, vd, (int64_t[]){0});
-    int m = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, -INFINITY, dt, 2, od), bagb, rows, 0, 3), 0, 0, B);
-    int64_t bd[2] = {B, D};
-    int empty = tpu_ir_broadcast(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, size, cst(cx, 0, size)), 2, bd, (int64_t[]){0});
-    out = tpu_ir_select(G, empty, cst(cx, 0, m), m);
-    /* first position in the bag holding the max, then the weight row there */
-    int mpad = tpu_ir_concat(G, 2, (int[]){m, lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
-    int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, rows, tpu_ir_gather(G, mpad, bagb, 0));
-    int pos = tpu_ir_iota(G, I64, 2, vd, 0);
-    pos = tpu_ir_select(G, eq, pos, cst(cx, (double)n, pos));
-    int first = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, (double)n, I64, 2, od), bagb, pos, 0, 4), 0, 0, B);
-    int idxpad = tpu_ir_concat(G, 2, (int[]){idx, lw_const(cx, -1, I64, 1, (int64_t[]){1})}, 0);
-    maxi = tpu_ir_gather(G, tpu_ir_broadcast(G, idxpad, 2, (int64_t[]){n + 1, D}, (int64_t[]){0}), first, 0);
-  } else {
-    if (has_psw) {
-      int w = tpu_ir_reshape(G, lw_input(cx, 6, dt), 1, &n);
-      rows = BIN(MUL, rows, tpu_ir_broadcast(G, w, 2, vd, (int64_t[]){0}));
-    }
-    out = lw_slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &bag, &zero, 1), 0, lo, lo + B);
-    if (mode == BAG_MEAN) {
-      int den = tpu_ir_convert(G, BIN(MAX, size, cst(cx, 1, size)), dt);
-      out = BIN(DIV, out, tpu_ir_broadcast(G, den, 2, (int64_t[]){B, D}, (int64_t[]){0}));
-    }
-    maxi = -1;
-  }
+  int size = lw_slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, 0, B);
+  int bagb = tpu_ir_broadcast(G, bag, 2, vd, (int64_t[]){0});
+  int m = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, -INFINITY, dt, 2, od), bagb, rows, 0, 3), 0, 0, B);
+  int empty = tpu_ir_broadcast(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, size, cst(cx, 0, size)), 2, bd, (int64_t[]){0});
+  int out = tpu_ir_select(G, empty, cst(cx, 0, m), m);
+  /* first position in the bag holding the max, then the weight row there */
+  int mpad = tpu_ir_concat(G, 2, (int[]){m, lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
+  int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, rows, tpu_ir_gather(G, mpad, bagb, 0));
+  int pos = tpu_ir_iota(G, I64, 2, vd, 0);
+  pos = tpu_ir_select(G, eq, pos, cst(cx, (double)n, pos));
+  int first = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, (double)n, I64, 2, od), bagb, pos, 0, 4), 0, 0, B);
+  int idxpad = tpu_ir_concat(G, 2, (int[]){idx, lw_const(cx, -1, I64, 1, (int64_t[]){1})}, 0);
+  int maxi = tpu_ir_gather(G, tpu_ir_broadcast(G, idxpad, 2, (int64_t[]){n + 1, D}, (int64_t[]){0}), first, 0);
   tpu_status_t st = lw_output(cx, 0, out);
   if (!st) st = lw_output(cx, 1, BIN(MAX, raw, cst(cx, 0, raw)));
   if (!st) { /* with include_last_offset, bag_size has one entry per offset */
@@ -260,72 +272,49 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
   }
   if (!st) {
     const tpu_tensor_t* m3 = lw_out_meta(cx, 3);
-    if (maxi < 0 || tpu_numel(m3->ndim, m3->sizes) != B * D) maxi = lw_const(cx, 0, I64, m3->ndim, m3->sizes);
+    if (tpu_numel(m3->ndim, m3->sizes) != B * D) maxi = lw_const(cx, 0, I64, m3->ndim, m3->sizes);
     st = out_as(cx, 3, maxi);
   }
   return st;
 }
 
 /* Backward core. a[]: argument positions of grad, indices, offset2bag, bag_size,
- * max_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx. */
+ * max_indices, num_weights, scale_grad_by_freq, mode, per_sample_weights, padding_idx.
+ * sum / mean: the host's EMBEDDING_BAG_BWD kernel (ir.h, drivers/host/embed.c): grad[offset2bag[i]] (/ bag
+ * size, * per-sample weight, / the id's count) added to row ids[i] in id order. An offset2bag entry outside
+ * [0, B) is the index error PyTorch's ids get (no wrap); without bags (B = 0) every id adds a zero row.
+ * max: the max positions' grads scattered (entries outside [0, num_weights) dropped). */
 static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
-  int dt = tpu_opmath_dtype(o->dtype);
   int mode = (int)lw_int(cx, a[7], 0);
   int64_t pad = lw_int(cx, a[9], -1), nw = lw_int(cx, a[5], 0);
   int scale = (int)lw_int(cx, a[6], 0);
   if (lw_rank_of(cx, a[0]) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad must be 2-D", cx->op_name);
+  if (mode < BAG_SUM || mode > BAG_MAX) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: mode %d", cx->op_name, mode);
   int64_t B = lw_sizes_of(cx, a[0])[0], D = lw_sizes_of(cx, a[0])[1];
   int64_t n = tpu_numel(lw_rank_of(cx, a[1]), lw_sizes_of(cx, a[1]));
-  int64_t zero = 0, vd[2] = {n, D}, od[2] = {nw, D};
-  int grad = lw_input(cx, a[0], dt);
-  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, a[1], -1), I64), 1, &n);
-  if (mode == BAG_MAX) {
-    if (scale) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: scale_grad_by_freq with mode='max'", cx->op_name);
-    int mi = tpu_ir_convert(G, lw_input(cx, a[4], -1), I64);
-    if (ty(cx, mi).rank != 2 || ty(cx, mi).dims[0] != B || ty(cx, mi).dims[1] != D)
-      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: max_indices must be [B, D]", cx->op_name);
-    int badm = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, mi, cst(cx, 0, mi)), tpu_ir_compare(G, TPU_IR_CMP_GE, mi, cst(cx, (double)nw, mi)));
-    mi = tpu_ir_select(G, badm, cst(cx, (double)nw, mi), mi);
-    int64_t op1[2] = {nw + 1, D};
-    return lw_output(cx, 0, lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
-  }
-  int o2b = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, a[2], -1), I64), 1, &n);
-  /* The forward's offset2bag is always in [0, B) (ids before the first offset, which PyTorch
-   * rejects, get 0 as from PyTorch's CPU kernel), so its rows are read directly; an offset2bag
-   * from elsewhere with an entry outside [0, B) is the index error PyTorch's ids get (no wrap).
-   * Without bags (B = 0) every id reads a zero row. */
-  int rows;
-  if (B > 0) {
-    rows = tpu_ir_index_select(G, grad, o2b, 0); /* [N, D] */
-    if (rows >= 0) G->ops[rows].i1 = 1;
-  } else {
-    o2b = lw_const(cx, 0, I64, 1, &n);
-    rows = tpu_ir_index_select(G, lw_const(cx, 0, dt, 2, (int64_t[]){1, D}), o2b, 0);
-  }
-  if (mode == BAG_MEAN) {
-    int bs = tpu_ir_convert(G, lw_input(cx, a[3], -1), dt);
-    int64_t b1 = B;
+  int idx = ids_1d(cx, a[1], n);
+  if (mode != BAG_MAX) {
+    const int has_psw = !lw_is_none(cx, a[8]);
     int64_t nbs = tpu_numel(lw_rank_of(cx, a[3]), lw_sizes_of(cx, a[3]));
-    if (nbs < B) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bag_size has %lld entries for %lld bags", cx->op_name, (long long)nbs, (long long)B);
-    bs = lw_slice_dim(cx, tpu_ir_reshape(G, bs, 1, &nbs), 0, 0, b1);
-    if (B == 0) bs = lw_const(cx, 1, dt, 1, (int64_t[]){1});
-    bs = BIN(MAX, tpu_ir_gather(G, bs, o2b, 0), lw_const(cx, 1, dt, 1, &n));
-    rows = BIN(DIV, rows, tpu_ir_broadcast(G, bs, 2, vd, (int64_t[]){0}));
+    if (mode == BAG_MEAN && nbs < B)
+      return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: bag_size has %lld entries for %lld bags", cx->op_name, (long long)nbs, (long long)B);
+    int in[5] = {lw_input(cx, a[0], o->dtype), idx, ids_1d(cx, a[2], n), ids_1d(cx, a[3], nbs),
+                 has_psw ? tpu_ir_reshape(G, lw_input(cx, a[8], -1), 1, &n) : -1};
+    tpu_ir_type_t t = {.dtype = o->dtype, .rank = 2, .dims = {nw, D}};
+    const int64_t i1 = mode | (has_psw ? 4 : 0) | (scale ? 8 : 0);
+    return lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, i1, pad, 0, &t, 4 + has_psw, in));
   }
-  if (!lw_is_none(cx, a[8])) {
-    int w = tpu_ir_reshape(G, lw_input(cx, a[8], dt), 1, &n);
-    rows = BIN(MUL, rows, tpu_ir_broadcast(G, w, 2, vd, (int64_t[]){0}));
-  }
-  if (pad >= 0) {
-    int is_pad = tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx));
-    rows = tpu_ir_select(G, tpu_ir_broadcast(G, is_pad, 2, vd, (int64_t[]){0}), cst(cx, 0, rows), rows);
-  }
-  if (scale) {
-    int counts = tpu_ir_index_put(G, lw_const(cx, 0, dt, 1, &nw), lw_const(cx, 1.0, dt, 1, &n), 1, &idx, &zero, 1);
-    rows = BIN(DIV, rows, tpu_ir_broadcast(G, tpu_ir_gather(G, counts, idx, 0), 2, vd, (int64_t[]){0}));
-  }
-  return lw_output(cx, 0, tpu_ir_index_put(G, lw_const(cx, 0, dt, 2, od), rows, 1, &idx, &zero, 1));
+  int dt = tpu_opmath_dtype(o->dtype);
+  if (scale) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: scale_grad_by_freq with mode='max'", cx->op_name);
+  int grad = lw_input(cx, a[0], dt);
+  int mi = tpu_ir_convert(G, lw_input(cx, a[4], -1), I64);
+  if (ty(cx, mi).rank != 2 || ty(cx, mi).dims[0] != B || ty(cx, mi).dims[1] != D)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: max_indices must be [B, D]", cx->op_name);
+  int badm = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, mi, cst(cx, 0, mi)), tpu_ir_compare(G, TPU_IR_CMP_GE, mi, cst(cx, (double)nw, mi)));
+  mi = tpu_ir_select(G, badm, cst(cx, (double)nw, mi), mi);
+  int64_t op1[2] = {nw + 1, D};
+  return lw_output(cx, 0, lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
 }
 /* _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
  * num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx) */
@@ -339,24 +328,20 @@ static tpu_status_t lower_embedding_bag_dense_bwd(tpu_lower_ctx_t* cx) {
   return embedding_bag_bwd(cx, (const int[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
 }
 /* _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag,
- * mode, padding_idx) -> [N]: <grad[bag(i)], weight[indices[i]]> */
+ * mode, padding_idx) -> [N]: <grad[bag(i)], weight[indices[i]]> (EMBEDDING_BAG_BWD, i1 bit 4), 0 for padding
+ * ids and offset2bag entries outside [0, B) */
 static tpu_status_t lower_embedding_bag_psw_bwd(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
-  int dt = tpu_opmath_dtype(o->dtype);
   if (lw_int(cx, 5, 0) != BAG_SUM)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag_backward: per_sample_weights only supported for mode='sum'");
-  if (lw_rank_of(cx, 0) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad must be 2-D", cx->op_name);
-  int64_t B = lw_sizes_of(cx, 0)[0], D = lw_sizes_of(cx, 0)[1], pad = lw_int(cx, 6, -1);
-  int64_t n = tpu_numel(lw_rank_of(cx, 2), lw_sizes_of(cx, 2));
-  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 2, -1), I64), 1, &n);
-  int o2b = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 4, -1), I64), 1, &n);
-  int bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, o2b, cst(cx, 0, o2b)), tpu_ir_compare(G, TPU_IR_CMP_GE, o2b, cst(cx, (double)B, o2b)));
-  o2b = tpu_ir_select(G, bad, cst(cx, (double)B, o2b), o2b);
-  int gpad = tpu_ir_concat(G, 2, (int[]){lw_input(cx, 0, dt), lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
-  int prod = BIN(MUL, tpu_ir_index_select(G, gpad, o2b, 0), tpu_ir_index_select(G, lw_input(cx, 1, dt), idx, 0));
-  int r = tpu_ir_reduce(G, TPU_IR_MONOID_SUM, prod, (int64_t[]){0, 1});
-  if (pad >= 0) r = tpu_ir_select(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)), cst(cx, 0, r), r);
-  return out_as(cx, 0, r);
+  if (lw_rank_of(cx, 0) != 2 || lw_rank_of(cx, 1) != 2 || lw_sizes_of(cx, 1)[1] != lw_sizes_of(cx, 0)[1])
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad and weight must be 2-D with the same row size", cx->op_name);
+  int64_t pad = lw_int(cx, 6, -1), n = tpu_numel(lw_rank_of(cx, 2), lw_sizes_of(cx, 2));
+  if (tpu_numel(lw_rank_of(cx, 4), lw_sizes_of(cx, 4)) != n)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: offset2bag must have one entry per index", cx->op_name);
+  int in[4] = {lw_input(cx, 0, -1), lw_input(cx, 1, -1), ids_1d(cx, 2, n), ids_1d(cx, 4, n)};
+  tpu_ir_type_t t = {.dtype = o->dtype, .rank = 1, .dims = {n}};
+  return out_as(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 16, pad, 0, &t, 4, in));
 }
 
 /* ---- embedding_bag shape rules (tpu_lowering_t.shapes, pure): PyTorch's meta functions for the

@@ -11,6 +11,7 @@
 #include "drivers/host/norm.h"
 #include "drivers/host/rows.h"
 #include "drivers/host/colsum.h"
+#include "drivers/host/embed.h"
 
 /* HISTC_EDGES (ir.h): histc's range from its data's extrema, PyTorch's widening and checks */
 static tpu_status_t histc_edges(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
@@ -26,6 +27,8 @@ static tpu_status_t histc_edges(const tpu_ir_op_t* op, int n, const tpu_host_vie
 
 tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out) {
   if (op->i0 == TPU_IR_CUSTOM_HISTC_EDGES) return histc_edges(op, n, xs, out);
+  if (op->i0 == TPU_IR_CUSTOM_EMBEDDING_BAG || op->i0 == TPU_IR_CUSTOM_EMBEDDING_BAG_BWD)
+    return tpu_host_k_embed_bag(op, n, xs, out); /* embed.c */
   if (op->i0 == TPU_IR_CUSTOM_CONV_BWD_INPUT || op->i0 == TPU_IR_CUSTOM_CONV_BWD_WEIGHT)
     return tpu_host_k_conv_custom(op, n, xs, out); /* conv.c */
   if (op->i0 == TPU_IR_CUSTOM_POOL_ARGMAX && n == 1) return tpu_host_k_pool_argmax(op, &xs[0], out); /* pool.c */
