@@ -355,6 +355,66 @@ static void test_kernels_direct(void) {
   }
 }
 
+/* the padded-grid forward on shifted planes (conv.c conv_dk_job_t.shifted: small maps whose outputs of a sample run
+ * consecutively, 8x8 / 4x4 / 7x5, 3-d, 1-d): output channels 1-16 (both tiles), groups, padding 0-2 (and 3 > the
+ * kernel's reach along rows), dilation, f32 / bf16 operands, NCHW / channels-last / strided (y not flat: the grid
+ * or gk kernels) layouts, forward and the flipped backward-input; against the reference on the best ISA and with
+ * the GEMM capped at AVX2 (im2col), and the same call twice gives identical bits */
+static void test_kernels_shifted(void) {
+  static const int64_t cs[][6] = {
+      /* nsp S0 S1 S2 K pad */
+      {2, 1, 8, 8, 3, 1}, {2, 1, 4, 4, 3, 1}, {2, 1, 7, 5, 3, 1}, {2, 1, 8, 4, 3, 0}, {2, 1, 6, 6, 5, 2},
+      {3, 4, 4, 4, 3, 1}, {1, 1, 1, 9, 3, 1}, {2, 1, 5, 3, 3, 2}, {2, 1, 8, 8, 3, 2},
+  };
+  static const int64_t ogs[6] = {1, 3, 4, 8, 12, 16};
+  static const tpu_host_gemm_isa_t isas[2] = {TPU_HOST_GEMM_ISA_BEST, TPU_HOST_GEMM_ISA_AVX2};
+  for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci)
+    for (int v = 0; v < 6; ++v) {
+      const int64_t* c = cs[ci];
+      const int nsp = (int)c[0], rank = nsp + 2;
+      const int64_t G = v == 5 ? 2 : 1, N = 1 + (v + ci) % 5, Cg = 1 + (v * 3 + ci) % 9, Og = ogs[v];
+      int64_t st[3] = {1, 1, 1}, pd[3], dl[3], xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};
+      for (int d = 0; d < nsp; ++d) {
+        dl[d] = v == 4 && c[4] == 3 ? 2 : 1;
+        pd[d] = c[5] + (v == 4 && c[4] == 3);
+        xs[2 + d] = c[4 - nsp + d];
+        ws[2 + d] = c[4];
+        ys[2 + d] = xs[2 + d] + 2 * pd[d] - dl[d] * (c[4] - 1);
+        if (ys[2 + d] < 1) { pd[d] = c[4]; ys[2 + d] = xs[2 + d] + 2 * pd[d] - dl[d] * (c[4] - 1); }
+      }
+      for (int kind = 0; kind < 2; ++kind) {
+        if (kind == 1 && (G > 1 || dl[0] > 1)) continue;
+        int64_t pd2[3];
+        int ok = 1;
+        for (int d = 0; d < nsp; ++d) {
+          pd2[d] = kind == 1 ? (c[4] - 1) * dl[d] - pd[d] : pd[d];
+          ok &= pd2[d] >= 0;
+        }
+        if (!ok) continue;
+        const int64_t *as = kind == 1 ? ys : xs, *os = kind == 0 ? ys : xs;
+        const int idt = v % 3 == 2 ? TPU_DTYPE_BF16 : TPU_DTYPE_F32, lx = (v + kind) % 3, lo = (ci + v) % 3;
+        hview_t a = hview(idt, rank, as, lx), b = hview(idt, rank, ws, v % 2);
+        hview_t r = hview(TPU_DTYPE_F32, rank, os, 0);
+        fill(&a); fill(&b);
+        OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
+        for (int ii = 0; ii < 2; ++ii) {
+          hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
+          fill(&o);
+          tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(isas[ii]);
+          OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
+          OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o2.v));
+          tpu_host_gemm_set_isa(old);
+          double mag, e = vdiff(&o.v, &r.v, &mag), mag2, e2 = vdiff(&o.v, &o2.v, &mag2);
+          CHECK(e <= 1e-5 * (1 + mag), "shifted case %zu v %d kind %d isa %d layouts %d%d: err %g (mag %g)", ci, v, kind,
+                (int)isas[ii], lx, lo, e, mag);
+          CHECK(e2 == 0, "shifted case %zu v %d kind %d: two runs differ by %g", ci, v, kind, e2);
+          free(o.buf); free(o2.buf);
+        }
+        free(a.buf); free(b.buf); free(r.buf);
+      }
+    }
+}
+
 /* ---- end to end through tpu_op_run */
 static void* g_allocs[64];
 static int g_nalloc;
@@ -585,6 +645,7 @@ int main(void) {
   test_kernels_dw();
   test_kernels_crop();
   test_kernels_direct();
+  test_kernels_shifted();
   test_kernels_bf16_isa();
   test_ops();
   for (int i = 0; i < g_nalloc; ++i) tpu_rt_free(0, g_allocs[i]);

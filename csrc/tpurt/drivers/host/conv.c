@@ -240,7 +240,13 @@ typedef struct {
    * every lane); chunk c starts at grid offset coff[c] and stores clen[c] outputs at y offset cy[c] */
   int rows;
   int64_t cps, *coff, *cy, *clen;
-  int64_t Sp[3], Lg, L, ns, nunits, nob;
+  /* shifted (with rows): the innermost dim is not padded but copied K2 times, copy k2 shifted by k2 dl2 - pd2
+   * (zeros past the row ends), so the grid's innermost size is Q2 and tap (k0, k1, k2) reads copy k2 at a
+   * shift over the outer dims only: a sample's outputs of one q0 are consecutive grid positions, and chunks
+   * of 16 of them fill every lane on 8x8 / 4x4 maps (64% / 44% of the padded grid's positions are outputs).
+   * Chunks then run along the flattened (q1, q2) (y flattens there) */
+  int shifted;
+  int64_t Sp[3], Lg, L, Lc, ns, nunits, nob; /* Lc: one channel's planes (L, or K2 copies of L) */
   volatile int oom;
 } conv_dk_job_t;
 
@@ -259,6 +265,18 @@ int tpu_host_conv_set_direct(int on) {
  * and TORCH_TPU_GEMM_BF16=0 keep the widening kernels here too) */
 static int gk_bf16_ok(void) {
   return tpu_cpu_has_avx512bf16() && strstr(tpu_host_gemm_isa_name(), "avx512bf16") != NULL;
+}
+
+/* 1 where the shifted planes (conv_dk_job_t.shifted) fill more lanes than output rows and than the padded grid:
+ * (q1, q2) flattens in y (or Q1 = 1) and Q1 Q2 / (16 ceil(Q1 Q2 / 16)) beats Q2 / (16 ceil(Q2 / 16)) and P / grid.
+ * Only up to 8 output channels per group (one tile row block): measured, 16 channels on 8x8 maps ran slower than
+ * the gk kernel (38 vs 34 us; the K2 plane copies cost ~1/4 of the call), <= 8 faster (8 -> 16 8x8: 33 -> 25 us) */
+static int conv_dk_shifted(const conv_geo_t* g) {
+  if (g->Og > 8 || (g->Q[1] > 1 && g->ys[3] != g->Q[2] * g->ys[4])) return 0;
+  const int64_t f = g->Q[1] * g->Q[2], f16 = (f + 15) / 16 * 16, q16 = (g->Q[2] + 15) / 16 * 16;
+  int64_t grid = 1;
+  for (int s = 0; s < 3; ++s) grid *= g->S[s] + 2 * g->pd[s];
+  return f * q16 > g->Q[2] * f16 && f * grid > g->P * f16;
 }
 
 static int conv_direct_ok(int kind, const conv_geo_t* g) {
@@ -282,7 +300,10 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
   }
   /* measured: 16x16 and larger maps with pad 1 win, 8x8 (64% outputs) loses; with <= 4 output channels (the
    * 4 x 96 tile; im2col + GEMM then runs a 4-row GEMM) 8x8 wins */
-  return 4 * g->P >= 3 * grid || (g->Og <= 4 && 2 * g->P >= grid);
+  if (4 * g->P >= 3 * grid || (g->Og <= 4 && 2 * g->P >= grid)) return 1;
+  /* the shifted planes by the same rule, their lanes' share of outputs for the grid's */
+  const int64_t f = g->Q[1] * g->Q[2], f16 = (f + 15) / 16 * 16;
+  return conv_dk_shifted(g) && (4 * f >= 3 * f16 || (g->Og <= 4 && 2 * f >= f16));
 }
 
 /* The padded grid (sizes Sp = S + 2 pd) shared by the direct forward and the small-channel weight gradient:
@@ -301,34 +322,65 @@ static void conv_grid_taps(const conv_geo_t* g, const int64_t* Sp, int64_t* out)
       for (int64_t k2 = 0; k2 < g->K[2]; ++k2) out[kk++] = (k0 * g->dl[0] * Sp[1] + k1 * g->dl[1]) * Sp[2] + k2 * g->dl[2];
 }
 
+/* The shifted planes (conv_dk_job_t.shifted): x of sample n, channel c into K2 copies L floats apart, copy k2's
+ * grid row (i0 + pd0, i1 + pd1) holding x[i0, i1, w + k2 dl2 - pd2] for w < Q2 (the zeros past the row ends are
+ * the same positions for every sample: the caller zeroes the planes once) */
+static void conv_grid_fill_shifted(const conv_geo_t* g, const int64_t* Sp, int64_t L, int64_t n, int64_t c,
+                                   float* dp) {
+  const int64_t xo = n * g->xs[0] + c * g->xs[1], Q2 = g->Q[2];
+  dp += (g->pd[0] * Sp[1] + g->pd[1]) * Q2;
+  for (int64_t k2 = 0; k2 < g->K[2]; ++k2, dp += L) {
+    const int64_t sh = k2 * g->dl[2] - g->pd[2];                          /* x column of grid column w: w + sh */
+    const int64_t w0 = TPU_MAX((int64_t)0, -sh), w1 = TPU_MIN(Q2, g->S[2] - sh); /* columns inside x */
+    if (w1 <= w0) continue;
+    for (int64_t i0 = 0; i0 < g->S[0]; ++i0)
+      for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
+        ldrun_f32(dp + (i0 * Sp[1] + i1) * Q2 + w0, g->xd, xo + i0 * g->xs[2] + i1 * g->xs[3] + (w0 + sh) * g->xs[4],
+                  g->xs[4], w1 - w0, g->xdt);
+  }
+}
+
 static const int64_t dk_consecutive[6] = {0, 16, 32, 48, 64, 80}; /* a strip's lane vectors */
 
 static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
   conv_dk_job_t* J = ctx;
   const conv_geo_t* g = J->g;
   const int64_t L = J->L, KcG = g->KcG, ys4 = g->ys[4], MR = J->mr, NR = J->nr;
-  void (*const kern)(int64_t, const float*, const float*, const int64_t*, const int64_t*, float*) =
+  void (*const kern)(int64_t, const float*, const float*, const int64_t*, const int64_t*, float*, float* const*,
+                     const int64_t*, const int64_t*) =
       MR == 4 ? tpu_host_conv_dk4x96_avx512 : tpu_host_conv_dk8x48_avx512; /* (4, 96) or (8, 48) tiles */
-  float* xpad = conv_alloc((size_t)(g->C * L) * sizeof(float));
+  const int64_t Lc = J->Lc;
+  float* xpad = conv_alloc((size_t)(g->C * Lc) * sizeof(float));
   float* tile = conv_alloc((size_t)DK_TILE * sizeof(float));
   if (!xpad || !tile) { J->oom = 1; goto done; }
   /* zeroed once: every unit rewrites the same interior positions (a short last unit leaves earlier samples in
    * its unused slots, whose outputs are computed from them and dropped), the padding stays zero */
-  memset(xpad, 0, (size_t)(g->C * L) * sizeof(float));
+  memset(xpad, 0, (size_t)(g->C * Lc) * sizeof(float));
   for (int64_t u = begin; u < end; ++u) {
     const int64_t n0 = u * J->ns, nn = TPU_MIN(J->ns, g->N - n0);
     for (int64_t s = 0; s < nn; ++s)
-      for (int64_t c = 0; c < g->C; ++c) conv_grid_fill(g, J->Sp, n0 + s, c, xpad + c * L + s * J->Lg);
+      for (int64_t c = 0; c < g->C; ++c) {
+        if (J->shifted) conv_grid_fill_shifted(g, J->Sp, L, n0 + s, c, xpad + c * Lc + s * J->Lg);
+        else conv_grid_fill(g, J->Sp, n0 + s, c, xpad + c * Lc + s * J->Lg);
+      }
     float* yu = (float*)g->yd + n0 * g->ys[0];
     if (J->rows) {
       const int64_t nv = NR / 16, nch = nn * J->cps, ntl = (nch + nv - 1) / nv;
       for (int64_t grp = 0; grp < g->G; ++grp) {
-        const float* xg = xpad + grp * g->Cg * L;
+        const float* xg = xpad + grp * g->Cg * Lc;
         for (int64_t t = 0; t < ntl; ++t)
           for (int64_t ob = 0; ob < J->nob; ++ob) {
             const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
-            kern(KcG, wb, xg, J->boff, J->coff + t * nv, tile);
             const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
+            if (ys4 == 1) { /* straight into y's rows (chunk lengths past nch are 0 in clen2) */
+              float* yrow[8];
+              for (int64_t i = 0; i < MR; ++i) yrow[i] = i < mr ? yu + (o0 + i) * g->ys[1] : NULL;
+              int64_t clen2[6];
+              for (int64_t j = 0; j < nv; ++j) clen2[j] = t * nv + j < nch ? J->clen[t * nv + j] : 0;
+              kern(KcG, wb, xg, J->boff, J->coff + t * nv, tile, yrow, J->cy + t * nv, clen2);
+              continue;
+            }
+            kern(KcG, wb, xg, J->boff, J->coff + t * nv, tile, NULL, NULL, NULL);
             for (int64_t i = 0; i < mr; ++i) {
               float* yr = yu + (o0 + i) * g->ys[1];
               for (int64_t j = 0, c = t * nv; j < nv && c < nch; ++j, ++c) {
@@ -344,13 +396,13 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
     }
     const int64_t nstrips = (nn * J->Lg + NR - 1) / NR;
     for (int64_t grp = 0; grp < g->G; ++grp) {
-      const float* xg = xpad + grp * g->Cg * L;
+      const float* xg = xpad + grp * g->Cg * Lc;
       for (int64_t st = 0; st < nstrips; ++st) {
         const int64_t* yo = J->yoff + st * NR;
         const int64_t nr = TPU_MIN(NR, nn * J->Lg - st * NR); /* not into sample nn */
         for (int64_t ob = 0; ob < J->nob; ++ob) {
           const float* wb = J->wk + (grp * J->nob + ob) * KcG * MR;
-          kern(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile);
+          kern(KcG, wb, xg + st * NR, J->boff, dk_consecutive, tile, NULL, NULL, NULL);
           const int64_t o0 = grp * g->Og + ob * MR, mr = TPU_MIN(MR, g->Og - ob * MR);
           for (int64_t i = 0; i < mr; ++i) {
             float* yr = yu + (o0 + i) * g->ys[1];
@@ -376,19 +428,22 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
   J.nr = DK_TILE / J.mr;
   const int64_t MR = J.mr, NR = J.nr;
   for (int s = 0; s < 3; ++s) J.Sp[s] = g->S[s] + 2 * g->pd[s];
+  J.shifted = conv_dk_shifted(g);
+  if (J.shifted) J.Sp[2] = g->Q[2];
   J.Lg = J.Sp[0] * J.Sp[1] * J.Sp[2];
   int64_t nth = TPU_MAX((int64_t)1, (int64_t)tpu_pool_num_threads());
   J.ns = TPU_MAX((int64_t)1, TPU_MIN((512 + J.Lg - 1) / J.Lg, (g->N + nth - 1) / nth));
   J.nunits = (g->N + J.ns - 1) / J.ns;
   const int64_t nstrips = (J.ns * J.Lg + NR - 1) / NR;
   int64_t maxshift = 0;
-  for (int s = 0; s < 3; ++s) maxshift = maxshift * J.Sp[s] + (g->K[s] - 1) * g->dl[s];
+  for (int s = 0; s < 3; ++s) maxshift = maxshift * J.Sp[s] + (s < 2 || !J.shifted ? (g->K[s] - 1) * g->dl[s] : 0);
   /* rows where they leave fewer lanes idle than the grid's padding positions: Q2 / (16 ceil(Q2 / 16)) >= P / Lg */
-  const int64_t q16 = (g->Q[2] + 15) / 16, nv = NR / 16;
-  J.rows = g->Q[2] * J.Lg >= g->P * 16 * q16;
-  J.cps = g->Q[0] * g->Q[1] * q16;
+  const int64_t q16 = (g->Q[2] + 15) / 16, nv = NR / 16, f16 = (g->Q[1] * g->Q[2] + 15) / 16;
+  J.rows = J.shifted || g->Q[2] * J.Lg >= g->P * 16 * q16;
+  J.cps = J.shifted ? g->Q[0] * f16 : g->Q[0] * g->Q[1] * q16;
   const int64_t nct = (J.ns * J.cps + nv - 1) / nv * nv; /* chunk table entries */
   J.L = J.rows ? J.ns * J.Lg + 16 + maxshift : nstrips * NR + maxshift; /* a chunk reads 16 from its start */
+  J.Lc = J.shifted ? g->K[2] * J.L : J.L;
   J.nob = (g->Og + MR - 1) / MR;
   J.wk = conv_alloc((size_t)(g->G * J.nob * g->KcG * MR) * sizeof(float));
   J.boff = conv_alloc((size_t)(g->KcG + (J.rows ? 3 * nct : 3 * nstrips * NR + nstrips + 1)) * sizeof(int64_t));
@@ -402,9 +457,22 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
   /* tables by counters (no divisions: they cost as much as a small convolution's stores); row (c, kk) at
    * c * L + tap(kk): the taps land in boff[0, KK) and channel 0 keeps them, so higher channels go first */
   conv_grid_taps(g, J.Sp, J.boff);
+  if (J.shifted) /* tap (k0, k1, k2): copy k2, no shift along the innermost dim */
+    for (int64_t kk = 0; kk < g->KK; ++kk) J.boff[kk] += (kk % g->K[2]) * (J.L - g->dl[2]);
   for (int64_t c = g->Cg - 1; c > 0; --c)
-    for (int64_t kk = 0; kk < g->KK; ++kk) J.boff[c * g->KK + kk] = c * J.L + J.boff[kk];
-  if (J.rows) {
+    for (int64_t kk = 0; kk < g->KK; ++kk) J.boff[c * g->KK + kk] = c * J.Lc + J.boff[kk];
+  if (J.shifted) { /* chunks of 16 consecutive outputs of one (sample, q0) */
+    const int64_t f = g->Q[1] * g->Q[2];
+    int64_t c = 0;
+    for (int64_t s = 0; s < J.ns; ++s)
+      for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)
+        for (int64_t f0 = 0; f0 < f; f0 += 16, ++c) {
+          J.coff[c] = s * J.Lg + q0 * J.Sp[1] * J.Sp[2] + f0;
+          J.cy[c] = s * g->ys[0] + q0 * g->ys[2] + f0 * g->ys[4];
+          J.clen[c] = TPU_MIN((int64_t)16, f - f0);
+        }
+    for (; c < nct; ++c) { J.coff[c] = 0; J.cy[c] = 0; J.clen[c] = 0; }
+  } else if (J.rows) {
     int64_t c = 0;
     for (int64_t s = 0; s < J.ns; ++s)
       for (int64_t q0 = 0; q0 < g->Q[0]; ++q0)

@@ -59,12 +59,15 @@ int tpu_host_conv_set_direct(int on);
  * also off while tpu_host_conv_set_direct(0). Returns the previous value. Not thread-safe. */
 int tpu_host_conv_set_gk(int mode);
 /* conv_avx512.c: tile (8, 48) = sum_p ap[p*8 + i] * xb[voff[j / 16] + boff[p] + j % 16] (3 runs of 16 positions
- * starting at voff[0..2]; call only with AVX-512F) */
+ * starting at voff[0..2]; call only with AVX-512F). With yrow non-NULL the tile is not written: row i's run j goes
+ * to yrow[i] + cy[j], its first clen[j] lanes (rows with yrow[i] NULL and runs with clen[j] 0 are dropped) */
 void tpu_host_conv_dk8x48_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff,
-                                 const int64_t* voff, float* tile);
+                                 const int64_t* voff, float* tile, float* const* yrow, const int64_t* cy,
+                                 const int64_t* clen);
 /* conv_avx512.c: the same as a (4, 96) tile (6 runs, voff[0..5]), ap holding 4 rows per p (<= 4 output channels) */
 void tpu_host_conv_dk4x96_avx512(int64_t kc, const float* ap, const float* xb, const int64_t* boff,
-                                 const int64_t* voff, float* tile);
+                                 const int64_t* voff, float* tile, float* const* yrow, const int64_t* cy,
+                                 const int64_t* clen);
 /* conv_avx512.c: tile (8, 16*ng) (+= when acc) = sum_p A[aoff[p] + ash[i]] * B[boff[p] + bsh[j] + l],
  * ng in 1..3, tile rows 48 floats apart (call only with AVX-512F) */
 void tpu_host_conv_gk_avx512(int ng, int64_t kc, const float* A, const int64_t* aoff, const int64_t* ash,
