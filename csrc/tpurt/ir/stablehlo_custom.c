@@ -15,8 +15,8 @@
  *   GROUP_NORM_STATS / GROUP_NORM / GROUP_NORM_SUMS / GROUP_NORM_BWD  f64 reduces over [N, G, Cg, I] and the
  *                  per (n, c) coefficient formulas of the host kernels in the statistics' dtype
  *   HISTC_EDGES    the widened range with chlo.next_after; NaN edges where the host raises (no StableHLO form)
- * EMBEDDING_BAG, TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them yet and
- * are reported as UNSUPPORTED. */
+ * EMBEDDING_BAG(_BWD) (embedding_bag sum / mean) have no expansion yet, TOPK, UPSAMPLE(_BWD) and POOL_BWD no
+ * lowering emitting them: all are reported as UNSUPPORTED. */
 #include <float.h>
 
 #include "ir/stablehlo_impl.h"
