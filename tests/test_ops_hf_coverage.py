@@ -387,6 +387,14 @@ def test_embedding_renorm_and_max_norm_embedding(norm_type):
     torch.embedding_renorm_(b, idx.to(DEV), 1.5, norm_type)
     torch.testing.assert_close(b.cpu(), a)
     assert torch.equal(b.cpu()[[2, 4, 5, 6, 8, 9, 10]], w[[2, 4, 5, 6, 8, 9, 10]])  # rows not named are untouched
+    # odd sizes, random repeated ids (some rows below max_norm), a transposed (non-contiguous) table
+    g = torch.Generator().manual_seed(17)
+    w2 = torch.randn(7, 37, generator=g).t() * 0.9
+    ids = torch.randint(0, 37, (23,), generator=g)
+    a2, b2 = w2.clone(), w2.to(DEV)
+    torch.embedding_renorm_(a2, ids, 1.5, norm_type)
+    torch.embedding_renorm_(b2, ids.to(DEV), 1.5, norm_type)
+    torch.testing.assert_close(b2.cpu(), a2)
     # nn.Embedding(max_norm=...) renorms the looked-up rows in place, then trains through them
     e = torch.nn.Embedding(11, 5, max_norm=1.0, norm_type=norm_type)
     et = torch.nn.Embedding(11, 5, max_norm=1.0, norm_type=norm_type)

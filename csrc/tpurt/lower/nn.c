@@ -717,7 +717,8 @@ static tpu_status_t lower_embedding_bwd(tpu_lower_ctx_t* cx) {
 /* embedding_renorm_(self [V, D], indices, max_norm, norm_type): each row named in indices whose p-norm
  * exceeds max_norm is scaled by max_norm / (norm + 1e-7), as PyTorch's CPU kernel (norm in the row's op-math
  * dtype, the scale in double, rounded to it to multiply). norm_type is structural (key_scalars bit 3): it
- * selects the norm. Indices out of range: IndexError at run time. */
+ * selects the norm. Only the named rows are read and rewritten (index_select, index_put). Indices out of range:
+ * IndexError at run time. */
 static tpu_status_t lower_embedding_renorm(tpu_lower_ctx_t* cx) {
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
   int dt = tpu_opmath_dtype(o->dtype);
@@ -730,17 +731,18 @@ static tpu_status_t lower_embedding_renorm(tpu_lower_ctx_t* cx) {
   int64_t V = o->sizes[0], n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1));
   int w = lw_input(cx, 0, dt);
   if (n == 0 || V == 0 || o->sizes[1] == 0) return lw_output(cx, 0, w);
-  int nd = tpu_ir_convert(G, lw_pnorm(cx, w, p, (int64_t[]){0, 1}), TPU_DTYPE_F64); /* [V] */
+  /* only the named rows are read and written back (a repeated id writes its row's one result again) */
+  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), TPU_DTYPE_I64), 1, &n);
+  int rows = tpu_ir_index_select(G, w, idx, 0);                                      /* [n, D] */
+  int nd = tpu_ir_convert(G, lw_pnorm(cx, rows, p, (int64_t[]){0, 1}), TPU_DTYPE_F64); /* [n] */
   int mx = lw_bcast_like(cx, lw_scalar(cx, 2, TPU_DTYPE_F64), nd);
   int scale = tpu_ir_convert(G, BIN(DIV, mx, BIN(ADD, nd, lw_const_like(cx, 1e-7, nd))), dt);
-  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), TPU_DTYPE_I64), 1, &n);
-  int64_t zero = 0;
-  int named = tpu_ir_index_put(G, lw_const(cx, 0, TPU_DTYPE_BOOL, 1, &V), lw_const(cx, 1, TPU_DTYPE_BOOL, 1, &n), 1, &idx, &zero, 0);
-  int hit = tpu_ir_binary(G, TPU_IR_AND, named, tpu_ir_compare(G, TPU_IR_CMP_GT, nd, mx)); /* [V] */
-  int row = tpu_ir_select(G, hit, scale, lw_const_like(cx, 1.0, scale));
-  int f = tpu_ir_broadcast(G, row, 2, o->sizes, (int64_t[]){0});
+  int hit = tpu_ir_compare(G, TPU_IR_CMP_GT, nd, mx);                                  /* [n] */
+  int64_t rd[2] = {n, o->sizes[1]}, zero = 0;
+  int f = tpu_ir_broadcast(G, scale, 2, rd, (int64_t[]){0});
   /* rows not scaled keep their bits (w * 1 would too, but NaN payloads and -0 stay untouched) */
-  return lw_output(cx, 0, tpu_ir_select(G, tpu_ir_broadcast(G, hit, 2, o->sizes, (int64_t[]){0}), BIN(MUL, w, f), w));
+  int upd = tpu_ir_select(G, tpu_ir_broadcast(G, hit, 2, rd, (int64_t[]){0}), BIN(MUL, rows, f), rows);
+  return lw_output(cx, 0, tpu_ir_index_put(G, w, upd, 1, &idx, &zero, 0));
 }
 
 /* shape rule (tpu_lowering_t.shapes, pure): PyTorch's meta function (Python) gives
