@@ -690,11 +690,12 @@ static tpu_status_t host_plan(const tpu_ir_graph_t* g, const uint8_t* cut, tpu_h
 /* ---- step order (exec_sched.h): a graph of SCHED_MIN_STEPS+ steps is planned twice when step groups can run,
  * in its traced order and in the scheduler's; the second plan is kept when its modelled time (plan_model) is lower
  * and its modelled peak of temporaries not above the traced order's by more than the largest step's (the
- * scheduler's cap; +1%: the models differ by a few small tensors). TORCH_TPU_EXEC_SCHED=0 keeps the traced order. */
+ * scheduler's cap; +1%: the models differ by a few small tensors). Off by default (TORCH_TPU_EXEC_SCHED=1 turns it on):
+ * on the loaded 2-core machine no wall-time gain could be shown (benchmarks/RESULTS.md, [sched] session 13). */
 #define SCHED_MIN_STEPS 8
 static int g_sched = -1; /* -1: TORCH_TPU_EXEC_SCHED not read yet */
-static int sched_on(void) { return tpu_rt_env_switch(&g_sched, "TORCH_TPU_EXEC_SCHED", 1); }
-int tpu_host_set_exec_sched(int on) { return tpu_rt_env_switch_set(&g_sched, "TORCH_TPU_EXEC_SCHED", 1, on); }
+static int sched_on(void) { return tpu_rt_env_switch(&g_sched, "TORCH_TPU_EXEC_SCHED", 0); }
+int tpu_host_set_exec_sched(int on) { return tpu_rt_env_switch_set(&g_sched, "TORCH_TPU_EXEC_SCHED", 0, on); }
 /* Bytes of step v's temporary as the runner takes it (0: an output's memory, or a scalar's own storage). */
 static double step_bytes(const tpu_host_exe_t* e, int v) {
   const tpu_ir_type_t* t = &e->g.ops[v].type;
@@ -771,7 +772,10 @@ static tpu_status_t host_schedule(const tpu_host_exe_t* e, tpu_host_exe_t** out_
   tpu_host_sched_stats_t S;
   const tpu_host_sched_in_t in = {.g = G, .unit = unit, .cost = cost, .bytes = bytes, .tbytes = tbytes, .nth = nth};
   st = tpu_host_sched_order(&in, order, &changed, cut, &S);
-  if (st || !changed) goto out;
+  double t0 = 0, p0 = 0, t1 = 0, p1 = 0;
+  if (!st && changed && S.wide) plan_model(e, nth, &t0, &p0);
+  /* (no round of 2+: no group the traced order lacks; rounds no faster than the traced plan: nothing to gain) */
+  if (st || !changed || !S.wide || S.model_ns >= 0.99 * t0) goto out;
   tpu_ir_graph_t pg;
   st = tpu_host_sched_permute(G, order, &pg);
   if (st) goto out;
@@ -779,8 +783,6 @@ static tpu_status_t host_schedule(const tpu_host_exe_t* e, tpu_host_exe_t** out_
   st = host_plan(&pg, cut, &s);
   tpu_ir_graph_free(&pg);
   if (st) goto out;
-  double t0, p0, t1, p1;
-  plan_model(e, nth, &t0, &p0);
   plan_model(s, nth, &t1, &p1);
   const int keep = t1 < 0.99 * t0 && p1 <= 1.01 * p0 + S.slack; /* (the models differ by a few small tensors) */
   if (prof_on()) {

@@ -74,10 +74,11 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
   int32_t* steps = malloc(nn * sizeof(int32_t));   /* steps placed, in order */
   int32_t* pos = malloc(nn * sizeof(int32_t));
   uint8_t* rlast = calloc(nn, 1);                  /* per placed step: the last of its round */
+  uint8_t* inr = calloc(nn, 1);                    /* per step: in the round being placed */
   double* prio = calloc(nn, sizeof(double));
   tpu_status_t st = TPU_OK;
   if (!base || !uoff || !uops || !ep || !er || !soff || !succ || !poff || !pred || !mark || !indeg || !rem || !ready ||
-      !round || !steps || !pos || !rlast || !prio) {
+      !round || !steps || !pos || !rlast || !inr || !prio) {
     st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory scheduling an executable");
     goto done;
   }
@@ -161,12 +162,13 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
       alloc += b;
       round[rn++] = c;
     }
+    double busiest = 0, alone = 0;
     if (rn > 1) { /* the group model: busiest thread + hand-off against the steps one by one */
-      double busiest = 0, alone = 0;
       for (int l = 0; l < nl; ++l) if (lane[l] > busiest) busiest = lane[l];
       for (int i = 0; i < rn; ++i) alone += tpu_host_grp_alone_ns(cost[round[i]], in->nth);
       if (!(busiest + TPU_HOST_GRP_HANDOFF_NS < 0.9 * alone)) { rn = 1; alloc = bytes[h] + (tb ? tb[h] : 0); }
     }
+    S.model_ns += rn > 1 ? busiest + TPU_HOST_GRP_HANDOFF_NS : tpu_host_grp_alone_ns(cost[h], in->nth);
     S.rounds++;
     S.wide += rn > 1;
     for (int i = 1; i < rn; ++i) /* traced order within the round */
@@ -183,11 +185,9 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
     }
     /* the round leaves the ready list; its readers whose producers are all placed join it */
     int w = 0;
-    for (int i = 0; i < nr; ++i) {
-      int in_round = 0;
-      for (int j = 0; j < rn && !in_round; ++j) in_round = ready[i] == round[j];
-      if (!in_round) ready[w++] = ready[i];
-    }
+    for (int i = 0; i < rn; ++i) inr[round[i]] = 1;
+    for (int i = 0; i < nr; ++i)
+      if (!inr[ready[i]]) ready[w++] = ready[i];
     nr = w;
     for (int i = placed - rn; i < placed; ++i)
       for (int k = soff[steps[i]]; k < soff[steps[i] + 1]; ++k)
@@ -224,7 +224,7 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
 done:
   if (out_stats) *out_stats = S;
   free(base); free(uoff); free(uops); free(ep); free(er); free(soff); free(succ); free(poff); free(pred); free(mark);
-  free(indeg); free(rem); free(ready); free(round); free(steps); free(pos); free(rlast); free(prio);
+  free(indeg); free(rem); free(ready); free(round); free(steps); free(pos); free(rlast); free(inr); free(prio);
   return st;
 }
 

@@ -54,6 +54,7 @@ typedef struct {
 typedef struct {
   double work_ns, crit_ns; /* all steps' cost; the longest path */
   int rounds, wide;        /* rounds placed; of them with 2+ steps */
+  double model_ns;         /* the rounds' modelled time (plan_groups' model: a round of 2+ as one group) */
   double peak0, peak1;     /* modelled peak of temporaries (bytes): traced order, the new order */
   double slack;            /* the cap is peak0 + slack: the largest step's temporaries (bytes + tbytes) */
 } tpu_host_sched_stats_t;
@@ -68,9 +69,9 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* out_or
  * with tpu_ir_graph_free). Errors: OUT_OF_MEMORY. */
 tpu_status_t tpu_host_sched_permute(const tpu_ir_graph_t* g, const int32_t* order, tpu_ir_graph_t* out);
 
-/* Testing hook: whether tpu_host_compile reorders steps (default on; TORCH_TPU_EXEC_SCHED=0, read once, turns it
- * off; only when step groups are on and the pool has 2+ threads); applies to executables compiled afterwards.
- * Returns the previous setting. (exec.c) */
+/* Testing hook: whether tpu_host_compile reorders steps (default off: no wall-time gain shown yet on the loaded
+ * 2-core machine; TORCH_TPU_EXEC_SCHED=1, read once, turns it on; only when step groups are on and the pool has 2+
+ * threads); applies to executables compiled afterwards. Returns the previous setting. (exec.c) */
 int tpu_host_set_exec_sched(int on);
 
 #endif /* TPURT_HOST_EXEC_SCHED_H_ */
