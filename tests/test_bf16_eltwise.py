@@ -181,6 +181,28 @@ def test_fused_eager_matches_strict(dtype):
                            f.view(torch.int16 if f.element_size() == 2 else torch.int32))
 
 
+@pytest.mark.parametrize("shape", [(3, 1031), (37, 129), (2, 4, 64, 64)])
+def test_bf16_scalar_operands(shape):
+    """bf16 tensor OP scalar and scalar OP tensor (a Python float, a 0-dim bf16 tensor) with the tensor
+    contiguous, sliced or in place: the host driver's one-pass bf16 kernels (exec.c cluster_bin_bf16)."""
+    gen = torch.Generator().manual_seed(5)
+    a = _rand(shape, torch.bfloat16, gen)
+    ad = a.to("tpu")
+    for s in (0.5, -3.0, 1e-40, float("inf"), float("nan")):
+        for fn in (lambda x: x * s, lambda x: x + s, lambda x: s - x, lambda x: x / s, lambda x: s / x):
+            _same(fn(ad), fn(a))
+            _same(fn(ad[..., 1:]), fn(a[..., 1:]))
+    s = torch.tensor(1.5, dtype=torch.bfloat16)
+    sd = s.to("tpu")
+    _same(ad * sd, a * s)
+    _same(sd - ad, s - a)
+    _same(ad / sd, a / s)
+    ac, adi = a.clone(), a.to("tpu")
+    ac.mul_(0.75).add_(1.0)
+    adi.mul_(0.75).add_(1.0)
+    _same(adi, ac)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int8, torch.float64])
 def test_large_transposing_copies(dtype):
     """Copies over 256 KiB (drivers/host/kernels.c tpu_host_k_copy): transposes in 32 x 32 tiles (odd edges,

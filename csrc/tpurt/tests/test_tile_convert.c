@@ -163,7 +163,7 @@ static void check_stores(const tpu_host_tile_ops_t* T, const char* isa, int dt, 
  * tile_compute of OP and tile store (which of two NaN operands' payloads survives is the compiler's choice of
  * operand order, so it is compared with that path, not with a scalar formula): every bf16 a against random b (NaN
  * payloads, infinities, zeros and subnormals among them; results that overflow, underflow or round to a tie), odd
- * lengths (vector body and tail), unaligned starts and in place (o == a). */
+ * lengths (vector body and tail), unaligned starts and in place (o == a); bin_bf16_scalar likewise. */
 static void check_bin_bf16(const tpu_host_tile_ops_t* T, const char* isa) {
   if (!T->bin_bf16) return;
   enum { NB = 65536 + 37 };
@@ -194,6 +194,23 @@ static void check_bin_bf16(const tpu_host_tile_ops_t* T, const char* isa) {
       CHECK(memcmp(o + off, w, (size_t)n * 2) == 0, "%s bin_bf16 op %d in place", isa, ops[k]);
     }
   CHECK(T->bin_bf16(TPU_IR_MAX, o, a, b, 8) == -1, "%s bin_bf16 refuses other opcodes", isa);
+  /* bin_bf16_scalar: a OP s and s OP a for scalars of every kind (NaN, infinities, zeros, subnormal, ordinary) */
+  const float sv[8] = {0.5f, -3.0f, 0.0f, -0.0f, u2f(0x7f800000u), u2f(0x7fc00001u), u2f(0x7fa00000u), 1e-40f};
+  for (int k = 0; k < 4 && T->bin_bf16_scalar; ++k)
+    for (int q = 0; q < 16; ++q) {
+      const int sf = q & 1, off = q % 3;
+      const int64_t n = NB - off - (q & 2);
+      tpu_ir_op_t op;
+      memset(&op, 0, sizeof op);
+      op.opcode = ops[k];
+      T->load(fa, TPU_HOST_CLS_F32, (const char*)(a + off), TPU_DTYPE_BF16, 1, n);
+      T->load(fb, TPU_HOST_CLS_F32, (const char*)&sv[q / 2], TPU_DTYPE_F32, 0, n);
+      const void* in[2] = {sf ? fb : fa, sf ? fa : fb};
+      T->compute(&op, TPU_DTYPE_F32, fr, TPU_DTYPE_F32, in, n);
+      T->store((char*)w, TPU_DTYPE_BF16, 1, fr, TPU_HOST_CLS_F32, n);
+      CHECK(T->bin_bf16_scalar(ops[k], o, a + off, sv[q / 2], sf, n) == 0 && memcmp(o, w, (size_t)n * 2) == 0,
+            "%s bin_bf16_scalar op %d s %08x s_first %d", isa, ops[k], (unsigned)f2u(sv[q / 2]), sf);
+    }
   free(a); free(b); free(o); free(w); free(fa); free(fb); free(fr);
 }
 

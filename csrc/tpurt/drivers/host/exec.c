@@ -1090,6 +1090,8 @@ typedef struct {
   int64_t krows, rows2, blocks2; /* rows per tile; size of dim rank-2 (1 if none); its blocks */
   uint8_t lmode[64];
   int bin, bin_op, bin_leaf[2]; /* bin: one-pass bf16 binary tiles (cluster_bin_bf16): OP and its leaves a, b */
+  int bin_scalar;               /* -1, or which operand of OP is the broadcast scalar bin_s (its leaf unused) */
+  float bin_s;
   tpu_status_t err;
 } cluster_job_t;
 
@@ -1133,10 +1135,39 @@ static int cluster_alias(const tpu_host_view_t* out, int nleaf, const tpu_host_v
   return ok;
 }
 
+/* Operand k of a cluster_bin_bf16 OP as a broadcast scalar: an f32 leaf that is one element for the whole run, or a
+ * CONVERT to f32 of such a leaf of a floating dtype (`a * 0.5`: an f64 scalar). 1 and *out_s its f32 value, as the
+ * tile path computes it; 0 if not. */
+static int bin_scalar_operand(const cluster_job_t* J, int v, int k, float* out_s) {
+  const tpu_host_exe_t* e = J->e;
+  const tpu_ir_graph_t* G = &e->g;
+  const int nr = e->nreg[J->root];
+  int slot = e->slot[G->ops[v].in_off + k];
+  if (slot < nr) {
+    const tpu_ir_op_t* cv = &G->ops[tpu_ir_operand(G, v, k)];
+    if (cv->opcode != TPU_IR_CONVERT || cv->type.dtype != TPU_DTYPE_F32) return 0;
+    slot = e->slot[cv->in_off];
+    if (slot < nr) return 0;
+  }
+  const int j = slot - nr;
+  if (j >= J->nleaf || J->lmode[j] != LEAF_BCAST) return 0;
+  const tpu_host_view_t* L = &J->leaf[j];
+  for (int d = 0; d < J->rank; ++d)
+    if (L->strides[d] != 0) return 0;
+  if (slot == e->slot[G->ops[v].in_off + k] && L->dtype != TPU_DTYPE_F32) return 0; /* read as f32 directly */
+  switch (L->dtype) { /* tile_load's conversions, then (for f64) tile_compute's CONVERT */
+    case TPU_DTYPE_F32: memcpy(out_s, L->data, 4); return 1;
+    case TPU_DTYPE_F64: { double x; memcpy(&x, L->data, 8); *out_s = (float)x; return 1; }
+    case TPU_DTYPE_BF16: { uint16_t h; memcpy(&h, L->data, 2); *out_s = tpu_bf16_to_f32(h); return 1; }
+    default: return 0;
+  }
+}
+
 /* An eager bf16 binary op's cluster: convert(bf16 leaf a) OP convert(bf16 leaf b) in f32, converted to a bf16
  * output, OP one of T->bin_bf16's: tiles contiguous in a, b and the output run as one bin_bf16 call each instead of
- * two loads, the OP and a store over f32 tile buffers (same bits). Sets J->bin. Not with an output that overlaps a
- * leaf other than as the same view (may_direct == 0). */
+ * two loads, the OP and a store over f32 tile buffers (same bits). One operand may be a broadcast scalar instead
+ * (bin_scalar_operand; T->bin_bf16_scalar). Sets J->bin. Not with an output that overlaps a leaf other than as the
+ * same view (may_direct == 0). */
 static void cluster_bin_bf16(cluster_job_t* J, int may_direct) {
   const tpu_host_exe_t* e = J->e;
   const tpu_ir_graph_t* G = &e->g;
@@ -1152,7 +1183,12 @@ static void cluster_bin_bf16(cluster_job_t* J, int may_direct) {
   if ((op->opcode != TPU_IR_ADD && op->opcode != TPU_IR_SUB && op->opcode != TPU_IR_MUL && op->opcode != TPU_IR_DIV) ||
       op->n_in != 2 || op->type.dtype != TPU_DTYPE_F32 || e->in_dtype[v] != TPU_DTYPE_F32)
     return;
+  J->bin_scalar = -1;
   for (int k = 0; k < 2; ++k) {
+    if (J->bin_scalar < 0 && tpu_host_tile_ops()->bin_bf16_scalar && bin_scalar_operand(J, v, k, &J->bin_s)) {
+      J->bin_scalar = k;
+      continue;
+    }
     if (e->slot[op->in_off + k] >= nr) return; /* an f32 leaf read directly */
     const tpu_ir_op_t* cv = &G->ops[tpu_ir_operand(G, v, k)];
     const int ls = e->slot[cv->in_off];
@@ -1161,6 +1197,7 @@ static void cluster_bin_bf16(cluster_job_t* J, int may_direct) {
     if (J->leaf[j].dtype != TPU_DTYPE_BF16 || J->lmode[j] != LEAF_LOAD) return;
     J->bin_leaf[k] = j;
   }
+  if (J->bin_scalar >= 0) J->bin_leaf[J->bin_scalar] = J->bin_leaf[1 - J->bin_scalar]; /* (not read) */
   J->bin_op = op->opcode;
   J->bin = 1;
 }
@@ -1284,11 +1321,13 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
     }
     if (J->bin) { /* cluster_bin_bf16: one pass when a, b and the output are contiguous over the tile */
       const int ja = J->bin_leaf[0], jb = J->bin_leaf[1];
+      uint16_t* po = (uint16_t*)(void*)(J->out->data + (ooff + t0) * 2);
+      const uint16_t* pa = (const uint16_t*)(const void*)(J->leaf[ja].data + (loff[ja] + t0) * 2);
+      const uint16_t* pb = (const uint16_t*)(const void*)(J->leaf[jb].data + (loff[jb] + t0) * 2);
       if (lls[ja] == 1 && lls[jb] == 1 && in_st == 1 &&
           (kr == 1 || (lrs[ja] == rlen && lrs[jb] == rlen && o_rs == rlen)) &&
-          T->bin_bf16(J->bin_op, (uint16_t*)(void*)(J->out->data + (ooff + t0) * 2),
-                      (const uint16_t*)(const void*)(J->leaf[ja].data + (loff[ja] + t0) * 2),
-                      (const uint16_t*)(const void*)(J->leaf[jb].data + (loff[jb] + t0) * 2), len) == 0)
+          (J->bin_scalar < 0 ? T->bin_bf16(J->bin_op, po, pa, pb, len)
+                             : T->bin_bf16_scalar(J->bin_op, po, J->bin_scalar ? pa : pb, J->bin_s, J->bin_scalar == 0, len)) == 0)
         goto next_tile;
     }
     for (int j = 0; j < J->nleaf; ++j) {

@@ -78,6 +78,8 @@ typedef struct tpu_host_tile_ops_s {
    * the bits of load, compute and store, in one pass without an f32 tile between them; -1 for other opcodes.
    * o may be a or b itself (element i is read before it is written), not a shifted overlap. */
   int (*bin_bf16)(int opcode, uint16_t* o, const uint16_t* a, const uint16_t* b, int64_t n);
+  /* (optional) the same with a broadcast f32 scalar s for b (s_first: s OP f32(a[i]) instead). */
+  int (*bin_bf16_scalar)(int opcode, uint16_t* o, const uint16_t* a, float s, int s_first, int64_t n);
 } tpu_host_tile_ops_t;
 const tpu_host_tile_ops_t* tpu_host_tile_ops(void);
 extern const tpu_host_tile_ops_t tpu_host_tile_ops_base;

@@ -93,6 +93,27 @@ static int TFN(tile_bin_bf16)(int opcode, uint16_t* o, const uint16_t* a, const 
   }
 #undef BIN_BF16
 }
+static int TFN(tile_bin_bf16_scalar)(int opcode, uint16_t* o, const uint16_t* a, float s, int s_first, int64_t n) {
+  int64_t i = 0;
+  const __m512 vs = _mm512_set1_ps(s);
+#define BIN_BF16S(VOP, EXPR)                                                                                 \
+  for (; i + 32 <= n; i += 32) {                                                                             \
+    const __m512i va = _mm512_loadu_si512(a + i);                                                            \
+    const __m512 x0 = s_first ? vs : TFN(bf16_lo)(va), y0 = s_first ? TFN(bf16_lo)(va) : vs;               \
+    const __m512 x1 = s_first ? vs : TFN(bf16_hi)(va), y1 = s_first ? TFN(bf16_hi)(va) : vs;               \
+    _mm512_storeu_si512(o + i, tpu_avx512bf16_round32(VOP(x0, y0), VOP(x1, y1)));                            \
+  }                                                                                                          \
+  for (; i < n; ++i) { const float v = tpu_bf16_to_f32(a[i]), x = s_first ? s : v, y = s_first ? v : s; o[i] = tpu_f32_to_bf16(EXPR); } \
+  return 0;
+  switch (opcode) {
+    case TPU_IR_ADD: BIN_BF16S(TFN(add_ab), x + y)
+    case TPU_IR_SUB: BIN_BF16S(_mm512_sub_ps, x - y)
+    case TPU_IR_MUL: BIN_BF16S(TFN(mul_ab), x * y)
+    case TPU_IR_DIV: BIN_BF16S(_mm512_div_ps, x / y)
+    default: return -1;
+  }
+#undef BIN_BF16S
+}
 #endif
 
 static void TFN(tile_load)(void* dst, int cls, const char* src, int dtype, int64_t st, int64_t n) {
@@ -467,6 +488,6 @@ static int TFN(tile_compute)(const tpu_ir_op_t* op, int out_dtype, void* out, in
 const tpu_host_tile_ops_t TILE_CAT(tpu_host_tile_ops, TILE_SUFFIX) = {
   .load = TFN(tile_load), .store = TFN(tile_store), .compute = TFN(tile_compute),
 #if defined(__AVX512BF16__)
-  .bin_bf16 = TFN(tile_bin_bf16),
+  .bin_bf16 = TFN(tile_bin_bf16), .bin_bf16_scalar = TFN(tile_bin_bf16_scalar),
 #endif
 };
