@@ -46,6 +46,8 @@ static const double* row_f64(const tpu_host_view_t* v, int64_t r, double* tmp) {
   for (int64_t d = 0; d < D; ++d) tmp[d] = p[d * s1];
   return tmp;
 }
+/* a 16-wide row (DLRM's size) with a constant trip count: no run-time alias check or remainder loop */
+static inline void add16(float* restrict a, const float* restrict r) { for (int d = 0; d < 16; ++d) a[d] += r[d]; }
 /* acc [R, D] of the math dtype (f32 or f64) -> out [R, D] (any float dtype and strides) */
 static void store_rows(const void* acc, int f64, const tpu_host_view_t* out) {
   const int64_t R = out->sizes[0], D = out->sizes[1];
@@ -119,7 +121,10 @@ static tpu_status_t bag_rows(const tpu_ir_op_t* op, const tpu_host_view_t* xs, c
     } else {
       const float* r = row_f32(W, k, tmp);
       float* a = (float*)acc + b * D;
-      if (P) { const float s = (float)ld_f(P, i); for (int64_t d = 0; d < D; ++d) a[d] += r[d] * s; }
+      if (P) {
+        const float s = P->dtype == TPU_DTYPE_F32 ? ((const float*)(const void*)P->data)[i * P->strides[0]] : (float)ld_f(P, i);
+        for (int64_t d = 0; d < D; ++d) a[d] += r[d] * s;
+      } else if (D == 16) add16(a, r);
       else for (int64_t d = 0; d < D; ++d) a[d] += r[d];
     }
   }
@@ -155,16 +160,20 @@ static tpu_status_t embed_fwd(const tpu_ir_op_t* op, int n, const tpu_host_view_
   if (!bag) return TPU_ERR(OUT_OF_MEMORY, "host: embedding_bag scratch");
   tpu_status_t st = find_bags(O, B, N, bag);
   if (!st && what == 0) st = bag_rows(op, xs, bag, N, B, out);
-  if (!st && what > 0) {
-    const size_t es = tpu_dtype_size(out->dtype);
+  if (!st && what > 0) { /* offset2bag = max(bag, 0); bag_size: the non-padding ids per bag, counted in bag[] */
     const int64_t pad = op->a[0][0], m = out->sizes[0];
-    for (int64_t j = 0; j < m; ++j) tpu_host_store_i64(out->data + j * out->strides[0] * (int64_t)es, out->dtype, 0);
-    for (int64_t i = 0; i < N; ++i) {
-      const int64_t b = bag[i];
-      char* p = out->data + (what == 1 ? i : b) * out->strides[0] * (int64_t)es;
-      if (what == 1) tpu_host_store_i64(p, out->dtype, b > 0 ? b : 0);
-      else if (b >= 0 && !(pad >= 0 && ld_i(I, i) == pad)) tpu_host_store_i64(p, out->dtype, tpu_host_load_i64(p, out->dtype) + 1);
+    if (what == 1) for (int64_t i = 0; i < N; ++i) bag[i] = bag[i] > 0 ? bag[i] : 0;
+    else {
+      int64_t* cnt = calloc((size_t)(m ? m : 1), sizeof(int64_t));
+      if (!cnt) { free(bag); return TPU_ERR(OUT_OF_MEMORY, "host: embedding_bag scratch"); }
+      for (int64_t i = 0; i < N; ++i)
+        if (bag[i] >= 0 && !(pad >= 0 && ld_i(I, i) == pad)) cnt[bag[i]] += 1;
+      free(bag);
+      bag = cnt;
     }
+    const int64_t os = out->strides[0];
+    if (out->dtype == TPU_DTYPE_I64) for (int64_t j = 0; j < m; ++j) ((int64_t*)(void*)out->data)[j * os] = bag[j];
+    else for (int64_t j = 0; j < m; ++j) ((int32_t*)(void*)out->data)[j * os] = (int32_t)bag[j];
   }
   free(bag);
   return st;
@@ -217,7 +226,10 @@ static tpu_status_t embed_bwd_weight(const tpu_ir_op_t* op, int n, const tpu_hos
         const float den = mean ? (float)(ld_i(BS, b) > 1 ? ld_i(BS, b) : 1) : 1, s = P ? (float)ld_f(P, i) : 1;
         const float c = scale ? (float)cnt[k] : 1;
         float* a = (float*)acc + k * D;
-        if (!mean && !P && !scale) { for (int64_t d = 0; d < D; ++d) a[d] += g[d]; continue; }
+        if (!mean && !P && !scale) {
+          if (D == 16) add16(a, g); else for (int64_t d = 0; d < D; ++d) a[d] += g[d];
+          continue;
+        }
         for (int64_t d = 0; d < D; ++d) {
           float v = g[d];
           if (mean) v /= den;
