@@ -15,8 +15,9 @@
  *   GROUP_NORM_STATS / GROUP_NORM / GROUP_NORM_SUMS / GROUP_NORM_BWD  f64 reduces over [N, G, Cg, I] and the
  *                  per (n, c) coefficient formulas of the host kernels in the statistics' dtype
  *   HISTC_EDGES    the widened range with chlo.next_after; NaN edges where the host raises (no StableHLO form)
- * EMBEDDING_BAG(_BWD) (embedding_bag sum / mean) have no expansion yet, TOPK, UPSAMPLE(_BWD) and POOL_BWD no
- * lowering emitting them: all are reported as UNSUPPORTED. */
+ *   EMBEDDING_BAG(_BWD)  bags from a prefix sum of ones at the offsets, gathers and scatter-adds of rows (dump row
+ *                  for skipped ids; what the host raises on is dropped instead)
+ * TOPK, UPSAMPLE(_BWD) and POOL_BWD have no lowering emitting them: they are reported as UNSUPPORTED. */
 #include <float.h>
 
 #include "ir/stablehlo_impl.h"
@@ -518,6 +519,164 @@ static int histc_edges(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   return shlo_concat(P, 2, parts, 0);
 }
 
+/* EMBEDDING_BAG(_BWD) (drivers/host/embed.c). Bags: bag[i] = (the count of the first B offsets at or before
+ * position i) - 1, a scatter of ones at the offsets and a prefix sum (reduce_window over the whole prefix, i64).
+ * Rows are gathered and scatter-added into one more row than the result has, the last a dump row for the ids the
+ * host skips (padding, before the first offset), sums in f32 (f64 for f64 operands) as the host's. The host's
+ * run-time errors have no StableHLO form: an id outside the table (after the backward's wrap of negative ids)
+ * reads and adds nothing (bag sizes still count it), an offset outside [0, N) is not counted, offsets[0] != 0 is
+ * not checked (ids before the first offset are dropped as the host drops them without bags), an offset2bag entry
+ * outside [0, B) adds nothing. */
+#define EB_I64 TPU_DTYPE_I64
+static int eb_i64(shlo_t* P, int x) { return shlo_convert(P, x, EB_I64); }
+static int eb_and(shlo_t* P, int a, int b) { return shlo_bin(P, "stablehlo.and", a, b); }
+static int eb_in(shlo_t* P, int x, int64_t lo, int64_t hi) { /* lo <= x < hi (x i64) */
+  return eb_and(P, shlo_cmp(P, TPU_IR_CMP_GE, x, shlo_const_like(P, x, EB_I64, (double)lo)),
+                shlo_cmp(P, TPU_IR_CMP_LT, x, shlo_const_like(P, x, EB_I64, (double)hi)));
+}
+static int eb_zeros(shlo_t* P, int dtype, int rank, const int64_t* dims) {
+  tpu_ir_type_t t = shlo_ty(dtype, rank, dims);
+  return shlo_const(P, &t, 0, 0);
+}
+/* x [R] or [R, D] at rows idx [N] (i64 in [0, R), R > 0) -> [N] or [N, D] */
+static int eb_take(shlo_t* P, int x, int idx) {
+  if (x < 0 || idx < 0) return -1;
+  const tpu_ir_type_t tx = *shlo_type(P, x);
+  const int64_t N = shlo_type(P, idx)->dims[0], n1[2] = {N, 1}, slice[2] = {1, tx.rank > 1 ? tx.dims[1] : 1};
+  int in[2] = {x, shlo_reshape(P, idx, 2, n1)};
+  tpu_ir_type_t t = tx;
+  t.dims[0] = N;
+  int g = shlo_begin(P, "stablehlo.gather", 2, in);
+  shlo_printf(P, " {dimension_numbers = #stablehlo.gather<offset_dims = [%s], collapsed_slice_dims = [0], "
+                 "start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false, slice_sizes = ",
+              tx.rank > 1 ? "1" : "");
+  shlo_i64s(P, slice, tx.rank);
+  shlo_printf(P, "}");
+  return shlo_end(P, g, 2, in, &t);
+}
+/* zeros [R + 1] or [R + 1, D] of upd's dtype with upd [N] / [N, D] added at rows idx [N] (i64 in [0, R], R the
+ * dump row), then the first R rows */
+static int eb_scatter_add(shlo_t* P, int64_t R, int idx, int upd) {
+  if (idx < 0 || upd < 0) return -1;
+  const tpu_ir_type_t tu = *shlo_type(P, upd);
+  const int64_t n1[2] = {tu.dims[0], 1}, od[2] = {R + 1, tu.rank > 1 ? tu.dims[1] : 1};
+  int in[3] = {eb_zeros(P, tu.dtype, tu.rank, od), shlo_reshape(P, idx, 2, n1), upd};
+  int s = shlo_begin(P, "stablehlo.scatter", 3, in);
+  if (s < 0) return -1;
+  int dts[2] = {tu.dtype, tu.dtype};
+  int a = shlo_region_begin(P, 2, dts);
+  if (a < 0) return -1;
+  int res = shlo_bin(P, "stablehlo.add", a, a + 1);
+  shlo_region_end(P, 1, &res);
+  shlo_printf(P, " {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
+                 "[%s], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
+                 "unique_indices = false}", tu.rank > 1 ? "1" : "");
+  return shlo_slice_dim(P, shlo_end(P, s, 3, in, shlo_type(P, in[0])), 0, 0, R);
+}
+/* bag[i] (i64 [N], -1 before the first counted offset) from the first B offsets */
+static int eb_bags(shlo_t* P, int off, int64_t B, int64_t N) {
+  if (B == 0) { tpu_ir_type_t t = shlo_ty(EB_I64, 1, &N); return shlo_const(P, &t, 0, -1); }
+  int o = shlo_slice_dim(P, eb_i64(P, off), 0, 0, B);
+  o = shlo_select(P, eb_in(P, o, 0, N), o, shlo_const_like(P, o, EB_I64, (double)N));
+  int cnt = eb_scatter_add(P, N, o, shlo_const_like(P, o, EB_I64, 1)); /* [N] */
+  const int64_t win = N, pad[1][2] = {{N - 1, 0}}, one = 1;
+  int in[2] = {cnt, shlo_scalar_const(P, EB_I64, 0)};
+  int w = shlo_begin(P, "stablehlo.reduce_window", 2, in);
+  if (w < 0) return -1;
+  shlo_monoid_region(P, TPU_IR_MONOID_SUM, EB_I64);
+  shlo_printf(P, " {");
+  shlo_padding(P, pad, 1);
+  shlo_printf(P, ", window_dimensions = ");
+  shlo_i64s(P, &win, 1);
+  shlo_printf(P, ", window_strides = ");
+  shlo_i64s(P, &one, 1);
+  shlo_printf(P, "}");
+  int c = shlo_end(P, w, 2, in, shlo_type(P, cnt));
+  return shlo_bin(P, "stablehlo.subtract", c, shlo_const_like(P, c, EB_I64, 1));
+}
+/* ids counted in their bags: bag >= 0 and not padding */
+static int eb_counted(shlo_t* P, int bag, int ids, int64_t pad) {
+  int ok = shlo_cmp(P, TPU_IR_CMP_GE, bag, shlo_const_like(P, bag, EB_I64, 0));
+  if (pad < 0) return ok;
+  return eb_and(P, ok, shlo_cmp(P, TPU_IR_CMP_NE, ids, shlo_const_like(P, ids, EB_I64, (double)pad)));
+}
+/* (ids, offsets) -> bag[] and the counted mask; bag_size [m] (the counted ids per bag, zeros past B) */
+static int eb_sizes(shlo_t* P, int bag, int counted, int64_t m) {
+  int one = shlo_const_like(P, bag, EB_I64, 1);
+  return eb_scatter_add(P, m, shlo_select(P, counted, bag, shlo_const_like(P, bag, EB_I64, (double)m)), one);
+}
+static int embedding_bag(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  const int what = (int)((op->i1 >> 4) & 3), psw = (op->i1 & 4) != 0, mean = (int)(op->i1 & 1);
+  const int ii = what ? 0 : 1;
+  if (what > 2 || n != (what ? 2 : 3 + psw) || shlo_type(P, in[ii])->rank != 1 || shlo_type(P, in[ii + 1])->rank != 1)
+    return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: EMBEDDING_BAG operands (ir.h)"));
+  const tpu_ir_type_t* t = &op->type;
+  const int64_t N = shlo_type(P, in[ii])->dims[0], no = shlo_type(P, in[ii + 1])->dims[0], pad = op->a[0][0];
+  const int64_t B = no - ((op->i1 & 8) ? 1 : 0) > 0 ? no - ((op->i1 & 8) ? 1 : 0) : 0;
+  if (N == 0 || tpu_ir_numel(t) == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+  int ids = eb_i64(P, in[ii]), bag = eb_bags(P, in[ii + 1], B, N);
+  if (what == 1) return shlo_convert(P, shlo_bin(P, "stablehlo.maximum", bag, shlo_const_like(P, bag, EB_I64, 0)), t->dtype);
+  int counted = eb_counted(P, bag, ids, pad);
+  if (what == 2) return shlo_convert(P, eb_sizes(P, bag, counted, t->dims[0]), t->dtype);
+  const tpu_ir_type_t tw = *shlo_type(P, in[0]);
+  const int md = tw.dtype == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : F32;
+  const int64_t nw = tw.dims[0], D = tw.dims[1], bd0 = 0, nd[2] = {N, D};
+  if (nw == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+  int in_table = eb_in(P, ids, 0, nw);
+  int rows = shlo_convert(P, eb_take(P, in[0], shlo_select(P, in_table, ids, shlo_const_like(P, ids, EB_I64, 0))), md);
+  if (psw) rows = shlo_bin(P, "stablehlo.multiply", rows, shlo_bcast(P, shlo_convert(P, in[3], md), 2, nd, &bd0));
+  int to = shlo_select(P, eb_and(P, counted, in_table), bag, shlo_const_like(P, bag, EB_I64, (double)B));
+  int r = eb_scatter_add(P, B, to, rows); /* [B, D] */
+  if (mean) {
+    int sz = eb_sizes(P, bag, counted, B);
+    sz = shlo_convert(P, shlo_bin(P, "stablehlo.maximum", sz, shlo_const_like(P, sz, EB_I64, 1)), md);
+    r = shlo_bin(P, "stablehlo.divide", r, shlo_bcast(P, sz, 2, t->dims, &bd0));
+  }
+  return shlo_convert(P, r, t->dtype);
+}
+static int embedding_bag_bwd(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
+  const int pgrad = (op->i1 & 16) != 0, psw = !pgrad && (op->i1 & 4), mean = !pgrad && (op->i1 & 1);
+  const int scale = !pgrad && (op->i1 & 8), ii = pgrad ? 2 : 1;
+  if (n != (pgrad ? 4 : 4 + psw) || shlo_type(P, in[0])->rank != 2 || shlo_type(P, in[ii])->rank != 1)
+    return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: EMBEDDING_BAG_BWD operands (ir.h)"));
+  const tpu_ir_type_t* t = &op->type;
+  const tpu_ir_type_t tg = *shlo_type(P, in[0]);
+  const int64_t B = tg.dims[0], D = tg.dims[1], N = shlo_type(P, in[ii])->dims[0], pad = op->a[0][0];
+  const int64_t nw = pgrad ? shlo_type(P, in[1])->dims[0] : t->dims[0], bd0 = 0, nd[2] = {N, D};
+  if (B == 0 || N == 0 || nw == 0 || D == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+  int raw = eb_i64(P, in[ii]), b = eb_i64(P, in[ii + 1]);
+  int k = shlo_select(P, shlo_cmp(P, TPU_IR_CMP_LT, raw, shlo_const_like(P, raw, EB_I64, 0)),
+                      shlo_bin(P, "stablehlo.add", raw, shlo_const_like(P, raw, EB_I64, (double)nw)), raw);
+  int kin = eb_in(P, k, 0, nw), bin = eb_in(P, b, 0, B), zero = shlo_const_like(P, k, EB_I64, 0);
+  int ok = eb_and(P, kin, bin);
+  if (pad >= 0) ok = eb_and(P, ok, shlo_cmp(P, TPU_IR_CMP_NE, raw, shlo_const_like(P, raw, EB_I64, (double)pad)));
+  int kc = shlo_select(P, kin, k, zero), bc = shlo_select(P, bin, b, zero);
+  const int f64 = tg.dtype == TPU_DTYPE_F64 || (pgrad && shlo_type(P, in[1])->dtype == TPU_DTYPE_F64);
+  const int md = f64 ? TPU_DTYPE_F64 : F32;
+  int g = shlo_convert(P, eb_take(P, in[0], bc), md); /* [N, D] */
+  if (pgrad) { /* <grad[b], weight[k]>: products in the math dtype, summed in f64 */
+    static const int64_t fl[2] = {0, 1};
+    int prod = shlo_bin(P, "stablehlo.multiply", g, shlo_convert(P, eb_take(P, in[1], kc), md));
+    int s = shlo_reduce(P, TPU_IR_MONOID_SUM, shlo_convert(P, prod, TPU_DTYPE_F64), fl);
+    return shlo_convert_host(P, shlo_select(P, ok, s, shlo_const_like(P, s, TPU_DTYPE_F64, 0)), t->dtype);
+  }
+  if (mean) { /* / max(bag_size[b], 1) */
+    int sz = eb_take(P, eb_i64(P, in[3]), bc);
+    sz = shlo_convert(P, shlo_bin(P, "stablehlo.maximum", sz, shlo_const_like(P, sz, EB_I64, 1)), md);
+    g = shlo_bin(P, "stablehlo.divide", g, shlo_bcast(P, sz, 2, nd, &bd0));
+  }
+  if (psw) g = shlo_bin(P, "stablehlo.multiply", g, shlo_bcast(P, shlo_convert(P, in[4], md), 2, nd, &bd0));
+  if (scale) { /* / the count of the id among all ids (padding included) */
+    int cnt = eb_scatter_add(P, nw, shlo_select(P, kin, k, shlo_const_like(P, k, EB_I64, (double)nw)),
+                             shlo_const_like(P, k, EB_I64, 1));
+    int c = shlo_convert(P, eb_take(P, cnt, kc), md);
+    g = shlo_bin(P, "stablehlo.divide", g, shlo_bcast(P, c, 2, nd, &bd0));
+  }
+  int r = eb_scatter_add(P, nw, shlo_select(P, ok, k, shlo_const_like(P, k, EB_I64, (double)nw)), g);
+  return shlo_convert(P, r, t->dtype);
+}
+#undef EB_I64
+
 int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) {
   const tpu_ir_op_t* op = &g->ops[v];
   switch (op->i0) {
@@ -540,6 +699,8 @@ int shlo_print_custom(shlo_t* P, const tpu_ir_graph_t* g, int v, const int* in) 
     case TPU_IR_CUSTOM_GROUP_NORM_STATS: case TPU_IR_CUSTOM_GROUP_NORM: case TPU_IR_CUSTOM_GROUP_NORM_SUMS:
     case TPU_IR_CUSTOM_GROUP_NORM_BWD: return group_norm(P, op, op->n_in, in);
     case TPU_IR_CUSTOM_HISTC_EDGES: return histc_edges(P, op, in);
+    case TPU_IR_CUSTOM_EMBEDDING_BAG: return embedding_bag(P, op, op->n_in, in);
+    case TPU_IR_CUSTOM_EMBEDDING_BAG_BWD: return embedding_bag_bwd(P, op, op->n_in, in);
     default:
       return shlo_fail(P, TPU_ERR(UNSUPPORTED, "stablehlo: custom_call target %lld has no StableHLO expansion yet (docs/stablehlo.md lists the gaps)",
                                   (long long)op->i0));
