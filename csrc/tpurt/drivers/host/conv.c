@@ -32,8 +32,9 @@ typedef struct conv_geo_s {
  * (q * stride - padding) per spatial dim and the y-view offset of its spatial part. */
 typedef struct conv_tile_s { int64_t p0, pt; int64_t *b0, *b1, *b2, *yoff; } conv_tile_t;
 
-/* Short copies (rows of 4-16 floats, a tile's 16-lane runs) as fixed-size moves: gcc turns copy loops of unknown
- * length into memcpy calls, whose call and size dispatch cost more than such a copy */
+/* Short copies of operand rows (4-16 floats) as fixed-size moves: gcc turns copy loops of unknown length into
+ * memcpy calls, whose call and size dispatch cost more than such a copy. Not for reading a tile the microkernels
+ * just stored with zmm stores: these 16-byte pieces stall on store forwarding there (memcpy's zmm loads do not) */
 static inline void conv_copy(void* dst, const void* src, size_t nb) {
   if (nb > 256) { memcpy(dst, src, nb); return; }
   char* d = dst;
@@ -303,6 +304,8 @@ static int conv_direct_ok(int kind, const conv_geo_t* g) {
   if (4 * g->P >= 3 * grid || (g->Og <= 4 && 2 * g->P >= grid)) return 1;
   /* the shifted planes by the same rule, their lanes' share of outputs for the grid's */
   const int64_t f = g->Q[1] * g->Q[2], f16 = (f + 15) / 16 * 16;
+  /* (not bf16 x bf16 where the gk kernel has vdpbf16ps: measured, 8 channels on 8x8 / 4x4 maps ran faster there) */
+  if (bf && gk_bf16_ok()) return 0;
   return conv_dk_shifted(g) && (4 * f >= 3 * f16 || (g->Og <= 4 && 2 * f >= f16));
 }
 
@@ -316,10 +319,14 @@ static void conv_grid_fill(const conv_geo_t* g, const int64_t* Sp, int64_t n, in
     for (int64_t i1 = 0; i1 < g->S[1]; ++i1)
       ldrun_f32(dp + (i0 * Sp[1] + i1) * Sp[2], g->xd, xo + i0 * g->xs[2] + i1 * g->xs[3], g->xs[4], g->S[2], g->xdt);
 }
-static void conv_grid_taps(const conv_geo_t* g, const int64_t* Sp, int64_t* out) {
+/* (and, woff non-NULL, the weight view's offset of every tap: k0 ws2 + k1 ws3 + k2 ws4) */
+static void conv_grid_taps(const conv_geo_t* g, const int64_t* Sp, int64_t* out, int64_t* woff) {
   for (int64_t k0 = 0, kk = 0; k0 < g->K[0]; ++k0)
     for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
-      for (int64_t k2 = 0; k2 < g->K[2]; ++k2) out[kk++] = (k0 * g->dl[0] * Sp[1] + k1 * g->dl[1]) * Sp[2] + k2 * g->dl[2];
+      for (int64_t k2 = 0; k2 < g->K[2]; ++k2, ++kk) {
+        out[kk] = (k0 * g->dl[0] * Sp[1] + k1 * g->dl[1]) * Sp[2] + k2 * g->dl[2];
+        if (woff) woff[kk] = k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
+      }
 }
 
 /* The shifted planes (conv_dk_job_t.shifted): x of sample n, channel c into K2 copies L floats apart, copy k2's
@@ -386,7 +393,7 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
               for (int64_t j = 0, c = t * nv; j < nv && c < nch; ++j, ++c) {
                 const float* tr = tile + i * NR + 16 * j;
                 float* d = yr + J->cy[c];
-                if (ys4 == 1) conv_copy(d, tr, (size_t)J->clen[c] * sizeof(float));
+                if (ys4 == 1) memcpy(d, tr, (size_t)J->clen[c] * sizeof(float));
                 else for (int64_t l = 0; l < J->clen[c]; ++l) d[l * ys4] = tr[l];
               }
             }
@@ -411,7 +418,7 @@ static void conv_dk_worker(void* ctx, int64_t begin, int64_t end) {
               const int64_t j0 = J->runs[2 * r], len = TPU_MIN(J->runs[2 * r + 1], nr - j0);
               if (len <= 0) continue; /* a run past the last sample of a short unit */
               float* d = yr + yo[j0];
-              if (ys4 == 1) conv_copy(d, tr + j0, (size_t)len * sizeof(float));
+              if (ys4 == 1) memcpy(d, tr + j0, (size_t)len * sizeof(float));
               else for (int64_t j = 0; j < len; ++j) d[j * ys4] = tr[j0 + j];
             }
           }
@@ -456,7 +463,7 @@ static tpu_status_t conv_direct_run(conv_geo_t* g) {
   J.coff = J.boff + g->KcG; J.cy = J.coff + nct; J.clen = J.cy + nct;
   /* tables by counters (no divisions: they cost as much as a small convolution's stores); row (c, kk) at
    * c * L + tap(kk): the taps land in boff[0, KK) and channel 0 keeps them, so higher channels go first */
-  conv_grid_taps(g, J.Sp, J.boff);
+  conv_grid_taps(g, J.Sp, J.boff, NULL);
   if (J.shifted) /* tap (k0, k1, k2): copy k2, no shift along the innermost dim */
     for (int64_t kk = 0; kk < g->KK; ++kk) J.boff[kk] += (kk % g->K[2]) * (J.L - g->dl[2]);
   for (int64_t c = g->Cg - 1; c > 0; --c)
@@ -611,10 +618,7 @@ static tpu_status_t conv_dw_run(const conv_geo_t* g) {
         J.grow[i] = n * J.gys[0] + q0 * J.gys[2] + q1 * J.gys[3];
         J.xrow[i] = n * J.Lg + (q0 * J.Sp[1] + q1) * J.Sp[2];
       }
-  conv_grid_taps(g, J.Sp, J.shift);
-  for (int64_t k0 = 0, kk = 0; k0 < g->K[0]; ++k0)
-    for (int64_t k1 = 0; k1 < g->K[1]; ++k1)
-      for (int64_t k2 = 0; k2 < g->K[2]; ++k2) woff[kk++] = k0 * g->ws[2] + k1 * g->ws[3] + k2 * g->ws[4];
+  conv_grid_taps(g, J.Sp, J.shift, woff);
   for (int64_t kk = g->KK; kk < J.nkc * 9; ++kk) J.shift[kk] = 0; /* taps past KK: computed, dropped */
   tpu_pool_parallel_for(g->C, 1, conv_dw_xpad_worker, &J);
   tpu_pool_parallel_for(units, 1, conv_dw_worker, &J);
@@ -985,7 +989,7 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
       const int64_t yo = J->rw[rb * mr + i];
       if (yo < 0) continue;
       if (J->z) { /* row t = rb * mr + i of z */
-        conv_copy(J->z + ((rb * mr + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * tp,
+        memcpy(J->z + ((rb * mr + i) * g->G + grp) * J->Opg + cb * J->ng * 16, tile + i * tp,
                (size_t)J->ng * 16 * sizeof(float));
         continue;
       }
@@ -994,7 +998,7 @@ static void gk_fwd_worker(void* ctx, int64_t begin, int64_t end) {
         if (nl <= 0) break;
         float* yr = yd + yo + (grp * g->Og + o0) * g->ys[1];
         const float* tr = tile + i * tp + j * 16;
-        if (g->ys[1] == 1) conv_copy(yr, tr, (size_t)nl * sizeof(float));
+        if (g->ys[1] == 1) memcpy(yr, tr, (size_t)nl * sizeof(float));
         else for (int64_t l = 0; l < nl; ++l) yr[l * g->ys[1]] = tr[l];
       }
     }
@@ -1311,7 +1315,7 @@ static void bi_worker(void* ctx, int64_t begin, int64_t end) {
       const int64_t xo = J->rw[r0 + i];
       if (xo < 0) continue;
       if (J->z) {
-        conv_copy(J->z + (J->rz[r0 + i] * g->G + grp) * J->Cpg + cb * J->ng * 16, tile + i * 48,
+        memcpy(J->z + (J->rz[r0 + i] * g->G + grp) * J->Cpg + cb * J->ng * 16, tile + i * 48,
                (size_t)J->ng * 16 * sizeof(float));
         continue;
       }
@@ -1320,7 +1324,7 @@ static void bi_worker(void* ctx, int64_t begin, int64_t end) {
         if (nl <= 0) break;
         float* xr = xd + xo + (grp * g->Cg + c0) * g->xs[1];
         const float* tr = tile + i * 48 + j * 16;
-        if (g->xs[1] == 1) conv_copy(xr, tr, (size_t)nl * sizeof(float));
+        if (g->xs[1] == 1) memcpy(xr, tr, (size_t)nl * sizeof(float));
         else for (int64_t l = 0; l < nl; ++l) xr[l * g->xs[1]] = tr[l];
       }
     }
@@ -1425,13 +1429,13 @@ static tpu_status_t conv_bi_run(const conv_geo_t* g) {
     int64_t e = crow[cls];
     int64_t i00[3]; /* first position of the class per dim: (i + pd) mod st == r; then every st-th */
     for (int d = 0; d < 3; ++d) i00[d] = ((r[d] - g->pd[d]) % g->st[d] + g->st[d]) % g->st[d];
+    /* base(i) = (i + pd - r) / st steps by 1 as i steps by st (no division per row: they cost more than a small
+     * map's kernel); along the row by steps too */
+    const int64_t b00 = (i00[0] + g->pd[0] - r[0]) / g->st[0] + J.Pl[0], b10 = (i00[1] + g->pd[1] - r[1]) / g->st[1] + J.Pl[1];
+    const int64_t b2 = (i00[2] + g->pd[2] - r[2]) / g->st[2] + J.Pl[2], O = g->O, st2 = g->st[2];
     for (int64_t n = 0; n < g->N; ++n)
-      for (int64_t i0 = i00[0]; i0 < g->S[0]; i0 += g->st[0]) {
-        const int64_t b0 = (i0 + g->pd[0] - r[0]) / g->st[0] + J.Pl[0];
-        for (int64_t i1 = i00[1]; i1 < g->S[1]; i1 += g->st[1]) {
-          const int64_t b1 = (i1 + g->pd[1] - r[1]) / g->st[1] + J.Pl[1];
-          /* along the row by steps (the products per position cost more than the kernel's share) */
-          const int64_t b2 = (i00[2] + g->pd[2] - r[2]) / g->st[2] + J.Pl[2], O = g->O, st2 = g->st[2];
+      for (int64_t i0 = i00[0], b0 = b00; i0 < g->S[0]; i0 += g->st[0], ++b0) {
+        for (int64_t i1 = i00[1], b1 = b10; i1 < g->S[1]; i1 += g->st[1], ++b1) {
           int64_t a = (n * J.Lq + (b0 * J.Qp[1] + b1) * J.Qp[2] + b2) * O;
           int64_t xo = n * g->xs[0] + i0 * g->xs[2] + i1 * g->xs[3] + i00[2] * g->xs[4], xstep = st2 * g->xs[4];
           int64_t zo = n * SS + (i0 * g->S[1] + i1) * g->S[2] + i00[2];

@@ -8,20 +8,21 @@
 /* Operands (x, w, gy) may be stored in another dtype than CT (f32 kernels read bf16/f16 and
  * widen exactly): they are addressed in bytes (base + element offset * size) and read through
  * ldrun / ld1. dst[i] = base[(off + i * step)] for i < n. */
-static void CFN(ldrun_cvt)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
-  const uint16_t* s = (const uint16_t*)base + off;
-  if (dt == TPU_DTYPE_BF16) for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_bf16_to_f32(s[i * step]);
-  else for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_f16_to_f32(s[i * step]);
-}
-/* inline: callers copy runs of 1-16 elements, where a call cost as much as the copy */
-static inline void CFN(ldrun)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
+static void CFN(ldrun_gen)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
   if (dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16) {
-    CFN(ldrun_cvt)(dst, base, off, step, n, dt);
+    const uint16_t* s = (const uint16_t*)base + off;
+    if (dt == TPU_DTYPE_BF16) for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_bf16_to_f32(s[i * step]);
+    else for (int64_t i = 0; i < n; ++i) dst[i] = (CT)tpu_f16_to_f32(s[i * step]);
   } else {
     const CT* s = (const CT*)base + off;
-    if (step == 1) conv_copy(dst, s, (size_t)n * sizeof(CT));
-    else for (int64_t i = 0; i < n; ++i) dst[i] = s[i * step];
+    for (int64_t i = 0; i < n; ++i) dst[i] = s[i * step];
   }
+}
+/* the unit-stride copy inline (callers copy runs of 1-16 elements, where a call cost as much as the copy); the
+ * rest out of line (inlined into big callers, the strided loop compiled ~2x slower) */
+static inline void CFN(ldrun)(CT* dst, const char* base, int64_t off, int64_t step, int64_t n, int dt) {
+  if (step == 1 && dt != TPU_DTYPE_BF16 && dt != TPU_DTYPE_F16) conv_copy(dst, (const CT*)base + off, (size_t)n * sizeof(CT));
+  else CFN(ldrun_gen)(dst, base, off, step, n, dt);
 }
 static inline CT CFN(ld1)(const char* base, int64_t off, int dt) {
   if (dt == TPU_DTYPE_BF16) return (CT)tpu_bf16_to_f32(((const uint16_t*)base)[off]);
@@ -207,7 +208,7 @@ static void CFN(store_planes)(const conv_geo_t* g, const CT* acc, CT* xn) {
     const CT* a = acc + c * SS;
     CT* xc = xn + c * g->xs[1];
     if (flat) {
-      conv_copy(xc, a, (size_t)SS * sizeof(CT));
+      memcpy(xc, a, (size_t)SS * sizeof(CT));
       continue;
     }
     for (int64_t s0 = 0; s0 < g->S[0]; ++s0)
@@ -396,7 +397,7 @@ static void CFN(fwd_group_worker)(void* ctx, int64_t begin, int64_t end) {
       for (int64_t o = 0; o < g->O; ++o) {
         const CT* src = ct + o * cols + s * g->P;
         CT* yo = yn + o * g->ys[1];
-        if (g->y_direct && g->yps == 1) conv_copy(yo, src, (size_t)g->P * sizeof(CT));
+        if (g->y_direct && g->yps == 1) memcpy(yo, src, (size_t)g->P * sizeof(CT));
         else for (int64_t j = 0; j < g->P; ++j) yo[t.yoff[j]] = src[j];
       }
     }
