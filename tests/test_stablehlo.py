@@ -231,6 +231,35 @@ def _backward():
     return [x.grad, w.grad, q.grad, kv.grad, xo.grad, wg.grad, wt.grad]
 
 
+def _embedding_bag(dt):
+    """embedding_bag sum / mean (the EMBEDDING_BAG(_BWD) custom targets) and max, forward and backward: offsets with
+    an empty bag (repeated offset) and one at the end, per_sample_weights, padding_idx, include_last_offset,
+    scale_grad_by_freq, i32 ids, 2-D ids (fixed-length bags), a transposed (non-contiguous) table, no ids, no bags"""
+    def f():
+        w = rn(11, 7, dtype=dt, seed=90).requires_grad_()
+        wt = rn(7, 11, dtype=dt, seed=91).requires_grad_()
+        ids = ri(0, 11, 23, seed=92)
+        ids = torch.where(ids == 4, 3, ids)  # a padding id 3 among others
+        off = torch.tensor([0, 3, 3, 9, 17, 23], device=DEV)  # bag 1 empty, the last empty (offset N)
+        psw = rn(23, dtype=dt, seed=93).requires_grad_()
+        outs = [F.embedding_bag(ids, w, off, mode="sum"), F.embedding_bag(ids, w, off, mode="mean"),
+                F.embedding_bag(ids, w, off, mode="sum", per_sample_weights=psw),
+                F.embedding_bag(ids, w, off, mode="mean", padding_idx=3),
+                F.embedding_bag(ids, w, off, mode="sum", padding_idx=3, per_sample_weights=psw),
+                F.embedding_bag(ids, w, off, mode="sum", include_last_offset=True),
+                F.embedding_bag(ids, w, off, mode="mean", include_last_offset=True, padding_idx=3),
+                F.embedding_bag(ids.int(), wt.t(), off.int(), mode="sum", scale_grad_by_freq=True),
+                F.embedding_bag(ids, w, off, mode="mean", scale_grad_by_freq=True, padding_idx=3),
+                F.embedding_bag(ri(0, 11, 4, 5, seed=94), w, mode="mean"),
+                F.embedding_bag(ids, w, off, mode="max"),
+                F.embedding_bag(ids[:0], w, off[:2] * 0, mode="mean"),  # no ids: two empty bags
+                F.embedding_bag(ids[:4], w, off[:1], mode="sum", include_last_offset=True)]  # no bags
+        loss = sum((o.float() * rn(*o.shape, seed=95 + k)).sum() for k, o in enumerate(outs))
+        loss.backward()
+        return outs + [w.grad, wt.grad, psw.grad]
+    return f
+
+
 CASES = {
     "eltwise_f32": _eltwise_float(torch.float32),
     "eltwise_bf16": _eltwise_float(torch.bfloat16),
@@ -259,6 +288,9 @@ CASES = {
     "linalg": _linalg,
     "backward": _backward,
     "histc_search": _histc_search,
+    "embedding_bag_f32": _embedding_bag(torch.float32),
+    "embedding_bag_bf16": _embedding_bag(torch.bfloat16),
+    "embedding_bag_f64": _embedding_bag(torch.float64),
 }
 
 
