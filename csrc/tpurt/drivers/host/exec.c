@@ -17,7 +17,10 @@
 enum { K_PARAM, K_SCALAR, K_CONST, K_VIEW, K_MEMBER, K_ROOT, K_LIB };
 
 struct tpu_host_exe_s {
-  tpu_ir_graph_t g;       /* owned copy */
+  tpu_ir_graph_t g;       /* owned copy, in the order the steps run */
+  tpu_ir_graph_t* traced; /* the graph as compiled when the scheduler reordered g (exec_sched.h), else NULL:
+                           * what tpu_host_exe_graph returns, so shape families, the disk cache and recordings
+                           * see the same graph for every size whatever order a size's plan chose */
   uint8_t* kind;          /* per op */
   int32_t* out_index;     /* per op: graph output slot it may write directly, or -1 */
   int32_t* mem_off; int32_t* mem_cnt; int32_t* members; /* per root: cluster members (topo order) */
@@ -172,7 +175,7 @@ static void prof_add(const char* key, double ns) {
 }
 static void prof_step(const tpu_host_exe_t* e, int v, double ns);
 
-const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return &e->g; }
+const tpu_ir_graph_t* tpu_host_exe_graph(const tpu_host_exe_t* e) { return e->traced ? e->traced : &e->g; }
 int tpu_host_exe_num_steps(const tpu_host_exe_t* e) { return e->n_steps; }
 int tpu_host_exe_num_epilogues(const tpu_host_exe_t* e) {
   int c = 0;
@@ -204,6 +207,7 @@ void tpu_host_exe_lifetimes(const tpu_host_exe_t* e, int32_t* param_last, int32_
 void tpu_host_exe_free(tpu_host_exe_t* e) {
   if (!e) return;
   free(e->g.ops); free(e->g.operands);
+  if (e->traced) { tpu_ir_graph_free(e->traced); free(e->traced); }
   free(e->kind); free(e->out_index); free(e->mem_off); free(e->mem_cnt); free(e->members);
   free(e->leaf_off); free(e->leaf_cnt); free(e->leaves); free(e->slot); free(e->fused);
   free(e->reg); free(e->nreg);
@@ -808,8 +812,15 @@ tpu_status_t tpu_host_compile(const tpu_ir_graph_t* g, tpu_host_exe_t** out_exe)
   if (e->n_steps >= SCHED_MIN_STEPS && tpu_pool_num_threads() > 1 && groups_on() && sched_on()) {
     tpu_host_exe_t* s = NULL;
     tpu_status_t st = host_schedule(e, &s);
-    if (st) { tpu_host_exe_free(e); return st; }
-    if (s) { tpu_host_exe_free(e); e = s; }
+    if (st) tpu_status_free(st); /* an optimization: the traced plan runs as planned (out of memory here) */
+    if (s && (s->traced = malloc(sizeof(tpu_ir_graph_t)))) { /* s keeps e's graph (moved) */
+      *s->traced = e->g;
+      memset(&e->g, 0, sizeof(e->g));
+      tpu_host_exe_free(e);
+      e = s;
+    } else {
+      tpu_host_exe_free(s);
+    }
   }
   *out_exe = e;
   return TPU_OK;

@@ -20,7 +20,10 @@
  * parameters, scalars, constants and scalar batches first. exec.c re-plans the permuted graph and keeps it only
  * when that plan's modelled time is lower and its modelled peak of temporaries no higher than the traced order's.
  * Every op computes what it computed before from the same operands: the same bits. Nothing here is thread-unsafe
- * (no globals).
+ * (no globals). Known gap (one reason it is off by default): the order follows data edges only, so a step that can
+ * fail at run time (an index check: gather, index_select, scatter, embedding_bag) may now run after an in-place
+ * write that preceded it in traced order; the call still raises, but that write has happened (step groups already
+ * allow this within a group). The executable reports the traced graph (tpu_host_exe_graph), not the permuted one.
  *
  *     int32_t order[n];  int changed;
  *     tpu_host_sched_in_t in = {.g = g, .unit = unit, .cost = cost, .bytes = bytes, .nth = 2};
