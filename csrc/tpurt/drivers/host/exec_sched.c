@@ -55,7 +55,7 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
   const size_t nn = (size_t)(n > 0 ? n : 1), ne = (size_t)(G->n_operands > 0 ? G->n_operands : 1);
   *out_changed = 0;
   for (int i = 0; i < n; ++i) order[i] = i;
-  if (out_cut) memset(out_cut, 0, nn);
+  if (out_cut && n > 0) memset(out_cut, 0, (size_t)n);
   tpu_host_sched_stats_t S = {0};
   int32_t* base = malloc(nn * sizeof(int32_t));    /* per op: the step whose result it reads as storage, or -1 */
   int32_t* uoff = calloc(nn + 1, sizeof(int32_t)); /* per step: its ops uops[uoff[s] .. uoff[s + 1]) */
@@ -217,7 +217,7 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
     for (int k = 0; k < G->ops[order[i]].n_in && ok; ++k) ok = pos[tpu_ir_operand(G, order[i], k)] < i;
   if (!ok) {
     for (int i = 0; i < n; ++i) order[i] = i;
-    if (out_cut) memset(out_cut, 0, nn);
+    if (out_cut && n > 0) memset(out_cut, 0, (size_t)n);
     goto done;
   }
   for (int i = 0; i < n; ++i) *out_changed |= order[i] != i;
