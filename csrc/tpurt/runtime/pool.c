@@ -16,7 +16,8 @@
  * A second concurrent caller (another device queue) does not wait: it runs inline, so the
  * pool can never deadlock.
  * Locality: parallel_for and parallel_for_dynamic hand thread t (the caller is 0, worker i is i) the t-th of
- * nthreads contiguous blocks of chunks first (its own block front to back, then the others' back to front), so
+ * (running workers + 1, at most 64) contiguous blocks of chunks first (its own block front to back, then the
+ * others' back to front), so
  * the ops of a chain over same-sized tensors give every thread the same index range each time, as OpenMP's static
  * schedule does: the lines a thread wrote stay in its core's cache for the next op. Chunks taken in claim order
  * (as before) gave a thread the other's half in about half the chunks of a chain; where the host placed the two
@@ -89,26 +90,7 @@ int tpu_pool_set_grain_div(int div) {
 
 static inline uint32_t claim_gen(uint64_t c) { return (uint32_t)(c >> 32); }
 
-static void run_chunks(uint32_t gen) {
-  uint64_t c = atomic_load_explicit(&g_pool.claim, memory_order_acquire);
-  for (;;) {
-    uint32_t nch = (uint32_t)(c >> 16) & 0xffffu, idx = (uint32_t)c & 0xffffu;
-    if (claim_gen(c) != gen || idx >= nch) return;
-    if (!atomic_compare_exchange_weak_explicit(&g_pool.claim, &c, c + 1, memory_order_acq_rel,
-                                               memory_order_acquire))
-      continue;
-    int64_t q = g_pool.n / nch, r = g_pool.n % nch;
-    int64_t begin = q * idx + TPU_MIN((int64_t)idx, r), end = begin + q + ((int64_t)idx < r);
-    g_pool.fn(g_pool.ctx, begin, end);
-    if (atomic_fetch_add(&g_pool.done, 1) + 1 == (int)nch && atomic_load(&g_pool.waiting)) {
-      pthread_mutex_lock(&g_pool.mu);
-      pthread_cond_signal(&g_pool.cv_done);
-      pthread_mutex_unlock(&g_pool.mu);
-    }
-    c = atomic_load_explicit(&g_pool.claim, memory_order_acquire);
-  }
-}
-
+/* Runs chunk idx of the published job's nch chunks (a claim proved it this thread's) and counts it done. */
 static void chunk_run(uint32_t idx, uint32_t nch) {
   int64_t q = g_pool.n / nch, r = g_pool.n % nch;
   int64_t begin = q * idx + TPU_MIN((int64_t)idx, r), end = begin + q + ((int64_t)idx < r);
@@ -117,6 +99,18 @@ static void chunk_run(uint32_t idx, uint32_t nch) {
     pthread_mutex_lock(&g_pool.mu);
     pthread_cond_signal(&g_pool.cv_done);
     pthread_mutex_unlock(&g_pool.mu);
+  }
+}
+static void run_chunks(uint32_t gen) {
+  uint64_t c = atomic_load_explicit(&g_pool.claim, memory_order_acquire);
+  for (;;) {
+    uint32_t nch = (uint32_t)(c >> 16) & 0xffffu, idx = (uint32_t)c & 0xffffu;
+    if (claim_gen(c) != gen || idx >= nch) return;
+    if (!atomic_compare_exchange_weak_explicit(&g_pool.claim, &c, c + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    chunk_run(idx, nch);
+    c = atomic_load_explicit(&g_pool.claim, memory_order_acquire);
   }
 }
 /* Job gen's chunks from the blocks: block `self` front to back, then the others back to front. A claim is a CAS
