@@ -604,3 +604,19 @@ def test_searchsorted_nan_sorter_scalar_and_broken_contract():
     _same(torch.searchsorted(b.to(DEV), e.to(DEV)), torch.searchsorted(b, e))
     _same(torch.searchsorted(torch.zeros(3, 0).to(DEV), torch.ones(3, 2).to(DEV)),
           torch.searchsorted(torch.zeros(3, 0), torch.ones(3, 2)))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_last_offset_past_end(mode):
+    """include_last_offset with offsets[-1] > len(input): PyTorch's CPU kernel raises, so does tpu (at the next
+    sync, as every data-dependent error), and the device stays usable. (mode='max', still a gather/scatter graph,
+    does not read offsets[-1]: it returns what offsets[-1] == len(input) gives.)"""
+    import torch.nn.functional as F
+
+    w, ids, offs = torch.randn(10, 3), torch.tensor([1, 2, 3, 4, 5]), torch.tensor([0, 2, 100])
+    msg = "offsets\\[-1\\] can not be greater than input's length 5 but got offsets\\[-1\\] of 100"
+    with pytest.raises(RuntimeError, match=msg):
+        F.embedding_bag(ids, w, offs, mode=mode, include_last_offset=True)
+    with pytest.raises(RuntimeError, match=msg):
+        F.embedding_bag(ids.to(DEV), w.to(DEV), offs.to(DEV), mode=mode, include_last_offset=True).cpu()
+    assert (torch.arange(3.0).to(DEV) * 2).cpu().tolist() == [0.0, 2.0, 4.0]

@@ -74,8 +74,10 @@ static void* acc_rows(const tpu_host_view_t* out, int f64, int* own) {
 }
 
 /* bag[i] of each of the N ids: the count of the first B offsets at or before position i, minus 1 (-1 before the
- * first offset). Checks offsets[0] == 0 (when there are bags) and every counted offset in [0, N]. */
-static tpu_status_t find_bags(const tpu_host_view_t* off, int64_t B, int64_t N, int64_t* bag /* [N + 1] */) {
+ * first offset). Checks offsets[0] == 0 (when there are bags), every counted offset in [0, N] and, with
+ * include_last_offset (last), offsets[B] <= N as PyTorch's CPU kernel does; otherwise offsets[B] is not read: ids
+ * after it stay in the last bag, as in PyTorch's CPU reference kernel (tests/test_ops_misc.py last_offset_tail). */
+static tpu_status_t find_bags(const tpu_host_view_t* off, int64_t B, int64_t N, int last, int64_t* bag /* [N + 1] */) {
   memset(bag, 0, (size_t)(N + 1) * sizeof(int64_t));
   for (int64_t k = 0; k < B; ++k) {
     const int64_t o = ld_i(off, k);
@@ -87,6 +89,9 @@ static tpu_status_t find_bags(const tpu_host_view_t* off, int64_t B, int64_t N, 
                      (long long)k, (long long)o, (long long)N);
     bag[o] += 1;
   }
+  if (last && off->sizes[0] > B && ld_i(off, B) > N)
+    return TPU_ERR(INVALID_ARGUMENT, "offsets[-1] can not be greater than input's length %lld but got offsets[-1] of %lld",
+                   (long long)N, (long long)ld_i(off, B));
   int64_t c = -1;
   for (int64_t i = 0; i < N; ++i) { c += bag[i]; bag[i] = c; }
   return TPU_OK;
@@ -158,7 +163,7 @@ static tpu_status_t embed_fwd(const tpu_ir_op_t* op, int n, const tpu_host_view_
   }
   int64_t* bag = malloc((size_t)(N + 1) * sizeof(int64_t));
   if (!bag) return TPU_ERR(OUT_OF_MEMORY, "host: embedding_bag scratch");
-  tpu_status_t st = find_bags(O, B, N, bag);
+  tpu_status_t st = find_bags(O, B, N, (op->i1 & EB_LAST) != 0, bag);
   if (!st && what == 0) st = bag_rows(op, xs, bag, N, B, out);
   if (!st && what > 0) { /* offset2bag = max(bag, 0); bag_size: the non-padding ids per bag, counted in bag[] */
     const int64_t pad = op->a[0][0], m = out->sizes[0];

@@ -1530,10 +1530,10 @@ static tpu_status_t run_cluster_tiled(const tpu_host_exe_t* e, int root, tpu_hos
     cluster_plan_io(&J, alias, may_direct);
     if (cluster_nbuf(&J) > nbuf) { J.tile = TILE; cluster_plan_io(&J, alias, may_direct); }
   }
-  cluster_bin_bf16(&J, may_direct);
   int64_t inner = cr ? J.sizes[cr - 1] : 1, total = 1;
   for (int d = 0; d < cr; ++d) total *= J.sizes[d];
   if (total == 0 || view_numel(out) == 0) return TPU_OK;
+  cluster_bin_bf16(&J, may_direct); /* (after the empty check: it reads a scalar operand's element) */
   J.tiles_per_row = (inner + J.tile - 1) / J.tile;
   J.rows = total / inner;
   int64_t units = J.rows / J.rows2 * J.blocks2 * J.tiles_per_row;
