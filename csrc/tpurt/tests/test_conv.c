@@ -366,17 +366,17 @@ static void test_kernels_shifted(void) {
       {2, 1, 8, 8, 3, 1}, {2, 1, 4, 4, 3, 1}, {2, 1, 7, 5, 3, 1}, {2, 1, 8, 4, 3, 0}, {2, 1, 6, 6, 5, 2},
       {3, 4, 4, 4, 3, 1}, {1, 1, 1, 9, 3, 1}, {2, 1, 5, 3, 3, 2}, {2, 1, 8, 8, 3, 2},
   };
-  static const int64_t ogs[6] = {1, 3, 4, 8, 12, 16};
+  static const int64_t ogs[8] = {1, 3, 4, 8, 12, 16, 4, 3}; /* 6, 7: groups / dilation within the shifted mode */
   static const tpu_host_gemm_isa_t isas[2] = {TPU_HOST_GEMM_ISA_BEST, TPU_HOST_GEMM_ISA_AVX2};
   for (size_t ci = 0; ci < sizeof(cs) / sizeof(cs[0]); ++ci)
-    for (int v = 0; v < 6; ++v) {
+    for (int v = 0; v < 8; ++v) {
       const int64_t* c = cs[ci];
-      const int nsp = (int)c[0], rank = nsp + 2;
-      const int64_t G = v == 5 ? 2 : 1, N = 1 + (v + ci) % 5, Cg = 1 + (v * 3 + ci) % 9, Og = ogs[v];
+      const int nsp = (int)c[0], rank = nsp + 2, dil = (v == 4 || v == 7) && c[4] == 3;
+      const int64_t G = v == 5 || v == 6 ? 2 : 1, N = 1 + (v + ci) % 5, Cg = 1 + (v * 3 + ci) % 9, Og = ogs[v];
       int64_t st[3] = {1, 1, 1}, pd[3], dl[3], xs[5] = {N, G * Cg}, ws[5] = {G * Og, Cg}, ys[5] = {N, G * Og};
       for (int d = 0; d < nsp; ++d) {
-        dl[d] = v == 4 && c[4] == 3 ? 2 : 1;
-        pd[d] = c[5] + (v == 4 && c[4] == 3);
+        dl[d] = dil ? 2 : 1;
+        pd[d] = c[5] + dil;
         xs[2 + d] = c[4 - nsp + d];
         ws[2 + d] = c[4];
         ys[2 + d] = xs[2 + d] + 2 * pd[d] - dl[d] * (c[4] - 1);
