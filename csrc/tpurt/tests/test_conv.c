@@ -67,6 +67,23 @@ static double vdiff(const tpu_host_view_t* a, const tpu_host_view_t* b, double* 
   return m;
 }
 
+/* conv `kind` of a, b into a fresh output (layout lo) twice with the GEMM at `isa`: *e = the first run's difference
+ * from r (magnitude *mag), *e2 = the two runs' difference (0: deterministic) */
+static void run_twice(int kind, int nsp, const int64_t* st, const int64_t* pd, const int64_t* dl, int64_t G,
+                      const hview_t* a, const hview_t* b, const hview_t* r, int rank, const int64_t* os, int lo,
+                      tpu_host_gemm_isa_t isa, double* e, double* mag, double* e2) {
+  hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
+  fill(&o);
+  tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(isa);
+  OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a->v, &b->v, &o.v));
+  OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a->v, &b->v, &o2.v));
+  tpu_host_gemm_set_isa(old);
+  double mag2;
+  *e = vdiff(&o.v, &r->v, mag);
+  *e2 = vdiff(&o.v, &o2.v, &mag2);
+  free(o.buf); free(o2.buf);
+}
+
 static void test_kernels(void) {
   static const char* kn[3] = {"fwd", "bwd_input", "bwd_weight"};
   for (int it = 0; it < 150; ++it) {
@@ -290,18 +307,12 @@ static void test_kernels_bf16_isa(void) {
       fill(&a); fill(&b);
       OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
       for (int ii = 0; ii < 4; ++ii) {
-        hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
-        fill(&o);
-        tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(isas[ii]);
-        OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
-        OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o2.v));
-        tpu_host_gemm_set_isa(old);
-        double mag, e = vdiff(&o.v, &r.v, &mag), mag2, e2 = vdiff(&o.v, &o2.v, &mag2);
+        double e, mag, e2;
+        run_twice(kind, nsp, st, pd, dl, G, &a, &b, &r, rank, os, lo, isas[ii], &e, &mag, &e2);
         CHECK(e <= 1e-5 * (1 + mag), "bf16 isa %d kind %d nsp %d N=%lld G=%lld Cg=%lld Og=%lld st %lld pd %lld dl %lld layouts %d%d%d: err %g (mag %g)",
               (int)isas[ii], kind, nsp, (long long)N, (long long)G, (long long)Cg, (long long)Og, (long long)st[0],
               (long long)pd[0], (long long)dl[0], la, lb, lo, e, mag);
         CHECK(e2 == 0, "bf16 isa %d kind %d: two runs differ by %g", (int)isas[ii], kind, e2);
-        free(o.buf); free(o2.buf);
       }
       free(a.buf); free(b.buf); free(r.buf);
     }
@@ -398,17 +409,11 @@ static void test_kernels_shifted(void) {
         fill(&a); fill(&b);
         OK(tpu_host_conv_run_ref(kind, nsp, st, pd, dl, G, &a.v, &b.v, &r.v));
         for (int ii = 0; ii < 2; ++ii) {
-          hview_t o = hview(TPU_DTYPE_F32, rank, os, lo), o2 = hview(TPU_DTYPE_F32, rank, os, lo);
-          fill(&o);
-          tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(isas[ii]);
-          OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o.v));
-          OK(tpu_host_conv_run(kind, nsp, st, pd, dl, G, &a.v, &b.v, &o2.v));
-          tpu_host_gemm_set_isa(old);
-          double mag, e = vdiff(&o.v, &r.v, &mag), mag2, e2 = vdiff(&o.v, &o2.v, &mag2);
+          double e, mag, e2;
+          run_twice(kind, nsp, st, pd, dl, G, &a, &b, &r, rank, os, lo, isas[ii], &e, &mag, &e2);
           CHECK(e <= 1e-5 * (1 + mag), "shifted case %zu v %d kind %d isa %d layouts %d%d: err %g (mag %g)", ci, v, kind,
                 (int)isas[ii], lx, lo, e, mag);
           CHECK(e2 == 0, "shifted case %zu v %d kind %d: two runs differ by %g", ci, v, kind, e2);
-          free(o.buf); free(o2.buf);
         }
         free(a.buf); free(b.buf); free(r.buf);
       }
