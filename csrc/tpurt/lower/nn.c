@@ -729,11 +729,11 @@ static tpu_status_t lower_embedding_renorm(tpu_lower_ctx_t* cx) {
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got %s instead", tpu_dtype_name(idt));
   double p = lw_key_scalar(cx, 3, 2.0);
   int64_t V = o->sizes[0], n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1));
-  int w = lw_input(cx, 0, dt);
+  int w = lw_input(cx, 0, -1); /* in its own dtype: only the named rows are converted to the op-math dtype */
   if (n == 0 || V == 0 || o->sizes[1] == 0) return lw_output(cx, 0, w);
   /* only the named rows are read and written back (a repeated id writes its row's one result again) */
   int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), TPU_DTYPE_I64), 1, &n);
-  int rows = tpu_ir_index_select(G, w, idx, 0);                                      /* [n, D] */
+  int rows0 = tpu_ir_index_select(G, w, idx, 0), rows = tpu_ir_convert(G, rows0, dt);  /* [n, D] */
   int nd = tpu_ir_convert(G, lw_pnorm(cx, rows, p, (int64_t[]){0, 1}), TPU_DTYPE_F64); /* [n] */
   int mx = lw_bcast_like(cx, lw_scalar(cx, 2, TPU_DTYPE_F64), nd);
   int scale = tpu_ir_convert(G, BIN(DIV, mx, BIN(ADD, nd, lw_const_like(cx, 1e-7, nd))), dt);
@@ -741,7 +741,7 @@ static tpu_status_t lower_embedding_renorm(tpu_lower_ctx_t* cx) {
   int64_t rd[2] = {n, o->sizes[1]}, zero = 0;
   int f = tpu_ir_broadcast(G, scale, 2, rd, (int64_t[]){0});
   /* rows not scaled keep their bits (w * 1 would too, but NaN payloads and -0 stay untouched) */
-  int upd = tpu_ir_select(G, tpu_ir_broadcast(G, hit, 2, rd, (int64_t[]){0}), BIN(MUL, rows, f), rows);
+  int upd = tpu_ir_select(G, tpu_ir_broadcast(G, hit, 2, rd, (int64_t[]){0}), tpu_ir_convert(G, BIN(MUL, rows, f), o->dtype), rows0);
   return lw_output(cx, 0, tpu_ir_index_put(G, w, upd, 1, &idx, &zero, 0));
 }
 
