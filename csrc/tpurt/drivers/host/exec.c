@@ -1166,12 +1166,10 @@ static int bin_scalar_operand(const cluster_job_t* J, int v, int k, float* out_s
   for (int d = 0; d < J->rank; ++d)
     if (L->strides[d] != 0) return 0;
   if (slot == e->slot[G->ops[v].in_off + k] && L->dtype != TPU_DTYPE_F32) return 0; /* read as f32 directly */
-  switch (L->dtype) { /* tile_load's conversions, then (for f64) tile_compute's CONVERT */
-    case TPU_DTYPE_F32: memcpy(out_s, L->data, 4); return 1;
-    case TPU_DTYPE_F64: { double x; memcpy(&x, L->data, 8); *out_s = (float)x; return 1; }
-    case TPU_DTYPE_BF16: { uint16_t h; memcpy(&h, L->data, 2); *out_s = tpu_bf16_to_f32(h); return 1; }
-    default: return 0;
-  }
+  if (L->dtype != TPU_DTYPE_F32 && L->dtype != TPU_DTYPE_F64 && L->dtype != TPU_DTYPE_BF16) return 0;
+  /* exact in double, then one rounding to f32: tile_load's conversion, then (for f64) tile_compute's CONVERT */
+  *out_s = (float)tpu_host_load_f64(L->data, L->dtype);
+  return 1;
 }
 
 /* An eager bf16 binary op's cluster: convert(bf16 leaf a) OP convert(bf16 leaf b) in f32, converted to a bf16
