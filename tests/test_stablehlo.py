@@ -260,6 +260,17 @@ def _embedding_bag(dt):
     return f
 
 
+
+def _embedding_renorm():
+    """embedding_renorm_ reads and rewrites only the named rows (index_select, index_put) in the table's own dtype."""
+    out = []
+    for dt in (torch.float32, torch.bfloat16):
+        w = (rn(20, 5, seed=67) * 3).to(dt)
+        torch.embedding_renorm_(w, ri(0, 20, 6, seed=68), 1.0, 2.0)
+        out.append(w)
+    return out
+
+
 CASES = {
     "eltwise_f32": _eltwise_float(torch.float32),
     "eltwise_bf16": _eltwise_float(torch.bfloat16),
@@ -288,6 +299,7 @@ CASES = {
     "linalg": _linalg,
     "backward": _backward,
     "histc_search": _histc_search,
+    "embedding_renorm": _embedding_renorm,
     "embedding_bag_f32": _embedding_bag(torch.float32),
     "embedding_bag_bf16": _embedding_bag(torch.bfloat16),
     "embedding_bag_f64": _embedding_bag(torch.float64),
