@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "drivers/host/exec_sched.h"
 #include "drivers/host/host.h"
 #include "runtime/runtime.h"
 #include "tpurt.h"
@@ -716,7 +717,9 @@ static void pool_awake(void) {
 /* Step groups (exec.c plan_groups): A = exp(x) * y (output 1, fresh memory) and B = x * s + y (output 0, bound
  * in place over x) read none of each other's results, so they run side by side. B may then not write over x
  * while A still reads it (b_first: B before A, x's last reader is A; else A, the other reader of x, runs in B's
- * group). Results: bitwise those of fresh outputs, with groups on (pool, serial) and off. */
+ * group). Results: bitwise those of fresh outputs, with groups on (pool, serial) and off. Grouped: 2K-64K
+ * elements (below, two ~3 us steps gain less than a hand-off costs; from TPU_HOST_GRP_SOLO_NUMEL on, each step
+ * splits over the pool alone: the same checks then run without a group). */
 static void test_group_inplace(int64_t n, int b_first) {
   tpu_ir_graph_t g;
   tpu_ir_graph_init(&g);
@@ -733,9 +736,9 @@ static void test_group_inplace(int64_t n, int b_first) {
   CHECK(st == TPU_OK, "compile group in place");
   if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
   int32_t ng = 0;
-  /* 1000 elements: two ~3 us steps gain less than a hand-off costs. The plan is for this process's pool: with
-   * more than 2 threads each large step splits over all of them instead (the results below are checked anyway) */
-  const int want = n >= 100000, planned = tpu_pool_num_threads() <= 2;
+  /* The plan is for this process's pool: with more than 2 threads a mid-size step may split over all of them
+   * instead (the results below are checked anyway) */
+  const int want = n >= 2000 && n < TPU_HOST_GRP_SOLO_NUMEL, planned = tpu_pool_num_threads() <= 2;
   CHECK(!planned || (tpu_host_exe_num_groups(e, &ng) == want && ng == 2 * want), "group in place n=%lld: %d groups, %d steps",
         (long long)n, tpu_host_exe_num_groups(e, NULL), ng);
   float *X = malloc((size_t)n * 4), *X0 = malloc((size_t)n * 4), *Y = malloc((size_t)n * 4);
@@ -764,9 +767,10 @@ static void test_group_inplace(int64_t n, int b_first) {
 }
 
 /* A failing step in a group (index_select with an index out of range) returns its error; the other step's
- * status is dropped (ASan: nothing leaks); the executable stays usable. */
+ * status is dropped (ASan: nothing leaks); the executable stays usable. Serial (the group's steps inline,
+ * costliest first: the index_select), the failure skips the group's later step (exp, after it in step order). */
 static void test_group_error(void) {
-  int64_t xd[2] = {1000, 100}, nidx = 1000, n = 100000;
+  int64_t xd[2] = {600, 100}, nidx = 600, nx = 600 * 100, n = 50000; /* (below TPU_HOST_GRP_SOLO_NUMEL: grouped) */
   tpu_ir_graph_t g;
   tpu_ir_graph_init(&g);
   int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, xd), idx = tpu_ir_param(&g, TPU_DTYPE_I64, 1, &nidx);
@@ -779,19 +783,26 @@ static void test_group_error(void) {
   if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
   CHECK(tpu_pool_num_threads() > 2 || tpu_host_exe_num_groups(e, NULL) == 1, "group error: %d groups",
         tpu_host_exe_num_groups(e, NULL));
-  float *X = malloc((size_t)n * 4), *Z = malloc((size_t)n * 4), *O1 = malloc((size_t)n * 4), *O2 = malloc((size_t)n * 4);
+  float *X = malloc((size_t)nx * 4), *Z = malloc((size_t)n * 4), *O1 = malloc((size_t)nx * 4), *O2 = malloc((size_t)n * 4);
   int64_t* I = malloc((size_t)nidx * 8);
-  fill((char*)X, TPU_DTYPE_F32, n); fill((char*)Z, TPU_DTYPE_F32, n);
-  for (int64_t i = 0; i < nidx; ++i) I[i] = (i * 7) % 1000;
-  tpu_host_view_t p[3] = {{(char*)X, TPU_DTYPE_F32, 2, {1000, 100}, {100, 1}}, {(char*)I, TPU_DTYPE_I64, 1, {nidx}, {1}},
+  fill((char*)X, TPU_DTYPE_F32, nx); fill((char*)Z, TPU_DTYPE_F32, n);
+  for (int64_t i = 0; i < nidx; ++i) I[i] = (i * 7) % 600;
+  tpu_host_view_t p[3] = {{(char*)X, TPU_DTYPE_F32, 2, {600, 100}, {100, 1}}, {(char*)I, TPU_DTYPE_I64, 1, {nidx}, {1}},
                           {(char*)Z, TPU_DTYPE_F32, 1, {n}, {1}}};
-  tpu_host_view_t o[2] = {{(char*)O1, TPU_DTYPE_F32, 2, {1000, 100}, {100, 1}}, {(char*)O2, TPU_DTYPE_F32, 1, {n}, {1}}};
-  for (int bad = 1; bad >= 0; --bad) {
-    I[nidx / 2] = bad ? 1000 : 3;
-    st = run(e, p, NULL, o, 0);
-    CHECK(bad ? st != TPU_OK : st == TPU_OK, "group error: bad %d gave status %s", bad, st ? tpu_status_message(st) : "ok");
-    tpu_status_free(st);
-  }
+  tpu_host_view_t o[2] = {{(char*)O1, TPU_DTYPE_F32, 2, {nidx, 100}, {100, 1}}, {(char*)O2, TPU_DTYPE_F32, 1, {n}, {1}}};
+  for (int serial = 0; serial < 2; ++serial)
+    for (int bad = 1; bad >= 0; --bad) {
+      I[nidx / 2] = bad ? 600 : 3;
+      memset(O2, 0xff, (size_t)n * 4); /* a NaN exp never writes */
+      pool_awake();
+      st = run(e, p, NULL, o, serial);
+      CHECK(bad ? st != TPU_OK : st == TPU_OK, "group error: bad %d gave status %s", bad, st ? tpu_status_message(st) : "ok");
+      tpu_status_free(st);
+      int o2_left = 1; /* every element still the fill's bits */
+      for (int64_t i = 0; i < n && o2_left; ++i) { uint32_t u; memcpy(&u, O2 + i, 4); o2_left = u == 0xffffffffu; }
+      CHECK(bad ? !serial || o2_left : !o2_left, "group error: bad %d serial %d: exp's output %s", bad, serial,
+            o2_left ? "not written" : "written");
+    }
   CHECK(!memcmp(O1 + 100 * (nidx / 2), X + 300, 400), "group error: usable after a failure");
   free(X); free(Z); free(O1); free(O2); free(I);
   tpu_host_exe_free(e);
@@ -819,8 +830,9 @@ int main(void) {
       for (int t = 0; t < 2; ++t) test_custom_members(cshape[i][0], cshape[i][1], t, serial);
   for (int b_first = 0; b_first < 2; ++b_first) {
     test_group_inplace(1000, b_first);
+    test_group_inplace(4099, b_first);
+    test_group_inplace(50001, b_first);
     test_group_inplace(300001, b_first);
-    test_group_inplace(2000003, b_first);
   }
   test_group_error();
   test_foreach_like(6, 1000);

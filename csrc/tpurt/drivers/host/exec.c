@@ -295,7 +295,8 @@ static tpu_status_t plan_scalar_batches(tpu_host_exe_t* e) {
  * backward graph's input and weight gradients, or an optimizer's per-parameter updates, read the same values
  * and write different ones. plan_groups finds runs of consecutive steps that read none of each other's results
  * (no reordering) and keeps those whose estimated cost (step_cost) two threads running one step each would
- * finish sooner; the runner chooses every step's destination first, in step order, then runs the group with
+ * finish sooner. A memory-bound step large enough to split over the pool on its own is never grouped (it ends
+ * the run: exec_sched.h's TPU_HOST_GRP_SOLO_NUMEL, cache locality); the runner chooses every step's destination first, in step order, then runs the group with
  * tpu_pool_parallel_for_each (costliest first, each kernel's own parallel_for calls inline on its thread; only
  * on pool workers that are awake: the run wakes them as it starts), then frees the temporaries. Kernel arithmetic does not depend on the thread that runs it: the same bits. */
 static int g_groups = -1; /* -1: TORCH_TPU_EXEC_GROUPS not read yet */
@@ -321,13 +322,18 @@ static double dot_flops(const tpu_ir_graph_t* G, int v) { /* [B..., M, N] = [B..
 static double conv_flops(const tpu_ir_type_t* dy, const tpu_ir_type_t* w) {
   return w->rank && w->dims[0] > 0 ? 2 * type_numel(dy) * type_numel(w) / (double)w->dims[0] : 0;
 }
-/* Estimated single-thread time of step v (ns): only compared with other steps' (which to group). */
-static double step_cost(const tpu_host_exe_t* e, int v) {
+/* Estimated single-thread time of step v (ns): only compared with other steps' (which to group). *out_solo
+ * (optional): a memory-bound step of TPU_HOST_GRP_SOLO_NUMEL+ elements (never grouped, see exec_sched.h). */
+static double step_cost_solo(const tpu_host_exe_t* e, int v, int* out_solo) {
   const tpu_ir_graph_t* G = &e->g;
   const tpu_ir_op_t* op = &G->ops[v];
   const double out = type_numel(&op->type);
-  if (e->kind[v] == K_ROOT)
+  int solo_ = 0, *solo = out_solo ? out_solo : &solo_;
+  *solo = 0;
+  if (e->kind[v] == K_ROOT) {
+    *solo = e->epi_dot[v] < 0 && out >= TPU_HOST_GRP_SOLO_NUMEL;
     return GRP_STEP_NS + out * (0.5 + 0.5 * e->mem_cnt[v]) + (e->epi_dot[v] >= 0 ? dot_flops(G, e->epi_dot[v]) * GRP_FLOP_NS : 0);
+  }
   const tpu_ir_type_t* t0 = op->n_in > 0 ? &G->ops[tpu_ir_operand(G, v, 0)].type : NULL;
   const tpu_ir_type_t* t1 = op->n_in > 1 ? &G->ops[tpu_ir_operand(G, v, 1)].type : NULL;
   if (op->opcode == TPU_IR_DOT) return GRP_STEP_NS + dot_flops(G, v) * GRP_FLOP_NS;
@@ -338,8 +344,10 @@ static double step_cost(const tpu_host_exe_t* e, int v) {
     return GRP_STEP_NS + conv_flops(t1, &op->type) * GRP_FLOP_NS; /* (x, dy) -> w */
   double m = out;
   for (int k = 0; k < op->n_in; ++k) m = fmax(m, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
+  *solo = m >= TPU_HOST_GRP_SOLO_NUMEL;
   return GRP_STEP_NS + m;
 }
+static double step_cost(const tpu_host_exe_t* e, int v) { return step_cost_solo(e, v, NULL); }
 #define alone_ns tpu_host_grp_alone_ns /* a step alone on nth pool threads (exec_sched.h) */
 #define GRP_MAX_LANES TPU_HOST_GRP_MAX_LANES
 
@@ -353,7 +361,7 @@ static int grp_item_cmp(const void* x, const void* y) { /* decreasing cost, then
 static void grp_emit(tpu_host_exe_t* e, const int32_t* L, int m, const double* cost, grp_item_t* tmp, int nth) {
   const int nl = TPU_MIN(nth, GRP_MAX_LANES);
   while (m >= 2) {
-    double alone = 0, lane[GRP_MAX_LANES] = {0}, busiest = 0;
+    double alone = 0, lane[GRP_MAX_LANES] = {0};
     int imax = 0;
     for (int i = 0; i < m; ++i) {
       tmp[i] = (grp_item_t){cost[L[i]], L[i]};
@@ -361,13 +369,8 @@ static void grp_emit(tpu_host_exe_t* e, const int32_t* L, int m, const double* c
       if (cost[L[i]] > cost[L[imax]]) imax = i;
     }
     qsort(tmp, (size_t)m, sizeof(*tmp), grp_item_cmp);
-    for (int i = 0; i < m; ++i) { /* costliest first, each onto the least loaded thread */
-      int j = 0;
-      for (int l = 1; l < nl; ++l) if (lane[l] < lane[j]) j = l;
-      lane[j] += tmp[i].c;
-      busiest = fmax(busiest, lane[j]);
-    }
-    if (busiest + GRP_HANDOFF_NS < 0.9 * alone) {
+    for (int i = 0; i < m; ++i) tpu_host_grp_lane_put(lane, nl, tmp[i].c, INFINITY); /* costliest first */
+    if (tpu_host_grp_wins(tpu_host_grp_busiest(lane, nl), alone)) {
       const int g = e->n_grp++, off = e->grp_off[g];
       e->grp_first[g] = L[0]; e->grp_last[g] = L[m - 1];
       for (int i = 0; i < m; ++i) { e->grp_items[off + i] = tmp[i].v; e->grp[tmp[i].v] = g; }
@@ -429,7 +432,9 @@ static tpu_status_t plan_groups(tpu_host_exe_t* e, const uint8_t* cut) {
       for (int k = 0; k < op->n_in; ++k) GRP_READS(tpu_ir_operand(G, v, k));
     }
     if (dep) GRP_CLOSE();
-    cost[v] = step_cost(e, v);
+    int solo;
+    cost[v] = step_cost_solo(e, v, &solo);
+    if (solo) { GRP_CLOSE(); continue; } /* runs alone, split over the pool; the next run starts after it */
     mark[v] = cid;
     L[m++] = v;
   }
@@ -724,14 +729,10 @@ static void plan_model(const tpu_host_exe_t* e, int nth, double* out_ns, double*
     const int g = e->grp[v];
     if (g >= 0 && v != e->grp_last[g]) continue;
     if (g >= 0) {
-      double lane[GRP_MAX_LANES] = {0}, busiest = 0;
-      for (int i = e->grp_off[g]; i < e->grp_off[g + 1]; ++i) { /* by decreasing cost */
-        int j = 0;
-        for (int l = 1; l < nl; ++l) if (lane[l] < lane[j]) j = l;
-        lane[j] += step_cost(e, e->grp_items[i]);
-        busiest = fmax(busiest, lane[j]);
-      }
-      t += busiest + GRP_HANDOFF_NS;
+      double lane[GRP_MAX_LANES] = {0};
+      for (int i = e->grp_off[g]; i < e->grp_off[g + 1]; ++i) /* by decreasing cost */
+        tpu_host_grp_lane_put(lane, nl, step_cost(e, e->grp_items[i]), INFINITY);
+      t += tpu_host_grp_busiest(lane, nl) + GRP_HANDOFF_NS;
     } else {
       t += alone_ns(step_cost(e, v), nth);
     }
@@ -753,8 +754,9 @@ static tpu_status_t host_schedule(const tpu_host_exe_t* e, tpu_host_exe_t** out_
   double* bytes = calloc(nn, sizeof(double));
   double* tbytes = calloc(nn, sizeof(double));
   uint8_t* cut = malloc(nn);
+  uint8_t* solo = calloc(nn, 1);
   tpu_status_t st = TPU_OK;
-  if (!unit || !order || !cost || !bytes || !tbytes || !cut) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable"); goto out; }
+  if (!unit || !order || !cost || !bytes || !tbytes || !cut || !solo) { st = TPU_ERR(OUT_OF_MEMORY, "host: out of memory compiling an executable"); goto out; }
   /* which step evaluates each op: steps themselves; a DOT with an epilogue, its cluster; a fused producer, its
    * reduce; members, their root's */
   for (int v = 0; v < n; ++v) {
@@ -769,12 +771,13 @@ static tpu_status_t host_schedule(const tpu_host_exe_t* e, tpu_host_exe_t** out_
     if (e->kind[r] == K_ROOT)
       for (int i = 0; i < e->mem_cnt[r]; ++i) unit[e->members[e->mem_off[r] + i]] = unit[r];
   for (int v = 0; v < n; ++v)
-    if (unit[v] == v) { cost[v] = step_cost(e, v); bytes[v] = step_bytes(e, v); }
+    if (unit[v] == v) { int so; cost[v] = step_cost_solo(e, v, &so); solo[v] = (uint8_t)so; bytes[v] = step_bytes(e, v); }
   for (int v = 0; v < n; ++v) /* an epilogue's GEMM result: held while its cluster's step runs */
     if (e->epi_root[v] >= 0) tbytes[e->epi_root[v]] += step_bytes(e, v);
   int changed = 0;
   tpu_host_sched_stats_t S;
-  const tpu_host_sched_in_t in = {.g = G, .unit = unit, .cost = cost, .bytes = bytes, .tbytes = tbytes, .nth = nth};
+  const tpu_host_sched_in_t in = {.g = G, .unit = unit, .cost = cost, .bytes = bytes, .tbytes = tbytes, .solo = solo,
+                                 .nth = nth};
   st = tpu_host_sched_order(&in, order, &changed, cut, &S);
   double t0 = 0, p0 = 0, t1 = 0, p1 = 0;
   if (!st && changed && S.wide) plan_model(e, nth, &t0, &p0);
@@ -800,7 +803,7 @@ static tpu_status_t host_schedule(const tpu_host_exe_t* e, tpu_host_exe_t** out_
   if (keep) *out_exe = s;
   else tpu_host_exe_free(s);
 out:
-  free(unit); free(order); free(cost); free(bytes); free(tbytes); free(cut);
+  free(unit); free(order); free(cost); free(bytes); free(tbytes); free(cut); free(solo);
   return st;
 }
 

@@ -152,21 +152,18 @@ tpu_status_t tpu_host_sched_order(const tpu_host_sched_in_t* in, int32_t* order,
     int rn = 0;
     round[rn++] = h;
     lane[0] = cost[h];
-    for (int i = 1; i < nr; ++i) {
+    for (int i = 1; i < nr && !(in->solo && in->solo[h]); ++i) {
       const int c = ready[i];
-      int j = 0;
-      for (int l = 1; l < nl; ++l) if (lane[l] < lane[j]) j = l;
       const double b = bytes[c] + (tb ? tb[c] : 0);
-      if (lane[j] + cost[c] > len || live + alloc + b > cap) continue;
-      lane[j] += cost[c];
+      if ((in->solo && in->solo[c]) || live + alloc + b > cap || !tpu_host_grp_lane_put(lane, nl, cost[c], len)) continue;
       alloc += b;
       round[rn++] = c;
     }
     double busiest = 0, alone = 0;
     if (rn > 1) { /* the group model: busiest thread + hand-off against the steps one by one */
-      for (int l = 0; l < nl; ++l) if (lane[l] > busiest) busiest = lane[l];
+      busiest = tpu_host_grp_busiest(lane, nl);
       for (int i = 0; i < rn; ++i) alone += tpu_host_grp_alone_ns(cost[round[i]], in->nth);
-      if (!(busiest + TPU_HOST_GRP_HANDOFF_NS < 0.9 * alone)) { rn = 1; alloc = bytes[h] + (tb ? tb[h] : 0); }
+      if (!tpu_host_grp_wins(busiest, alone)) { rn = 1; alloc = bytes[h] + (tb ? tb[h] : 0); }
     }
     S.model_ns += rn > 1 ? busiest + TPU_HOST_GRP_HANDOFF_NS : tpu_host_grp_alone_ns(cost[h], in->nth);
     S.rounds++;

@@ -12,7 +12,7 @@
  *                           least loaded) within h's cost (or an even share of all ready work when that is
  *                           larger: an optimizer's many tiny updates), and within the memory cap
  *                   a round of 2+ is kept when the group model below beats running its steps one by one,
- *                   else h is placed alone
+ *                   else h is placed alone; a solo step (in->solo: plan_groups never groups it) is always alone
  *
  * The memory cap is the peak of live temporaries (step results, freed after their last reader) that the traced
  * order has under the same model, plus one step's (the largest: two steps side by side hold both their results). Views are placed just before the round that first reads them; the ops a step
@@ -41,6 +41,29 @@
 #define TPU_HOST_GRP_HANDOFF_NS 3000.0 /* a group's pool hand-off and wait */
 #define TPU_HOST_GRP_MAX_LANES 16
 static inline double tpu_host_grp_alone_ns(double c, int nth) { return c < 8000 ? c : 1.4 * c / nth + 2000; }
+/* A memory-bound step (an elementwise cluster or convert, a copy, a reduce...: no products) of this many elements
+ * or more splits over the pool on its own (the kernels' grain is 32K elements: 2+ chunks) and is never grouped: in a
+ * group it runs whole on one thread, and the next step, split by index over the pool, then reads half of it from the
+ * other core's cache (with the vCPUs on different L3s bf16 softmax_backward's two 524K-element converts side by
+ * side cost 552-635 us a call against 139-190 split: benchmarks/RESULTS.md, [stall] session 13). */
+#define TPU_HOST_GRP_SOLO_NUMEL 65536.0
+/* The group model: a step of cost c onto the least loaded of lanes[0..nl) when it ends there by `limit`; returns
+ * whether it was placed. Costs offered largest first (plan_groups, plan_model; the scheduler's rounds). */
+static inline int tpu_host_grp_lane_put(double* lane, int nl, double c, double limit) {
+  int j = 0;
+  for (int l = 1; l < nl; ++l) if (lane[l] < lane[j]) j = l;
+  if (lane[j] + c > limit) return 0;
+  lane[j] += c;
+  return 1;
+}
+static inline double tpu_host_grp_busiest(const double* lane, int nl) {
+  double b = 0;
+  for (int l = 0; l < nl; ++l) if (lane[l] > b) b = lane[l];
+  return b;
+}
+/* Whether steps whose busiest lane takes `busiest` ns run faster as a group than one by one (`alone`: the sum of
+ * their tpu_host_grp_alone_ns). */
+static inline int tpu_host_grp_wins(double busiest, double alone) { return busiest + TPU_HOST_GRP_HANDOFF_NS < 0.9 * alone; }
 
 enum { TPU_HOST_SCHED_VIEW = -1, TPU_HOST_SCHED_SRC = -2 };
 typedef struct {
@@ -51,6 +74,7 @@ typedef struct {
   const double* cost;      /* per step: estimated single-thread ns */
   const double* bytes;     /* per step: its temporary's bytes (0: none, or memory that lives to the end) */
   const double* tbytes;    /* per step (optional): bytes it holds only while it runs (an epilogue's GEMM result) */
+  const uint8_t* solo;     /* per step (optional): 1 = never in a round with other steps (TPU_HOST_GRP_SOLO_NUMEL) */
   int nth;                 /* pool threads planned for (>= 2) */
 } tpu_host_sched_in_t;
 
