@@ -311,8 +311,10 @@ static tpu_status_t lower_batch_norm_bwd(tpu_lower_ctx_t* cx) {
 
 /* ---------------------------------------------------------------- group norm */
 
-/* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N,G], rstd [N,G]) */
-static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
+/* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N,G], rstd [N,G]);
+ * widen: torch_tpu::group_norm_f32 (autocast's fp32 policy, csrc/glue/amp_group_norm.cpp), the same arguments with
+ * a bf16 / f16 input read converted to f32 (exact) and an f32 out: the bits of native_group_norm(input.float()) */
+static tpu_status_t lw_group_norm(tpu_lower_ctx_t* cx, int widen) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 0));
   if (!float_check(cx, dt)) return TPU_OK;
   int64_t N = lw_int(cx, 3, 0), C = lw_int(cx, 4, 0), HW = lw_int(cx, 5, 0), Gp = lw_int(cx, 6, 1);
@@ -327,7 +329,7 @@ static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
                      names[k], names[k], (long long)(lw_rank_of(cx, k) == 1 ? lw_sizes_of(cx, k)[0] : -1), (long long)N, (long long)C);
   if (N > 0 && C > 0 && HW > 0) { /* the host's group-norm kernels: statistics, then one pass for y */
     int64_t d3[3] = {N, C, HW}, d2[2] = {N, Gp}, ds[3] = {2, N, Gp};
-    int x0 = lw_input(cx, 0, half_ok(cx, 0, dt) ? -1 : dt); /* bf16 / f16 read as they are, y in their dtype */
+    int x0 = lw_input(cx, 0, half_ok(cx, 0, dt) && !widen ? -1 : dt); /* bf16 / f16 read as they are, y in their dtype */
     int x3 = tpu_ir_reshape(G, x0, 3, d3);
     int st = chan_custom_i1(cx, TPU_IR_CUSTOM_GROUP_NORM_STATS, 0, 2, (int[]){x3, lw_scalar(cx, 7, TPU_DTYPE_F64)}, 3, ds, dt);
     int mean = chan_row(cx, st, 0, 2, d2), rstd = chan_row(cx, st, 1, 2, d2);
@@ -356,8 +358,13 @@ static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) {
   return lw_output(cx, 2, rstd);
 }
 
+static tpu_status_t lower_group_norm(tpu_lower_ctx_t* cx) { return lw_group_norm(cx, 0); }
+static tpu_status_t lower_group_norm_f32(tpu_lower_ctx_t* cx) { return lw_group_norm(cx, 1); }
+
 /* native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group,
- *   bool[3] output_mask) -> (d_input, d_weight, d_bias) */
+ *   bool[3] output_mask) -> (d_input, d_weight, d_bias); also torch_tpu::group_norm_f32_backward (f32 grad_out,
+ *   bf16 / f16 input: read converted to f32, d_input computed in f32 and rounded to the input's dtype by lw_output,
+ *   as the backward of autocast's cast gave it) */
 static tpu_status_t lower_group_norm_bwd(tpu_lower_ctx_t* cx) {
   int dt = tpu_opmath_dtype(lw_dtype_of(cx, 1));
   if (!float_check(cx, dt)) return TPU_OK;
@@ -996,6 +1003,8 @@ TPU_LOWERING_TABLE(tpu_lowerings_norm_pool) = {
   {"aten::batch_norm_backward", lower_batch_norm_bwd},
   {"aten::native_group_norm", lower_group_norm},
   {"aten::native_group_norm_backward", lower_group_norm_bwd},
+  {"torch_tpu::group_norm_f32", lower_group_norm_f32},
+  {"torch_tpu::group_norm_f32_backward", lower_group_norm_bwd},
   {"aten::max_pool2d_with_indices", lower_max_pool2d},
   {"aten::max_pool2d_with_indices.out", lower_max_pool2d},
   {"aten::max_pool2d_with_indices_backward", lower_max_pool2d_bwd},
