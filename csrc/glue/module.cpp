@@ -111,6 +111,28 @@ py::dict cache_stats() {
   return d;
 }
 
+// benchmarks/common.py's near / far tag: the probe's record, or None where it cannot measure (one CPU, no
+// affinity permission, a CPU too busy to answer in time).
+py::object core_distance() {
+  tpu_rt_cpu_distance_t d{};
+  tpu_status_t st;
+  {
+    py::gil_scoped_release no_gil;
+    st = tpu_rt_cpu_distance_probe(&d);
+  }
+  if (st) {
+    tpu_status_free(st);
+    return py::none();
+  }
+  py::dict r;
+  r["rtt_ns"] = d.rtt_ns;
+  r["rtt_p10_ns"] = d.rtt_p10_ns;
+  r["rtt_cycles"] = d.rtt_cycles;
+  r["cpus"] = py::make_tuple(d.cpu_a, d.cpu_b);
+  r["trips"] = d.trips;
+  return r;
+}
+
 py::dict counts() {
   py::dict d;
   for (const auto& [name, n] : fallback_counts()) d[py::str(name)] = n;
@@ -202,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_blocking", []() -> bool { TPU_PY(runtime_init_or_throw(); return tpu_rt_launch_blocking()) });
   m.def("_num_threads", []() -> int { TPU_PY(runtime_init_or_throw(); return tpu_rt_num_threads()) });
   m.def("_cpu_features", []() -> std::string { TPU_PY(return std::string(tpu_cpu_features_string())) });
+  m.def("_core_distance", []() -> py::object { TPU_PY(return core_distance()) });
   m.def("_get_default_generator", [](int device) -> py::object {
     TPU_PY({
       const at::Generator& gen = default_generator(static_cast<c10::DeviceIndex>(device));

@@ -98,6 +98,23 @@ int tpu_rt_device_count(void);             /* 0 before a successful init */
 bool tpu_rt_launch_blocking(void);
 int tpu_rt_num_threads(void);
 
+/* How far apart two CPUs are right now: two short-lived threads, pinned to the first two CPUs the calling
+ * thread may run on, pass one cache line back and forth 1000 times. A virtual machine's vCPUs may sit on
+ * nearby cores at one moment and on cores with different L3 caches the next, which changes the cost of data
+ * moving between the thread pool's threads several times over (benchmarks/common.py tags each measured round
+ * near / far by rtt_ns). Takes under 1 ms with both CPUs free; a CPU another process is using can take a
+ * scheduler slice (~4 ms) and is given up on after 20 ms. Independent of tpu_rt_init. Errors (UNSUPPORTED,
+ * *out_distance zeroed with cpus -1): fewer than two CPUs allowed, threads that cannot be started or pinned
+ * (no permission), CPUs too busy to answer in time. Thread-safe; concurrent probes disturb each other. */
+typedef struct tpu_rt_cpu_distance_s {
+  double rtt_ns;     /* median round trip, ns */
+  double rtt_p10_ns; /* its 10th percentile, ns */
+  double rtt_cycles; /* the median in TSC cycles (x86; 0 elsewhere) */
+  int cpu_a, cpu_b;  /* the two CPUs */
+  int trips;         /* round trips timed (100..1000) */
+} tpu_rt_cpu_distance_t;
+tpu_status_t tpu_rt_cpu_distance_probe(tpu_rt_cpu_distance_t* out_distance);
+
 /* Precision of f32 matrix products and convolutions (torch.set_float32_matmul_precision).
  * Read only when an op's graph has a DOT or a convolution (see tpu_op_find). Values match the
  * IR's precision_config:
