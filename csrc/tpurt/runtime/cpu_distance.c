@@ -43,7 +43,8 @@ static int probe_pin(int cpu) {
   return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0 && sched_getcpu() == cpu;
 }
 
-/* Waits until both threads are pinned; 0 when one failed or the other did not get its CPU in time. */
+/* Waits until both threads are pinned; 0 when one failed or the other did not get its CPU in time. Yields while
+ * waiting: the other thread may be waiting for a CPU held by the very process being measured. */
 static int probe_meet(probe_t* p, int self) {
   if (!probe_pin(p->cpu[self])) {
     atomic_store(&p->failed, 1);
@@ -54,7 +55,7 @@ static int probe_meet(probe_t* p, int self) {
   while (atomic_load(&p->pinned) < 2) {
     if (atomic_load(&p->failed) || atomic_load_explicit(&p->flag, memory_order_relaxed) == PROBE_STOP) return 0;
     if (tpu_rt_now_ns() > end) return 0;
-    tpu_rt_cpu_relax();
+    sched_yield();
   }
   return 1;
 }
