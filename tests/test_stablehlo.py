@@ -232,7 +232,7 @@ def _backward():
 
 
 def _embedding_bag(dt):
-    """embedding_bag sum / mean (the EMBEDDING_BAG(_BWD) custom targets) and max, forward and backward: offsets with
+    """embedding_bag sum / mean / max (the EMBEDDING_BAG(_BWD) custom targets), forward and backward: offsets with
     an empty bag (repeated offset) and one at the end, per_sample_weights, padding_idx, include_last_offset,
     scale_grad_by_freq, i32 ids, 2-D ids (fixed-length bags), a transposed (non-contiguous) table, no ids, no bags"""
     def f():
@@ -252,6 +252,9 @@ def _embedding_bag(dt):
                 F.embedding_bag(ids, w, off, mode="mean", scale_grad_by_freq=True, padding_idx=3),
                 F.embedding_bag(ri(0, 11, 4, 5, seed=94), w, mode="mean"),
                 F.embedding_bag(ids, w, off, mode="max"),
+                F.embedding_bag(ids, w, off, mode="max", padding_idx=3),  # bag 1 and the last empty: max_indices 0
+                F.embedding_bag(ids.int(), wt.t(), off.int(), mode="max", include_last_offset=True),
+                F.embedding_bag(ri(0, 11, 4, 5, seed=96), w, mode="max", padding_idx=2),
                 F.embedding_bag(ids[:0], w, off[:2] * 0, mode="mean"),  # no ids: two empty bags
                 F.embedding_bag(ids[:4], w, off[:1], mode="sum", include_last_offset=True)]  # no bags
         loss = sum((o.float() * rn(*o.shape, seed=95 + k)).sum() for k, o in enumerate(outs))

@@ -92,12 +92,15 @@ typedef enum tpu_ir_custom_e {
   TPU_IR_CUSTOM_CONV_BWD_INPUT, /* gradient of TPU_IR_CONV w.r.t. its input (conv transpose) */
   TPU_IR_CUSTOM_CONV_BWD_WEIGHT,
   TPU_IR_CUSTOM_POOL_BWD,       /* gradient of max/avg pooling */
-  TPU_IR_CUSTOM_EMBEDDING_BAG, /* embedding_bag sum / mean forward (drivers/host/embed.c): i1 bit 0 = mean, bit 2 per-sample
-                                   weights given, bit 3 include_last_offset (B = offsets - 1), bits 4-5 the result;
-                                   a[0][0] padding_idx (-1: none). Result 0: (weight [nw, D], ids [N] i64/i32, offsets
-                                   [no], psw [N]?) -> [B, D] (weight's dtype, f32 / f64 math); 1: (ids, offsets) ->
-                                   offset2bag [N]; 2: (ids, offsets) -> bag_size [no] (ids' dtype). Run-time errors:
-                                   offsets[0] != 0, an offset outside [0, N], an id outside [0, nw) (PyTorch's words) */
+  TPU_IR_CUSTOM_EMBEDDING_BAG, /* embedding_bag forward (drivers/host/embed.c): i1 bits 0-1 the mode (0 sum, 1 mean,
+                                   2 max), bit 2 per-sample weights given, bit 3 include_last_offset (B = offsets - 1),
+                                   bits 4-5 the result; a[0][0] padding_idx (-1: none). Result 1: (ids [N] i64/i32,
+                                   offsets [no]) -> offset2bag [N] (the bags, found here only); 2: (ids, offset2bag,
+                                   offsets) -> bag_size [>= no] (ids' dtype; offsets give B); 3 (max): (weight [nw, D],
+                                   ids, offset2bag) -> max_indices [B, D]; 0: sum / mean (weight, ids, offset2bag, psw
+                                   [N]?), max (weight, max_indices, bag_size) -> [B, D] (weight's dtype, f32 / f64 math).
+                                   Run-time errors: offsets[0] != 0, an offset outside [0, N], include_last_offset's
+                                   offsets[B] > N, an id outside [0, nw) (PyTorch's words) */
   TPU_IR_CUSTOM_TOPK,
   TPU_IR_CUSTOM_UPSAMPLE,
   TPU_IR_CUSTOM_UPSAMPLE_BWD,
@@ -170,8 +173,9 @@ typedef enum tpu_ir_custom_e {
                                    equal; the run-time error INVALID_ARGUMENT "torch.histc: range of [lo, hi] is not
                                    finite" / "torch.histc: max must be larger than min" (PyTorch's checks) */
   TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, /* (grad [B, D], ids [N], offset2bag [N], bag_size [>= B], psw [N]?) -> d weight
-                                   [nw, D] (grad's dtype); i1 bits 0 / 2 as EMBEDDING_BAG, bit 3 scale_grad_by_freq;
-                                   bit 4: (grad, weight [nw, D], ids, offset2bag) -> d psw [N] instead; a[0][0] padding_idx */
+                                   [nw, D] (grad's dtype); i1 bits 0-1 / 2 as EMBEDDING_BAG, bit 3 scale_grad_by_freq;
+                                   max: (grad, max_indices [B, D], bag_size [>= B]) -> d weight; bit 4: (grad, weight
+                                   [nw, D], ids, offset2bag) -> d psw [N] instead; a[0][0] padding_idx */
   TPU_IR_CUSTOM_COUNT
 } tpu_ir_custom_t;
 

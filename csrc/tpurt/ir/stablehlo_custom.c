@@ -519,14 +519,17 @@ static int histc_edges(shlo_t* P, const tpu_ir_op_t* op, const int* in) {
   return shlo_concat(P, 2, parts, 0);
 }
 
-/* EMBEDDING_BAG(_BWD) (drivers/host/embed.c). Bags: bag[i] = (the count of the first B offsets at or before
- * position i) - 1, a scatter of ones at the offsets and a prefix sum (reduce_window over the whole prefix, i64).
- * Rows are gathered and scatter-added into one more row than the result has, the last a dump row for the ids the
- * host skips (padding, before the first offset), sums in f32 (f64 for f64 operands) as the host's. The host's
+/* EMBEDDING_BAG(_BWD) (drivers/host/embed.c). offset2bag (result 1, the only one reading offsets for the bags):
+ * max(bag, 0) with bag[i] = (the count of the first B offsets at or before position i) - 1, a scatter of ones at the
+ * offsets and a prefix sum (reduce_window over the whole prefix, i64); the other results read offset2bag. Rows are
+ * gathered and scatter-added into one more row than the result has, the last a dump row for the ids the host
+ * skips (padding), sums in f32 (f64 for f64 operands) as the host's; a 16-bit mean divides the sum rounded to its
+ * dtype. max: a scatter-max per bag, then the first position holding it (scatter-min of positions), its id;
+ * the rows are the table's elements at (max_indices, column); the backward scatter-adds grad there. The host's
  * run-time errors have no StableHLO form: an id outside the table (after the backward's wrap of negative ids)
- * reads and adds nothing (bag sizes still count it), an offset outside [0, N) is not counted, offsets[0] != 0 is
- * not checked (ids before the first offset are dropped as the host drops them without bags), an offset2bag entry
- * outside [0, B) adds nothing. */
+ * reads and adds nothing (bag sizes still count it), an offset outside [0, N) is not counted, offsets[0] != 0
+ * and offsets[B] > N are not checked, an offset2bag entry outside [0, B) adds nothing; a NaN in a max bag
+ * propagates (stablehlo.maximum) where the host keeps the first value unless a later one is greater. */
 #define EB_I64 TPU_DTYPE_I64
 static int eb_i64(shlo_t* P, int x) { return shlo_convert(P, x, EB_I64); }
 static int eb_and(shlo_t* P, int a, int b) { return shlo_bin(P, "stablehlo.and", a, b); }
@@ -554,25 +557,29 @@ static int eb_take(shlo_t* P, int x, int idx) {
   shlo_printf(P, "}");
   return shlo_end(P, g, 2, in, &t);
 }
-/* zeros [R + 1] or [R + 1, D] of upd's dtype with upd [N] / [N, D] added at rows idx [N] (i64 in [0, R], R the
- * dump row), then the first R rows */
-static int eb_scatter_add(shlo_t* P, int64_t R, int idx, int upd) {
+/* init [R + 1] or [R + 1, D] of upd's dtype with upd [N] / [N, D] combined (stablehlo.add / maximum / minimum) at
+ * rows idx [N] (i64 in [0, R], R the dump row), then the first R rows (all R + 1 with keep_dump) */
+static int eb_scatter(shlo_t* P, int64_t R, int idx, int upd, const char* fn, double init, int keep_dump) {
   if (idx < 0 || upd < 0) return -1;
   const tpu_ir_type_t tu = *shlo_type(P, upd);
   const int64_t n1[2] = {tu.dims[0], 1}, od[2] = {R + 1, tu.rank > 1 ? tu.dims[1] : 1};
-  int in[3] = {eb_zeros(P, tu.dtype, tu.rank, od), shlo_reshape(P, idx, 2, n1), upd};
+  tpu_ir_type_t ti = shlo_ty(tu.dtype, tu.rank, od);
+  int in[3] = {init == 0 ? eb_zeros(P, tu.dtype, tu.rank, od) : shlo_const(P, &ti, init, (int64_t)init),
+               shlo_reshape(P, idx, 2, n1), upd};
   int s = shlo_begin(P, "stablehlo.scatter", 3, in);
   if (s < 0) return -1;
   int dts[2] = {tu.dtype, tu.dtype};
   int a = shlo_region_begin(P, 2, dts);
   if (a < 0) return -1;
-  int res = shlo_bin(P, "stablehlo.add", a, a + 1);
+  int res = shlo_bin(P, fn, a, a + 1);
   shlo_region_end(P, 1, &res);
   shlo_printf(P, " {indices_are_sorted = false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
                  "[%s], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, "
                  "unique_indices = false}", tu.rank > 1 ? "1" : "");
-  return shlo_slice_dim(P, shlo_end(P, s, 3, in, shlo_type(P, in[0])), 0, 0, R);
+  int r = shlo_end(P, s, 3, in, shlo_type(P, in[0]));
+  return keep_dump ? r : shlo_slice_dim(P, r, 0, 0, R);
 }
+static int eb_scatter_add(shlo_t* P, int64_t R, int idx, int upd) { return eb_scatter(P, R, idx, upd, "stablehlo.add", 0, 0); }
 /* bag[i] (i64 [N], -1 before the first counted offset) from the first B offsets */
 static int eb_bags(shlo_t* P, int off, int64_t B, int64_t N) {
   if (B == 0) { tpu_ir_type_t t = shlo_ty(EB_I64, 1, &N); return shlo_const(P, &t, 0, -1); }
@@ -594,40 +601,83 @@ static int eb_bags(shlo_t* P, int off, int64_t B, int64_t N) {
   int c = shlo_end(P, w, 2, in, shlo_type(P, cnt));
   return shlo_bin(P, "stablehlo.subtract", c, shlo_const_like(P, c, EB_I64, 1));
 }
-/* ids counted in their bags: bag >= 0 and not padding */
-static int eb_counted(shlo_t* P, int bag, int ids, int64_t pad) {
-  int ok = shlo_cmp(P, TPU_IR_CMP_GE, bag, shlo_const_like(P, bag, EB_I64, 0));
-  if (pad < 0) return ok;
-  return eb_and(P, ok, shlo_cmp(P, TPU_IR_CMP_NE, ids, shlo_const_like(P, ids, EB_I64, (double)pad)));
-}
 /* (ids, offsets) -> bag[] and the counted mask; bag_size [m] (the counted ids per bag, zeros past B) */
 static int eb_sizes(shlo_t* P, int bag, int counted, int64_t m) {
   int one = shlo_const_like(P, bag, EB_I64, 1);
   return eb_scatter_add(P, m, shlo_select(P, counted, bag, shlo_const_like(P, bag, EB_I64, (double)m)), one);
 }
+/* element (mi[b, d], d) of x [R, D] for every (b, d) of mi [B, D] (i64 in [0, R)): x flattened, read at
+ * mi * D + d -> [B, D] */
+static int eb_take_cols(shlo_t* P, int x, int mi) {
+  const tpu_ir_type_t tx = *shlo_type(P, x), tm = *shlo_type(P, mi);
+  const int64_t R = tx.dims[0], D = tx.dims[1], B = tm.dims[0], flat = R * D, bd = B * D;
+  tpu_ir_type_t ti = shlo_ty(EB_I64, 2, tm.dims);
+  int at = shlo_bin(P, "stablehlo.add", shlo_bin(P, "stablehlo.multiply", mi, shlo_const_like(P, mi, EB_I64, (double)D)),
+                    shlo_iota(P, &ti, 1));
+  return shlo_reshape(P, eb_take(P, shlo_reshape(P, x, 1, &flat), shlo_reshape(P, at, 1, &bd)), 2, tm.dims);
+}
+/* max_indices [B, D]: per column the first position (in id order) of the bag's maximum, its id; 0 for bags
+ * without counted ids (rows [N, D] in the math dtype, to [N] the bag of each id or B for the dump row) */
+static int eb_argmax(shlo_t* P, int rows, int to, int ids, int64_t B) {
+  const tpu_ir_type_t tr = *shlo_type(P, rows);
+  const int64_t N = tr.dims[0], D = tr.dims[1], bd = B * D, np1 = N + 1, one = 1;
+  int m = eb_scatter(P, B, to, rows, "stablehlo.maximum", -INFINITY, 1); /* [B + 1, D] */
+  int eq = shlo_cmp(P, TPU_IR_CMP_EQ, rows, eb_take(P, m, to));
+  tpu_ir_type_t tp = shlo_ty(EB_I64, 2, tr.dims);
+  int pos = shlo_select(P, eq, shlo_iota(P, &tp, 0), shlo_const_like(P, rows, EB_I64, (double)N));
+  int first = eb_scatter(P, B, to, pos, "stablehlo.minimum", (double)N, 0); /* [B, D], N where none */
+  tpu_ir_type_t t1 = shlo_ty(EB_I64, 1, &one);
+  int ids_pad = shlo_concat(P, 2, (int[]){ids, shlo_const(P, &t1, 0, 0)}, 0); /* [N + 1]: 0 past the end */
+  (void)np1;
+  int64_t bdims[2] = {B, D};
+  return shlo_reshape(P, eb_take(P, ids_pad, shlo_reshape(P, first, 1, &bd)), 2, bdims);
+}
 static int embedding_bag(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
-  const int what = (int)((op->i1 >> 4) & 3), psw = (op->i1 & 4) != 0, mean = (int)(op->i1 & 1);
-  const int ii = what ? 0 : 1;
-  if (what > 2 || n != (what ? 2 : 3 + psw) || shlo_type(P, in[ii])->rank != 1 || shlo_type(P, in[ii + 1])->rank != 1)
+  const int what = (int)((op->i1 >> 4) & 3), psw = (op->i1 & 4) != 0, mode = (int)(op->i1 & 3);
+  const int last = (op->i1 & 8) != 0, ii = what == 1 || what == 2 ? 0 : 1, max_rows = what == 0 && mode == 2;
+  const int want = what == 1 ? 2 : what == 2 || what == 3 || max_rows ? 3 : 3 + psw;
+  if (n != want || shlo_type(P, in[ii])->rank != (max_rows ? 2 : 1) || shlo_type(P, in[ii + 1])->rank != 1)
     return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: EMBEDDING_BAG operands (ir.h)"));
   const tpu_ir_type_t* t = &op->type;
-  const int64_t N = shlo_type(P, in[ii])->dims[0], no = shlo_type(P, in[ii + 1])->dims[0], pad = op->a[0][0];
-  const int64_t B = no - ((op->i1 & 8) ? 1 : 0) > 0 ? no - ((op->i1 & 8) ? 1 : 0) : 0;
-  if (N == 0 || tpu_ir_numel(t) == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
-  int ids = eb_i64(P, in[ii]), bag = eb_bags(P, in[ii + 1], B, N);
-  if (what == 1) return shlo_convert(P, shlo_bin(P, "stablehlo.maximum", bag, shlo_const_like(P, bag, EB_I64, 0)), t->dtype);
-  int counted = eb_counted(P, bag, ids, pad);
-  if (what == 2) return shlo_convert(P, eb_sizes(P, bag, counted, t->dims[0]), t->dtype);
+  const int64_t pad = op->a[0][0];
+  if (tpu_ir_numel(t) == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+  if (max_rows) { /* (weight, max_indices, bag_size): weight[mi[b, d], d], 0 where bag_size[b] is 0 */
+    const int64_t B = t->dims[0], nw = shlo_type(P, in[0])->dims[0], bd0 = 0;
+    int mi = eb_i64(P, in[1]);
+    mi = shlo_select(P, eb_in(P, mi, 0, nw), mi, shlo_const_like(P, mi, EB_I64, 0));
+    int v = eb_take_cols(P, in[0], mi);
+    int sz = shlo_slice_dim(P, eb_i64(P, in[2]), 0, 0, B);
+    int full = shlo_bcast(P, shlo_cmp(P, TPU_IR_CMP_GT, sz, shlo_const_like(P, sz, EB_I64, 0)), 2, t->dims, &bd0);
+    return shlo_select(P, full, v, shlo_const_like(P, v, t->dtype, 0));
+  }
+  const int64_t N = shlo_type(P, in[ii])->dims[0];
+  if (N == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+  int ids = eb_i64(P, in[ii]);
+  if (what == 1) { /* the one bag rule: offset2bag = max(bag, 0) */
+    const int64_t no = shlo_type(P, in[1])->dims[0], B = no - last > 0 ? no - last : 0;
+    int bag = eb_bags(P, in[1], B, N);
+    return shlo_convert(P, shlo_bin(P, "stablehlo.maximum", bag, shlo_const_like(P, bag, EB_I64, 0)), t->dtype);
+  }
+  int bag = eb_i64(P, in[ii + 1]); /* offset2bag */
+  int counted = pad >= 0 ? shlo_cmp(P, TPU_IR_CMP_NE, ids, shlo_const_like(P, ids, EB_I64, (double)pad))
+                         : shlo_cmp(P, TPU_IR_CMP_EQ, ids, ids); /* all */
+  if (what == 2) { /* bag_size [m] from (ids, offset2bag, offsets): 0 without bags */
+    const int64_t no = shlo_type(P, in[2])->dims[0];
+    if (no - last <= 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+    return shlo_convert(P, eb_sizes(P, bag, counted, t->dims[0]), t->dtype);
+  }
   const tpu_ir_type_t tw = *shlo_type(P, in[0]);
   const int md = tw.dtype == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : F32;
-  const int64_t nw = tw.dims[0], D = tw.dims[1], bd0 = 0, nd[2] = {N, D};
+  const int64_t nw = tw.dims[0], D = tw.dims[1], bd0 = 0, nd[2] = {N, D}, B = t->dims[0];
   if (nw == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
   int in_table = eb_in(P, ids, 0, nw);
   int rows = shlo_convert(P, eb_take(P, in[0], shlo_select(P, in_table, ids, shlo_const_like(P, ids, EB_I64, 0))), md);
   if (psw) rows = shlo_bin(P, "stablehlo.multiply", rows, shlo_bcast(P, shlo_convert(P, in[3], md), 2, nd, &bd0));
   int to = shlo_select(P, eb_and(P, counted, in_table), bag, shlo_const_like(P, bag, EB_I64, (double)B));
+  if (what == 3) return shlo_convert(P, eb_argmax(P, rows, to, ids, B), t->dtype);
   int r = eb_scatter_add(P, B, to, rows); /* [B, D] */
-  if (mean) {
+  if (mode == 1) { /* the sum rounded to a 16-bit result first (PyTorch's), then / max(count, 1) */
+    if (t->dtype != md) r = shlo_convert(P, shlo_convert(P, r, t->dtype), md);
     int sz = eb_sizes(P, bag, counted, B);
     sz = shlo_convert(P, shlo_bin(P, "stablehlo.maximum", sz, shlo_const_like(P, sz, EB_I64, 1)), md);
     r = shlo_bin(P, "stablehlo.divide", r, shlo_bcast(P, sz, 2, t->dims, &bd0));
@@ -635,13 +685,28 @@ static int embedding_bag(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in)
   return shlo_convert(P, r, t->dtype);
 }
 static int embedding_bag_bwd(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in) {
-  const int pgrad = (op->i1 & 16) != 0, psw = !pgrad && (op->i1 & 4), mean = !pgrad && (op->i1 & 1);
-  const int scale = !pgrad && (op->i1 & 8), ii = pgrad ? 2 : 1;
-  if (n != (pgrad ? 4 : 4 + psw) || shlo_type(P, in[0])->rank != 2 || shlo_type(P, in[ii])->rank != 1)
+  const int pgrad = (op->i1 & 16) != 0, psw = !pgrad && (op->i1 & 4), mean = !pgrad && (op->i1 & 3) == 1;
+  const int scale = !pgrad && (op->i1 & 8) && (op->i1 & 3) != 2, ii = pgrad ? 2 : 1;
+  const int maxb = !pgrad && (op->i1 & 3) == 2;
+  if (n != (pgrad ? 4 : maxb ? 3 : 4 + psw) || shlo_type(P, in[0])->rank != 2 || shlo_type(P, in[ii])->rank != (maxb ? 2 : 1))
     return shlo_fail(P, TPU_ERR(INTERNAL, "stablehlo: EMBEDDING_BAG_BWD operands (ir.h)"));
   const tpu_ir_type_t* t = &op->type;
   const tpu_ir_type_t tg = *shlo_type(P, in[0]);
   const int64_t B = tg.dims[0], D = tg.dims[1], N = shlo_type(P, in[ii])->dims[0], pad = op->a[0][0];
+  if (!pgrad && (op->i1 & 3) == 2) { /* max: grad[b, d] added at (mi[b, d], d) for bags with bag_size > 0 */
+    const int64_t nw = t->dims[0], bd = B * D, flat = nw * D;
+    if (B == 0 || nw == 0 || D == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
+    const int md = tg.dtype == TPU_DTYPE_F64 ? TPU_DTYPE_F64 : F32, bd0 = 0;
+    int mi = eb_i64(P, in[1]), sz = shlo_slice_dim(P, eb_i64(P, in[2]), 0, 0, B);
+    int ok = eb_and(P, eb_in(P, mi, 0, nw),
+                    shlo_bcast(P, shlo_cmp(P, TPU_IR_CMP_GT, sz, shlo_const_like(P, sz, EB_I64, 0)), 2, tg.dims, (const int64_t[]){bd0}));
+    tpu_ir_type_t ti = shlo_ty(EB_I64, 2, tg.dims);
+    int at = shlo_bin(P, "stablehlo.add", shlo_bin(P, "stablehlo.multiply", mi, shlo_const_like(P, mi, EB_I64, (double)D)),
+                      shlo_iota(P, &ti, 1));
+    at = shlo_select(P, ok, at, shlo_const_like(P, at, EB_I64, (double)flat));
+    int r = eb_scatter_add(P, flat, shlo_reshape(P, at, 1, &bd), shlo_reshape(P, shlo_convert(P, in[0], md), 1, &bd));
+    return shlo_convert(P, shlo_reshape(P, r, 2, t->dims), t->dtype);
+  }
   const int64_t nw = pgrad ? shlo_type(P, in[1])->dims[0] : t->dims[0], bd0 = 0, nd[2] = {N, D};
   if (B == 0 || N == 0 || nw == 0 || D == 0) return eb_zeros(P, t->dtype, t->rank, t->dims);
   int raw = eb_i64(P, in[ii]), b = eb_i64(P, in[ii + 1]);

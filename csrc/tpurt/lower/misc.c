@@ -5,9 +5,8 @@
  *
  * Everything composes existing IR ops: sort is the host's stable sort (NaN
  * largest, as PyTorch), selections are gathers of the argsort; embedding_bag
- * sum / mean (and their backward) are the EMBEDDING_BAG(_BWD) custom targets,
- * max is index_select + scatter(max) over bags (offset2bag = cumsum of ones
- * placed at the offsets); pads are index_selects with an index computed from an
+ * sum / mean / max (and their backward) are the EMBEDDING_BAG(_BWD) custom
+ * targets (drivers/host/embed.c); pads are index_selects with an index computed from an
  * iota (reflect: (W-1) - |(W-1) - |j - l||, replicate: clamp(j - l, 0, W-1)) and
  * their backward the matching scatter-adds.
  */
@@ -163,26 +162,6 @@ static tpu_status_t lower_nanmedian(tpu_lower_ctx_t* cx) {
 
 enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
 
-/* mode='max' (sum / mean: bag_fwd_custom). Bag number + 1 of each of the N indices (i64, in [0, nbags]: 0 before the first offset): the
- * running count of offsets at or before each position. At most nbags offsets are counted, so it never
- * exceeds nbags; bag - 1 is PyTorch's offset2bag (-1 there before the first offset). */
-static int bag_plus1(tpu_lower_ctx_t* cx, int off_i, int64_t n, int64_t nbags) {
-  int64_t noff = lw_rank_of(cx, off_i) ? lw_sizes_of(cx, off_i)[0] : 1;
-  int off = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, off_i, -1), I64), 1, &noff);
-  if (noff > nbags) off = lw_slice_dim(cx, off, 0, 0, nbags);
-  int64_t np1 = n + 1, zero = 0, one = 1;
-  /* offsets[0] must be 0 (PyTorch's CPU kernel raises otherwise): a strict read of row offsets[0] of
-   * a one-row zero, which raises (index_select i1 = 3) unless it is 0, is the count's zero start */
-  int start = lw_const(cx, 0, I64, 1, &np1);
-  if (noff > 0 && nbags > 0) {
-    int row = tpu_ir_index_select(G, lw_const(cx, 0, I64, 1, &one), lw_slice_dim(cx, off, 0, 0, 1), 0);
-    if (row >= 0) G->ops[row].i1 = 3;
-    start = tpu_ir_broadcast(G, row, 1, &np1, &zero);
-  }
-  int cnt = tpu_ir_index_put(G, start, lw_const(cx, 1, I64, 1, &nbags), 1, &off, &zero, 1);
-  return lw_slice_dim(cx, tpu_ir_cumulative(G, TPU_IR_MONOID_SUM, cnt, 0), 0, 0, n);
-}
-
 /* an index argument as a 1-D [n] i64 / i32 value (other dtypes converted to i64) */
 static int ids_1d(tpu_lower_ctx_t* cx, int arg, int64_t n) {
   int v = lw_input(cx, arg, -1);
@@ -190,30 +169,40 @@ static int ids_1d(tpu_lower_ctx_t* cx, int arg, int64_t n) {
   if (dt != TPU_DTYPE_I64 && dt != TPU_DTYPE_I32) v = tpu_ir_convert(G, v, I64);
   return tpu_ir_reshape(G, v, 1, &n);
 }
-/* sum / mean: the host's EMBEDDING_BAG kernel (ir.h, drivers/host/embed.c), one custom op per output: a new id
- * count is a 3-op graph to make and run, where the gather / scatter graph was ~27 ops (DLRM's step makes one per
- * table and batch) */
+/* the host's EMBEDDING_BAG kernels (ir.h, drivers/host/embed.c): offset2bag is found once from the offsets (the
+ * one bag rule, with PyTorch's offset checks) and the other results read it; max: max_indices first, the rows
+ * gathered by them. A new id count is a 4-6-op graph to make and run, where the gather / scatter graph was ~27 ops
+ * (DLRM's step makes one per table and batch). */
 static tpu_status_t bag_fwd_custom(tpu_lower_ctx_t* cx, int mode, int has_psw, int64_t pad, int64_t n) {
-  const tpu_tensor_t *o = lw_out_meta(cx, 0), *m1 = lw_out_meta(cx, 1), *m2 = lw_out_meta(cx, 2);
+  const tpu_tensor_t *o = lw_out_meta(cx, 0), *m1 = lw_out_meta(cx, 1), *m2 = lw_out_meta(cx, 2), *m3 = lw_out_meta(cx, 3);
   const int64_t B = o->sizes[0], D = lw_sizes_of(cx, 0)[1];
   int64_t noff = lw_rank_of(cx, 2) ? lw_sizes_of(cx, 2)[0] : 1;
   const int64_t last = lw_int(cx, 7, 0) != 0, i1 = mode | (has_psw ? 4 : 0) | (last ? 8 : 0);
   if (noff - last != B) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: %lld offsets for %lld bags", cx->op_name, (long long)noff, (long long)B);
-  int idx = ids_1d(cx, 1, n), off = ids_1d(cx, 2, noff);
-  int in[4] = {lw_input(cx, 0, o->dtype), idx, off, has_psw ? tpu_ir_reshape(G, lw_input(cx, 6, -1), 1, &n) : -1};
-  tpu_ir_type_t t = {.dtype = o->dtype, .rank = 2, .dims = {B, D}};
-  tpu_status_t st = lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad, 0, &t, 3 + has_psw, in));
   const int it = m1->dtype == TPU_DTYPE_I32 ? TPU_DTYPE_I32 : I64;
+  int idx = ids_1d(cx, 1, n), w = lw_input(cx, 0, o->dtype), off = ids_1d(cx, 2, noff);
   tpu_ir_type_t t1 = {.dtype = it, .rank = 1, .dims = {n}};
-  if (!st) st = lw_output(cx, 1, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad, 0, &t1, 2, in + 1));
-  if (!st) { /* one entry per offset (include_last_offset's last one 0) */
-    const int64_t nb = m2->ndim == 1 ? m2->sizes[0] : B;
-    tpu_ir_type_t t2 = {.dtype = m2->dtype == TPU_DTYPE_I32 ? TPU_DTYPE_I32 : I64, .rank = 1, .dims = {nb > B ? nb : B}};
-    st = out_as(cx, 2, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad, 0, &t2, 2, in + 1));
+  int o2b = lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad, 0, &t1, 2, (int[]){idx, off});
+  /* bag_size: one entry per offset (include_last_offset's last one 0) */
+  const int64_t nb = m2->ndim == 1 ? m2->sizes[0] : B;
+  tpu_ir_type_t t2 = {.dtype = m2->dtype == TPU_DTYPE_I32 ? TPU_DTYPE_I32 : I64, .rank = 1, .dims = {nb > B ? nb : B}};
+  int size = lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad, 0, &t2, 3, (int[]){idx, o2b, off});
+  tpu_ir_type_t t = {.dtype = o->dtype, .rank = 2, .dims = {B, D}};
+  int rows, maxi = -1;
+  if (mode == BAG_MAX) {
+    tpu_ir_type_t t3 = {.dtype = m3->dtype == TPU_DTYPE_I32 ? TPU_DTYPE_I32 : I64, .rank = 2, .dims = {B, D}};
+    maxi = lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 48, pad, 0, &t3, 3, (int[]){w, idx, o2b});
+    rows = lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad, 0, &t, 3, (int[]){w, maxi, size});
+  } else {
+    int in[4] = {w, idx, o2b, has_psw ? tpu_ir_reshape(G, lw_input(cx, 6, -1), 1, &n) : -1};
+    rows = lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad, 0, &t, 3 + has_psw, in);
   }
+  tpu_status_t st = lw_output(cx, 0, rows);
+  if (!st) st = lw_output(cx, 1, o2b);
+  if (!st) st = out_as(cx, 2, size);
   if (!st) {
-    const tpu_tensor_t* m3 = lw_out_meta(cx, 3);
-    st = out_as(cx, 3, lw_const(cx, 0, I64, m3->ndim, m3->sizes));
+    if (maxi < 0 || tpu_numel(m3->ndim, m3->sizes) != B * D) maxi = lw_const(cx, 0, I64, m3->ndim, m3->sizes);
+    st = out_as(cx, 3, maxi);
   }
   return st;
 }
@@ -222,8 +211,6 @@ static tpu_status_t bag_fwd_custom(tpu_lower_ctx_t* cx, int mode, int has_psw, i
  * mode, sparse, per_sample_weights, include_last_offset, padding_idx)
  *   -> (output [B, D], offset2bag [N], bag_size [B], max_indices [B, D] or [0]) */
 static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
-  const tpu_tensor_t* o = lw_out_meta(cx, 0);
-  int dt = tpu_opmath_dtype(o->dtype);
   int mode = (int)lw_int(cx, 4, 0);
   int64_t pad = lw_int(cx, 8, -1);
   if (lw_rank_of(cx, 0) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag: weight has to be a 2D Tensor");
@@ -234,48 +221,7 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
   int has_psw = !lw_is_none(cx, 6);
   if (has_psw && mode != BAG_SUM)
     return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "embedding_bag: per_sample_weights was not None. per_sample_weights is only supported for mode='sum' (got mode='%s'). Please open a feature request on GitHub.", mode == BAG_MEAN ? "mean" : "max");
-  int64_t D = lw_sizes_of(cx, 0)[1];
-  int64_t n = tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)), B = o->sizes[0];
-  if (mode != BAG_MAX) return bag_fwd_custom(cx, mode, has_psw, pad, n);
-  /* max: each bag's rows scattered with max into [B + 1] rows, the last the dump row for padding and ids
-   * before the first offset (c never exceeds B: only the first B offsets are counted, include_last_offset's
-   * extra one too is not) */
-  int idx = tpu_ir_reshape(G, tpu_ir_convert(G, lw_input(cx, 1, -1), I64), 1, &n);
-  int c = bag_plus1(cx, 2, n, B);
-  int raw = BIN(SUB, c, cst(cx, 1, c));
-  int bad = tpu_ir_compare(G, TPU_IR_CMP_LT, raw, cst(cx, 0, raw));
-  if (pad >= 0) bad = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_EQ, idx, cst(cx, (double)pad, idx)), bad);
-  int bag = tpu_ir_select(G, bad, cst(cx, (double)B, raw), raw);
-  int64_t zero = 0, bp1 = B + 1, vd[2] = {n, D}, od[2] = {B + 1, D}, bd[2] = {B, D};
-  int rows = tpu_ir_index_select(G, lw_input(cx, 0, dt), idx, 0); /* [N, D] */
-  if (rows >= 0) G->ops[rows].i1 = 1; /* ids outside [0, num_weights) raise PyTorch's RuntimeError (no wrap) */
-  int size = lw_slice_dim(cx, tpu_ir_index_put(G, lw_const(cx, 0, I64, 1, &bp1), lw_const(cx, 1, I64, 1, &n), 1, &bag, &zero, 1), 0, 0, B);
-  int bagb = tpu_ir_broadcast(G, bag, 2, vd, (int64_t[]){0});
-  int m = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, -INFINITY, dt, 2, od), bagb, rows, 0, 3), 0, 0, B);
-  int empty = tpu_ir_broadcast(G, tpu_ir_compare(G, TPU_IR_CMP_EQ, size, cst(cx, 0, size)), 2, bd, (int64_t[]){0});
-  int out = tpu_ir_select(G, empty, cst(cx, 0, m), m);
-  /* first position in the bag holding the max, then the weight row there */
-  int mpad = tpu_ir_concat(G, 2, (int[]){m, lw_const(cx, 0, dt, 2, (int64_t[]){1, D})}, 0);
-  int eq = tpu_ir_compare(G, TPU_IR_CMP_EQ, rows, tpu_ir_gather(G, mpad, bagb, 0));
-  int pos = tpu_ir_iota(G, I64, 2, vd, 0);
-  pos = tpu_ir_select(G, eq, pos, cst(cx, (double)n, pos));
-  int first = lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, (double)n, I64, 2, od), bagb, pos, 0, 4), 0, 0, B);
-  int idxpad = tpu_ir_concat(G, 2, (int[]){idx, lw_const(cx, -1, I64, 1, (int64_t[]){1})}, 0);
-  int maxi = tpu_ir_gather(G, tpu_ir_broadcast(G, idxpad, 2, (int64_t[]){n + 1, D}, (int64_t[]){0}), first, 0);
-  tpu_status_t st = lw_output(cx, 0, out);
-  if (!st) st = lw_output(cx, 1, BIN(MAX, raw, cst(cx, 0, raw)));
-  if (!st) { /* with include_last_offset, bag_size has one entry per offset */
-    const tpu_tensor_t* m2 = lw_out_meta(cx, 2);
-    int64_t nb = m2->ndim == 1 ? m2->sizes[0] : B;
-    if (nb > B) size = tpu_ir_concat(G, 2, (int[]){size, lw_const(cx, 0, I64, 1, (int64_t[]){nb - B})}, 0);
-    st = out_as(cx, 2, size);
-  }
-  if (!st) {
-    const tpu_tensor_t* m3 = lw_out_meta(cx, 3);
-    if (tpu_numel(m3->ndim, m3->sizes) != B * D) maxi = lw_const(cx, 0, I64, m3->ndim, m3->sizes);
-    st = out_as(cx, 3, maxi);
-  }
-  return st;
+  return bag_fwd_custom(cx, mode, has_psw, pad, tpu_numel(lw_rank_of(cx, 1), lw_sizes_of(cx, 1)));
 }
 
 /* Backward core. a[]: argument positions of grad, indices, offset2bag, bag_size,
@@ -283,7 +229,8 @@ static tpu_status_t lower_embedding_bag(tpu_lower_ctx_t* cx) {
  * sum / mean: the host's EMBEDDING_BAG_BWD kernel (ir.h, drivers/host/embed.c): grad[offset2bag[i]] (/ bag
  * size, * per-sample weight, / the id's count) added to row ids[i] in id order. An offset2bag entry outside
  * [0, B) is the index error PyTorch's ids get (no wrap); without bags (B = 0) every id adds a zero row.
- * max: the max positions' grads scattered (entries outside [0, num_weights) dropped). */
+ * max: grad[b, d] added to row max_indices[b, d] of column d, in bag order, for bags with bag_size > 0 (PyTorch's
+ * CPU kernel: index_add over the non-empty bags); an index outside [0, num_weights) is an index error. */
 static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
   const tpu_tensor_t* o = lw_out_meta(cx, 0);
   int mode = (int)lw_int(cx, a[7], 0);
@@ -292,9 +239,9 @@ static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
   if (lw_rank_of(cx, a[0]) != 2) return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: grad must be 2-D", cx->op_name);
   if (mode < BAG_SUM || mode > BAG_MAX) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: mode %d", cx->op_name, mode);
   int64_t B = lw_sizes_of(cx, a[0])[0], D = lw_sizes_of(cx, a[0])[1];
-  int64_t n = tpu_numel(lw_rank_of(cx, a[1]), lw_sizes_of(cx, a[1]));
-  int idx = ids_1d(cx, a[1], n);
   if (mode != BAG_MAX) {
+    int64_t n = tpu_numel(lw_rank_of(cx, a[1]), lw_sizes_of(cx, a[1]));
+    int idx = ids_1d(cx, a[1], n);
     const int has_psw = !lw_is_none(cx, a[8]);
     int64_t nbs = tpu_numel(lw_rank_of(cx, a[3]), lw_sizes_of(cx, a[3]));
     if (mode == BAG_MEAN && nbs < B)
@@ -305,16 +252,15 @@ static tpu_status_t embedding_bag_bwd(tpu_lower_ctx_t* cx, const int* a) {
     const int64_t i1 = mode | (has_psw ? 4 : 0) | (scale ? 8 : 0);
     return lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, i1, pad, 0, &t, 4 + has_psw, in));
   }
-  int dt = tpu_opmath_dtype(o->dtype);
   if (scale) return lw_fail(cx, TPU_STATUS_UNSUPPORTED, "%s: scale_grad_by_freq with mode='max'", cx->op_name);
-  int grad = lw_input(cx, a[0], dt);
-  int mi = tpu_ir_convert(G, lw_input(cx, a[4], -1), I64);
-  if (ty(cx, mi).rank != 2 || ty(cx, mi).dims[0] != B || ty(cx, mi).dims[1] != D)
-    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: max_indices must be [B, D]", cx->op_name);
-  int badm = BIN(OR, tpu_ir_compare(G, TPU_IR_CMP_LT, mi, cst(cx, 0, mi)), tpu_ir_compare(G, TPU_IR_CMP_GE, mi, cst(cx, (double)nw, mi)));
-  mi = tpu_ir_select(G, badm, cst(cx, (double)nw, mi), mi);
-  int64_t op1[2] = {nw + 1, D};
-  return lw_output(cx, 0, lw_slice_dim(cx, tpu_ir_scatter(G, lw_const(cx, 0, dt, 2, op1), mi, grad, 0, 1), 0, 0, nw));
+  int mi = lw_input(cx, a[4], -1), mdt = lw_dtype_of(cx, a[4]);
+  if (mdt != TPU_DTYPE_I64 && mdt != TPU_DTYPE_I32) mi = tpu_ir_convert(G, mi, I64);
+  int64_t nbs = tpu_numel(lw_rank_of(cx, a[3]), lw_sizes_of(cx, a[3]));
+  if (ty(cx, mi).rank != 2 || ty(cx, mi).dims[0] != B || ty(cx, mi).dims[1] != D || nbs < B)
+    return lw_fail(cx, TPU_STATUS_INVALID_ARGUMENT, "%s: max_indices must be [B, D] and bag_size [>= B]", cx->op_name);
+  tpu_ir_type_t t = {.dtype = o->dtype, .rank = 2, .dims = {nw, D}};
+  int in[3] = {lw_input(cx, a[0], o->dtype), mi, ids_1d(cx, a[3], nbs)};
+  return lw_output(cx, 0, lw_custom_a(cx, TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, BAG_MAX, pad, 0, &t, 3, in));
 }
 /* _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
  * num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx) */

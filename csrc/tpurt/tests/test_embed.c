@@ -11,6 +11,7 @@
 #include "common/common.h"
 #include "drivers/host/host.h"
 #include "ir/ir.h"
+#include "runtime/runtime.h"
 
 static int g_pass, g_fail;
 #define CHECK(cond, ...) do { if (cond) g_pass++; else { g_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
@@ -78,11 +79,25 @@ static void run_case(int it) {
   for (int64_t i = 0; i < N; ++i) pwd[i] = pwf[i];
   xs[3] = mdt == TPU_DTYPE_F64 ? view(pwd, TPU_DTYPE_F64, 1, N, 0, 1, 0) : view(pwf, TPU_DTYPE_F32, 1, N, 0, 1, 0);
   const int64_t i1 = mean | (psw ? 4 : 0) | (last ? 8 : 0);
-  /* forward rows, in the table's dtype */
+  /* offset2bag (the bags, found once) and bag_size from it */
+  int64_t o2b[64], bs[16];
+  tpu_host_view_t o2v = view(o2b, TPU_DTYPE_I64, 1, N, 0, 1, 0), bsv = view(bs, TPU_DTYPE_I64, 1, no, 0, 1, 0);
+  tpu_ir_op_t op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad);
+  tpu_status_t st = tpu_host_k_custom(&op, 2, xs + 1, &o2v);
+  CHECK(st == TPU_OK, "case %d offset2bag: %s", it, tpu_status_message(st));
+  tpu_status_free(st);
+  tpu_host_view_t sx[3] = {xs[1], o2v, xs[2]};
+  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad);
+  st = tpu_host_k_custom(&op, 3, sx, &bsv);
+  CHECK(st == TPU_OK, "case %d bag_size", it);
+  tpu_status_free(st);
+  for (int64_t i = 0; i < N; ++i) CHECK(o2b[i] == (bag[i] > 0 ? bag[i] : 0), "case %d offset2bag[%lld]", it, (long long)i);
+  for (int64_t b = 0; b < no; ++b) CHECK(bs[b] == (b < B ? size[b] : 0), "case %d bag_size[%lld]", it, (long long)b);
+  /* forward rows, in the table's dtype, from (weight, ids, offset2bag, psw) */
   char* out = malloc((size_t)(B * D > 0 ? B * D : 1) * wes);
-  tpu_host_view_t ov = view(out, wdt, 2, B, D, D, 1);
-  tpu_ir_op_t op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad);
-  tpu_status_t st = tpu_host_k_custom(&op, 3 + psw, xs, &ov);
+  tpu_host_view_t ov = view(out, wdt, 2, B, D, D, 1), rx[4] = {xs[0], xs[1], o2v, xs[3]};
+  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad);
+  st = tpu_host_k_custom(&op, 3 + psw, rx, &ov);
   CHECK(st == TPU_OK, "case %d forward: %s", it, tpu_status_message(st));
   tpu_status_free(st);
   const double tol = wdt == TPU_DTYPE_BF16 ? 1e-2 : wdt == TPU_DTYPE_F32 ? 1e-5 : 1e-12;
@@ -91,23 +106,40 @@ static void run_case(int it) {
       double s = 0;
       for (int64_t i = 0; i < N; ++i)
         if (bag[i] == b && ld_idx(ids, i32, i) != pad) s += wv[ld_idx(ids, i32, i) * D + d] * (psw ? pw[i] : 1);
+      if (mean && wdt == TPU_DTYPE_BF16) s = tpu_bf16_to_f32(tpu_f32_to_bf16((float)s)); /* PyTorch's: sum rounded first */
       if (mean) s /= (double)(size[b] > 1 ? size[b] : 1);
       const double got = tpu_host_load_f64(out + (b * D + d) * (int64_t)wes, wdt);
       CHECK(fabs(got - s) <= tol * (1 + fabs(s)), "case %d rows (%lld, %lld): %g vs %g", it, (long long)b, (long long)d, got, s);
     }
-  /* offset2bag and bag_size */
-  int64_t o2b[64], bs[16];
-  tpu_host_view_t o2v = view(o2b, TPU_DTYPE_I64, 1, N, 0, 1, 0), bsv = view(bs, TPU_DTYPE_I64, 1, no, 0, 1, 0);
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad);
-  st = tpu_host_k_custom(&op, 2, xs + 1, &o2v);
-  CHECK(st == TPU_OK, "case %d offset2bag", it);
+  /* max: max_indices from (weight, ids, offset2bag), then the rows they name (0 where bag_size is 0) */
+  int64_t* mi = malloc((size_t)(B * D > 0 ? B * D : 1) * 8);
+  char* mout = malloc((size_t)(B * D > 0 ? B * D : 1) * wes);
+  tpu_host_view_t miv = view(mi, TPU_DTYPE_I64, 2, B, D, D, 1), mov = view(mout, wdt, 2, B, D, D, 1);
+  tpu_host_view_t mx[3] = {xs[0], xs[1], o2v};
+  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | (last ? 8 : 0) | 48, pad);
+  st = tpu_host_k_custom(&op, 3, mx, &miv);
+  CHECK(st == TPU_OK, "case %d max_indices: %s", it, tpu_status_message(st));
   tpu_status_free(st);
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad);
-  st = tpu_host_k_custom(&op, 2, xs + 1, &bsv);
-  CHECK(st == TPU_OK, "case %d bag_size", it);
+  tpu_host_view_t mr[3] = {xs[0], miv, bsv};
+  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | (last ? 8 : 0), pad);
+  st = tpu_host_k_custom(&op, 3, mr, &mov);
+  CHECK(st == TPU_OK, "case %d max rows: %s", it, tpu_status_message(st));
   tpu_status_free(st);
-  for (int64_t i = 0; i < N; ++i) CHECK(o2b[i] == (bag[i] > 0 ? bag[i] : 0), "case %d offset2bag[%lld]", it, (long long)i);
-  for (int64_t b = 0; b < no; ++b) CHECK(bs[b] == (b < B ? size[b] : 0), "case %d bag_size[%lld]", it, (long long)b);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t d = 0; d < D; ++d) {
+      int64_t k = 0;
+      double m = 0;
+      int first = 1;
+      for (int64_t i = 0; i < N; ++i) {
+        const int64_t id = ld_idx(ids, i32, i);
+        if (bag[i] != b || id == pad) continue;
+        if (first || wv[id * D + d] > m) { m = wv[id * D + d]; k = id; }
+        first = 0;
+      }
+      CHECK(mi[b * D + d] == k, "case %d max_indices (%lld, %lld): %lld vs %lld", it, (long long)b, (long long)d,
+            (long long)mi[b * D + d], (long long)k);
+      CHECK(tpu_host_load_f64(mout + (b * D + d) * (int64_t)wes, wdt) == m, "case %d max (%lld, %lld)", it, (long long)b, (long long)d);
+    }
   /* backward: weight grad and per-sample-weight grad from a random grad [B, D] in the math dtype */
   const int scale = !psw && rnd() % 2;
   double* g = malloc((size_t)(B * D > 0 ? B * D : 1) * 8);
@@ -136,6 +168,21 @@ static void run_case(int it) {
       const double got = f64 ? dw[r * D + d] : ((float*)dw)[r * D + d];
       CHECK(fabs(got - s) <= 1e-5 * (1 + fabs(s)), "case %d d weight (%lld, %lld): %g vs %g", it, (long long)r, (long long)d, got, s);
     }
+  { /* max backward: grad[b, d] to row max_indices[b, d] for bags with bag_size > 0, in bag order */
+    tpu_host_view_t xb[3] = {bx[0], miv, bsv};
+    op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 2, pad);
+    st = tpu_host_k_custom(&op, 3, xb, &dwv);
+    CHECK(st == TPU_OK, "case %d max backward: %s", it, tpu_status_message(st));
+    tpu_status_free(st);
+    for (int64_t r = 0; r < nw; ++r)
+      for (int64_t d = 0; d < D; ++d) {
+        double s = 0;
+        for (int64_t b = 0; b < B; ++b)
+          if (bs[b] > 0 && mi[b * D + d] == r) s += g[b * D + d];
+        const double got = f64 ? dw[r * D + d] : ((float*)dw)[r * D + d];
+        CHECK(fabs(got - s) <= 1e-5 * (1 + fabs(s)), "case %d max d weight (%lld, %lld): %g vs %g", it, (long long)r, (long long)d, got, s);
+      }
+  }
   if (B > 0) {
     double dp[64];
     tpu_host_view_t px[4] = {bx[0], xs[0], xs[1], o2v}, dpv = view(dp, TPU_DTYPE_F64, 1, N, 0, 1, 0);
@@ -151,7 +198,7 @@ static void run_case(int it) {
     }
   }
   free(offs); free(w); free(wv); free(ids); free(offv); free(pw); free(pwf); free(pwd); free(bag); free(size);
-  free(out); free(g); free(gf); free(dw);
+  free(out); free(g); free(gf); free(dw); free(mi); free(mout);
 }
 
 /* the run-time errors: PyTorch's messages, no out-of-bounds access */
@@ -166,18 +213,27 @@ static void expect_error(int target, int64_t i1, int n, const tpu_host_view_t* x
 static void test_errors(void) {
   float w[12] = {0}, out[6], dw[12];
   int64_t ids[3] = {1, 2, 3}, off[2] = {0, 2}, bad_off0[2] = {2, 2}, bad_off[2] = {0, 4}, bad_ids[3] = {1, 4, 0};
-  int64_t o2b[3] = {0, 0, 1}, bad_o2b[3] = {0, 2, 1}, bs[2] = {2, 1};
+  int64_t o2b[3] = {0, 0, 1}, bad_o2b[3] = {0, 2, 1}, bs[2] = {2, 1}, o2b_out[3];
   tpu_host_view_t xs[3] = {view(w, TPU_DTYPE_F32, 2, 4, 3, 3, 1), view(ids, TPU_DTYPE_I64, 1, 3, 0, 1, 0),
                            view(off, TPU_DTYPE_I64, 1, 2, 0, 1, 0)};
-  tpu_host_view_t ov = view(out, TPU_DTYPE_F32, 2, 2, 3, 3, 1);
+  tpu_host_view_t ov = view(out, TPU_DTYPE_F32, 2, 2, 3, 3, 1), o2v = view(o2b_out, TPU_DTYPE_I64, 1, 3, 0, 1, 0);
   xs[2].data = (char*)bad_off0;
-  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 0, 3, xs, &ov, TPU_STATUS_INVALID_ARGUMENT,
+  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 16, 2, xs + 1, &o2v, TPU_STATUS_INVALID_ARGUMENT,
                "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. However, got 2");
   xs[2].data = (char*)bad_off;
-  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 0, 3, xs, &ov, TPU_STATUS_INVALID_ARGUMENT, "offsets[1] = 4 is outside [0, 3]");
-  xs[2].data = (char*)off; xs[1].data = (char*)bad_ids;
+  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 16, 2, xs + 1, &o2v, TPU_STATUS_INVALID_ARGUMENT, "offsets[1] = 4 is outside [0, 3]");
+  xs[2].data = (char*)bad_off; /* include_last_offset: offsets[-1] = 4 > N = 3 (every mode: max too) */
+  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | 8 | 16, 2, xs + 1, &o2v, TPU_STATUS_INVALID_ARGUMENT,
+               "offsets[-1] can not be greater than input's length 3 but got offsets[-1] of 4");
+  xs[2].data = (char*)o2b; xs[2].sizes[0] = 3; xs[1].data = (char*)bad_ids; /* rows: (weight, ids, offset2bag) */
   expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 1, 3, xs, &ov, TPU_STATUS_INVALID_ARGUMENT,
                "Index 1 of input takes value 4 which is not in the valid range [0, 4)");
+  int64_t mi[6];
+  tpu_host_view_t miv = view(mi, TPU_DTYPE_I64, 2, 2, 3, 3, 1);
+  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | 48, 3, xs, &miv, TPU_STATUS_INVALID_ARGUMENT,
+               "embedding_bag: Expected idx >= 0 && idx < num_embeddings but found idx to be 4");
+  xs[1].data = (char*)ids; xs[2].data = (char*)bad_o2b; /* an offset2bag EMBEDDING_BAG did not make */
+  expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG, 0, 3, xs, &ov, TPU_STATUS_INTERNAL, "offset2bag not from EMBEDDING_BAG");
   tpu_host_view_t bx[4] = {view(out, TPU_DTYPE_F32, 2, 2, 3, 3, 1), view(ids, TPU_DTYPE_I64, 1, 3, 0, 1, 0),
                            view(bad_o2b, TPU_DTYPE_I64, 1, 3, 0, 1, 0), view(bs, TPU_DTYPE_I64, 1, 2, 0, 1, 0)};
   tpu_host_view_t dv = view(dw, TPU_DTYPE_F32, 2, 4, 3, 3, 1);
@@ -190,8 +246,62 @@ static void test_errors(void) {
   expect_error(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 0, 4, bx, &dv, TPU_STATUS_INTERNAL, "EMBEDDING_BAG_BWD operands");
 }
 
+/* a case large enough to split over the pool: the same bits with one thread and with four (forward rows and
+ * max_indices split bags, the weight gradient splits table rows; each element sums in id order either way) */
+static void run_big(int64_t i1, int bwd, void* out, size_t bytes) {
+  enum { NW = 301, D = 37, B = 500, N = 2600 };
+  static float w[NW * D], g[B * D];
+  static int64_t ids[N], off[B], o2b[N], bs[B], mi[B * D];
+  uint64_t keep = g_rng;
+  g_rng = 12345;
+  for (int j = 0; j < NW * D; ++j) w[j] = (float)frand();
+  for (int j = 0; j < B * D; ++j) g[j] = (float)frand();
+  for (int i = 0; i < N; ++i) ids[i] = (int64_t)(rnd() % NW);
+  for (int b = 0; b < B; ++b) off[b] = b ? off[b - 1] + (int64_t)(rnd() % 10) : 0;
+  g_rng = keep;
+  tpu_host_view_t W = view(w, TPU_DTYPE_F32, 2, NW, D, D, 1), I = view(ids, TPU_DTYPE_I64, 1, N, 0, 1, 0);
+  tpu_host_view_t O = view(off, TPU_DTYPE_I64, 1, B, 0, 1, 0), O2 = view(o2b, TPU_DTYPE_I64, 1, N, 0, 1, 0);
+  tpu_host_view_t BS = view(bs, TPU_DTYPE_I64, 1, B, 0, 1, 0), MI = view(mi, TPU_DTYPE_I64, 2, B, D, D, 1);
+  tpu_ir_op_t op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, (i1 & 3) | 16, 7);
+  tpu_status_t st = tpu_host_k_custom(&op, 2, (tpu_host_view_t[]){I, O}, &O2);
+  op.i1 = (i1 & 3) | 32;
+  if (!st) st = tpu_host_k_custom(&op, 3, (tpu_host_view_t[]){I, O2, O}, &BS);
+  op.i1 = 2 | 48;
+  if (!st) st = tpu_host_k_custom(&op, 3, (tpu_host_view_t[]){W, I, O2}, &MI);
+  tpu_host_view_t res = bwd ? view(out, TPU_DTYPE_F32, 2, NW, D, D, 1) : view(out, TPU_DTYPE_F32, 2, B, D, D, 1);
+  op = custom(bwd ? TPU_IR_CUSTOM_EMBEDDING_BAG_BWD : TPU_IR_CUSTOM_EMBEDDING_BAG, i1, 7);
+  tpu_host_view_t G = view(g, TPU_DTYPE_F32, 2, B, D, D, 1);
+  if (!st && bwd) st = (i1 & 3) == 2 ? tpu_host_k_custom(&op, 3, (tpu_host_view_t[]){G, MI, BS}, &res)
+                                     : tpu_host_k_custom(&op, 4, (tpu_host_view_t[]){G, I, O2, BS}, &res);
+  if (!st && !bwd) st = (i1 & 3) == 2 ? tpu_host_k_custom(&op, 3, (tpu_host_view_t[]){W, MI, BS}, &res)
+                                      : tpu_host_k_custom(&op, 3, (tpu_host_view_t[]){W, I, O2}, &res);
+  CHECK(st == TPU_OK, "big case i1 %lld: %s", (long long)i1, st ? tpu_status_message(st) : "");
+  tpu_status_free(st);
+  (void)bytes;
+}
+static void test_threads(void) {
+  static const int64_t modes[][2] = {{0, 0}, {1, 0}, {2, 0}, {0, 1}, {1, 1}, {2, 1}, {8, 1}};
+  const size_t bytes = (size_t)301 * 37 * 4 > (size_t)500 * 37 * 4 ? (size_t)301 * 37 * 4 : (size_t)500 * 37 * 4;
+  void *one = malloc(bytes), *four = malloc(bytes);
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; ++m) {
+    memset(one, 0xab, bytes); memset(four, 0xcd, bytes);
+    tpu_pool_init(1);
+    run_big(modes[m][0], (int)modes[m][1], one, bytes);
+    tpu_pool_init(4);
+    run_big(modes[m][0], (int)modes[m][1], four, bytes);
+    const size_t used = (size_t)(modes[m][1] ? 301 : 500) * 37 * 4;
+    CHECK(memcmp(one, four, used) == 0, "i1 %lld bwd %lld: 1 and 4 threads differ", (long long)modes[m][0], (long long)modes[m][1]);
+  }
+  free(one); free(four);
+}
+
 int main(void) {
+  (void)tpu_pool_num_threads(); /* the runtime's lazy sizing first, so tpu_pool_init below holds */
+  tpu_pool_init(1);
   for (int it = 0; it < 300; ++it) run_case(it);
+  tpu_pool_init(3); /* the random cases again, split where they are large enough */
+  for (int it = 0; it < 300; ++it) run_case(it);
+  test_threads();
   test_errors();
   printf("test_embed: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
