@@ -10,9 +10,11 @@ targets: compiled/eager tpu >= 1.5x on GPT/Llama, >= 1.2x on ResNet/UNet; compil
 
 The default mode's tpu speedup columns come from `--pairs P` (default 5) alternating rounds of `--repeat` synchronized
 steps, the eager and compiled steps that measure() built and warmed (eager round, compiled round, ...; medians of the
-rounds' ratios, their spread printed after the row), so a slow spell of the shared machine hits both modes alike; the
-single-run medians of each mode (before session 9 the speedup was their ratio: 0.59-1.17x for the same build minutes
-apart under load) are still printed as the ms columns. `--pairs 0` restores the single-run ratio.
+rounds' ratios, their spread and each pair's core mode printed after the row: "modes NNF: near 2 1.61x, far 1 1.20x",
+N near / F far / M mixed, see benchmarks/common.py; TORCH_TPU_BENCH_MODE=near|far keeps one mode's pairs), so a
+slow spell of the shared machine hits both modes alike; the single-run medians of each mode (before session 9 the
+speedup was their ratio: 0.59-1.17x for the same build minutes apart under load) are still printed as the ms
+columns. `--pairs 0` restores the single-run ratio.
 
 Also printed: the same ratio in process CPU time per step (all threads; less sensitive to other jobs on the machine
 than wall time), that CPU time split into host threads (Python + autograd) and the device's worker threads, and the
@@ -205,14 +207,29 @@ def paired_rounds(steps: dict, pairs: int, repeat: int) -> dict:
     the two already-warm tpu steps; medians (and spreads) of the rounds' wall and CPU-time ratios."""
     import statistics
 
-    res: dict[str, list[tuple[float, float, float]]] = {"eager": [], "compiled": []}
-    for _ in range(pairs):
-        for mode in ("eager", "compiled"):
-            res[mode].append(_round(steps[mode], repeat))
+    res, core = _mode_rounds(steps, pairs, repeat)
     ratios = [e[0] / c[0] for e, c in zip(res["eager"], res["compiled"])]
     cpu_ratios = [(e[1] + e[2]) / (c[1] + c[2]) for e, c in zip(res["eager"], res["compiled"])]
+    text = _bench_common.mode_text(ratios, core)
+    ratios, cpu_ratios = _bench_common.select_rounds(ratios, core), _bench_common.select_rounds(cpu_ratios, core)
+    if not ratios:  # TORCH_TPU_BENCH_MODE=near|far and no round in that mode
+        ratios = cpu_ratios = [float("nan")]
     return dict(speedup=statistics.median(ratios), lo=min(ratios), hi=max(ratios),
-                cpu_speedup=statistics.median(cpu_ratios), cpu_lo=min(cpu_ratios), cpu_hi=max(cpu_ratios))
+                cpu_speedup=statistics.median(cpu_ratios), cpu_lo=min(cpu_ratios), cpu_hi=max(cpu_ratios), modes=text)
+
+
+def _mode_rounds(steps: dict, rounds: int, repeat: int) -> tuple[dict, list[str]]:
+    """`rounds` alternating rounds (eager, compiled) of `repeat` synchronized steps, each pair tagged with the core
+    mode around it (after waiting for TORCH_TPU_BENCH_MODE; benchmarks/common.py's ModeMonitor): each mode's _round
+    results and the pairs' modes."""
+    res: dict[str, list[tuple[float, float, float]]] = {"eager": [], "compiled": []}
+    core = []
+    for _ in range(rounds):
+        with _bench_common.ModeMonitor(_bench_common.wait_for_mode()) as mon:
+            for mode in ("eager", "compiled"):
+                res[mode].append(_round(steps[mode], repeat))
+        core.append(mon.mode)
+    return res, core
 
 
 def alternate_rounds(name: str, rounds: int, repeat: int, reinplace: bool = True, **kw) -> None:
@@ -225,12 +242,16 @@ def alternate_rounds(name: str, rounds: int, repeat: int, reinplace: bool = True
         for _ in range(5):
             step()
     torch.tpu.synchronize()
-    res: dict[str, list[tuple[float, float, float]]] = {"eager": [], "compiled": []}
-    for _ in range(rounds):
-        for mode, step in steps.items():
-            res[mode].append(_round(step, repeat))
+    res, core = _mode_rounds(steps, rounds, repeat)
     ratios = [e[0] / c[0] for e, c in zip(res["eager"], res["compiled"])]
     cpu_ratios = [(e[1] + e[2]) / (c[1] + c[2]) for e, c in zip(res["eager"], res["compiled"])]
+    text = _bench_common.mode_text(ratios, core)
+    keep = _bench_common.select_rounds(list(range(rounds)), core)
+    if not keep:
+        print(f"{name:8} no round in {_bench_common.wanted_mode()} mode ({text})", flush=True)
+        return
+    ratios, cpu_ratios = [ratios[i] for i in keep], [cpu_ratios[i] for i in keep]
+    res = {m: [r[i] for i in keep] for m, r in res.items()}
 
     def med(mode: str, i: int) -> float:
         return statistics.median(r[i] for r in res[mode]) * 1e3
@@ -239,7 +260,7 @@ def alternate_rounds(name: str, rounds: int, repeat: int, reinplace: bool = True
           f"{statistics.median(ratios):.2f}x (rounds {min(ratios):.2f}-{max(ratios):.2f})  cpu-time speedup "
           f"{statistics.median(cpu_ratios):.2f}x (rounds {min(cpu_ratios):.2f}-{max(cpu_ratios):.2f})  CPU ms/step "
           f"host+device eager {med('eager', 1):.2f}+{med('eager', 2):.2f}, compiled {med('compiled', 1):.2f}+"
-          f"{med('compiled', 2):.2f}  ({rounds} rounds x {repeat} steps)", flush=True)
+          f"{med('compiled', 2):.2f}  ({rounds} rounds x {repeat} steps; {text})", flush=True)
 
 
 def _inductor_in_child(name: str, args: argparse.Namespace) -> dict:
@@ -319,7 +340,7 @@ def main() -> None:
             pr = paired_rounds({"eager": eager["step"], "compiled": compiled["step"]}, args.pairs, args.repeat)
             speed, cpu_speed = pr["speedup"], pr["cpu_speedup"]
             spread = (f"{args.pairs} paired rounds: speedup {pr['lo']:.2f}-{pr['hi']:.2f}, cpu-time "
-                      f"{pr['cpu_lo']:.2f}-{pr['cpu_hi']:.2f}")
+                      f"{pr['cpu_lo']:.2f}-{pr['cpu_hi']:.2f}; {pr['modes']}")
         eager.pop("step"), compiled.pop("step")
         capture = (f"replays {m['compile_replays']}/{m['compile_calls']} calls"
                    + (f", not captured: {sorted(m['compile_capture_failures'])}" if m["compile_capture_failures"]

@@ -3,9 +3,12 @@
 Per-step time = the median gap between consecutive steps of one run (each step ends with `loss.item()`),
 after the first two steps, so model set-up, data generation and first-step compiles drop out. f32 and bf16
 autocast. Prints tpu speed relative to CPU (higher is better; issue 3 targets >= 1.0x for the transformer examples, >= 0.8x for
-ResNet/UNet/DLRM). f32 runs --rounds alternating cpu/tpu rounds (default 5) and prints the median round's
-ratio with the spread of all rounds: on a shared virtual machine single runs of one side vary by up to 2x.
-Usage: python benchmarks/bench_examples.py [--tiny] [--only mingpt,llama] [--rounds 5]
+ResNet/UNet/DLRM). f32 runs --rounds alternating cpu/tpu rounds (default 5; bf16 --bf16-rounds, default 1) and
+prints the median round's ratio with the spread of all rounds: on a shared virtual machine single runs of one side
+vary by up to 2x. Each round is tagged with the core mode around it (N near / F far / M mixed / ? unknown, see
+benchmarks/common.py) and the median ratio of each mode's rounds is printed; TORCH_TPU_BENCH_MODE=near|far waits
+for that mode before each round and reports only its rounds.
+Usage: python benchmarks/bench_examples.py [--tiny] [--only mingpt,llama] [--rounds 5] [--bf16-rounds 1]
 """
 from __future__ import annotations
 
@@ -54,16 +57,19 @@ def step_time(train, device: str, amp: bool, tiny: bool, steps: int = 7, skip: i
     return statistics.median(gaps)
 
 
-def compare(train, amp: bool, tiny: bool, rounds: int) -> tuple[float, float, list[float]]:
-    """CPU and tpu step times measured in alternating rounds (cpu, tpu, cpu, tpu, ...), so a slow spell of
-    the machine (a virtual machine's neighbours, frequency changes) hits both sides alike: the median of each
-    side's step times and every round's speed ratio."""
-    cpus, tpus, ratios = [], [], []
+def compare(train, amp: bool, tiny: bool, rounds: int) -> tuple[list[float], list[float], list, list[float]]:
+    """CPU and tpu step times measured in alternating rounds (cpu, tpu, cpu, tpu, ...), so a slow spell of the
+    machine (a virtual machine's neighbours, frequency changes) hits both sides alike: each round's CPU and tpu
+    step times, its core mode (near / far / mixed / ?, common.ModeMonitor) and the share of its mode probes that
+    read far."""
+    cpus, tpus, modes, far = [], [], [], []
     for r in range(rounds):
-        c = step_time(train, "cpu", amp, tiny, steps=7 if rounds > 1 else 5)
-        t = step_time(train, "tpu", amp, tiny, steps=7 if rounds > 1 else 5)
-        cpus.append(c); tpus.append(t); ratios.append(c / t)
-    return statistics.median(cpus), statistics.median(tpus), ratios
+        with _bench_common.ModeMonitor(_bench_common.wait_for_mode()) as mon:
+            cpus.append(step_time(train, "cpu", amp, tiny, steps=7 if rounds > 1 else 5))
+            tpus.append(step_time(train, "tpu", amp, tiny, steps=7 if rounds > 1 else 5))
+        modes.append(mon.mode)
+        far.append(mon.far_share)
+    return cpus, tpus, modes, far
 
 
 def main() -> None:
@@ -71,7 +77,9 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--only", default="")
     ap.add_argument("--rounds", type=int, default=5,
-                    help="alternating cpu/tpu rounds for f32 (bf16 autocast: 1, the CPU's bf16 is emulated and slow)")
+                    help="alternating cpu/tpu rounds for f32")
+    ap.add_argument("--bf16-rounds", type=int, default=1,
+                    help="... and for bf16 autocast (default 1: the CPU's bf16 is emulated and slow)")
     args = ap.parse_args()
     ex = _import_examples_common()
     print("machine:", machine())
@@ -80,10 +88,16 @@ def main() -> None:
         train = ex.import_example(name).train
         for amp in (False, True):
             try:
-                cpu, tpu, ratios = compare(train, amp, args.tiny, 1 if amp else max(1, args.rounds))
-                spread = f"  (median of {len(ratios)} rounds; rounds {min(ratios):.2f}-{max(ratios):.2f}x)" if len(ratios) > 1 else ""
+                cpus, tpus, modes, far = compare(train, amp, args.tiny,
+                                                 max(1, args.bf16_rounds if amp else args.rounds))
+                cpu, tpu, ratio, spread = _bench_common.summary(cpus, tpus, modes, speed=True)
+                if len(cpus) > 1:
+                    spread = f"  (median of {len(cpus)} rounds; {spread.strip()[1:]}"
                 print(f"{name:7s} {'bf16' if amp else 'f32 '}: cpu {cpu * 1e3:8.1f} ms/step  tpu {tpu * 1e3:8.1f} ms/step"
-                      f"  tpu speed / cpu {statistics.median(ratios):5.2f}x{spread}")
+                      f"  tpu speed / cpu {ratio:5.2f}x{spread}", flush=True)
+                print("          rounds (cpu ms, tpu ms, speed, far share of mode probes): " + ", ".join(
+                    f"{c * 1e3:.1f} {t * 1e3:.1f} {c / t:.2f}x {f:.0%}" for c, t, f in zip(cpus, tpus, far)),
+                    flush=True)
             except Exception as e:  # an op not lowered yet: say which
                 print(f"{name:7s} {'bf16' if amp else 'f32 '}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
 
