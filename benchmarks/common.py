@@ -28,24 +28,24 @@ MODES = ("near", "far", "mixed", "?")  # a round's tag: "mixed" = probes in both
 _TAG = {"near": "N", "far": "F", "mixed": "M", "?": "?"}
 
 
-def core_distance_ns() -> float | None:
+def core_distance_ns(tries: int = 3) -> float | None:
     """Median cross-core round trip in ns now (None: one CPU, no affinity permission, CPUs too busy to answer,
-    or a torch_tpu without the probe). Tries up to 3 times: a CPU taken by another process may not answer in time."""
+    or a torch_tpu without the probe). Up to `tries` probes: a CPU taken by another process may not answer in time."""
     import torch_tpu
 
     probe = getattr(torch_tpu._C, "_core_distance", None)
     if probe is None:
         return None
-    for _ in range(3):
+    for _ in range(tries):
         r = probe()
         if r is not None:
             return float(r["rtt_ns"])
     return None
 
 
-def core_mode() -> str:
+def core_mode(tries: int = 3) -> str:
     """"near", "far" or "?" (no answer), by core_distance_ns() against FAR_NS."""
-    ns = core_distance_ns()
+    ns = core_distance_ns(tries)
     return "?" if ns is None else ("far" if ns > FAR_NS else "near")
 
 
@@ -120,7 +120,7 @@ class ModeMonitor:
 
     def _watch(self, period: float) -> None:
         while not self._stop.wait(period):
-            self.samples.append(core_mode())
+            self.samples.append(core_mode(tries=1))  # while the round runs: no retries ("?" samples are ignored)
 
     def __exit__(self, *exc) -> None:
         ModeMonitor._active -= 1

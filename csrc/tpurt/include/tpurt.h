@@ -102,10 +102,11 @@ int tpu_rt_num_threads(void);
  * thread may run on, pass one cache line back and forth 1000 times. A virtual machine's vCPUs may sit on
  * nearby cores at one moment and on cores with different L3 caches the next, which changes the cost of data
  * moving between the thread pool's threads several times over (benchmarks/common.py tags each measured round
- * near / far by rtt_ns). Takes under 1 ms with both CPUs free; a CPU another process is using can take a
- * scheduler slice (~4 ms) and is given up on after 20 ms. Independent of tpu_rt_init. Errors (UNSUPPORTED,
- * *out_distance zeroed with cpus -1): fewer than two CPUs allowed, threads that cannot be started or pinned
- * (no permission), CPUs too busy to answer in time. Thread-safe; concurrent probes disturb each other. */
+ * near / far by rtt_ns). Takes under 1 ms with both CPUs free. The threads sleep until both are pinned, so a CPU
+ * that other work holds delays the answer (a few ms, up to tens at load 8 on 2 CPUs) but costs no CPU time; the
+ * round trips then get 1 ms. Independent of tpu_rt_init. Errors (UNSUPPORTED, *out_distance zeroed with cpus
+ * -1): fewer than two CPUs allowed, threads that cannot be started or pinned (no permission), CPUs too busy to
+ * answer in time. Thread-safe; concurrent probes disturb each other. */
 typedef struct tpu_rt_cpu_distance_s {
   double rtt_ns;     /* median round trip, ns */
   double rtt_p10_ns; /* its 10th percentile, ns */

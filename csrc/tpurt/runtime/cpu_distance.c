@@ -12,16 +12,17 @@
 
 #define PROBE_TRIPS 1000              /* ~0.05 ms near, ~0.25 ms far */
 #define PROBE_MIN_TRIPS 100           /* fewer by the deadline: no answer */
-#define PROBE_MEET_NS 20000000ull     /* both threads running on their CPUs within 20 ms (a CPU busy with another
-                                       * process: the scheduler lets a new thread in after a slice of several ms) */
-#define PROBE_TRIPS_NS 4000000ull     /* and the trips within 4 ms */
+#define PROBE_READY_NS 2000000ull     /* after the barrier, the echo thread running within 2 ms */
+#define PROBE_TRIPS_NS 1000000ull     /* and the trips within 1 ms (0.05-0.4 ms unless a thread is preempted: then
+                                       * spinning on costs the measured process CPU time for no answer) */
 #define PROBE_STOP (-1L)
 
 typedef struct {
   _Alignas(64) atomic_long flag; /* the line: 2i + 1 = ping i sent, 2i + 2 = answered, PROBE_STOP = done */
-  _Alignas(64) atomic_int pinned; /* threads pinned so far */
-  atomic_int failed;              /* a pin failed (no permission, CPU not allowed) */
-  int met;                        /* both threads ran pinned at the same time */
+  _Alignas(64) atomic_int echo_up; /* the echo thread is past the barrier */
+  atomic_int failed;               /* a pin failed (no permission, CPU not allowed) or a thread did not start */
+  pthread_barrier_t meet;          /* both threads pinned (they sleep there: no CPU taken from the measured process) */
+  int met;                         /* the echo thread ran while the ping thread waited for it */
   int cpu[2];
   int trips;                      /* round trips timed */
   uint64_t ticks0, ticks1, ns0, ns1;
@@ -43,21 +44,13 @@ static int probe_pin(int cpu) {
   return pthread_setaffinity_np(pthread_self(), sizeof s, &s) == 0 && sched_getcpu() == cpu;
 }
 
-/* Waits until both threads are pinned; 0 when one failed or the other did not get its CPU in time. Yields while
- * waiting: the other thread may be waiting for a CPU held by the very process being measured. */
+/* Pins the thread and sleeps until the other one is pinned too; 0 when a pin failed. A sleeper wakes with a
+ * scheduler's preference, so the pair gets both CPUs at once far sooner than threads spinning or yielding for a
+ * turn would (and meanwhile takes no CPU time from the process being measured). */
 static int probe_meet(probe_t* p, int self) {
-  if (!probe_pin(p->cpu[self])) {
-    atomic_store(&p->failed, 1);
-    return 0;
-  }
-  atomic_fetch_add(&p->pinned, 1);
-  uint64_t end = tpu_rt_now_ns() + PROBE_MEET_NS;
-  while (atomic_load(&p->pinned) < 2) {
-    if (atomic_load(&p->failed) || atomic_load_explicit(&p->flag, memory_order_relaxed) == PROBE_STOP) return 0;
-    if (tpu_rt_now_ns() > end) return 0;
-    sched_yield();
-  }
-  return 1;
+  if (!probe_pin(p->cpu[self])) atomic_store(&p->failed, 1);
+  pthread_barrier_wait(&p->meet);
+  return !atomic_load(&p->failed);
 }
 
 /* Answers ping i (2i + 1 -> 2i + 2) with a CAS: a plain store could overwrite the ping thread's PROBE_STOP (echo
@@ -66,6 +59,7 @@ static int probe_meet(probe_t* p, int self) {
 static void* probe_echo(void* arg) {
   probe_t* p = arg;
   if (!probe_meet(p, 1)) return NULL;
+  atomic_store(&p->echo_up, 1);
   unsigned idle = 0;
   uint64_t since = 0;
   for (long want = 1;;) {
@@ -88,7 +82,13 @@ static void* probe_echo(void* arg) {
 
 static void* probe_ping(void* arg) {
   probe_t* p = arg;
-  if ((p->met = probe_meet(p, 0))) {
+  int up = 0;
+  if (probe_meet(p, 0)) {
+    uint64_t end = tpu_rt_now_ns() + PROBE_READY_NS;
+    for (unsigned spins = 1; !(up = atomic_load(&p->echo_up)); ++spins)
+      if (!(spins & 255) && tpu_rt_now_ns() > end) break;
+  }
+  if ((p->met = up)) {
     p->ns0 = tpu_rt_now_ns();
     p->ticks0 = probe_ticks();
     uint64_t end = p->ns0 + PROBE_TRIPS_NS;
@@ -128,22 +128,28 @@ tpu_status_t tpu_rt_cpu_distance_probe(tpu_rt_cpu_distance_t* out_distance) {
   pthread_t th[2];
   if (n < 2) {
     st = TPU_ERR(UNSUPPORTED, "cpu distance: needs two CPUs, this thread may run on %d", n);
-  } else if (tpu_rt_thread_create(&th[1], probe_echo, p, "tpu-probe-echo") != 0) {
-    st = TPU_ERR(UNSUPPORTED, "cpu distance: could not start a thread");
+  } else if (pthread_barrier_init(&p->meet, NULL, 2) != 0) {
+    st = TPU_ERR(UNSUPPORTED, "cpu distance: no barrier");
   } else {
-    if (tpu_rt_thread_create(&th[0], probe_ping, p, "tpu-probe-ping") != 0) {
-      atomic_store(&p->flag, PROBE_STOP);
+    if (tpu_rt_thread_create(&th[1], probe_echo, p, "tpu-probe-echo") != 0) {
       st = TPU_ERR(UNSUPPORTED, "cpu distance: could not start a thread");
     } else {
-      pthread_join(th[0], NULL);
+      if (tpu_rt_thread_create(&th[0], probe_ping, p, "tpu-probe-ping") != 0) {
+        atomic_store(&p->failed, 1); /* stands in for the ping thread at the barrier: the echo thread leaves */
+        pthread_barrier_wait(&p->meet);
+        st = TPU_ERR(UNSUPPORTED, "cpu distance: could not start a thread");
+      } else {
+        pthread_join(th[0], NULL);
+      }
+      pthread_join(th[1], NULL);
     }
-    pthread_join(th[1], NULL);
+    pthread_barrier_destroy(&p->meet);
   }
   if (!st && atomic_load(&p->failed))
     st = TPU_ERR(UNSUPPORTED, "cpu distance: cannot pin threads to CPUs %d and %d", p->cpu[0], p->cpu[1]);
   else if (!st && !p->met)
-    st = TPU_ERR(UNSUPPORTED, "cpu distance: CPUs %d and %d too busy (no turn on both within %d ms)", p->cpu[0],
-                 p->cpu[1], (int)(PROBE_MEET_NS / 1000000));
+    st = TPU_ERR(UNSUPPORTED, "cpu distance: CPUs %d and %d too busy (the second thread did not run within %d ms)",
+                 p->cpu[0], p->cpu[1], (int)(PROBE_READY_NS / 1000000));
   else if (!st && p->trips < PROBE_MIN_TRIPS)
     st = TPU_ERR(UNSUPPORTED, "cpu distance: CPUs %d and %d too busy (%d round trips in time)", p->cpu[0],
                  p->cpu[1], p->trips);
