@@ -230,3 +230,32 @@ def test_large_transposing_copies(dtype):
         dst_c.copy_(f(x))
         dst_d.copy_(f(x.to("tpu")))
         assert torch.equal(dst_d.cpu(), dst_c)
+
+
+LOWP_OPS = {  # one-pass low-precision clusters (exec.c cluster_lowp): ops that round once, so bit for bit
+    "masked_fill": lambda a, b, m: a.masked_fill(~m, float("-inf")),
+    "clamp": lambda a, b, m: torch.clamp(a * b, -1.5, 2.0),
+    "sqrt_recip": lambda a, b, m: torch.sqrt(a.abs()) + torch.reciprocal(b),
+    "where_scalar": lambda a, b, m: torch.where(m, a - 1.0, b * 2),
+    "minmax_neg": lambda a, b, m: torch.minimum(torch.maximum(a, -b), b.abs()),
+    "row_col": lambda a, b, m: a * b[..., :1] + b[..., :1, :],
+}
+
+
+@pytest.mark.parametrize("dtype", LOWP)
+@pytest.mark.parametrize("shape", [(3, 1000), (7, 33, 129), (4, 2, 64, 64)])
+@pytest.mark.parametrize("op", sorted(LOWP_OPS))
+def test_lowp_clusters(dtype, shape, op):
+    gen = torch.Generator().manual_seed(11)
+    a, b = _rand(shape, dtype, gen), _rand(shape, dtype, gen)
+    m = torch.rand(shape[-2:], generator=gen) > 0.3  # a mask broadcast over the leading dims
+    fn = LOWP_OPS[op]
+    _same(fn(a.to("tpu"), b.to("tpu"), m.to("tpu")), fn(a, b, m))
+    # transposed operands (the tile path for them) and in place
+    at, bt = a.transpose(-1, -2), b.transpose(-1, -2)
+    mt = m.transpose(-1, -2)
+    _same(fn(at.to("tpu"), bt.to("tpu"), mt.to("tpu")), fn(at, bt, mt))
+    x, xt = a.clone(), a.to("tpu")
+    x.mul_(b).add_(1.0)
+    xt.mul_(b.to("tpu")).add_(1.0)
+    _same(xt, x)

@@ -1106,6 +1106,9 @@ typedef struct {
   int bin, bin_op, bin_leaf[2]; /* bin: one-pass bf16 binary tiles (cluster_bin_bf16): OP and its leaves a, b */
   int bin_scalar;               /* -1, or which operand of OP is the broadcast scalar bin_s (its leaf unused) */
   float bin_s;
+  int lowp;                     /* one-pass low-precision program lp (cluster_lowp); leaf j a SCALAR if lscalar[j] */
+  uint8_t lscalar[TPU_LOWP_MAX_REGS];
+  tpu_host_lowp_t lp;
   tpu_status_t err;
 } cluster_job_t;
 
@@ -1214,6 +1217,138 @@ static void cluster_bin_bf16(cluster_job_t* J, int may_direct) {
   J->bin = 1;
 }
 
+static int g_lowp = -1; /* -1: TORCH_TPU_LOWP_CLUSTERS not read yet */
+static int lowp_on(void) { return tpu_rt_env_switch(&g_lowp, "TORCH_TPU_LOWP_CLUSTERS", 1); }
+int tpu_host_set_lowp_clusters(int on) { return tpu_rt_env_switch_set(&g_lowp, "TORCH_TPU_LOWP_CLUSTERS", 1, on); }
+
+/* ---- one-pass low-precision clusters (tpu_host_lowp_t): the cluster's program over registers of blk floats,
+ * built once per run, when every leaf is contiguous along the tile in f32 / bf16 / f16 / bool or one value
+ * per tile (a scalar: any dtype a CONVERT to float reads, or one of those), every member a float op (or a bool
+ * predicate) and the output f32 / bf16 / f16 with some bf16 / f16 leaf or output. */
+static int lowp_kernel_op(int opc) { /* float ops run by the tile kernel over the block (compute_f32; not POW's
+                                      * whole-call x ** 2 rule) */
+  switch (opc) {
+    case TPU_IR_EXP: case TPU_IR_EXPM1: case TPU_IR_LOG: case TPU_IR_LOG1P: case TPU_IR_SIN: case TPU_IR_COS:
+    case TPU_IR_TAN: case TPU_IR_TANH: case TPU_IR_LOGISTIC: case TPU_IR_FLOOR: case TPU_IR_CEIL:
+    case TPU_IR_ROUND_EVEN: case TPU_IR_TRUNC: case TPU_IR_ERF: case TPU_IR_ASIN: case TPU_IR_ACOS: case TPU_IR_ATAN:
+    case TPU_IR_SINH: case TPU_IR_COSH: case TPU_IR_ASINH: case TPU_IR_ACOSH: case TPU_IR_ATANH: case TPU_IR_ERFINV:
+    case TPU_IR_LGAMMA: case TPU_IR_DIGAMMA: case TPU_IR_SIGN: case TPU_IR_REM: case TPU_IR_FMOD: case TPU_IR_ATAN2:
+    case TPU_IR_FLOOR_DIV: return 1;
+    default: return 0;
+  }
+}
+static int lowp_native(int opc) {
+  switch (opc) {
+    case TPU_IR_NEG: return TPU_LOWP_NEG; case TPU_IR_ABS: return TPU_LOWP_ABS; case TPU_IR_SQRT: return TPU_LOWP_SQRT;
+    case TPU_IR_RSQRT: return TPU_LOWP_RSQRT; case TPU_IR_RECIPROCAL: return TPU_LOWP_RECIP;
+    case TPU_IR_ADD: return TPU_LOWP_ADD; case TPU_IR_SUB: return TPU_LOWP_SUB; case TPU_IR_MUL: return TPU_LOWP_MUL;
+    case TPU_IR_DIV: return TPU_LOWP_DIV; case TPU_IR_MAX: return TPU_LOWP_MAX; case TPU_IR_MIN: return TPU_LOWP_MIN;
+    case TPU_IR_COMPARE: return TPU_LOWP_CMP; case TPU_IR_SELECT: return TPU_LOWP_SELECT;
+    case TPU_IR_CLAMP: return TPU_LOWP_CLAMP;
+    default: return -1;
+  }
+}
+static int lowp_dt(int dt) { return dt == TPU_DTYPE_BF16 || dt == TPU_DTYPE_F16; }
+static int lowp_val(int dt) { return dt == TPU_DTYPE_F32 || lowp_dt(dt) || dt == TPU_DTYPE_BOOL; }
+static void lowp_custom(const void* ctx, const tpu_ir_op_t* op, float* dst, const void* const* in, int64_t n) {
+  custom_compute(ctx, op, dst, in, n);
+}
+/* Builds J->lp (sets J->lowp) for a plan whose output is written straight or as the same view as a leaf
+ * (may_direct). Leaf j is LOADed into register nr + j, or is a SCALAR there (J->lscalar[j]). */
+static void cluster_lowp(cluster_job_t* J, int may_direct) {
+  const tpu_host_exe_t* e = J->e;
+  const tpu_ir_graph_t* G = &e->g;
+  const int root = J->root, nr = e->nreg[root], nm = e->mem_cnt[root], r = J->rank;
+  const int32_t* mem = e->members + e->mem_off[root];
+  tpu_host_lowp_t* P = &J->lp;
+  J->lowp = 0;
+  const int odt = J->out->dtype;
+  if (!may_direct || !tpu_host_tile_ops()->lowp_run || !(odt == TPU_DTYPE_F32 || lowp_dt(odt)) ||
+      nr + J->nleaf > TPU_LOWP_MAX_REGS || (r && J->ostrides[r - 1] != 1))
+    return;
+  int any_lowp = lowp_dt(odt), n = 0;
+  uint8_t cur[TPU_LOWP_MAX_REGS]; /* the register holding slot s's value (an identity CONVERT of a leaf: the leaf's) */
+  for (int s = 0; s < nr + J->nleaf; ++s) cur[s] = (uint8_t)s;
+  for (int j = 0; j < J->nleaf; ++j) {
+    const tpu_host_view_t* L = &J->leaf[j];
+    const int64_t ls = r ? L->strides[r - 1] : 0;
+    tpu_host_lowp_ins_t* I = &P->ins[n++];
+    *I = (tpu_host_lowp_ins_t){.d = (uint8_t)(nr + j), .a = (uint8_t)j, .dt = (uint8_t)L->dtype};
+    any_lowp |= lowp_dt(L->dtype);
+    if (J->lmode[j] == LEAF_BCAST || J->lmode[j] == LEAF_ROWB) { I->kind = TPU_LOWP_SCALAR; J->lscalar[j] = 1; }
+    else if (ls == 1 && lowp_val(L->dtype)) { I->kind = TPU_LOWP_LOAD; J->lscalar[j] = 0; }
+    else return;
+  }
+  if (!any_lowp) return;
+  for (int i = 0; i < nm; ++i) {
+    const int v = mem[i], is_root = i == nm - 1;
+    const tpu_ir_op_t* op = &G->ops[v];
+    const int ot = op->type.dtype, d = e->reg[v];
+    int in_s[4] = {0, 0, 0, 0}, in_dt[4] = {0, 0, 0, 0};
+    if (op->n_in > 4 || d >= nr || !lowp_val(ot) || n + 2 > TPU_LOWP_MAX_INS) return;
+    for (int k = 0; k < op->n_in; ++k) {
+      in_s[k] = e->slot[op->in_off + k];
+      in_dt[k] = G->ops[tpu_ir_operand(G, v, k)].type.dtype;
+      if (in_s[k] >= nr + J->nleaf) return;
+      /* another dtype only as a scalar leaf's CONVERT to a float (its value read as that float) */
+      if (!lowp_val(in_dt[k]) && !(op->opcode == TPU_IR_CONVERT && in_s[k] >= nr && J->lscalar[in_s[k] - nr] &&
+                                   ot != TPU_DTYPE_BOOL))
+        return;
+    }
+    const int fin = in_dt[0] != TPU_DTYPE_BOOL, fout = ot != TPU_DTYPE_BOOL; /* float operand 0 / result */
+    tpu_host_lowp_ins_t* I = &P->ins[n];
+    *I = (tpu_host_lowp_ins_t){.d = (uint8_t)d, .a = cur[in_s[0]], .b = cur[in_s[op->n_in > 1 ? 1 : 0]],
+                               .c = cur[in_s[op->n_in > 2 ? 2 : 0]], .e = cur[in_s[op->n_in > 3 ? 3 : 0]],
+                               .dt = (uint8_t)ot, .in_dt = (uint8_t)e->in_dtype[v], .op = op};
+    int kind = -1, rounds = fout && lowp_dt(ot);
+    if (op->opcode == TPU_IR_CONVERT) {
+      if (!fout) kind = fin ? TPU_LOWP_NZ : TPU_LOWP_COPY;
+      else if (!rounds && in_s[0] >= nr) { cur[d] = cur[in_s[0]]; continue; } /* a value already in f32 */
+      else kind = TPU_LOWP_COPY;
+    } else if (op->opcode == TPU_IR_NOT) {
+      if (fin || fout) return;
+      kind = TPU_LOWP_NOT;
+    } else if (op->opcode == TPU_IR_CUSTOM) {
+      if (!tpu_ir_custom_elementwise(G, v)) return;
+      kind = TPU_LOWP_CUSTOM;
+      rounds = 0; /* as compute_members: custom_compute does not round */
+    } else {
+      for (int k = 0; k < op->n_in; ++k) /* bool operands: SELECT's predicate only */
+        if ((in_dt[k] == TPU_DTYPE_BOOL) != (op->opcode == TPU_IR_SELECT && k == 0)) return;
+      if (!fout && op->opcode != TPU_IR_COMPARE) return;
+      kind = lowp_native(op->opcode);
+      if (kind == TPU_LOWP_CMP) { if (op->i0 < 0 || op->i0 >= TPU_IR_CMP_COUNT) return; I->aux = (uint8_t)op->i0; }
+      if (kind < 0) {
+        if (!lowp_kernel_op(op->opcode) || op->n_in > 3) return;
+        kind = TPU_LOWP_KERNEL;
+        rounds = 0; /* tile_compute rounds */
+      }
+    }
+    I->kind = (uint8_t)kind;
+    n++;
+    cur[d] = (uint8_t)d;
+    if (rounds && !(is_root && odt == ot))
+      P->ins[n++] = (tpu_host_lowp_ins_t){.kind = TPU_LOWP_ROUND, .d = (uint8_t)d, .a = (uint8_t)d, .dt = (uint8_t)ot};
+  }
+  const int rv = mem[nm - 1];
+  if (G->ops[rv].type.dtype == TPU_DTYPE_BOOL) return;
+  /* Only where it measured faster (one thread, [32, 4, 64, 64]): a select / compare / max / min / clamp (masked_fill
+   * 1.4-1.7x) or two or more members that compute (chains 1.2-1.5x); a lone add / neg / convert mix was not */
+  int work = 0;
+  for (int i = 0; i < nm; ++i) {
+    const int opc = G->ops[mem[i]].opcode;
+    work += opc == TPU_IR_SELECT || opc == TPU_IR_COMPARE || opc == TPU_IR_MAX || opc == TPU_IR_MIN ||
+            opc == TPU_IR_CLAMP ? 2 : opc != TPU_IR_CONVERT;
+  }
+  if (work < 2) return;
+  P->n_ins = n;
+  P->out_reg = cur[e->reg[rv]];
+  P->out_dtype = odt;
+  P->blk = 512;
+  while (P->blk > 128 && (nr + J->nleaf) * P->blk > TPU_LOWP_REG_FLOATS) P->blk /= 2;
+  J->lowp = 1;
+}
+
 /* Tile registers: per thread, grown on demand, freed by a key destructor at thread exit. */
 typedef struct { size_t cap; int64_t data[]; } tile_buf_t;
 static pthread_key_t g_tile_key;
@@ -1287,6 +1422,39 @@ static tpu_status_t compute_members(const tpu_host_exe_t* e, const tpu_host_tile
   return compute_members_res(e, T, root, ptr, regs, reg_stride, root_dst, n, NULL);
 }
 
+/* Scalar leaf value as the tile path reads it into a float register (an f64 / integer one: as its CONVERT gives it) */
+static float lowp_scalar(const char* p, int dt) {
+  switch (dt) {
+    case TPU_DTYPE_F32: { float f; memcpy(&f, p, 4); return f; }
+    case TPU_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return tpu_bf16_to_f32(h); }
+    case TPU_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); return tpu_f16_to_f32(h); }
+    case TPU_DTYPE_F64: return (float)tpu_host_load_f64(p, dt);
+    case TPU_DTYPE_BOOL: return *(const uint8_t*)p != 0;
+    default: return (float)tpu_host_load_i64(p, dt);
+  }
+}
+/* One tile of a lowp plan: one program call over its kr rows of rlen when they abut in every operand, else one per
+ * row (row-broadcast leaves) when rows are long; 0, 1 if the tile path is to run it, -1 on failure. */
+static int lowp_tile(const cluster_job_t* J, const tpu_host_tile_ops_t* T, const int64_t* loff, const int64_t* les,
+                     const int64_t* lls, const int64_t* lrs, int64_t ooff, int64_t t0, int64_t kr, int64_t rlen) {
+  const int r = J->rank;
+  const int64_t o_rs = r >= 2 ? J->ostrides[r - 2] : 0, oes = (int64_t)tpu_dtype_size(J->out->dtype);
+  int whole = kr == 1 || o_rs == rlen;
+  for (int j = 0; j < J->nleaf && whole && kr > 1; ++j) whole = lrs[j] == (J->lscalar[j] ? 0 : rlen);
+  if (!whole && rlen < 256) return 1; /* a call per short row ([.., 64] + row [64]: 2x slower): the tile path */
+  tpu_host_lowp_io_t io = {.custom = lowp_custom, .ctx = &J->e->g};
+  const int64_t rows = whole ? 1 : kr, n = whole ? kr * rlen : rlen;
+  for (int64_t k = 0; k < rows; ++k) {
+    for (int j = 0; j < J->nleaf; ++j) {
+      const char* src = J->leaf[j].data + (loff[j] + t0 * lls[j] + k * lrs[j]) * les[j];
+      if (J->lscalar[j]) io.s[j] = lowp_scalar(src, J->leaf[j].dtype);
+      else io.leaf[j] = src;
+    }
+    io.out = J->out->data + (ooff + t0 + k * o_rs) * oes;
+    if (T->lowp_run(&J->lp, &io, n)) return -1;
+  }
+  return 0;
+}
 static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
   cluster_job_t* J = ctx;
   const tpu_host_exe_t* e = J->e;
@@ -1330,6 +1498,14 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
       int64_t i = rem % J->sizes[d]; rem /= J->sizes[d];
       ooff += i * J->ostrides[d];
       for (int j = 0; j < J->nleaf; ++j) loff[j] += i * J->leaf[j].strides[d];
+    }
+    if (J->lowp) {
+      const int lr = lowp_tile(J, T, loff, les, lls, lrs, ooff, t0, kr, rlen);
+      if (lr < 0) {
+        if (!J->err) J->err = TPU_ERR(INTERNAL, "host: low-precision cluster program failed");
+        return;
+      }
+      if (lr == 0) goto next_tile;
     }
     if (J->bin) { /* cluster_bin_bf16: one pass when a, b and the output are contiguous over the tile */
       const int ja = J->bin_leaf[0], jb = J->bin_leaf[1];
@@ -1535,6 +1711,7 @@ static tpu_status_t run_cluster_tiled(const tpu_host_exe_t* e, int root, tpu_hos
   for (int d = 0; d < cr; ++d) total *= J.sizes[d];
   if (total == 0 || view_numel(out) == 0) return TPU_OK;
   cluster_bin_bf16(&J, may_direct); /* (after the empty check: it reads a scalar operand's element) */
+  if (!J.bin && lowp_on()) cluster_lowp(&J, may_direct); /* (bin_bf16 keeps its operands in registers: faster) */
   J.tiles_per_row = (inner + J.tile - 1) / J.tile;
   J.rows = total / inner;
   int64_t units = J.rows / J.rows2 * J.blocks2 * J.tiles_per_row;

@@ -66,6 +66,44 @@ int64_t tpu_host_load_i64(const char* p, int dtype);
 void tpu_host_store_f64(char* p, int dtype, double v);
 void tpu_host_store_i64(char* p, int dtype, int64_t v);
 
+/* A low-precision cluster program (exec.c cluster_lowp builds it, tile_impl.h lowp_run runs it; AVX-512 builds only):
+ * a cluster whose values are f32 / bf16 / f16 (bool predicates as 1.0 / 0.0) evaluated blk elements at a time
+ * (128 to 512: every register within TPU_LOWP_REG_FLOATS floats, 16 KiB of L1): bf16 / f16 leaves widened as they
+ * are read, the result rounded as it is stored, so the cluster makes one pass over memory and none over f32 tiles.
+ * Each instruction does what the tile path's load / compute / store does for that member (the same bits; a NaN result
+ * is NaN, its payload / sign as the vector instructions give it: the tile path's own depend on whether an element
+ * falls in a loop's vector body or scalar remainder; tests/test_exec_lowp.c); members with no instruction of their own run the tile kernel (KERNEL) or the caller's
+ * custom kernel (CUSTOM) over the block. Registers d, a, b, c, e: blk floats each; a leaf's LOAD / SCALAR writes d. */
+enum { TPU_LOWP_REG_FLOATS = 4096, TPU_LOWP_MAX_REGS = 24, TPU_LOWP_MAX_INS = 48 };
+typedef enum {
+  TPU_LOWP_LOAD = 0, /* r[d] = leaf a (contiguous; dt bf16 / f16 / f32, or bool read as 1.0 / 0.0) */
+  TPU_LOWP_SCALAR,   /* r[d] = io->s[a] in every lane (once per call) */
+  TPU_LOWP_COPY, TPU_LOWP_NEG, TPU_LOWP_ABS, TPU_LOWP_SQRT, TPU_LOWP_RSQRT, TPU_LOWP_RECIP,
+  TPU_LOWP_ADD, TPU_LOWP_SUB, TPU_LOWP_MUL, TPU_LOWP_DIV, TPU_LOWP_MAX, TPU_LOWP_MIN,
+  TPU_LOWP_CMP,      /* bool(r[a] aux r[b]), aux a TPU_IR_CMP_* direction */
+  TPU_LOWP_NZ,       /* bool(r[a] != 0): a CONVERT to bool */
+  TPU_LOWP_NOT,      /* bool(r[a] == 0) of a bool */
+  TPU_LOWP_SELECT,   /* r[a] != 0 ? r[b] : r[c] */
+  TPU_LOWP_CLAMP,    /* clamp(r[b], r[a], r[c]) as tile_compute (NaN x kept) */
+  TPU_LOWP_ROUND,    /* r[d] = r[a] rounded to dt (bf16 / f16) */
+  TPU_LOWP_KERNEL,   /* r[d] = the tile kernel of op over r[a], r[b], r[c] (input dtype in_dt) */
+  TPU_LOWP_CUSTOM,   /* r[d] = io->custom(op) over r[a], r[b], r[c], r[e] */
+  TPU_LOWP_COUNT
+} tpu_host_lowp_kind_t;
+typedef struct { uint8_t kind, d, a, b, c, e, dt, aux, in_dt; const tpu_ir_op_t* op; } tpu_host_lowp_ins_t;
+typedef struct tpu_host_lowp_s {
+  int n_ins, out_reg, out_dtype; /* the result: r[out_reg] stored as out_dtype (f32, bf16 or f16) */
+  int64_t blk;                   /* elements per block, a multiple of 16 */
+  tpu_host_lowp_ins_t ins[TPU_LOWP_MAX_INS];
+} tpu_host_lowp_t;
+typedef struct tpu_host_lowp_io_s {
+  const void* leaf[TPU_LOWP_MAX_REGS]; /* LOAD leaf a's first element (n contiguous) */
+  float s[TPU_LOWP_MAX_REGS];          /* SCALAR a's value */
+  void* out;                           /* n contiguous elements of out_dtype; may be a LOAD leaf itself */
+  void (*custom)(const void* ctx, const tpu_ir_op_t* op, float* dst, const void* const* in, int64_t n);
+  const void* ctx;
+} tpu_host_lowp_io_t;
+
 /* Tile kernels (tile_impl.h, compiled per ISA; dispatched at run time). */
 typedef struct tpu_host_tile_ops_s {
   /* Loads n elements (stride in elements) of dtype into a register buffer of class cls. */
@@ -80,6 +118,8 @@ typedef struct tpu_host_tile_ops_s {
   int (*bin_bf16)(int opcode, uint16_t* o, const uint16_t* a, const uint16_t* b, int64_t n);
   /* (optional) the same with a broadcast f32 scalar s for b (s_first: s OP f32(a[i]) instead). */
   int (*bin_bf16_scalar)(int opcode, uint16_t* o, const uint16_t* a, float s, int s_first, int64_t n);
+  /* (optional) runs a low-precision cluster program over n elements (see tpu_host_lowp_t); 0, or -1 if it cannot */
+  int (*lowp_run)(const struct tpu_host_lowp_s* P, const struct tpu_host_lowp_io_s* io, int64_t n);
 } tpu_host_tile_ops_t;
 const tpu_host_tile_ops_t* tpu_host_tile_ops(void);
 extern const tpu_host_tile_ops_t tpu_host_tile_ops_base;
@@ -128,6 +168,9 @@ int tpu_host_set_epilogue_fusion(int on);
 /* Testing hook: whether tpu_host_compile runs f32 custom kernels (GELU, SiLU, LERP, ADDC, ...) inside
  * elementwise clusters (default on; TORCH_TPU_CUSTOM_FUSION=0 turns it off). Returns the previous setting. */
 int tpu_host_set_custom_fusion(int on);
+/* Testing hook: whether elementwise clusters over bf16 / f16 run as one-pass programs (tpu_host_lowp_t; default on,
+ * TORCH_TPU_LOWP_CLUSTERS=0 turns them off: the tile path, the same values); applies at once. Returns the previous one. */
+int tpu_host_set_lowp_clusters(int on);
 /* How many GEMMs of the executable run an elementwise cluster as their epilogue. */
 int tpu_host_exe_num_epilogues(const tpu_host_exe_t* exe);
 /* Step groups: runs of consecutive steps that read none of each other's results, run side by side (one

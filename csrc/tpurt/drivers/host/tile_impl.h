@@ -485,9 +485,181 @@ static int TFN(tile_compute)(const tpu_ir_op_t* op, int out_dtype, void* out, in
 }
 #undef CMP_LOOP
 
+#if defined(__AVX512F__)
+/* Low-precision cluster programs (tpu_host_lowp_t, host.h): per block of blk elements, each instruction over
+ * the block's f32 registers (16 lanes at a time); leaves widened on load, the result rounded on store, as tile_load /
+ * tile_compute / tile_store do it (NaN payloads included: x OP y with x's NaN first, as add_ab / mul_ab). */
+#include "drivers/host/gemm_avx512.h" /* tpu_avx512_bf16_round16 (guarded) */
+static inline __m512 TFN(lp_add)(__m512 x, __m512 y) { __m512 r; __asm__("vaddps %2, %1, %0" : "=v"(r) : "v"(x), "v"(y)); return r; }
+static inline __m512 TFN(lp_mul)(__m512 x, __m512 y) { __m512 r; __asm__("vmulps %2, %1, %0" : "=v"(r) : "v"(x), "v"(y)); return r; }
+static inline __m512 TFN(lp_bool)(__mmask16 m) { return _mm512_maskz_mov_ps(m, _mm512_set1_ps(1.0f)); }
+static inline __m512 TFN(bf16_lo_)(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(v)), 16)); }
+static inline __m512 TFN(bf16_hi_)(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1)), 16)); }
+static inline __mmask16 TFN(lp_nan)(__m512 x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); }
+/* f16 lanes widened as tile_h2f (signaling NaN kept signaling) */
+static inline __m512 TFN(lp_h2f)(__m256i h) {
+  const __m512i w = _mm512_cvtepu16_epi32(h), z = _mm512_setzero_si512();
+  const __mmask16 snan = _mm512_mask_cmpneq_epi32_mask(
+      _mm512_cmpeq_epi32_mask(_mm512_and_si512(w, _mm512_set1_epi32(0x7e00)), _mm512_set1_epi32(0x7c00)),
+      _mm512_and_si512(w, _mm512_set1_epi32(0x1ff)), z);
+  const __m512i f = _mm512_castps_si512(_mm512_cvtph_ps(h));
+  return _mm512_castsi512_ps(_mm512_mask_andnot_epi32(f, snan, _mm512_set1_epi32(0x400000), f));
+}
+static inline __m256i TFN(lp_f2bf16)(__m512 v) { /* tpu_f32_to_bf16 of 16 lanes */
+#if defined(__AVX512BF16__)
+  return _mm512_castsi512_si256(tpu_avx512bf16_round32(v, v));
+#else
+  return tpu_avx512_bf16_round16(v);
+#endif
+}
+static inline __m512 TFN(lp_round)(__m512 v, int dt) {
+  if (dt == TPU_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(TFN(lp_f2bf16)(v)), 16));
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline __mmask16 TFN(lp_mask)(int64_t k, int64_t m) { return m - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (m - k)) - 1u); }
+static inline __m512i TFN(lp_f2bf32)(__m512 v0, __m512 v1) { /* tpu_f32_to_bf16 of 32 lanes */
+#if defined(__AVX512BF16__)
+  return tpu_avx512bf16_round32(v0, v1);
+#else
+  return _mm512_inserti64x4(_mm512_castsi256_si512(tpu_avx512_bf16_round16(v0)), tpu_avx512_bf16_round16(v1), 1);
+#endif
+}
+static inline __m512 TFN(lp_widen)(__m256i h, int dt) {
+  return dt == TPU_DTYPE_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : TFN(lp_h2f)(h);
+}
+/* r[0, mv) = leaf elements [0, m) as f32 (0 beyond m) */
+static void TFN(lp_load)(float* restrict r, const char* src, int dt, int64_t m, int64_t mv) {
+  int64_t k = 0;
+  if (dt == TPU_DTYPE_F32) {
+    const float* s = (const float*)(const void*)src;
+    for (; k + 16 <= m; k += 16) _mm512_store_ps(r + k, _mm512_loadu_ps(s + k));
+    for (; k < mv; k += 16) _mm512_store_ps(r + k, _mm512_maskz_loadu_ps(TFN(lp_mask)(k, m), s + k));
+  } else if (dt == TPU_DTYPE_BOOL) {
+    for (; k < mv; k += 16)
+      _mm512_store_ps(r + k, TFN(lp_bool)(_mm512_test_epi32_mask(
+                                 _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(TFN(lp_mask)(k, m), src + k)), _mm512_set1_epi32(0xff))));
+  } else {
+    const uint16_t* s = (const uint16_t*)(const void*)src;
+    if (dt == TPU_DTYPE_BF16)
+      for (; k + 32 <= m; k += 32) {
+        const __m512i v = _mm512_loadu_si512(s + k);
+        _mm512_store_ps(r + k, TFN(bf16_lo_)(v));
+        _mm512_store_ps(r + k + 16, TFN(bf16_hi_)(v));
+      }
+    for (; k + 16 <= m; k += 16) _mm512_store_ps(r + k, TFN(lp_widen)(_mm256_loadu_si256((const __m256i*)(const void*)(s + k)), dt));
+    for (; k < mv; k += 16) _mm512_store_ps(r + k, TFN(lp_widen)(_mm256_maskz_loadu_epi16(TFN(lp_mask)(k, m), s + k), dt));
+  }
+}
+/* out elements [0, m) = r rounded to dt as tile_store */
+static void TFN(lp_store)(char* dst, int dt, const float* r, int64_t m) {
+  int64_t k = 0;
+  if (dt == TPU_DTYPE_F32) {
+    float* o = (float*)(void*)dst;
+    for (; k + 16 <= m; k += 16) _mm512_storeu_ps(o + k, _mm512_loadu_ps(r + k));
+    if (k < m) _mm512_mask_storeu_ps(o + k, TFN(lp_mask)(k, m), _mm512_loadu_ps(r + k));
+  } else if (dt == TPU_DTYPE_BF16) {
+    uint16_t* o = (uint16_t*)(void*)dst;
+    for (; k + 32 <= m; k += 32) _mm512_storeu_si512(o + k, TFN(lp_f2bf32)(_mm512_loadu_ps(r + k), _mm512_loadu_ps(r + k + 16)));
+    for (; k < m; k += 16) _mm256_mask_storeu_epi16(o + k, TFN(lp_mask)(k, m), TFN(lp_f2bf16)(_mm512_loadu_ps(r + k)));
+  } else {
+    uint16_t* o = (uint16_t*)(void*)dst;
+    for (; k < m; k += 16)
+      _mm256_mask_storeu_epi16(o + k, TFN(lp_mask)(k, m), _mm512_cvtps_ph(_mm512_loadu_ps(r + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+}
+
+static int TFN(tile_lowp_run)(const tpu_host_lowp_t* P, const tpu_host_lowp_io_t* io, int64_t n) {
+  float R[TPU_LOWP_REG_FLOATS] __attribute__((aligned(64)));
+  const int64_t B = P->blk;
+  for (int i = 0; i < P->n_ins; ++i) { /* scalars: once */
+    const tpu_host_lowp_ins_t* I = &P->ins[i];
+    if (I->kind == TPU_LOWP_SCALAR) { float* d = R + I->d * B; for (int64_t k = 0; k < B; ++k) d[k] = io->s[I->a]; }
+  }
+  for (int64_t i0 = 0; i0 < n; i0 += B) {
+    const int64_t m = TPU_MIN(B, n - i0), mv = (m + 15) & ~(int64_t)15; /* lanes stored, computed */
+    const float* rp[TPU_LOWP_MAX_REGS]; /* where each register's block is: R, or an f32 leaf read in place */
+    for (int i = 0; i < TPU_LOWP_MAX_REGS; ++i) rp[i] = R + i * B;
+    for (int i = 0; i < P->n_ins; ++i) {
+      const tpu_host_lowp_ins_t* I = &P->ins[i];
+      float* d = R + I->d * B;
+      const float *a = rp[I->a], *b = rp[I->b], *c = rp[I->c];
+      rp[I->d] = d;
+      switch (I->kind) {
+        case TPU_LOWP_LOAD: {
+          const int64_t es = I->dt == TPU_DTYPE_F32 ? 4 : I->dt == TPU_DTYPE_BOOL ? 1 : 2;
+          const char* src = (const char*)io->leaf[I->a] + i0 * es;
+          if (I->dt == TPU_DTYPE_F32 && m == mv) rp[I->d] = (const float*)(const void*)src; /* no copy */
+          else TFN(lp_load)(d, src, I->dt, m, mv);
+          break;
+        }
+        case TPU_LOWP_SCALAR: break;
+#define LP_LOOP(EXPR) for (int64_t k = 0; k < mv; k += 16) { \
+          const __m512 x = _mm512_loadu_ps(a + k), y = _mm512_loadu_ps(b + k), z = _mm512_loadu_ps(c + k); \
+          (void)y; (void)z; _mm512_store_ps(d + k, (EXPR)); } break;
+        case TPU_LOWP_COPY: LP_LOOP(x)
+        case TPU_LOWP_NEG: LP_LOOP(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))))
+        case TPU_LOWP_ABS: LP_LOOP(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff))))
+        case TPU_LOWP_SQRT: LP_LOOP(_mm512_sqrt_ps(x))
+        case TPU_LOWP_RSQRT: LP_LOOP(_mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(x)))
+        case TPU_LOWP_RECIP: LP_LOOP(_mm512_div_ps(_mm512_set1_ps(1.0f), x))
+        case TPU_LOWP_ADD: LP_LOOP(TFN(lp_add)(x, y))
+        case TPU_LOWP_SUB: LP_LOOP(_mm512_sub_ps(x, y))
+        case TPU_LOWP_MUL: LP_LOOP(TFN(lp_mul)(x, y))
+        case TPU_LOWP_DIV: LP_LOOP(_mm512_div_ps(x, y))
+        /* (a != a) ? a : ((b != b) ? b : (a > b ? a : b)), and with < for MIN */
+        case TPU_LOWP_MAX: LP_LOOP(_mm512_mask_mov_ps(_mm512_mask_mov_ps(_mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, y, _CMP_GT_OQ), x), TFN(lp_nan)(y), y), TFN(lp_nan)(x), x))
+        case TPU_LOWP_MIN: LP_LOOP(_mm512_mask_mov_ps(_mm512_mask_mov_ps(_mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, y, _CMP_LT_OQ), x), TFN(lp_nan)(y), y), TFN(lp_nan)(x), x))
+        case TPU_LOWP_CMP:
+          switch (I->aux) {
+            case TPU_IR_CMP_EQ: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ)))
+            case TPU_IR_CMP_NE: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, y, _CMP_NEQ_UQ)))
+            case TPU_IR_CMP_LT: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, y, _CMP_LT_OQ)))
+            case TPU_IR_CMP_LE: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, y, _CMP_LE_OQ)))
+            case TPU_IR_CMP_GT: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, y, _CMP_GT_OQ)))
+            case TPU_IR_CMP_GE: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, y, _CMP_GE_OQ)))
+            default: return -1;
+          }
+          break;
+        case TPU_LOWP_NZ: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ)))
+        case TPU_LOWP_NOT: LP_LOOP(TFN(lp_bool)(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ)))
+        case TPU_LOWP_SELECT: LP_LOOP(_mm512_mask_mov_ps(z, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_UQ), y))
+        case TPU_LOWP_CLAMP: { /* v = (v != v) ? v : (v < lo ? lo : v); (v != v) ? v : (v > hi ? hi : v); x = lo */
+          for (int64_t k = 0; k < mv; k += 16) {
+            const __m512 lo = _mm512_loadu_ps(a + k), hi = _mm512_loadu_ps(c + k);
+            __m512 v = _mm512_loadu_ps(b + k);
+            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), lo);
+            v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), hi);
+            _mm512_store_ps(d + k, v);
+          }
+          break;
+        }
+        case TPU_LOWP_ROUND: LP_LOOP(TFN(lp_round)(x, I->dt))
+#undef LP_LOOP
+        case TPU_LOWP_KERNEL: {
+          const void* in[3] = {a, b, c};
+          if (TFN(tile_compute)(I->op, I->op->type.dtype, d, I->in_dt, in, mv)) return -1;
+          break;
+        }
+        case TPU_LOWP_CUSTOM: {
+          const void* in[4] = {a, b, c, rp[I->e]};
+          io->custom(io->ctx, I->op, d, in, mv);
+          break;
+        }
+        default: return -1;
+      }
+    }
+    TFN(lp_store)((char*)io->out + i0 * (P->out_dtype == TPU_DTYPE_F32 ? 4 : 2), P->out_dtype, rp[P->out_reg], m);
+  }
+  return 0;
+}
+#endif
+
 const tpu_host_tile_ops_t TILE_CAT(tpu_host_tile_ops, TILE_SUFFIX) = {
   .load = TFN(tile_load), .store = TFN(tile_store), .compute = TFN(tile_compute),
 #if defined(__AVX512BF16__)
   .bin_bf16 = TFN(tile_bin_bf16), .bin_bf16_scalar = TFN(tile_bin_bf16_scalar),
+#endif
+#if defined(__AVX512F__)
+  .lowp_run = TFN(tile_lowp_run),
 #endif
 };
