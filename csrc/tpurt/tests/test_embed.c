@@ -30,6 +30,14 @@ static tpu_ir_op_t custom(int target, int64_t i1, int64_t pad) {
   op.opcode = TPU_IR_CUSTOM; op.i0 = target; op.i1 = i1; op.a[0][0] = pad;
   return op;
 }
+/* runs one op that must succeed */
+static void run_ok(int target, int64_t i1, int64_t pad, int n, const tpu_host_view_t* xs, const tpu_host_view_t* out,
+                   int it, const char* what) {
+  tpu_ir_op_t op = custom(target, i1, pad);
+  tpu_status_t st = tpu_host_k_custom(&op, n, xs, out);
+  CHECK(st == TPU_OK, "case %d %s: %s", it, what, st ? tpu_status_message(st) : "");
+  tpu_status_free(st);
+}
 static int64_t ld_idx(const void* p, int i32, int64_t i) { return i32 ? ((const int32_t*)p)[i] : ((const int64_t*)p)[i]; }
 
 /* one random case: table [nw, D] (f32 / bf16 / f64, optionally transposed), N ids, B bags */
@@ -82,24 +90,15 @@ static void run_case(int it) {
   /* offset2bag (the bags, found once) and bag_size from it */
   int64_t o2b[64], bs[16];
   tpu_host_view_t o2v = view(o2b, TPU_DTYPE_I64, 1, N, 0, 1, 0), bsv = view(bs, TPU_DTYPE_I64, 1, no, 0, 1, 0);
-  tpu_ir_op_t op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad);
-  tpu_status_t st = tpu_host_k_custom(&op, 2, xs + 1, &o2v);
-  CHECK(st == TPU_OK, "case %d offset2bag: %s", it, tpu_status_message(st));
-  tpu_status_free(st);
+  run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 16, pad, 2, xs + 1, &o2v, it, "offset2bag");
   tpu_host_view_t sx[3] = {xs[1], o2v, xs[2]};
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad);
-  st = tpu_host_k_custom(&op, 3, sx, &bsv);
-  CHECK(st == TPU_OK, "case %d bag_size", it);
-  tpu_status_free(st);
+  run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG, i1 | 32, pad, 3, sx, &bsv, it, "bag_size");
   for (int64_t i = 0; i < N; ++i) CHECK(o2b[i] == (bag[i] > 0 ? bag[i] : 0), "case %d offset2bag[%lld]", it, (long long)i);
   for (int64_t b = 0; b < no; ++b) CHECK(bs[b] == (b < B ? size[b] : 0), "case %d bag_size[%lld]", it, (long long)b);
   /* forward rows, in the table's dtype, from (weight, ids, offset2bag, psw) */
   char* out = malloc((size_t)(B * D > 0 ? B * D : 1) * wes);
   tpu_host_view_t ov = view(out, wdt, 2, B, D, D, 1), rx[4] = {xs[0], xs[1], o2v, xs[3]};
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad);
-  st = tpu_host_k_custom(&op, 3 + psw, rx, &ov);
-  CHECK(st == TPU_OK, "case %d forward: %s", it, tpu_status_message(st));
-  tpu_status_free(st);
+  run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG, i1, pad, 3 + psw, rx, &ov, it, "forward");
   const double tol = wdt == TPU_DTYPE_BF16 ? 1e-2 : wdt == TPU_DTYPE_F32 ? 1e-5 : 1e-12;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t d = 0; d < D; ++d) {
@@ -116,15 +115,9 @@ static void run_case(int it) {
   char* mout = malloc((size_t)(B * D > 0 ? B * D : 1) * wes);
   tpu_host_view_t miv = view(mi, TPU_DTYPE_I64, 2, B, D, D, 1), mov = view(mout, wdt, 2, B, D, D, 1);
   tpu_host_view_t mx[3] = {xs[0], xs[1], o2v};
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | (last ? 8 : 0) | 48, pad);
-  st = tpu_host_k_custom(&op, 3, mx, &miv);
-  CHECK(st == TPU_OK, "case %d max_indices: %s", it, tpu_status_message(st));
-  tpu_status_free(st);
+  run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | (last ? 8 : 0) | 48, pad, 3, mx, &miv, it, "max_indices");
   tpu_host_view_t mr[3] = {xs[0], miv, bsv};
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | (last ? 8 : 0), pad);
-  st = tpu_host_k_custom(&op, 3, mr, &mov);
-  CHECK(st == TPU_OK, "case %d max rows: %s", it, tpu_status_message(st));
-  tpu_status_free(st);
+  run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG, 2 | (last ? 8 : 0), pad, 3, mr, &mov, it, "max rows");
   for (int64_t b = 0; b < B; ++b)
     for (int64_t d = 0; d < D; ++d) {
       int64_t k = 0;
@@ -149,10 +142,7 @@ static void run_case(int it) {
   tpu_host_view_t bx[5] = {f64 ? view(g, mdt, 2, B, D, D, 1) : view(gf, mdt, 2, B, D, D, 1), xs[1], o2v, bsv, xs[3]};
   double* dw = malloc((size_t)(nw * D) * 8);
   tpu_host_view_t dwv = view(dw, mdt, 2, nw, D, D, 1);
-  op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, mean | (psw ? 4 : 0) | (scale ? 8 : 0), pad);
-  st = tpu_host_k_custom(&op, 4 + psw, bx, &dwv);
-  CHECK(st == TPU_OK, "case %d backward: %s", it, tpu_status_message(st));
-  tpu_status_free(st);
+  run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, mean | (psw ? 4 : 0) | (scale ? 8 : 0), pad, 4 + psw, bx, &dwv, it, "backward");
   for (int64_t r = 0; r < nw; ++r)
     for (int64_t d = 0; d < D; ++d) {
       double s = 0, cnt = 0;
@@ -170,10 +160,7 @@ static void run_case(int it) {
     }
   { /* max backward: grad[b, d] to row max_indices[b, d] for bags with bag_size > 0, in bag order */
     tpu_host_view_t xb[3] = {bx[0], miv, bsv};
-    op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 2, pad);
-    st = tpu_host_k_custom(&op, 3, xb, &dwv);
-    CHECK(st == TPU_OK, "case %d max backward: %s", it, tpu_status_message(st));
-    tpu_status_free(st);
+    run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 2, pad, 3, xb, &dwv, it, "max backward");
     for (int64_t r = 0; r < nw; ++r)
       for (int64_t d = 0; d < D; ++d) {
         double s = 0;
@@ -186,10 +173,7 @@ static void run_case(int it) {
   if (B > 0) {
     double dp[64];
     tpu_host_view_t px[4] = {bx[0], xs[0], xs[1], o2v}, dpv = view(dp, TPU_DTYPE_F64, 1, N, 0, 1, 0);
-    op = custom(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 16, pad);
-    st = tpu_host_k_custom(&op, 4, px, &dpv);
-    CHECK(st == TPU_OK, "case %d psw backward: %s", it, tpu_status_message(st));
-    tpu_status_free(st);
+    run_ok(TPU_IR_CUSTOM_EMBEDDING_BAG_BWD, 16, pad, 4, px, &dpv, it, "psw backward");
     for (int64_t i = 0; i < N; ++i) {
       double s = 0;
       const int64_t k = ld_idx(ids, i32, i);
