@@ -3,7 +3,8 @@
  * interleaved so that their steps form step groups (4 groups of 2 on a 2-thread pool, against at most 1 in the traced
  * order), the executable's graph must be a permutation of the traced one, and every result must be bitwise the
  * traced order's: scheduler on and off, groups on and off, serial runs, and the second chain's result written in
- * place over the parameter both chains read first (a write after reads the new order must still respect).
+ * place over the parameter both chains read first (a write after reads the new order must still respect). Solo steps
+ * (never grouped: large memory-bound ones) get rounds of their own.
  * Legend: N matrix size; x, wa, wb parameters (N, N). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,10 +121,43 @@ static void test_two_chains(void) {
   tpu_ir_graph_free(&g);
 }
 
+/* Solo steps (in->solo: memory-bound steps exec.c's plan_groups never groups, TPU_HOST_GRP_SOLO_NUMEL) are placed
+ * in rounds of their own: 4 independent equal steps on 2 threads form one round; all solo, 4 rounds of 1; the first
+ * solo, it alone, then a round of 2 (the third step's lane would run past the round's length) and the last. */
+static void test_solo_rounds(void) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  const int64_t d = 8;
+  const int x = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &d);
+  const int ops[4] = {TPU_IR_EXP, TPU_IR_TANH, TPU_IR_NEG, TPU_IR_ABS};
+  for (int k = 0; k < 4; ++k) tpu_ir_output(&g, tpu_ir_unary(&g, ops[k], x));
+  CHECK(g.status == TPU_OK && g.n_ops == 5, "solo graph");
+  int32_t unit[5], order[5];
+  double cost[5], bytes[5] = {0};
+  uint8_t solo[5] = {0}, cut[5];
+  for (int v = 0; v < 5; ++v) { unit[v] = v ? v : TPU_HOST_SCHED_SRC; cost[v] = v ? 20000 : 0; }
+  for (int c = 0; c < 3; ++c) {
+    for (int v = 1; v < 5; ++v) solo[v] = c == 1 || (c == 2 && v == 1);
+    tpu_host_sched_in_t in = {.g = &g, .unit = unit, .cost = cost, .bytes = bytes, .solo = c ? solo : NULL, .nth = 2};
+    tpu_host_sched_stats_t S;
+    int changed = 0;
+    tpu_status_t st = tpu_host_sched_order(&in, order, &changed, cut, &S);
+    CHECK(st == TPU_OK, "solo order");
+    tpu_status_free(st);
+    const int want_rounds = c == 0 ? 1 : c == 1 ? 4 : 3, want_wide = c == 1 ? 0 : 1;
+    CHECK(S.rounds == want_rounds && S.wide == want_wide, "solo case %d: %d rounds (%d wide), want %d (%d)", c,
+          S.rounds, S.wide, want_rounds, want_wide);
+    for (int i = 0; i < 5; ++i) /* a solo step starts a round and the next step starts another */
+      if (c && order[i] > 0 && solo[order[i]]) CHECK(cut[i] && (i == 4 || cut[i + 1]), "solo case %d: step %d shares a round", c, order[i]);
+  }
+  tpu_ir_graph_free(&g);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
   test_two_chains();
+  test_solo_rounds();
   printf("test_exec_sched: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
