@@ -296,7 +296,8 @@ static tpu_status_t plan_scalar_batches(tpu_host_exe_t* e) {
  * and write different ones. plan_groups finds runs of consecutive steps that read none of each other's results
  * (no reordering) and keeps those whose estimated cost (step_cost) two threads running one step each would
  * finish sooner. A memory-bound step large enough to split over the pool on its own is never grouped (it ends
- * the run: exec_sched.h's TPU_HOST_GRP_SOLO_NUMEL, cache locality); the runner chooses every step's destination first, in step order, then runs the group with
+ * the run: exec_sched.h's TPU_HOST_GRP_SOLO_NUMEL, cache locality); the runner chooses every step's destination
+ * first, in step order, then runs the group with
  * tpu_pool_parallel_for_each (costliest first, each kernel's own parallel_for calls inline on its thread; only
  * on pool workers that are awake: the run wakes them as it starts), then frees the temporaries. Kernel arithmetic does not depend on the thread that runs it: the same bits. */
 static int g_groups = -1; /* -1: TORCH_TPU_EXEC_GROUPS not read yet */
