@@ -247,9 +247,14 @@ def test_aot_graphs_use_the_op():
     fw, bw = (str(g.code) for g in graphs[:2])
     assert "torch_tpu.group_norm_f32.default" in fw and "native_group_norm" not in fw, fw
     assert "torch_tpu.group_norm_f32_backward.default" in bw, bw
+    torch._dynamo.reset()  # an earlier test compiled _Block.forward for static sizes
     dyn = torch.compile(_Block().to(DEV), backend="tpu", dynamic=True)
-    for n in (2, 5):
+    torch_tpu.reset_metrics()
+    for n in (2, 5, 7):
         dyn(torch.randn(n, 4, 6, 3, device=DEV)).backward()
+        frames = torch_tpu.metrics()["compile_frames"] if n == 2 else frames
+    m = torch_tpu.metrics()  # Dynamo compiled the frame at the first batch size only
+    assert m["compile_recompiles"] == 0 and m["compile_frames"] == frames, torch_tpu.recompile_reasons()
 
 
 def test_stablehlo_oracle():
@@ -264,3 +269,34 @@ def test_stablehlo_oracle():
     names = [r["op"] for r in recs]
     assert any("group_norm_f32_backward" in n for n in names), names
     check_records(recs)
+
+
+def test_forward_ad_takes_the_old_path():
+    """GroupNormF32 has no jvp: dual inputs (forward_ad, torch.func.jvp) keep CUDA's cast-up path, whose
+    native_group_norm has a forward derivative; primal and tangent equal group_norm on x.float()."""
+    import torch.autograd.forward_ad as fwAD
+
+    x, w, b, _ = _inputs((2, 6, 5), 3, "both", torch.bfloat16, "contiguous", seed=21)
+    t = torch.randn(x.shape, generator=_gen(22)).to(torch.bfloat16)
+    xd, td, wd, bd = (v.to(DEV) for v in (x, t, w, b))
+    with fwAD.dual_level():
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            y, dy = fwAD.unpack_dual(F.group_norm(fwAD.make_dual(xd, td), 3, wd, bd))
+        y0, dy0 = fwAD.unpack_dual(F.group_norm(fwAD.make_dual(xd.float(), td.float()), 3, wd, bd))
+    assert y.dtype == torch.float32 and torch.equal(y.cpu(), y0.cpu()) and torch.equal(dy.cpu(), dy0.cpu())
+
+    def amp_gn(v):
+        with torch.autocast(DEV, dtype=torch.bfloat16):
+            return F.group_norm(v, 3, wd, bd)
+
+    y1, dy1 = torch.func.jvp(amp_gn, (xd,), (td,))  # functorch's jvp: compared with its own old path
+    y2, dy2 = torch.func.jvp(lambda v: F.group_norm(v.float(), 3, wd, bd), (xd,), (td,))
+    assert torch.equal(y1.cpu(), y2.cpu()) and torch.equal(dy1.cpu(), dy2.cpu())
+
+
+def test_cpu_tensor_under_tpu_autocast():
+    """tpu autocast does not touch CPU tensors: CPU group_norm on bf16 stays bf16 (no autocast on CPU)."""
+    x = torch.randn(2, 6, 5, generator=_gen(23)).to(torch.bfloat16)
+    with torch.autocast(DEV, dtype=torch.bfloat16):
+        y = F.group_norm(x, 3)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, F.group_norm(x, 3))

@@ -303,3 +303,23 @@ def test_like_factories():
     assert 0 <= u.min() and u.max() < 1
     i = torch.randint_like(x, 0, 3).cpu()
     assert set(i.float().unique().tolist()) == {0.0, 1.0, 2.0}
+
+
+def test_efficientzerotensor_forward_ad():
+    """Forward-mode AD's zero tangents (aten::_efficientzerotensor) on tpu: no storage bytes, the ZeroTensor
+    key, materialized as zeros by any op; a jvp with an untangented weight matches CPU."""
+    import torch.autograd.forward_ad as fwAD
+
+    z = torch._efficientzerotensor((2, 3), dtype=torch.float32, device="tpu")
+    assert z.device.type == "tpu" and z._is_zerotensor() and z.shape == (2, 3)
+    one = torch.ones(2, 3, device="tpu")
+    assert torch.equal((z + one).cpu(), torch.ones(2, 3)) and torch.equal((z * one).cpu(), torch.zeros(2, 3))
+    g = torch.Generator().manual_seed(5)
+    x, t, w, b = (torch.randn(s, generator=g) for s in ((4, 7), (4, 7), (3, 7), (3,)))
+    res = []
+    for dev in ("cpu", "tpu"):
+        with fwAD.dual_level():
+            y = torch.nn.functional.linear(fwAD.make_dual(x.to(dev), t.to(dev)), w.to(dev), b.to(dev))
+            res.append([v.cpu() for v in fwAD.unpack_dual(y)])
+    torch.testing.assert_close(res[1][0], res[0][0])
+    torch.testing.assert_close(res[1][1], res[0][1])

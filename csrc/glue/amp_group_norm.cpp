@@ -148,6 +148,14 @@ Tensor3 fwd_autograd(const Tensor& input, const OptTensor& weight, const OptTens
   return {r[0], r[1], r[2]};
 }
 
+// Forward-mode AD (a dual tensor of torch.autograd.forward_ad, or functorch's jvp / vmap wrappers) takes the old
+// path: GroupNormF32 (a C++ custom Function) has no jvp, native_group_norm has one.
+bool forward_ad(const OptTensor& t) {
+  if (!t.has_value() || !t->defined()) return false;
+  constexpr c10::DispatchKeySet kFunctorch({c10::DispatchKey::FuncTorchGradWrapper, c10::DispatchKey::FuncTorchBatched});
+  return t->_fw_grad(/*level=*/0).defined() || t->key_set().has_any(kFunctorch);
+}
+
 // ---- aten::group_norm's AutocastPrivateUse1 kernel
 Tensor group_norm_autocast(const Tensor& input, int64_t num_groups, const OptTensor& weight_opt,
                            const OptTensor& bias_opt, double eps, bool cudnn_enabled) {
@@ -157,7 +165,7 @@ Tensor group_norm_autocast(const Tensor& input, int64_t num_groups, const OptTen
   const OptTensor bias32 = at::autocast::cached_cast(at::kFloat, bias_opt, kTpu);
   const bool low = at::autocast::is_eligible(input, kTpu) &&
                    (input.scalar_type() == at::kBFloat16 || input.scalar_type() == at::kHalf);
-  if (!low) {  // CUDA's fp32 policy as it is
+  if (!low || forward_ad(input) || forward_ad(weight_opt) || forward_ad(bias_opt)) {  // CUDA's fp32 policy as it is
     return at::group_norm(at::autocast::cached_cast(at::kFloat, input, kTpu), num_groups, weight32, bias32, eps,
                           cudnn_enabled);
   }

@@ -13,6 +13,7 @@
 #include <ATen/InferSize.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/is_set_to_native.h>
@@ -119,6 +120,19 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
                                            c10::dtype_or_default(dtype));
 }
 
+// Forward-mode AD's zero tangents (as on CPU / CUDA): a tensor with the ZeroTensor key and no storage bytes;
+// the ZeroTensor fallback materializes it (as tpu zeros) for any op without a ZeroTensor kernel.
+at::Tensor efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory) {
+  check_tpu_options(layout, pin_memory);
+  const c10::Device d = c10::device_or_default(device);
+  TORCH_CHECK(d.type() == kTpu, "tpu _efficientzerotensor: expected a tpu device, got ", d);
+  at::native::ZeroTensorAllocator zeros(c10::Device(kTpu, d.has_index() ? d.index() : current_device()));
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &zeros, keys, c10::dtype_or_default(dtype), std::nullopt);
+}
+
 // ---------------------------------------------------------------- views
 
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -208,6 +222,7 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(efficientzerotensor));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
