@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import time
 
 import pytest
 import torch_tpu
@@ -24,7 +25,7 @@ def _check(r) -> None:
         return
     assert set(r) == {"rtt_ns", "rtt_p10_ns", "rtt_cycles", "cpus", "trips"}
     assert isinstance(r["rtt_ns"], float) and isinstance(r["rtt_p10_ns"], float)
-    assert 0.0 < r["rtt_p10_ns"] <= r["rtt_ns"] <= 2e6  # >= 100 trips inside the probe's 1 ms budget (+ slack)
+    assert 0.0 < r["rtt_p10_ns"] <= r["rtt_ns"]  # no upper bound: a preempted trip is timed at any length
     assert isinstance(r["rtt_cycles"], float) and r["rtt_cycles"] >= 0.0
     a, b = r["cpus"]
     assert a < b and {a, b} <= os.sched_getaffinity(0)
@@ -62,8 +63,12 @@ def test_bench_common_modes(monkeypatch) -> None:
         with bc.ModeMonitor() as inner:  # nested: the outer one probes
             pass
         assert bc.bench(lambda: None, "cpu", warmup=0, repeat=1) >= 0.0 and bc.LAST_MODE == "?"
+        deadline = time.monotonic() + 30.0  # the watcher thread probes during the round (a liveness check)
+        while len(mon.samples) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        during = len(mon.samples)
     assert inner.samples == [] and inner.mode == "?"
-    assert len(mon.samples) >= 2 and set(mon.samples) <= {"near", "far", "?"}
+    assert during >= 2 and len(mon.samples) > during and set(mon.samples) <= {"near", "far", "?"}
     assert mon.mode in bc.MODES
     assert math.isnan(mon.far_share) or 0.0 <= mon.far_share <= 1.0
     monkeypatch.setenv("TORCH_TPU_BENCH_MODE_PERIOD_S", "-1")

@@ -31,7 +31,7 @@ static void check_record(tpu_status_t st, const tpu_rt_cpu_distance_t* d, const 
   CHECK(CPU_ISSET(d->cpu_a, allowed) && CPU_ISSET(d->cpu_b, allowed));
   CHECK(d->trips >= 100 && d->trips <= 1000);
   /* bounded by construction: >= 100 trips within the 1 ms budget (2 ms: slack for its clock checks) */
-  CHECK(d->rtt_ns > 0.0 && d->rtt_ns <= 2e6);
+  CHECK(d->rtt_ns > 0.0); /* no upper bound: a preempted trip is timed at any length (no timings in tests) */
   CHECK(d->rtt_p10_ns > 0.0 && d->rtt_p10_ns <= d->rtt_ns);
 #if defined(__x86_64__) || defined(__i386__)
   CHECK(d->rtt_cycles > 0.0);
@@ -106,7 +106,7 @@ static void test_probe_preempted(void) {
       tpu_status_free(st);
     } else {
       ok++;
-      CHECK(d.trips >= 100 && d.rtt_p10_ns > 0.0 && d.rtt_p10_ns <= d.rtt_ns && d.rtt_ns <= 2e6);
+      CHECK(d.trips >= 100 && d.rtt_p10_ns > 0.0 && d.rtt_p10_ns <= d.rtt_ns);
     }
   }
   atomic_store(&g_hog_stop, 1);
