@@ -718,8 +718,8 @@ static void pool_awake(void) {
  * in place over x) read none of each other's results, so they run side by side. B may then not write over x
  * while A still reads it (b_first: B before A, x's last reader is A; else A, the other reader of x, runs in B's
  * group). Results: bitwise those of fresh outputs, with groups on (pool, serial) and off. Grouped: 2K-64K
- * elements (below, two ~3 us steps gain less than a hand-off costs; from TPU_HOST_GRP_SOLO_NUMEL on, each step
- * splits over the pool alone: the same checks then run without a group). */
+ * elements (below, two ~3 us steps gain less than a hand-off costs; from 64K = 2 chunks of the clusters' 32K grain
+ * on, each step splits over the pool alone, a solo step: the same checks then run without a group). */
 static void test_group_inplace(int64_t n, int b_first) {
   tpu_ir_graph_t g;
   tpu_ir_graph_init(&g);
@@ -738,7 +738,7 @@ static void test_group_inplace(int64_t n, int b_first) {
   int32_t ng = 0;
   /* The plan is for this process's pool: with more than 2 threads a mid-size step may split over all of them
    * instead (the results below are checked anyway) */
-  const int want = n >= 2000 && n < TPU_HOST_GRP_SOLO_NUMEL, planned = tpu_pool_num_threads() <= 2;
+  const int want = n >= 2000 && n < 65536, planned = tpu_pool_num_threads() <= 2;
   CHECK(!planned || (tpu_host_exe_num_groups(e, &ng) == want && ng == 2 * want), "group in place n=%lld: %d groups, %d steps",
         (long long)n, tpu_host_exe_num_groups(e, NULL), ng);
   float *X = malloc((size_t)n * 4), *X0 = malloc((size_t)n * 4), *Y = malloc((size_t)n * 4);
@@ -770,7 +770,7 @@ static void test_group_inplace(int64_t n, int b_first) {
  * status is dropped (ASan: nothing leaks); the executable stays usable. Serial (the group's steps inline,
  * costliest first: the index_select), the failure skips the group's later step (exp, after it in step order). */
 static void test_group_error(void) {
-  int64_t xd[2] = {600, 100}, nidx = 600, nx = 600 * 100, n = 50000; /* (below TPU_HOST_GRP_SOLO_NUMEL: grouped) */
+  int64_t xd[2] = {600, 100}, nidx = 600, nx = 600 * 100, n = 50000; /* (exp below 64K elements: not solo) */
   tpu_ir_graph_t g;
   tpu_ir_graph_init(&g);
   int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, xd), idx = tpu_ir_param(&g, TPU_DTYPE_I64, 1, &nidx);
@@ -809,6 +809,63 @@ static void test_group_error(void) {
   tpu_ir_graph_free(&g);
 }
 
+/* Solo steps (exec.c step_solo: never grouped) are the memory-bound steps that split over the pool on their own;
+ * two independent steps the cost model would group (a 2-thread pool), with or without one:
+ *   0: index_select of 100K rows (a single-threaded kernel: never solo) + exp of 60K elements   -> 1 group
+ *   1: the same index_select + exp of 70K (2+ chunks of the clusters' 32K grain: solo)          -> no group
+ *   2: sum over 100K elements (below 2 chunks of the reduce's 64K grain) + exp of 60K          -> 1 group
+ *   3: two sums over 200K elements each (2+ chunks: solo)                                       -> no group
+ * Results: bitwise the same with groups on (pool, serial) and off. */
+static void test_group_solo(int c) {
+  const int64_t nx = 1000, nidx = 100000, nz = c == 1 ? 70000 : 60000, rows = c == 3 ? 200 : 100, cols = 1000;
+  const int64_t xd[2] = {nx, 1}, rd[2] = {rows, cols}, r1[2] = {0, 1};
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  const int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, xd), idx = tpu_ir_param(&g, TPU_DTYPE_I64, 1, &nidx);
+  const int z = tpu_ir_param(&g, TPU_DTYPE_F32, 1, &nz), r = tpu_ir_param(&g, TPU_DTYPE_F32, 2, rd);
+  const int r2 = tpu_ir_param(&g, TPU_DTYPE_F32, 2, rd); /* (a second param: a reduce of a cluster would be fused) */
+  if (c <= 1) tpu_ir_output(&g, tpu_ir_index_select(&g, x, idx, 0));
+  else tpu_ir_output(&g, tpu_ir_reduce(&g, TPU_IR_MONOID_SUM, r, r1));
+  if (c <= 2) tpu_ir_output(&g, tpu_ir_unary(&g, TPU_IR_EXP, z));
+  else tpu_ir_output(&g, tpu_ir_reduce(&g, TPU_IR_MONOID_SUM, r2, r1));
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t st = tpu_host_compile(&g, &e);
+  CHECK(st == TPU_OK, "compile group solo %d", c);
+  if (st) { tpu_status_free(st); tpu_ir_graph_free(&g); return; }
+  int32_t ng = 0;
+  const int want = c == 0 || c == 2, ngr = tpu_host_exe_num_groups(e, &ng);
+  CHECK(tpu_pool_num_threads() > 2 || (ngr == want && ng == 2 * want), "group solo case %d: %d groups (%d steps), want %d",
+        c, ngr, ng, want);
+  float *X = malloc((size_t)nx * 4), *Z = malloc((size_t)nz * 4), *R = malloc((size_t)(rows * cols) * 4);
+  int64_t* I = malloc((size_t)nidx * 8);
+  const int64_t n0 = c <= 1 ? nidx : rows, n1 = c <= 2 ? nz : rows;
+  float *O[2][2];
+  for (int k = 0; k < 2; ++k) { O[k][0] = malloc((size_t)n0 * 4); O[k][1] = malloc((size_t)n1 * 4); }
+  fill((char*)X, TPU_DTYPE_F32, nx); fill((char*)Z, TPU_DTYPE_F32, nz); fill((char*)R, TPU_DTYPE_F32, rows * cols);
+  for (int64_t i = 0; i < nidx; ++i) I[i] = (i * 7919) % nx;
+  tpu_host_view_t p[5] = {{(char*)X, TPU_DTYPE_F32, 2, {nx, 1}, {1, 1}}, {(char*)I, TPU_DTYPE_I64, 1, {nidx}, {1}},
+                          {(char*)Z, TPU_DTYPE_F32, 1, {nz}, {1}}, {(char*)R, TPU_DTYPE_F32, 2, {rows, cols}, {cols, 1}},
+                          {(char*)R, TPU_DTYPE_F32, 2, {rows, cols}, {cols, 1}}};
+  for (int mode = 0; mode < 3; ++mode) { /* groups off (the reference), pool, serial */
+    const int k = mode ? 1 : 0;
+    tpu_host_view_t o[2] = {c <= 1 ? (tpu_host_view_t){(char*)O[k][0], TPU_DTYPE_F32, 2, {nidx, 1}, {1, 1}}
+                                   : (tpu_host_view_t){(char*)O[k][0], TPU_DTYPE_F32, 1, {rows}, {1}},
+                            {(char*)O[k][1], TPU_DTYPE_F32, 1, {n1}, {1}}};
+    memset(O[k][0], 0, (size_t)n0 * 4); memset(O[k][1], 0, (size_t)n1 * 4);
+    const int old = mode == 0 ? tpu_host_set_exec_groups(0) : -1;
+    pool_awake();
+    CHECK(run(e, p, NULL, o, mode == 2) == TPU_OK, "group solo case %d run mode %d", c, mode);
+    if (mode == 0) tpu_host_set_exec_groups(old);
+    if (mode) CHECK(!memcmp(O[0][0], O[1][0], (size_t)n0 * 4) && !memcmp(O[0][1], O[1][1], (size_t)n1 * 4),
+                    "group solo case %d mode %d: differs from groups off", c, mode);
+  }
+  CHECK(c > 1 || O[0][0][5] == X[(5 * 7919) % nx], "group solo case %d: index_select result", c);
+  for (int k = 0; k < 2; ++k) { free(O[k][0]); free(O[k][1]); }
+  free(X); free(Z); free(R); free(I);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
@@ -835,6 +892,7 @@ int main(void) {
     test_group_inplace(300001, b_first);
   }
   test_group_error();
+  for (int c = 0; c < 4; ++c) test_group_solo(c);
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
   test_reduce_chunking(37, 2053);

@@ -121,7 +121,7 @@ static void test_two_chains(void) {
   tpu_ir_graph_free(&g);
 }
 
-/* Solo steps (in->solo: memory-bound steps exec.c's plan_groups never groups, TPU_HOST_GRP_SOLO_NUMEL) are placed
+/* Solo steps (in->solo: memory-bound steps that split over the pool, exec.c's step_solo) are placed
  * in rounds of their own: 4 independent equal steps on 2 threads form one round; all solo, 4 rounds of 1; the first
  * solo, it alone, then a round of 2 (the third step's lane would run past the round's length) and the last. */
 static void test_solo_rounds(void) {
@@ -153,11 +153,71 @@ static void test_solo_rounds(void) {
   tpu_ir_graph_free(&g);
 }
 
+/* Through tpu_host_compile (exec.c's step_solo feeds the scheduler and plan_groups alike): two independent chains of
+ * 4 steps on [100K] values, traced one chain after the other, every value an output. Index_selects of 100K rows run
+ * on one thread, are never solo, and are paired into 4 groups of 2; tanh clusters of 100K elements split over the
+ * pool (2+ chunks of the clusters' 32K grain), are solo, and form no group. Results: bitwise the traced order's. */
+static void test_sched_solo(int ew) {
+  const int64_t M = 100000, d2[2] = {M, 1};
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  const int x = ew ? tpu_ir_param(&g, TPU_DTYPE_F32, 1, &M) : tpu_ir_param(&g, TPU_DTYPE_F32, 2, d2);
+  const int idx[2] = {tpu_ir_param(&g, TPU_DTYPE_I64, 1, &M), tpu_ir_param(&g, TPU_DTYPE_I64, 1, &M)};
+  int out[2 * LEN];
+  for (int c = 0; c < 2; ++c) {
+    int a = x;
+    for (int k = 0; k < LEN; ++k)
+      out[c * LEN + k] = a = ew ? tpu_ir_unary(&g, TPU_IR_TANH, a) : tpu_ir_index_select(&g, a, idx[c], 0);
+  }
+  for (int k = 0; k < 2 * LEN; ++k) tpu_ir_output(&g, out[k]);
+  CHECK(g.status == TPU_OK, "sched solo build %d", ew);
+  tpu_host_exe_t *es = NULL, *et = NULL;
+  const int old = tpu_host_set_exec_sched(1);
+  tpu_status_t st = tpu_host_compile(&g, &es);
+  tpu_host_set_exec_sched(0);
+  if (!st) st = tpu_host_compile(&g, &et);
+  tpu_host_set_exec_sched(old);
+  CHECK(st == TPU_OK, "sched solo compile: %s", st ? tpu_status_message(st) : "");
+  if (st) { tpu_status_free(st); tpu_host_exe_free(es); tpu_ir_graph_free(&g); return; }
+  if (tpu_pool_num_threads() == 2) {
+    int32_t ns = 0;
+    const int gsn = tpu_host_exe_num_groups(es, &ns), want = ew ? 0 : LEN;
+    CHECK(gsn == want && ns == 2 * want, "sched solo %s: %d groups (%d steps), want %d of 2", ew ? "tanh" : "index_select",
+          gsn, ns, want);
+  }
+  const size_t K = 2 * LEN;
+  float *X = malloc((size_t)M * 4), *R = malloc((size_t)M * 4 * K), *O = malloc((size_t)M * 4 * K);
+  int64_t* I = malloc((size_t)M * 16);
+  for (int64_t i = 0; i < M; ++i) { X[i] = frand() * 4; I[i] = (i * 7919) % M; I[M + i] = (i * 104729 + 3) % M; }
+  tpu_host_view_t p[3] = {{(char*)X, TPU_DTYPE_F32, ew ? 1 : 2, {M, 1}, {1, 1}}, {(char*)I, TPU_DTYPE_I64, 1, {M}, {1}},
+                          {(char*)(I + M), TPU_DTYPE_I64, 1, {M}, {1}}};
+  tpu_host_view_t fr[2 * LEN], o[2 * LEN];
+  for (size_t k = 0; k < K; ++k) {
+    fr[k] = (tpu_host_view_t){(char*)(R + k * M), TPU_DTYPE_F32, ew ? 1 : 2, {M, 1}, {1, 1}};
+    o[k] = (tpu_host_view_t){(char*)(O + k * M), TPU_DTYPE_F32, ew ? 1 : 2, {M, 1}, {1, 1}};
+  }
+  st = run(et, p, fr, 0);
+  CHECK(st == TPU_OK, "sched solo traced run");
+  tpu_status_free(st);
+  for (int serial = 0; serial < 2; ++serial) {
+    memset(O, 0, (size_t)M * 4 * K);
+    st = run(es, p, o, serial);
+    CHECK(st == TPU_OK, "sched solo run");
+    tpu_status_free(st);
+    CHECK(!memcmp(O, R, (size_t)M * 4 * K), "sched solo %d serial %d: differs from the traced order", ew, serial);
+  }
+  free(X); free(R); free(O); free(I);
+  tpu_host_exe_free(es); tpu_host_exe_free(et);
+  tpu_ir_graph_free(&g);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
   test_two_chains();
   test_solo_rounds();
+  test_sched_solo(0);
+  test_sched_solo(1);
   printf("test_exec_sched: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

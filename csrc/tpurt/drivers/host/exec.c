@@ -114,6 +114,8 @@ static int plan_elementwise(const tpu_ir_graph_t* G, int v, int custom_on) {
  * no wall-time gain could be shown under load (benchmarks/RESULTS.md, [exec]). Results do not depend
  * on it (kernels compute their units the same way whatever the chunking). */
 #define GRAPH_MIN_STEPS 4
+/* Elements per pool chunk of an elementwise cluster (run_cluster_leaves) and of a lone direct convert */
+enum { CLUSTER_GRAIN = 32768 };
 static _Atomic int g_graph_div = 0; /* 0: not read from the environment yet */
 static int graph_grain_div(void) {
   int v = atomic_load_explicit(&g_graph_div, memory_order_relaxed);
@@ -295,8 +297,8 @@ static tpu_status_t plan_scalar_batches(tpu_host_exe_t* e) {
  * backward graph's input and weight gradients, or an optimizer's per-parameter updates, read the same values
  * and write different ones. plan_groups finds runs of consecutive steps that read none of each other's results
  * (no reordering) and keeps those whose estimated cost (step_cost) two threads running one step each would
- * finish sooner. A memory-bound step large enough to split over the pool on its own is never grouped (it ends
- * the run: exec_sched.h's TPU_HOST_GRP_SOLO_NUMEL, cache locality); the runner chooses every step's destination
+ * finish sooner. A memory-bound step that splits over the pool on its own (step_solo) is never grouped (it ends
+ * the run: cache locality, see exec_sched.h); the runner chooses every step's destination
  * first, in step order, then runs the group with
  * tpu_pool_parallel_for_each (costliest first, each kernel's own parallel_for calls inline on its thread; only
  * on pool workers that are awake: the run wakes them as it starts), then frees the temporaries. Kernel arithmetic does not depend on the thread that runs it: the same bits. */
@@ -323,16 +325,46 @@ static double dot_flops(const tpu_ir_graph_t* G, int v) { /* [B..., M, N] = [B..
 static double conv_flops(const tpu_ir_type_t* dy, const tpu_ir_type_t* w) {
   return w->rank && w->dims[0] > 0 ? 2 * type_numel(dy) * type_numel(w) / (double)w->dims[0] : 0;
 }
+/* Whether step v is "solo" (plan_groups and the scheduler never group it: exec_sched.h): a memory-bound step that
+ * splits over the pool on its own, i.e. reaches 2 pool chunks of its kernel's grain (divided by
+ * TORCH_TPU_GRAPH_GRAIN_DIV when the run applies it: GRAPH_MIN_STEPS+ steps):
+ *   an elementwise cluster (a lone CONVERT included; not a GEMM's epilogue): its output, CLUSTER_GRAIN;
+ *   REDUCE, ARGREDUCE, CUMULATIVE: their operand; PAD: its output (filled, then copied); CONCAT: its largest
+ *   operand (copied one by one): TPU_HOST_COPY_GRAIN (kernels.c).
+ * Every other step never is: products (DOT, CONV, their backward customs), kernels that run on one thread
+ * (index_select, gather, scatter, index_put, sort, iota...), and custom calls and other kernels with their own
+ * splits. The element counts only approximate the kernels' chunking (rows, tiles): a step near the bound may be
+ * judged either way. */
+static int step_solo(const tpu_host_exe_t* e, int v) {
+  const tpu_ir_graph_t* G = &e->g;
+  const tpu_ir_op_t* op = &G->ops[v];
+  double n = 0, grain = TPU_HOST_COPY_GRAIN;
+  if (e->kind[v] == K_ROOT) {
+    if (e->epi_dot[v] >= 0) return 0;
+    n = type_numel(&op->type); grain = CLUSTER_GRAIN;
+  } else if (e->kind[v] != K_LIB) {
+    return 0;
+  } else if (op->opcode == TPU_IR_REDUCE || op->opcode == TPU_IR_ARGREDUCE || op->opcode == TPU_IR_CUMULATIVE) {
+    if (op->n_in < 1) return 0;
+    n = type_numel(&G->ops[tpu_ir_operand(G, v, 0)].type);
+  } else if (op->opcode == TPU_IR_PAD) {
+    n = type_numel(&op->type);
+  } else if (op->opcode == TPU_IR_CONCAT) {
+    for (int k = 0; k < op->n_in; ++k) n = fmax(n, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
+  } else {
+    return 0;
+  }
+  const int div = e->n_steps >= GRAPH_MIN_STEPS ? graph_grain_div() : 1; /* as the run applies it */
+  return n >= 2 * fmax(1, floor(grain / div));
+}
 /* Estimated single-thread time of step v (ns): only compared with other steps' (which to group). *out_solo
- * (optional): a memory-bound step of TPU_HOST_GRP_SOLO_NUMEL+ elements (never grouped, see exec_sched.h). */
+ * (optional): step_solo. */
 static double step_cost_solo(const tpu_host_exe_t* e, int v, int* out_solo) {
   const tpu_ir_graph_t* G = &e->g;
   const tpu_ir_op_t* op = &G->ops[v];
   const double out = type_numel(&op->type);
-  int solo_ = 0, *solo = out_solo ? out_solo : &solo_;
-  *solo = 0;
+  if (out_solo) *out_solo = step_solo(e, v);
   if (e->kind[v] == K_ROOT) {
-    *solo = e->epi_dot[v] < 0 && out >= TPU_HOST_GRP_SOLO_NUMEL;
     return GRP_STEP_NS + out * (0.5 + 0.5 * e->mem_cnt[v]) + (e->epi_dot[v] >= 0 ? dot_flops(G, e->epi_dot[v]) * GRP_FLOP_NS : 0);
   }
   const tpu_ir_type_t* t0 = op->n_in > 0 ? &G->ops[tpu_ir_operand(G, v, 0)].type : NULL;
@@ -345,7 +377,6 @@ static double step_cost_solo(const tpu_host_exe_t* e, int v, int* out_solo) {
     return GRP_STEP_NS + conv_flops(t1, &op->type) * GRP_FLOP_NS; /* (x, dy) -> w */
   double m = out;
   for (int k = 0; k < op->n_in; ++k) m = fmax(m, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
-  *solo = m >= TPU_HOST_GRP_SOLO_NUMEL;
   return GRP_STEP_NS + m;
 }
 static double step_cost(const tpu_host_exe_t* e, int v) { return step_cost_solo(e, v, NULL); }
@@ -1718,7 +1749,7 @@ static tpu_status_t run_cluster_tiled(const tpu_host_exe_t* e, int root, tpu_hos
   int64_t units = J.rows / J.rows2 * J.blocks2 * J.tiles_per_row;
   /* ~32K elements per task so tiny ops stay on the calling thread */
   int64_t per_unit = TPU_MIN(inner, J.tile) * J.krows;
-  tpu_pool_parallel_for(units, TPU_MAX(1, 32768 / per_unit), cluster_worker, &J);
+  tpu_pool_parallel_for(units, TPU_MAX(1, CLUSTER_GRAIN / per_unit), cluster_worker, &J);
   return J.err;
 }
 
@@ -1733,7 +1764,7 @@ typedef struct {
   const char* src; char* dst;
   int from, to;
 } convert_job_t;
-enum { CONVERT_CHUNK = 32768 };
+enum { CONVERT_CHUNK = CLUSTER_GRAIN };
 static void convert_worker(void* ctx, int64_t c0, int64_t c1) {
   const convert_job_t* J = ctx;
   const int64_t n = c1 - c0, fs = tpu_dtype_size(J->from), ts = tpu_dtype_size(J->to);

@@ -41,12 +41,15 @@
 #define TPU_HOST_GRP_HANDOFF_NS 3000.0 /* a group's pool hand-off and wait */
 #define TPU_HOST_GRP_MAX_LANES 16
 static inline double tpu_host_grp_alone_ns(double c, int nth) { return c < 8000 ? c : 1.4 * c / nth + 2000; }
-/* A memory-bound step (an elementwise cluster or convert, a copy, a reduce...: no products) of this many elements
- * or more splits over the pool on its own (the kernels' grain is 32K elements: 2+ chunks) and is never grouped: in a
- * group it runs whole on one thread, and the next step, split by index over the pool, then reads half of it from the
- * other core's cache (with the vCPUs on different L3s bf16 softmax_backward's two 524K-element converts side by
- * side cost 552-635 us a call against 139-190 split: benchmarks/RESULTS.md, [stall] session 13). */
-#define TPU_HOST_GRP_SOLO_NUMEL 65536.0
+/* Solo steps (exec.c's step_solo decides, for plan_groups and tpu_host_sched_order alike): a memory-bound step that
+ * splits over the pool on its own, i.e. reaches 2 pool chunks of its kernel's grain (divided by
+ * TORCH_TPU_GRAPH_GRAIN_DIV when the run applies it): an elementwise cluster or lone convert (not a GEMM's epilogue)
+ * of 2 x 32K output elements, a REDUCE / ARGREDUCE / CUMULATIVE of 2 x 64K operand elements, a PAD of 2 x 64K output
+ * elements, a CONCAT with an operand of 2 x 64K. It is never grouped: in a group it would run whole on one thread,
+ * and the next step, split by index over the pool, would read half of it from the other core's cache (with the
+ * vCPUs on different L3s bf16 softmax_backward's two 524K-element converts side by side cost 552-635 us a call
+ * against 139-190 split: benchmarks/RESULTS.md, [stall] session 13). No other step is solo: products, kernels that
+ * run on one thread (index_select, gather, scatter, index_put, sort, iota...), custom calls. */
 /* The group model: a step of cost c onto the least loaded of lanes[0..nl) when it ends there by `limit`; returns
  * whether it was placed. Costs offered largest first (plan_groups, plan_model; the scheduler's rounds). */
 static inline int tpu_host_grp_lane_put(double* lane, int nl, double c, double limit) {
@@ -74,7 +77,7 @@ typedef struct {
   const double* cost;      /* per step: estimated single-thread ns */
   const double* bytes;     /* per step: its temporary's bytes (0: none, or memory that lives to the end) */
   const double* tbytes;    /* per step (optional): bytes it holds only while it runs (an epilogue's GEMM result) */
-  const uint8_t* solo;     /* per step (optional): 1 = never in a round with other steps (TPU_HOST_GRP_SOLO_NUMEL) */
+  const uint8_t* solo;     /* per step (optional): 1 = never in a round with other steps (solo steps above) */
   int nth;                 /* pool threads planned for (>= 2) */
 } tpu_host_sched_in_t;
 

@@ -251,7 +251,7 @@ static int copy_transposed(const tpu_host_view_t* s, const tpu_host_view_t* d) {
   J.nkb = (d->sizes[k] + TB - 1) / TB;
   int64_t units = J.nkb;
   for (int q = 0; q < J.nout; ++q) units *= d->sizes[J.od[q]];
-  tpu_pool_parallel_for(units, TPU_MAX(1, 65536 / (TB * d->sizes[r - 1])), transpose_worker, &J);
+  tpu_pool_parallel_for(units, TPU_MAX(1, TPU_HOST_COPY_GRAIN / (TB * d->sizes[r - 1])), transpose_worker, &J);
   return 1;
 }
 #undef TB
@@ -279,7 +279,7 @@ tpu_status_t tpu_host_k_copy(const tpu_host_view_t* src, const tpu_host_view_t* 
   if (copy_transposed(&s, &d)) return TPU_OK;
   copy_job_t J = {&s, &d, 0, r ? d.sizes[r - 1] : 1};
   J.rows = total / J.inner;
-  tpu_pool_parallel_for(J.rows, TPU_MAX(1, 65536 / J.inner), copy_worker, &J);
+  tpu_pool_parallel_for(J.rows, TPU_MAX(1, TPU_HOST_COPY_GRAIN / J.inner), copy_worker, &J);
   return TPU_OK;
 }
 
@@ -589,7 +589,7 @@ static tpu_status_t reduce_whole(const tpu_ir_op_t* op, const tpu_host_view_t* x
     }
   }
   int64_t work = TPU_MAX(1, TPU_MIN(J.chunk_len, J.rcount) * per_r);
-  tpu_pool_parallel_for(J.nitems * J.chunks, TPU_MAX(1, 65536 / work), reduce_worker, &J);
+  tpu_pool_parallel_for(J.nitems * J.chunks, TPU_MAX(1, TPU_HOST_COPY_GRAIN / work), reduce_worker, &J);
   if (J.oom) { free(J.part); return TPU_ERR(OUT_OF_MEMORY, "host: out of memory for reduction accumulators"); }
   if (J.part) {
     int64_t kidx[TPU_MAX_DIMS], xo, oo, oes = (int64_t)tpu_dtype_size(out->dtype);
@@ -744,7 +744,7 @@ tpu_status_t tpu_host_k_argreduce(const tpu_ir_op_t* op, const tpu_host_view_t* 
     return TPU_ERR(INDEX_ERROR, "argmax/argmin: expected reduction dim %d to have non-zero size", dim);
   if (nout == 0) return TPU_OK;
   arg_job_t J = {x, out, dim, (int)op->i0, tpu_host_cls(x->dtype)};
-  tpu_pool_parallel_for(nout, TPU_MAX(1, 65536 / TPU_MAX(1, n)), arg_worker, &J);
+  tpu_pool_parallel_for(nout, TPU_MAX(1, TPU_HOST_COPY_GRAIN / TPU_MAX(1, n)), arg_worker, &J);
   return TPU_OK;
 }
 
@@ -783,7 +783,7 @@ tpu_status_t tpu_host_k_cumulative(const tpu_ir_op_t* op, const tpu_host_view_t*
   if (numel_of(x) == 0) return TPU_OK;
   /* out and x share a dtype (the IR op keeps its operand's type) */
   cum_job_t J = {x, out, dim, (int)op->i0, tpu_host_cls(x->dtype)};
-  tpu_pool_parallel_for(numel_of(x) / n, TPU_MAX(1, 65536 / n), cum_worker, &J);
+  tpu_pool_parallel_for(numel_of(x) / n, TPU_MAX(1, TPU_HOST_COPY_GRAIN / n), cum_worker, &J);
   return TPU_OK;
 }
 
