@@ -84,9 +84,9 @@ def test_embedding_bag_random(dt, mode, pad, psw_on, last, nc):
 
 @pytest.mark.parametrize("mode", [0, 1, 2])
 def test_embedding_bag_thread_count_invariant(mode):
-    """Large enough to split over the pool: the results are the same bits as the same op on a 1-row-per-part
-    scale (each output element sums in id order whatever the split): compare to CPU exactly (forward) and
-    to a float64 reference (weight grad)."""
+    """Large enough to split over the pool (forward by bags, backward by table rows): the forward is still
+    CPU's bits and the weight gradient close to CPU's. (That the bits do not depend on the thread count is
+    checked by tests/test_embed.c, 1 vs 4 threads.)"""
     w, ids, off, _, grad = make_case(3, torch.float32, mode, 3, False, False, True, False, nw=300, D=37, B=700)
     (t, tw, _), (c, cw, _) = (run(d, w, ids, off, None, grad, mode, 3, False) for d in (DEV, "cpu"))
     assert torch.equal(t[0].nan_to_num(), c[0].nan_to_num())
@@ -115,3 +115,22 @@ def test_embedding_bag_max_errors_and_ids(mode):
     torch.testing.assert_close(
         torch.nn.functional.embedding_bag(ok.to(DEV), w.to(DEV), torch.tensor([0, 2]).to(DEV), mode=mode).cpu(),
         torch.nn.functional.embedding_bag(ok, w, torch.tensor([0, 2]), mode=mode))
+
+
+@pytest.mark.parametrize("dt,n", [(torch.bfloat16, 259), (torch.float16, 2051), (torch.bfloat16, 1000)])
+def test_embedding_bag_mean_large_bag_rounding(dt, n):
+    """bf16 / f16 mean of a bag whose id count is not representable in the dtype (bf16(259) = 260): PyTorch
+    divides the sum rounded to the dtype by the count rounded to it. A transposed table (not fbgemm's path)."""
+    g = torch.Generator().manual_seed(n)
+    w = torch.randn(64, 50, generator=g).t().to(dt)
+    ids, off = torch.randint(0, 50, (n,), generator=g), torch.tensor([0, n // 3])
+    t = torch.nn.functional.embedding_bag(ids.to(DEV), w.to(DEV), off.to(DEV), mode="mean").cpu()
+    assert torch.equal(t, torch.nn.functional.embedding_bag(ids, w, off, mode="mean"))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_empty_table(mode):
+    """a [0, D] table with only empty bags: zeros, as on CPU (max reads no max_indices)"""
+    w, ids, off = torch.randn(0, 3), torch.tensor([], dtype=torch.long), torch.tensor([0, 0])
+    t = torch.nn.functional.embedding_bag(ids.to(DEV), w.to(DEV), off.to(DEV), mode=mode).cpu()
+    assert torch.equal(t, torch.nn.functional.embedding_bag(ids, w, off, mode=mode))

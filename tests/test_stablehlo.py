@@ -234,7 +234,8 @@ def _backward():
 def _embedding_bag(dt):
     """embedding_bag sum / mean / max (the EMBEDDING_BAG(_BWD) custom targets), forward and backward: offsets with
     an empty bag (repeated offset) and one at the end, per_sample_weights, padding_idx, include_last_offset,
-    scale_grad_by_freq, i32 ids, 2-D ids (fixed-length bags), a transposed (non-contiguous) table, no ids, no bags"""
+    scale_grad_by_freq, i32 ids, 2-D ids (fixed-length bags), a transposed (non-contiguous) table, no ids, no bags,
+    a 259-id mean bag (bf16 rounds the count to 260, as PyTorch)"""
     def f():
         w = rn(11, 7, dtype=dt, seed=90).requires_grad_()
         wt = rn(7, 11, dtype=dt, seed=91).requires_grad_()
@@ -256,7 +257,8 @@ def _embedding_bag(dt):
                 F.embedding_bag(ids.int(), wt.t(), off.int(), mode="max", include_last_offset=True),
                 F.embedding_bag(ri(0, 11, 4, 5, seed=96), w, mode="max", padding_idx=2),
                 F.embedding_bag(ids[:0], w, off[:2] * 0, mode="mean"),  # no ids: two empty bags
-                F.embedding_bag(ids[:4], w, off[:1], mode="sum", include_last_offset=True)]  # no bags
+                F.embedding_bag(ids[:4], w, off[:1], mode="sum", include_last_offset=True),  # no bags
+                F.embedding_bag(ri(0, 11, 259, seed=97), w, off[:1], mode="mean")]  # bf16: the count 259 rounds
         loss = sum((o.float() * rn(*o.shape, seed=95 + k)).sum() for k, o in enumerate(outs))
         loss.backward()
         return outs + [w.grad, wt.grad, psw.grad]

@@ -676,10 +676,11 @@ static int embedding_bag(shlo_t* P, const tpu_ir_op_t* op, int n, const int* in)
   int to = shlo_select(P, eb_and(P, counted, in_table), bag, shlo_const_like(P, bag, EB_I64, (double)B));
   if (what == 3) return shlo_convert(P, eb_argmax(P, rows, to, ids, B), t->dtype);
   int r = eb_scatter_add(P, B, to, rows); /* [B, D] */
-  if (mode == 1) { /* the sum rounded to a 16-bit result first (PyTorch's), then / max(count, 1) */
+  if (mode == 1) { /* the sum and max(count, 1) rounded to a 16-bit result first (PyTorch's), then divided */
     if (t->dtype != md) r = shlo_convert(P, shlo_convert(P, r, t->dtype), md);
     int sz = eb_sizes(P, bag, counted, B);
     sz = shlo_convert(P, shlo_bin(P, "stablehlo.maximum", sz, shlo_const_like(P, sz, EB_I64, 1)), md);
+    if (t->dtype != md) sz = shlo_convert(P, shlo_convert(P, sz, t->dtype), md); /* the count rounded to it too */
     r = shlo_bin(P, "stablehlo.divide", r, shlo_bcast(P, sz, 2, t->dims, &bd0));
   }
   return shlo_convert(P, r, t->dtype);
@@ -728,6 +729,7 @@ static int embedding_bag_bwd(shlo_t* P, const tpu_ir_op_t* op, int n, const int*
   if (mean) { /* / max(bag_size[b], 1) */
     int sz = eb_take(P, eb_i64(P, in[3]), bc);
     sz = shlo_convert(P, shlo_bin(P, "stablehlo.maximum", sz, shlo_const_like(P, sz, EB_I64, 1)), md);
+    if (t->dtype != md) sz = shlo_convert(P, shlo_convert(P, sz, t->dtype), md); /* the count rounded to it too */
     g = shlo_bin(P, "stablehlo.divide", g, shlo_bcast(P, sz, 2, nd, &bd0));
   }
   if (psw) g = shlo_bin(P, "stablehlo.multiply", g, shlo_bcast(P, shlo_convert(P, in[4], md), 2, nd, &bd0));

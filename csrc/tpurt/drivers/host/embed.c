@@ -156,8 +156,8 @@ static tpu_status_t eb_run(int64_t parts, int64_t D, double** scratch, tpu_pool_
         else if (D == 16) add16_##SUF(acc, r);                                                                         \
         else for (int64_t d = 0; d < D; ++d) acc[d] += r[d];                                                           \
       }                                                                                                                \
-      const T den = (T)(c > 1 ? c : 1);                                                                                \
-      if (J->mode == EB_MEAN) /* a 16-bit result: PyTorch rounds the sum to it, then divides */                        \
+      const T den = sizeof(T) == 4 ? (T)round16((int)odt, (float)(c > 1 ? c : 1)) : (T)(c > 1 ? c : 1);             \
+      if (J->mode == EB_MEAN) /* a 16-bit result: PyTorch rounds the sum and the count to it, then divides */          \
         for (int64_t d = 0; d < D; ++d) acc[d] = (sizeof(T) == 4 ? (T)round16((int)odt, (float)acc[d]) : acc[d]) / den; \
       if (!own)                                                                                                        \
         for (int64_t d = 0; d < D; ++d) st_e(J->out, b * J->out->strides[0] + d * J->out->strides[1], (double)acc[d]); \
@@ -207,8 +207,9 @@ static tpu_status_t max_rows(const eb_job_t* J) {
     const int empty = ld_i(bs, b) <= 0;
     for (int64_t d = 0; d < J->D; ++d) {
       const int64_t k = ld_at(mi, b * mi->strides[0] + d * mi->strides[1]);
+      if (empty) { st_e(out, b * out->strides[0] + d * out->strides[1], 0.0); continue; } /* (an empty table too) */
       if (k < 0 || k >= J->nw) return TPU_ERR(INTERNAL, "host: EMBEDDING_BAG max_indices not from EMBEDDING_BAG (ir.h)");
-      st_e(out, b * out->strides[0] + d * out->strides[1], empty ? 0.0 : ld_e(W, k * W->strides[0] + d * W->strides[1]));
+      st_e(out, b * out->strides[0] + d * out->strides[1], ld_e(W, k * W->strides[0] + d * W->strides[1]));
     }
   }
   return TPU_OK;
@@ -293,7 +294,7 @@ typedef struct {
     if (J->B == 0) return; /* every id adds a zero row */                                                              \
     for (int64_t i = 0; i < J->N; ++i) {                                                                               \
       const int64_t raw = ld_i(J->I, i), k = raw < 0 ? raw + J->nw : raw;                                              \
-      if (k < k0 || k >= k1 || raw == J->pad) continue;                                                                \
+      if (k < k0 || k >= k1 || (J->pad >= 0 && raw == J->pad)) continue; /* pad -1: none */                            \
       const int64_t b = ld_i(J->O2B, i);                                                                               \
       const T* g = row_##SUF(J->G, b, tmp);                                                                            \
       T* a = acc + k * D;                                                                                              \
@@ -381,7 +382,7 @@ static tpu_status_t embed_bwd_weight(const tpu_ir_op_t* op, int n, const tpu_hos
     for (int64_t i = 0; i < J.N; ++i) { /* the errors, in id order, before any part runs */
       const int64_t raw = ld_i(J.I, i), k = raw < 0 ? raw + J.nw : raw;
       if (k < 0 || k >= J.nw) return oob(raw, J.nw);
-      if (raw == J.pad || J.B == 0) continue;
+      if ((J.pad >= 0 && raw == J.pad) || J.B == 0) continue;
       const int64_t b = ld_i(J.O2B, i);
       if (b < 0 || b >= J.B) return bad_id(i, b, J.B);
     }
@@ -417,7 +418,7 @@ static void psw_worker(void* ctx, int64_t t0, int64_t t1) {
     for (int64_t i = N * t / J->parts; i < N * (t + 1) / J->parts; ++i) {
       const int64_t raw = ld_i(J->I, i), b = ld_i(J->O2B, i), k = raw < 0 ? raw + J->nw : raw;
       double r = 0;
-      if (b >= 0 && b < J->B && raw != J->pad) {
+      if (b >= 0 && b < J->B && !(J->pad >= 0 && raw == J->pad)) {
         if (J->f64) {
           const double *g = row_f64(J->G, b, buf), *w = row_f64(J->W, k, buf + D);
           for (int64_t d = 0; d < D; ++d) r += g[d] * w[d];

@@ -2,7 +2,7 @@
  * one place bags are found; bag_size; max_indices; the bags' rows) and EMBEDDING_BAG_BWD (the weight gradient, or
  * the per-sample-weight gradient), with PyTorch CPU's semantics: ids before the first offset and padding_idx ids are
  * dropped, empty bags are 0 (max_indices 0), mean divides by max(non-padding ids, 1) (a bf16 / f16 result: the sum
- * rounded to it first, as PyTorch), max keeps a column's first value unless a later one is greater (NaN never
+ * and the count rounded to it first, as PyTorch), max keeps a column's first value unless a later one is greater (NaN never
  * replaces), include_last_offset ignores the last offset but checks it is <= N. Each output element sums its terms
  * in id order (the max backward: bag order) whatever the thread count; f32 math for f32 / bf16 / f16, f64 for f64;
  * any strides. Thread-safe; uses the pool.
