@@ -242,10 +242,18 @@ LOWP_OPS = {  # one-pass low-precision clusters (exec.c cluster_lowp): ops that 
 }
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["strict", "fused"])
 @pytest.mark.parametrize("dtype", LOWP)
 @pytest.mark.parametrize("shape", [(3, 1000), (7, 33, 129), (4, 2, 64, 64)])
 @pytest.mark.parametrize("op", sorted(LOWP_OPS))
-def test_lowp_clusters(dtype, shape, op):
+def test_lowp_clusters(dtype, shape, op, fused):
+    """strict eager: the clusters one op lowers to (masked_fill, clamp, where); fused eager: the whole expression
+    (and the in-place chain) as one cluster, the case the one-pass programs are for."""
+    with torch_tpu.fused_eager(fused):
+        _lowp_cluster_case(dtype, shape, op)
+
+
+def _lowp_cluster_case(dtype, shape, op):
     gen = torch.Generator().manual_seed(11)
     a, b = _rand(shape, dtype, gen), _rand(shape, dtype, gen)
     m = torch.rand(shape[-2:], generator=gen) > 0.3  # a mask broadcast over the leading dims
