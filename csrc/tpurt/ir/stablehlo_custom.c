@@ -564,7 +564,7 @@ static int eb_scatter(shlo_t* P, int64_t R, int idx, int upd, const char* fn, do
   const tpu_ir_type_t tu = *shlo_type(P, upd);
   const int64_t n1[2] = {tu.dims[0], 1}, od[2] = {R + 1, tu.rank > 1 ? tu.dims[1] : 1};
   tpu_ir_type_t ti = shlo_ty(tu.dtype, tu.rank, od);
-  int in[3] = {init == 0 ? eb_zeros(P, tu.dtype, tu.rank, od) : shlo_const(P, &ti, init, (int64_t)init),
+  int in[3] = {init == 0 ? eb_zeros(P, tu.dtype, tu.rank, od) : shlo_const(P, &ti, init, isfinite(init) ? (int64_t)init : 0),
                shlo_reshape(P, idx, 2, n1), upd};
   int s = shlo_begin(P, "stablehlo.scatter", 3, in);
   if (s < 0) return -1;
@@ -620,7 +620,7 @@ static int eb_take_cols(shlo_t* P, int x, int mi) {
  * without counted ids (rows [N, D] in the math dtype, to [N] the bag of each id or B for the dump row) */
 static int eb_argmax(shlo_t* P, int rows, int to, int ids, int64_t B) {
   const tpu_ir_type_t tr = *shlo_type(P, rows);
-  const int64_t N = tr.dims[0], D = tr.dims[1], bd = B * D, np1 = N + 1, one = 1;
+  const int64_t N = tr.dims[0], D = tr.dims[1], bd = B * D, one = 1;
   int m = eb_scatter(P, B, to, rows, "stablehlo.maximum", -INFINITY, 1); /* [B + 1, D] */
   int eq = shlo_cmp(P, TPU_IR_CMP_EQ, rows, eb_take(P, m, to));
   tpu_ir_type_t tp = shlo_ty(EB_I64, 2, tr.dims);
@@ -628,7 +628,6 @@ static int eb_argmax(shlo_t* P, int rows, int to, int ids, int64_t B) {
   int first = eb_scatter(P, B, to, pos, "stablehlo.minimum", (double)N, 0); /* [B, D], N where none */
   tpu_ir_type_t t1 = shlo_ty(EB_I64, 1, &one);
   int ids_pad = shlo_concat(P, 2, (int[]){ids, shlo_const(P, &t1, 0, 0)}, 0); /* [N + 1]: 0 past the end */
-  (void)np1;
   int64_t bdims[2] = {B, D};
   return shlo_reshape(P, eb_take(P, ids_pad, shlo_reshape(P, first, 1, &bd)), 2, bdims);
 }
