@@ -87,6 +87,7 @@ _SAME = """
     x, w, b = r(37, 130), r(65, 130) * 0.2, r(65)
     x3, res = r(3, 11, 130), r(3, 11, 65)
     q, k = r(4, 33, 64).bfloat16(), r(4, 64, 70).bfloat16()
+    qs, ks, mask = r(64, 16, 8), r(64, 8, 16), r(16, 16) > 0.5  # 16+ matrices of <= 4096: epilogue after the product
     for fused in (False, True):
         torch_tpu.set_fused_eager(fused)
         d = lambda t: t.to("tpu")
@@ -95,6 +96,8 @@ _SAME = """
         outs.append((F.linear(d(x3), d(w)) + d(res)).relu().cpu())
         outs.append(torch.bmm(d(q), d(k)).cpu())
         outs.append((torch.bmm(d(q), d(k)) * 0.125).softmax(-1).cpu())
+        outs.append((torch.bmm(d(qs), d(ks)) * 0.25).masked_fill(d(mask), -1e4).cpu())
+        outs.append((torch.bmm(d(qs[:15]), d(ks[:15])) * 0.25 + 1.0).cpu())  # 15: per matrix
         outs.append(torch.addmm(d(b), d(x), d(w).t(), beta=0.5, alpha=2.0).cpu())
         with torch.autocast("tpu", dtype=torch.bfloat16):
             outs.append(F.gelu(F.linear(d(x3), d(w), d(b))).cpu())
@@ -117,4 +120,4 @@ def _run(value: str) -> list[str]:
 
 def test_fused_epilogue_is_bit_identical_to_unfused():
     on, off = _run("1"), _run("0")
-    assert len(on) > 18 and on == off
+    assert len(on) > 22 and on == off

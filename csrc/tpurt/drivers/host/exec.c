@@ -325,37 +325,16 @@ static double dot_flops(const tpu_ir_graph_t* G, int v) { /* [B..., M, N] = [B..
 static double conv_flops(const tpu_ir_type_t* dy, const tpu_ir_type_t* w) {
   return w->rank && w->dims[0] > 0 ? 2 * type_numel(dy) * type_numel(w) / (double)w->dims[0] : 0;
 }
-/* Whether step v is "solo" (plan_groups and the scheduler never group it: exec_sched.h): a memory-bound step that
- * splits over the pool on its own, i.e. reaches 2 pool chunks of its kernel's grain (divided by
- * TORCH_TPU_GRAPH_GRAIN_DIV when the run applies it: GRAPH_MIN_STEPS+ steps):
- *   an elementwise cluster (a lone CONVERT included; not a GEMM's epilogue): its output, CLUSTER_GRAIN;
- *   REDUCE, ARGREDUCE, CUMULATIVE: their operand; PAD: its output (filled, then copied); CONCAT: its largest
- *   operand (copied one by one): TPU_HOST_COPY_GRAIN (kernels.c).
- * Every other step never is: products (DOT, CONV, their backward customs), kernels that run on one thread
- * (index_select, gather, scatter, index_put, sort, iota...), and custom calls and other kernels with their own
- * splits. The element counts only approximate the kernels' chunking (rows, tiles): a step near the bound may be
- * judged either way. */
+/* Whether step v is "solo" (plan_groups and the scheduler never group it: exec_sched.h): an elementwise cluster (a
+ * lone CONVERT included; not a GEMM's epilogue) whose output reaches 2 pool chunks of CLUSTER_GRAIN (divided by
+ * TORCH_TPU_GRAPH_GRAIN_DIV when the run applies it: GRAPH_MIN_STEPS+ steps), i.e. one that splits over the pool
+ * on its own. Every other step never is: products, reduces / cumsums / pads / concats (they split by output lines
+ * or merged copy rows, often not at all: a full sum below 256K elements, a dim-0 cat of contiguous tensors),
+ * kernels that run on one thread (index_select, gather, index_put, sort, iota...) and custom calls. */
 static int step_solo(const tpu_host_exe_t* e, int v) {
-  const tpu_ir_graph_t* G = &e->g;
-  const tpu_ir_op_t* op = &G->ops[v];
-  double n = 0, grain = TPU_HOST_COPY_GRAIN;
-  if (e->kind[v] == K_ROOT) {
-    if (e->epi_dot[v] >= 0) return 0;
-    n = type_numel(&op->type); grain = CLUSTER_GRAIN;
-  } else if (e->kind[v] != K_LIB) {
-    return 0;
-  } else if (op->opcode == TPU_IR_REDUCE || op->opcode == TPU_IR_ARGREDUCE || op->opcode == TPU_IR_CUMULATIVE) {
-    if (op->n_in < 1) return 0;
-    n = type_numel(&G->ops[tpu_ir_operand(G, v, 0)].type);
-  } else if (op->opcode == TPU_IR_PAD) {
-    n = type_numel(&op->type);
-  } else if (op->opcode == TPU_IR_CONCAT) {
-    for (int k = 0; k < op->n_in; ++k) n = fmax(n, type_numel(&G->ops[tpu_ir_operand(G, v, k)].type));
-  } else {
-    return 0;
-  }
+  if (e->kind[v] != K_ROOT || e->epi_dot[v] >= 0) return 0;
   const int div = e->n_steps >= GRAPH_MIN_STEPS ? graph_grain_div() : 1; /* as the run applies it */
-  return n >= 2 * fmax(1, floor(grain / div));
+  return type_numel(&e->g.ops[v].type) >= 2 * fmax(1, floor((double)CLUSTER_GRAIN / div));
 }
 /* Estimated single-thread time of step v (ns): only compared with other steps' (which to group). *out_solo
  * (optional): step_solo. */

@@ -44,12 +44,13 @@ static inline double tpu_host_grp_alone_ns(double c, int nth) { return c < 8000 
 /* Solo steps (exec.c's step_solo decides, for plan_groups and tpu_host_sched_order alike): a memory-bound step that
  * splits over the pool on its own, i.e. reaches 2 pool chunks of its kernel's grain (divided by
  * TORCH_TPU_GRAPH_GRAIN_DIV when the run applies it): an elementwise cluster or lone convert (not a GEMM's epilogue)
- * of 2 x 32K output elements, a REDUCE / ARGREDUCE / CUMULATIVE of 2 x 64K operand elements, a PAD of 2 x 64K output
- * elements, a CONCAT with an operand of 2 x 64K. It is never grouped: in a group it would run whole on one thread,
+ * of 2 x 32K output elements. It is never grouped: in a group it would run whole on one thread,
  * and the next step, split by index over the pool, would read half of it from the other core's cache (with the
  * vCPUs on different L3s bf16 softmax_backward's two 524K-element converts side by side cost 552-635 us a call
- * against 139-190 split: benchmarks/RESULTS.md, [stall] session 13). No other step is solo: products, kernels that
- * run on one thread (index_select, gather, scatter, index_put, sort, iota...), custom calls. */
+ * against 139-190 split: benchmarks/RESULTS.md, [stall] session 13). No other step is solo: products, reduces /
+ * cumsums / pads / concats (they split by output lines or merged copy rows, often not at all: a full sum below 256K
+ * elements, a dim-0 cat of contiguous tensors), kernels that run on one thread (index_select, gather, index_put,
+ * sort, iota...), custom calls. */
 /* The group model: a step of cost c onto the least loaded of lanes[0..nl) when it ends there by `limit`; returns
  * whether it was placed. Costs offered largest first (plan_groups, plan_model; the scheduler's rounds). */
 static inline int tpu_host_grp_lane_put(double* lane, int nl, double c, double limit) {

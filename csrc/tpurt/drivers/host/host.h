@@ -206,7 +206,7 @@ tpu_status_t tpu_host_k_custom(const tpu_ir_op_t* op, int n, const tpu_host_view
 /* Copies (with dtype conversion) src into dst of the same shape. */
 tpu_status_t tpu_host_k_copy(const tpu_host_view_t* src, const tpu_host_view_t* dst);
 /* Elements per pool chunk of the copy, reduce, argreduce and cumulative kernels (kernels.c; the pool divides it by
- * its grain divisor): a call splits over the pool from 2 chunks on (exec.c's step groups rely on it: step_solo). */
+ * its grain divisor). */
 enum { TPU_HOST_COPY_GRAIN = 65536 };
 
 #endif /* TPURT_HOST_H_ */
