@@ -58,16 +58,22 @@ static tpu_status_t run(const tpu_host_exe_t* e, const tpu_host_view_t* p, const
   return r.st;
 }
 
+/* g compiled twice: *es with the step scheduler on, *et with it off (the traced order); the first error */
+static tpu_status_t compile_sched_and_traced(const tpu_ir_graph_t* g, tpu_host_exe_t** es, tpu_host_exe_t** et) {
+  const int old = tpu_host_set_exec_sched(1);
+  tpu_status_t st = tpu_host_compile(g, es);
+  tpu_host_set_exec_sched(0);
+  if (!st) st = tpu_host_compile(g, et);
+  tpu_host_set_exec_sched(old);
+  return st;
+}
+
 static void test_two_chains(void) {
   tpu_ir_graph_t g;
   build(&g);
   CHECK(g.status == TPU_OK, "build");
   tpu_host_exe_t *es = NULL, *et = NULL;
-  const int old = tpu_host_set_exec_sched(1);
-  tpu_status_t st = tpu_host_compile(&g, &es);
-  tpu_host_set_exec_sched(0);
-  if (!st) st = tpu_host_compile(&g, &et);
-  tpu_host_set_exec_sched(old);
+  tpu_status_t st = compile_sched_and_traced(&g, &es, &et);
   CHECK(st == TPU_OK, "compile: %s", st ? tpu_status_message(st) : "");
   if (st) { tpu_status_free(st); tpu_host_exe_free(es); tpu_ir_graph_free(&g); return; }
   /* the executable reports the graph as compiled (shape families, the disk cache and recordings must see the same
@@ -172,11 +178,7 @@ static void test_sched_solo(int ew) {
   for (int k = 0; k < 2 * LEN; ++k) tpu_ir_output(&g, out[k]);
   CHECK(g.status == TPU_OK, "sched solo build %d", ew);
   tpu_host_exe_t *es = NULL, *et = NULL;
-  const int old = tpu_host_set_exec_sched(1);
-  tpu_status_t st = tpu_host_compile(&g, &es);
-  tpu_host_set_exec_sched(0);
-  if (!st) st = tpu_host_compile(&g, &et);
-  tpu_host_set_exec_sched(old);
+  tpu_status_t st = compile_sched_and_traced(&g, &es, &et);
   CHECK(st == TPU_OK, "sched solo compile: %s", st ? tpu_status_message(st) : "");
   if (st) { tpu_status_free(st); tpu_host_exe_free(es); tpu_ir_graph_free(&g); return; }
   if (tpu_pool_num_threads() == 2) {
