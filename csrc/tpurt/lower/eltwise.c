@@ -50,8 +50,9 @@ tpu_status_t lw_binary(tpu_lower_ctx_t* cx, int opcode, int ia, int ib, int ialp
 #define BIN(fn, op) static tpu_status_t fn(tpu_lower_ctx_t* cx) { return lw_binary(cx, op, 0, 1, -1, 0); }
 /* add/sub's alpha is keyed by whether it is 1 (key_class): alpha == 1 drops the b * alpha pass (b * 1 is b,
  * bit for bit, in every dtype), which the tile executor otherwise runs as a second loop over each tile
- * (x + y of 32x64x128 f32: 40% of the kernel time). A foreach element (cx->sub) has no alpha in its key. */
-static int alpha_is_one(tpu_lower_ctx_t* cx) { return !cx->sub && lw_key_scalar_is_one(cx, 2); }
+ * (x + y of 32x64x128 f32: 40% of the kernel time). _foreach_add/_sub .List/.Tensor key their alpha the same
+ * way (foreach.c, KA), so a foreach element reads it as here. */
+static int alpha_is_one(tpu_lower_ctx_t* cx) { return lw_key_scalar_is_one(cx, 2); }
 static tpu_status_t lower_add(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_ADD, 0, 1, alpha_is_one(cx) ? -1 : 2, 0); }
 static tpu_status_t lower_sub(tpu_lower_ctx_t* cx) { return lw_binary(cx, TPU_IR_SUB, 0, 1, alpha_is_one(cx) ? -1 : 2, 0); }
 static tpu_status_t lower_rsub(tpu_lower_ctx_t* cx) { /* other - self * alpha */

@@ -87,32 +87,35 @@ void tpu_lower_sub_note(tpu_lower_ctx_t* cx, int scalar, int src, int i, int j, 
   X(abs) X(acos) X(asin) X(atan) X(ceil) X(cos) X(cosh) X(erf) X(exp) X(expm1) X(floor) X(frac) X(lgamma) \
   X(log) X(log10) X(log1p) X(log2) X(neg) X(reciprocal) X(round) X(rsqrt) X(sigmoid) X(sign) X(sin) X(sinh) \
   X(sqrt) X(tan) X(tanh) X(trunc)
-/* (base, overload, single op, map): functional, in-place and out variants */
+/* (base, overload, single op, map, key): functional, in-place and out variants. key KA: alpha (argument 2) is
+ * keyed by whether it is 1, as add.out / sub.out key it (eltwise.c's alpha_is_one): alpha == 1, torch.optim's
+ * _foreach_add_(params, updates), then runs one pass without the b * alpha multiply */
+#define KA (1u << 2)
 #define FAMILIES(X) \
-  X(add, Scalar, "aten::add.out", "01") X(add, List, "aten::add.out", "012") \
-  X(add, ScalarList, "aten::add.out", "01") X(add, Tensor, "aten::add.out", "012") \
-  X(sub, Scalar, "aten::sub.out", "01") X(sub, List, "aten::sub.out", "012") X(sub, ScalarList, "aten::sub.out", "01") \
-  X(mul, Scalar, "aten::mul.out", "01") X(mul, List, "aten::mul.out", "01") \
-  X(mul, ScalarList, "aten::mul.out", "01") X(mul, Tensor, "aten::mul.out", "01") \
-  X(div, Scalar, "aten::div.out", "01") X(div, List, "aten::div.out", "01") \
-  X(div, ScalarList, "aten::div.out", "01") X(div, Tensor, "aten::div.out", "01") \
-  X(clamp_min, Scalar, "aten::clamp_min.out", "01") X(clamp_min, List, "aten::clamp_min.Tensor_out", "01") \
-  X(clamp_min, ScalarList, "aten::clamp_min.out", "01") \
-  X(clamp_max, Scalar, "aten::clamp_max.out", "01") X(clamp_max, List, "aten::clamp_max.Tensor_out", "01") \
-  X(clamp_max, ScalarList, "aten::clamp_max.out", "01") \
+  X(add, Scalar, "aten::add.out", "01", 0) X(add, List, "aten::add.out", "012", KA) \
+  X(add, ScalarList, "aten::add.out", "01", 0) X(add, Tensor, "aten::add.out", "012", KA) \
+  X(sub, Scalar, "aten::sub.out", "01", 0) X(sub, List, "aten::sub.out", "012", KA) X(sub, ScalarList, "aten::sub.out", "01", 0) \
+  X(mul, Scalar, "aten::mul.out", "01", 0) X(mul, List, "aten::mul.out", "01", 0) \
+  X(mul, ScalarList, "aten::mul.out", "01", 0) X(mul, Tensor, "aten::mul.out", "01", 0) \
+  X(div, Scalar, "aten::div.out", "01", 0) X(div, List, "aten::div.out", "01", 0) \
+  X(div, ScalarList, "aten::div.out", "01", 0) X(div, Tensor, "aten::div.out", "01", 0) \
+  X(clamp_min, Scalar, "aten::clamp_min.out", "01", 0) X(clamp_min, List, "aten::clamp_min.Tensor_out", "01", 0) \
+  X(clamp_min, ScalarList, "aten::clamp_min.out", "01", 0) \
+  X(clamp_max, Scalar, "aten::clamp_max.out", "01", 0) X(clamp_max, List, "aten::clamp_max.Tensor_out", "01", 0) \
+  X(clamp_max, ScalarList, "aten::clamp_max.out", "01", 0) \
   /* PyTorch runs the Scalar forms of maximum/minimum as clamp_min/clamp_max */ \
-  X(maximum, Scalar, "aten::clamp_min.out", "01") X(maximum, List, "aten::maximum.out", "01") \
-  X(maximum, ScalarList, "aten::clamp_min.out", "01") \
-  X(minimum, Scalar, "aten::clamp_max.out", "01") X(minimum, List, "aten::minimum.out", "01") \
-  X(minimum, ScalarList, "aten::clamp_max.out", "01") \
-  X(pow, Scalar, "aten::pow.Tensor_Scalar_out", "01") X(pow, List, "aten::pow.Tensor_Tensor_out", "01") \
-  X(pow, ScalarList, "aten::pow.Tensor_Scalar_out", "01") \
-  X(addcmul, Scalar, "aten::addcmul.out", "0123") X(addcmul, ScalarList, "aten::addcmul.out", "0123") \
-  X(addcmul, Tensor, "aten::addcmul.out", "0123") \
-  X(addcdiv, Scalar, "aten::addcdiv.out", "0123") X(addcdiv, ScalarList, "aten::addcdiv.out", "0123") \
-  X(addcdiv, Tensor, "aten::addcdiv.out", "0123") \
-  X(lerp, Scalar, "aten::lerp.Scalar_out", "012") X(lerp, List, "aten::lerp.Tensor_out", "012") \
-  X(lerp, ScalarList, "aten::lerp.Scalar_out", "012")
+  X(maximum, Scalar, "aten::clamp_min.out", "01", 0) X(maximum, List, "aten::maximum.out", "01", 0) \
+  X(maximum, ScalarList, "aten::clamp_min.out", "01", 0) \
+  X(minimum, Scalar, "aten::clamp_max.out", "01", 0) X(minimum, List, "aten::minimum.out", "01", 0) \
+  X(minimum, ScalarList, "aten::clamp_max.out", "01", 0) \
+  X(pow, Scalar, "aten::pow.Tensor_Scalar_out", "01", 0) X(pow, List, "aten::pow.Tensor_Tensor_out", "01", 0) \
+  X(pow, ScalarList, "aten::pow.Tensor_Scalar_out", "01", 0) \
+  X(addcmul, Scalar, "aten::addcmul.out", "0123", 0) X(addcmul, ScalarList, "aten::addcmul.out", "0123", 0) \
+  X(addcmul, Tensor, "aten::addcmul.out", "0123", 0) \
+  X(addcdiv, Scalar, "aten::addcdiv.out", "0123", 0) X(addcdiv, ScalarList, "aten::addcdiv.out", "0123", 0) \
+  X(addcdiv, Tensor, "aten::addcdiv.out", "0123", 0) \
+  X(lerp, Scalar, "aten::lerp.Scalar_out", "012", 0) X(lerp, List, "aten::lerp.Tensor_out", "012", 0) \
+  X(lerp, ScalarList, "aten::lerp.Scalar_out", "012", 0)
 /* families without an in-place form: (base, overload, out suffix, single op, map) */
 #define FUNCTIONAL(X) \
   X(norm, ".Scalar", ".Scalar_out", "aten::linalg_vector_norm.out", "01--2") \
@@ -122,7 +125,7 @@ void tpu_lower_sub_note(tpu_lower_ctx_t* cx, int scalar, int src, int i, int j, 
 static const fe_desc_t kDescs[] = {
 #define D_UN(op) {"_foreach_" #op, "", "aten::" #op ".out", "0"},
   UNARY(D_UN)
-#define D_FAM(b, o, single, map) {"_foreach_" #b, #o, single, map},
+#define D_FAM(b, o, single, map, key) {"_foreach_" #b, #o, single, map},
   FAMILIES(D_FAM)
 #define D_FN(b, o, out, single, map) {"_foreach_" #b, o[0] ? o + 1 : o, single, map},
   FUNCTIONAL(D_FN)
@@ -232,8 +235,9 @@ TPU_LOWERING_TABLE(tpu_lowerings_foreach) = {
 #define R_UN(op) {"aten::_foreach_" #op, lower_foreach}, {"aten::_foreach_" #op "_", lower_foreach}, \
                  {"aten::_foreach_" #op ".out", lower_foreach},
   UNARY(R_UN)
-#define R_FAM(b, o, single, map) {"aten::_foreach_" #b "." #o, lower_foreach}, \
-    {"aten::_foreach_" #b "_." #o, lower_foreach}, {"aten::_foreach_" #b "." #o "_out", lower_foreach},
+#define R_FAM(b, o, single, map, key) {"aten::_foreach_" #b "." #o, lower_foreach, key, lw_key_class_is_one}, \
+    {"aten::_foreach_" #b "_." #o, lower_foreach, key, lw_key_class_is_one}, \
+    {"aten::_foreach_" #b "." #o "_out", lower_foreach, key, lw_key_class_is_one},
   FAMILIES(R_FAM)
   {"aten::_foreach_norm.Scalar", lower_foreach, 1u << 1}, {"aten::_foreach_norm.Scalar_out", lower_foreach, 1u << 1},
   {"aten::_foreach_max", lower_foreach}, {"aten::_foreach_max.out", lower_foreach},

@@ -102,6 +102,12 @@ static void custom_compute(const tpu_ir_graph_t* G, const tpu_ir_op_t* op, float
     default: R->addc(a, b, in[2], *(const float*)in[3], dst, n, op->i1 == 1); break; /* ADDC */
   }
 }
+/* A lone elementwise custom call (a library step: an in-place addcmul_ / addcdiv_ / lerp_) may write over an
+ * operand that is the very same view: rows.c's kernels read element i of every operand before writing element i
+ * of the result (flat, by rows, or through a scratch row), so the update needs no temporary and output copy. */
+static int lib_in_place(const tpu_ir_graph_t* G, int v) {
+  return G->ops[v].opcode == TPU_IR_CUSTOM && tpu_ir_custom_elementwise(G, v);
+}
 /* ew: elementwise ops and (custom fusion on) elementwise custom calls. */
 static int plan_elementwise(const tpu_ir_graph_t* G, int v, int custom_on) {
   return tpu_ir_is_elementwise(G->ops[v].opcode) || (custom_on && tpu_ir_custom_elementwise(G, v));
@@ -2396,12 +2402,14 @@ tpu_status_t tpu_host_exe_run(const tpu_host_exe_t* e, const tpu_host_view_t* pa
              * its op; INT32_MAX when the parameter or a view of it is itself an output) */
             int lu = e->param_op[p] >= 0 ? e->last_use[e->param_op[p]] : INT32_MAX;
             if (lu < v && lu < (gf >= 0 ? gf : v)) continue;
-            if (lu != v || e->kind[v] == K_LIB || e->epi_dot[v] >= 0 || (gf >= 0 && e->prev_use[e->param_op[p]] >= gf)) {
+            const int lib_ew = e->kind[v] == K_LIB && lib_in_place(G, v);
+            if (lu != v || (e->kind[v] == K_LIB && !lib_ew) || e->epi_dot[v] >= 0 ||
+                (gf >= 0 && e->prev_use[e->param_op[p]] >= gf)) {
               direct = 0;
               break;
             }
-            const int32_t* lv = e->leaves + e->leaf_off[v];
-            for (int j = 0; j < e->leaf_cnt[v] && direct; ++j)
+            const int32_t* lv = lib_ew ? G->operands + op->in_off : e->leaves + e->leaf_off[v];
+            for (int j = 0; j < (lib_ew ? op->n_in : e->leaf_cnt[v]) && direct; ++j)
               if (views_overlap(o, &vals[lv[j]].v) && !views_identical(o, &vals[lv[j]].v)) direct = 0;
             /* other outputs still to be copied from (views of) that parameter read it after us (only
              * out_alias ones can: any other is in its own slot already, in a temporary, or not run) */
