@@ -496,19 +496,25 @@ static void run_bf16_layouts(uint64_t seed) {
 }
 
 /* vdpbf16ps flushes denormal bf16 inputs to zero (documented in gemm.h); the widening path keeps
- * them. A (1 x 2) @ B (2 x 1) with a = {2^-130, 1}, b = {2^100, 2^-20}: widening 2^-30 + 2^-20. */
+ * them. A (m x 2) @ B (2 x m) with every row a = {2^-130, 1}, every column b = {2^100, 2^-20} (zero strides):
+ * widening 2^-30 + 2^-20. m = 2 is a tiny product (gemm.c gemm_widen_tiny: widened on every ISA); m = 128
+ * (m * m * 2 above the tiny bound) takes the vdpbf16ps kernel where there is one. */
 static void run_bf16_denormals(void) {
   const uint16_t a[2] = {tpu_f32_to_bf16(0x1p-130f), tpu_f32_to_bf16(1.0f)};
   const uint16_t b[2] = {tpu_f32_to_bf16(0x1p100f), tpu_f32_to_bf16(0x1p-20f)};
-  float c[4];
+  static float c[128 * 128];
+  const int64_t last = 128 * 128 - 1;
   tpu_host_gemm_isa_t old = tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX512);
-  tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 2, 2, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 2, 1);
-  case_t info = {.batch = 1, .m = 2, .n = 2, .k = 2};
-  report(c[0] == 0x1p-30f + 0x1p-20f && c[3] == c[0], &info, "bf16 denormal kept (widening path)", c[0], 0);
+  tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 128, 128, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 128, 1);
+  case_t info = {.batch = 1, .m = 128, .n = 128, .k = 2};
+  report(c[0] == 0x1p-30f + 0x1p-20f && c[last] == c[0], &info, "bf16 denormal kept (widening path)", c[0], 0);
   tpu_host_gemm_set_isa(TPU_HOST_GEMM_ISA_AVX512BF16);
+  tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 2, 2, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 2, 1);
+  report(c[0] == 0x1p-30f + 0x1p-20f && c[3] == c[0], &(case_t){.batch = 1, .m = 2, .n = 2, .k = 2},
+         "bf16 denormal kept (tiny product: widened on every ISA)", c[0], 0);
   if (bf16_kernel_on()) {
-    tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 2, 2, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 2, 1);
-    report(c[0] == 0x1p-20f && c[3] == c[0], &info, "bf16 denormal flushed (vdpbf16ps)", c[0], 0);
+    tpu_host_sgemm_ex(TPU_DTYPE_BF16, TPU_DTYPE_BF16, 0, 128, 128, 2, 1.0f, a, 0, 1, b, 1, 0, 0.0f, c, 128, 1);
+    report(c[0] == 0x1p-20f && c[last] == c[0], &info, "bf16 denormal flushed (vdpbf16ps)", c[0], 0);
   } else {
     printf("vdpbf16ps kernel: skipped (CPU lacks AVX512-BF16)\n");
   }

@@ -23,6 +23,7 @@
 #define GEMM_PAR_GRAIN (96 * 96 * 96)     /* m*n*k per thread below which splitting does not pay */
 #define GEMM_BATCH_SMALL (192 * 192 * 192) /* m*n*k below which a batch is split over matrices */
 #define GEMM_SMALL_B_BYTES (256 * 1024) /* the small path's B (k, n) part at most (L2) */
+#define GEMM_TINY_WIDEN (16 * 16 * 64) /* m*n*k of bf16/f16 products widened into the small path */
 #define GEMV_CHUNK 4096                  /* max columns per gemv task (acc lives on the stack) */
 /* A tile of C at most this many columns wide (twice that for row-major A; bf16 kernels: row-major A at any
  * width, see gemm_plan) reads A in place (the kernel's ukr_a) instead of packing it: a packed A strip would serve only a few B strips, and packing it cost
@@ -443,6 +444,19 @@ static int gemm_needs_cvt(const gemm_args_t* g) {
   return 0;
 }
 
+/* A tiny product (m n k <= GEMM_TINY_WIDEN) of bf16 / f16 operands (one pass, no HI/LO split) runs on the f32
+ * kernel's small path with both operands widened exactly into f32 scratch first (gemm_tile_small): packing
+ * k-pairs for the vdpbf16ps kernel and planning its tiles cost several times such a product (minGPT's bf16
+ * attention 64 x (16x8x16): ~245 ns a matrix). Chosen from the shape and formats alone, so every execution mode
+ * takes the same kernel for the same product. */
+static int gemm_widen_tiny(const gemm_args_t* g) {
+  if (g->kr->elem_size != 4 || g->kr->pack_size == 2 || g->npass != 1) return 0;
+  const int fa = g->fa[0], fb = g->fb[0];
+  if ((fa != FMT_PLAIN && fa != FMT_BF16 && fa != FMT_F16) || (fb != FMT_PLAIN && fb != FMT_BF16 && fb != FMT_F16))
+    return 0;
+  return (double)g->m * (double)g->n * (double)g->k <= GEMM_TINY_WIDEN;
+}
+
 static gemm_plan_t gemm_plan(const gemm_args_t* g, int64_t rows, int64_t cols) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
   gemm_plan_t pl;
@@ -615,12 +629,39 @@ void tpu_host_scratch_free(void* p) {
   if (p) gemm_buf_put((char*)p);
 }
 
+/* dst (rows, cols) row-major = src(i, j) = src[i * rs + j * cs] (elements of es bytes) in format fmt widened to
+ * f32: contiguous bf16 rows by the kernel's widen_bf16, other bf16 in one loop (fmt_convert per row costs more
+ * than a tiny product's rows). */
+static void widen_2d(const tpu_host_gemm_kernel_t* kr, int fmt, const char* src, int64_t es, int64_t rows,
+                     int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  if (fmt == FMT_BF16 && cs == 1 && kr->widen_bf16) {
+    if (rs == cols) /* one contiguous block: as one row (a contiguous matrix of 16 x 8 is 8 vectors, not 16 rows) */
+      kr->widen_bf16(1, rows * cols, (const uint16_t*)src, 0, dst);
+    else
+      kr->widen_bf16(rows, cols, (const uint16_t*)src, rs, dst);
+    return;
+  }
+  if (fmt == FMT_BF16) {
+    const uint16_t* s = (const uint16_t*)src;
+    for (int64_t i = 0; i < rows; ++i, dst += cols) {
+      const uint16_t* si = s + i * rs;
+      if (cs == 1)
+        for (int64_t j = 0; j < cols; ++j) { uint32_t u = (uint32_t)si[j] << 16; memcpy(&dst[j], &u, 4); }
+      else
+        for (int64_t j = 0; j < cols; ++j) { uint32_t u = (uint32_t)si[j * cs] << 16; memcpy(&dst[j], &u, 4); }
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) fmt_convert(fmt, src + i * rs * es, cs, cols, dst + i * cols);
+}
+
 /* The tile C[i0:i1, j0:j1] can take the kernel's small path (gemm.h): plain f32 in one k block (the packed
  * path's kc), contiguous C rows, and B's (k, cols) part small enough to stay in L2 while every row strip reads
  * it (the packed path re-reads its packed B panel the same way; A is then read in place once per 32 columns). */
 static int gemm_small_ok(const gemm_args_t* g, int64_t cols) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
-  if (!kr->small || g->c_cs != 1 || gemm_needs_cvt(g) || atomic_load_explicit(&g_direct_a, memory_order_relaxed) == 0)
+  if (!kr->small || g->c_cs != 1 || (gemm_needs_cvt(g) && !gemm_widen_tiny(g)) ||
+      atomic_load_explicit(&g_direct_a, memory_order_relaxed) == 0)
     return 0;
   if (kr->small_beta0 && *(const float*)g->beta != 0.0f) return 0;
   if (!(g->k <= kr->kc || (kr->kc_rm && g->a_cs == 1 && g->k <= kr->kc_rm))) return 0;
@@ -632,25 +673,49 @@ static int gemm_small_ok(const gemm_args_t* g, int64_t cols) {
  * packed path). Returns 0 (nothing done) when the heap is exhausted. */
 static int gemm_tile_small(const gemm_args_t* g, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   const tpu_host_gemm_kernel_t* kr = g->kr;
-  const int64_t cols = j1 - j0, k = g->k;
-  const int64_t mb = !g->epi || i1 - i0 <= kr->mc ? i1 - i0
+  const int64_t rows_all = i1 - i0, cols = j1 - j0, k = g->k;
+  const int64_t mb = !g->epi || rows_all <= kr->mc ? rows_all
                                                   : TPU_MAX(kr->mr, TPU_MIN(kr->mc, GEMM_SMALL_B_BYTES / 4 / cols / kr->mr * kr->mr));
-  const size_t bbytes = g->b_cs != 1 ? (size_t)round_up(round_up(cols, kr->nr) * k * 4, GEMM_ALIGN) : 0;
+  /* gemm_widen_tiny: A (rows_all, k) and B (k, cols) widened to f32 in their own orientation (contiguous runs stay
+   * contiguous: A^T / B^T keep the kernel's in-place and transpose paths), then the plain small path */
+  const int cvt = gemm_needs_cvt(g);
+  const int a_cm = cvt && g->a_rs == 1 && g->a_cs != 1, b_tr = cvt && g->b_rs == 1 && g->b_cs != 1;
+  const int64_t b_cs = cvt ? (b_tr ? k : 1) : g->b_cs;
+  const size_t wbytes = cvt ? (size_t)round_up((rows_all + cols) * k * 4, GEMM_ALIGN) : 0;
+  const size_t bbytes = b_cs != 1 ? (size_t)round_up(round_up(cols, kr->nr) * k * 4, GEMM_ALIGN) : 0;
   const size_t cbytes = g->epi_local ? (size_t)(mb * cols * 4) : 0;
   _Alignas(GEMM_ALIGN) char stack_buf[GEMM_STACK_BYTES];
   char* heap = NULL;
-  char* buf = bbytes + cbytes <= GEMM_STACK_BYTES ? stack_buf : (heap = gemm_buf_get(bbytes + cbytes));
+  char* buf = wbytes + bbytes + cbytes <= GEMM_STACK_BYTES ? stack_buf : (heap = gemm_buf_get(wbytes + bbytes + cbytes));
   if (!buf) return 0;
   if (atomic_load_explicit(&g_count_paths, memory_order_relaxed))
     atomic_fetch_add_explicit(&g_path_small, 1, memory_order_relaxed);
   const float alpha = *(const float*)g->alpha, beta = *(const float*)g->beta;
+  const float* a = (const float*)g->a + i0 * g->a_rs; /* row i0 */
   const float* b = (const float*)g->b + j0 * g->b_cs;
+  int64_t a_rs = g->a_rs, a_cs = g->a_cs, b_rs = g->b_rs;
+  if (cvt) {
+    float* wa = (float*)(buf + bbytes + cbytes);
+    float* wb = wa + rows_all * k;
+    const char* sa = g->a + i0 * g->a_rs * g->a_es;
+    const char* sb = g->b + j0 * g->b_cs * g->b_es;
+    if (a_cm) /* wa (k, rows_all): column p of A */
+      widen_2d(kr, g->fa[0], sa, g->a_es, k, rows_all, g->a_cs, 1, wa);
+    else /* wa (rows_all, k) */
+      widen_2d(kr, g->fa[0], sa, g->a_es, rows_all, k, g->a_rs, g->a_cs, wa);
+    if (b_tr) /* wb (cols, k): column j of B */
+      widen_2d(kr, g->fb[0], sb, g->b_es, cols, k, g->b_cs, 1, wb);
+    else /* wb (k, cols) */
+      widen_2d(kr, g->fb[0], sb, g->b_es, k, cols, g->b_rs, g->b_cs, wb);
+    a = wa, a_rs = a_cm ? 1 : k, a_cs = a_cm ? rows_all : 1;
+    b = wb, b_rs = b_tr ? 1 : cols;
+  }
   for (int64_t i = i0; i < i1; i += mb) {
     const int64_t rows = TPU_MIN(mb, i1 - i);
     float* c = g->epi_local ? (float*)(buf + bbytes) : (float*)g->c + i * g->c_rs + j0;
     const int64_t c_rs = g->epi_local ? cols : g->c_rs;
-    kr->small(rows, cols, k, (const float*)g->a + i * g->a_rs, g->a_rs, g->a_cs, i == i0 || !bbytes ? b : NULL,
-              g->b_rs, g->b_cs, c, c_rs, alpha, beta, (float*)buf); /* B^T packed once */
+    kr->small(rows, cols, k, a + (i - i0) * a_rs, a_rs, a_cs, i == i0 || !bbytes ? b : NULL, b_rs, b_cs, c, c_rs,
+              alpha, beta, (float*)buf); /* B^T packed once */
     if (g->epi_local) gemm_epi_at(g, i, j0, rows, cols, c, c_rs, 1);
     else gemm_epi(g, i, j0, rows, cols);
   }
@@ -898,7 +963,7 @@ static int gemm_prepare(gemm_args_t* gp, int es, const gemm_fmt_t* fmt, int64_t 
     int64_t e = g.a_es; g.a_es = g.b_es; g.b_es = e;
     g.epi_tr = 1;
   }
-  if (es == 4 && gemm_bf16_products(&g)) { /* (the strip height suits the driver's m: after the swap) */
+  if (es == 4 && gemm_bf16_products(&g) && !gemm_widen_tiny(&g)) { /* (strip height for the driver's m: after the swap) */
     const tpu_host_gemm_kernel_t* kb = gemm_pick_bf16(g.m);
     if (kb) g.kr = kb;
   }

@@ -71,7 +71,8 @@ void tpu_host_dgemm_batched(int64_t batch, int64_t m, int64_t n, int64_t k, doub
  * bf16 kernel: when every pass multiplies bf16 values (bf16 operands, or f32 at DEFAULT / HIGH)
  * and the CPU has AVX512-BF16, the products run on `vdpbf16ps` (2x the f32 FMA rate) instead of
  * the widening kernels. Its numerics differ: k-pairs are added as (acc + x1*y1) + x0*y0, and
- * denormal inputs and results are flushed to zero (MXCSR is ignored). f16 and HIGHEST never use it;
+ * denormal inputs and results are flushed to zero (MXCSR is ignored). f16 and HIGHEST never use it, nor do tiny
+ * products of bf16/f16 operands (m n k <= 16 * 16 * 64: widened exactly into the f32 small path, gemm.c);
  * TORCH_TPU_GEMM_BF16=0 (read once) or tpu_host_gemm_set_isa(AVX512) keep the widening kernels. */
 void tpu_host_sgemm_ex(int a_dtype, int b_dtype, int precision, int64_t m, int64_t n, int64_t k, float alpha,
                        const void* a, int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
@@ -192,6 +193,10 @@ typedef void (*tpu_host_gemm_small_fn)(int64_t m, int64_t n, int64_t k, const fl
                                        const float* b, int64_t b_rs, int64_t b_cs, float* c, int64_t c_rs,
                                        float alpha, float beta, float* scratch);
 
+/* widen_bf16 (optional): dst[i * cols + j] = f32(src[i * rs + j]) for i < rows, j < cols (bf16 bits, rows
+ * contiguous): the exact widening of tiny bf16 products' operands for the small path (gemm.c gemm_widen_tiny). */
+typedef void (*tpu_host_gemm_widen_fn)(int64_t rows, int64_t cols, const uint16_t* src, int64_t rs, float* dst);
+
 /* out[i * o_rs + j] = bf16(bias[j] + x[i * x_rs + j]) (bias may be NULL: bf16(x)) for i < m, j < n: the direct
  * bf16 store of an epilogue (tpu_host_gemm_epi_t.out_bf16) on contiguous rows; per ISA. */
 typedef void (*tpu_host_gemm_store_bf16_fn)(int64_t m, int64_t n, const float* x, int64_t x_rs, const float* bias,
@@ -222,6 +227,7 @@ typedef struct tpu_host_gemm_kernel_s {
   tpu_host_sdot_fn sdot;
   tpu_host_gemm_small_fn small;
   int small_beta0; /* small only with beta 0 (its write-back matches ukr's bits only then) */
+  tpu_host_gemm_widen_fn widen_bf16;
 } tpu_host_gemm_kernel_t;
 
 extern const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2, tpu_host_dgemm_kernel_avx2;

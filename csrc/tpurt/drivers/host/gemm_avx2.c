@@ -409,13 +409,28 @@ static float sdot_avx2(int64_t k, const float* x, const float* y) {
   return s;
 }
 
+/* gemm.h widen_bf16: 8 bf16 -> f32 lanes a step, the row's last < 8 one by one */
+static void widen_bf16_avx2(int64_t rows, int64_t cols, const uint16_t* src, int64_t rs, float* dst) {
+  for (int64_t i = 0; i < rows; ++i, src += rs, dst += cols) {
+    int64_t j = 0;
+    for (; j + 8 <= cols; j += 8) {
+      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(src + j)));
+      _mm256_storeu_ps(dst + j, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; j < cols; ++j) {
+      const uint32_t u = (uint32_t)src[j] << 16;
+      memcpy(&dst[j], &u, 4);
+    }
+  }
+}
+
 const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx2 = {
     /* row-major A over a long k: 512-deep k blocks (half the passes over C) with a shorter A block;
      * 2048x512 @ 512x128 one thread 4370-4430 -> 3660-3890 us, im2col-like 1024x1152 @ 1152x128 and
      * 4096x576 @ 576x64 10-20% faster; A^T weight gradients (k = 2048) were not faster and keep 256 */
     .name = "avx2 6x16", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = 256, .mc = 144, .nc = 3072, .kc_rm = 512, .mc_rm = 96,
     .ukr = sgemm_ukr_6x16, .ukr_a = sgemm_ukr_6x16_a, .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx2, .sdot = sdot_avx2,
-    .small = sgemm_small, .small_beta0 = 1};
+    .small = sgemm_small, .small_beta0 = 1, .widen_bf16 = widen_bf16_avx2};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx2 = {
     .name = "avx2 6x8", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256, .mc = 72, .nc = 2048,
     .ukr = dgemm_ukr_6x8};

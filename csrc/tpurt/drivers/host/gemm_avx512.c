@@ -378,11 +378,21 @@ void tpu_host_gemm_store_bf16_avx512(int64_t m, int64_t n, const float* x, int64
   }
 }
 
+/* gemm.h widen_bf16: 16 bf16 -> f32 lanes a step (zero-extend, shift into the high half), masked at the row end */
+static void widen_bf16_avx512(int64_t rows, int64_t cols, const uint16_t* src, int64_t rs, float* dst) {
+  for (int64_t i = 0; i < rows; ++i, src += rs, dst += cols)
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 mk = tpu_avx512_mask16(cols - j);
+      const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, src + j));
+      _mm512_mask_storeu_ps(dst + j, mk, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    }
+}
+
 const tpu_host_gemm_kernel_t tpu_host_sgemm_kernel_avx512 = {
     .name = "avx512 " STR(S_MR) "x32", .elem_size = 4, .mr = S_MR, .nr = S_NR, .kc = S_KC,
     .mc = S_MC, .nc = S_NC, .ukr = sgemm_ukr,
     .pack_a = pack_a_f32, .pack_b = pack_b_f32, .gemv_rows = sgemv_rows_avx512,
-    .sdot = sdot_avx512, .small = sgemm_small};
+    .sdot = sdot_avx512, .small = sgemm_small, .widen_bf16 = widen_bf16_avx512};
 const tpu_host_gemm_kernel_t tpu_host_dgemm_kernel_avx512 = {
     .name = "avx512 " STR(D_MR) "x16", .elem_size = 8, .mr = D_MR, .nr = D_NR, .kc = 256,
     .mc = 5 * D_MR, .nc = 2048, .ukr = dgemm_ukr};
