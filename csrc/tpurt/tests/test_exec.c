@@ -866,6 +866,74 @@ static void test_group_solo(int c) {
   tpu_ir_graph_free(&g);
 }
 
+/* Short rows through transposed views (session 15, the cluster runner's odometer over outer dims and its inline f32
+ * row gathers): a rotary embedding x cos + cat(-x[..., D/2:], x[..., :D/2]) sin over x [B*T, H*D] viewed (B, T, H, D)
+ * and transposed to (B, H, T, D), times a row statistic r [B, T, H, 1] (a row-broadcast leaf, transposed too), plus
+ * an f64 leaf (gathered by the tile kernel); odd sizes, serial / pool / finer pool chunks; bitwise vs naive loops. */
+static void test_short_rows(int64_t B, int64_t T, int64_t H, int64_t D, int serial) {
+  tpu_ir_graph_t g;
+  tpu_ir_graph_init(&g);
+  int64_t xd[2] = {B * T, H * D}, cd[2] = {T, D}, r4[4] = {B, T, H, D}, rr[4] = {B, T, H, 1}, perm[4] = {0, 2, 1, 3};
+  int64_t o4[4] = {B, H, T, D}, one[4] = {1, 1, 1, 1}, z[4] = {0, 0, 0, 0}, hs[4] = {0, 0, 0, D / 2};
+  int64_t lo_lim[4] = {B, T, H, D / 2}, bd[2] = {2, 3}, rb[4] = {0, 1, 2, 3};
+  int x = tpu_ir_param(&g, TPU_DTYPE_F32, 2, xd), c = tpu_ir_param(&g, TPU_DTYPE_F32, 2, cd);
+  int sn = tpu_ir_param(&g, TPU_DTYPE_F32, 2, cd), rs = tpu_ir_param(&g, TPU_DTYPE_F32, 4, rr);
+  int y = tpu_ir_param(&g, TPU_DTYPE_F64, 4, r4);
+  int xr = tpu_ir_reshape(&g, x, 4, r4);
+  int ng = tpu_ir_unary(&g, TPU_IR_NEG, tpu_ir_transpose(&g, tpu_ir_slice(&g, xr, hs, r4, one), perm));
+  int cat2[2] = {ng, tpu_ir_transpose(&g, tpu_ir_slice(&g, xr, z, lo_lim, one), perm)};
+  int rot = tpu_ir_concat(&g, 2, cat2, 3);
+  int a = tpu_ir_binary(&g, TPU_IR_MUL, tpu_ir_transpose(&g, xr, perm), tpu_ir_broadcast(&g, c, 4, o4, bd));
+  int b = tpu_ir_binary(&g, TPU_IR_MUL, rot, tpu_ir_broadcast(&g, sn, 4, o4, bd));
+  int64_t r4t[4] = {B, T, H, D};
+  int rsb = tpu_ir_transpose(&g, tpu_ir_broadcast(&g, rs, 4, r4t, rb), perm);
+  int yt = tpu_ir_convert(&g, tpu_ir_transpose(&g, y, perm), TPU_DTYPE_F32);
+  int o = tpu_ir_binary(&g, TPU_IR_ADD, tpu_ir_binary(&g, TPU_IR_MUL, tpu_ir_binary(&g, TPU_IR_ADD, a, b), rsb), yt);
+  tpu_ir_output(&g, o);
+  tpu_host_exe_t* e = NULL;
+  tpu_status_t s = tpu_host_compile(&g, &e);
+  CHECK(s == TPU_OK, "short rows compile: %s", tpu_status_message(s));
+  if (s) { tpu_status_free(s); tpu_ir_graph_free(&g); return; }
+  const int64_t n = B * T * H * D;
+  float *xb = malloc(4 * n), *cb = malloc(4 * T * D), *sb = malloc(4 * T * D), *rsv = malloc(4 * B * T * H);
+  float *ob = malloc(4 * n);
+  double* yb = malloc(8 * n);
+  fill((char*)xb, TPU_DTYPE_F32, n); fill((char*)cb, TPU_DTYPE_F32, T * D); fill((char*)sb, TPU_DTYPE_F32, T * D);
+  fill((char*)rsv, TPU_DTYPE_F32, B * T * H); fill((char*)yb, TPU_DTYPE_F64, n);
+  tpu_host_view_t p[5], out;
+  const int ids[5] = {x, c, sn, rs, y};
+  char* bufs[5] = {(char*)xb, (char*)cb, (char*)sb, (char*)rsv, (char*)yb};
+  for (int k = 0; k < 5; ++k) {
+    const tpu_ir_type_t* t = &g.ops[ids[k]].type;
+    memset(&p[k], 0, sizeof(p[k]));
+    p[k].data = bufs[k]; p[k].dtype = t->dtype; p[k].rank = t->rank;
+    for (int d = t->rank - 1, st = 1; d >= 0; --d) { p[k].sizes[d] = t->dims[d]; p[k].strides[d] = st; st *= (int)t->dims[d]; }
+  }
+  memset(&out, 0, sizeof(out));
+  out.data = (char*)ob; out.dtype = TPU_DTYPE_F32; out.rank = 4;
+  for (int d = 3, st = 1; d >= 0; --d) { out.sizes[d] = o4[d]; out.strides[d] = st; st *= (int)o4[d]; }
+  s = run(e, p, NULL, &out, serial);
+  CHECK(s == TPU_OK, "short rows run: %s", tpu_status_message(s));
+  tpu_status_free(s);
+  int64_t bad = 0;
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < D; ++d) {
+          const float* xrow = xb + (bb * T + t) * H * D + h * D;
+          float xv = xrow[d], rv = d < D / 2 ? -xrow[d + D / 2] : xrow[d - D / 2];
+          float m1 = xv * cb[t * D + d], m2 = rv * sb[t * D + d], ad = m1 + m2, mr = ad * rsv[(bb * T + t) * H + h];
+          float ref = mr + (float)yb[((bb * T + t) * H + h) * D + d];
+          float got = ob[((bb * H + h) * T + t) * D + d];
+          bad += memcmp(&ref, &got, 4) != 0;
+        }
+  CHECK(bad == 0, "short rows B%lld T%lld H%lld D%lld serial %d: %lld of %lld differ", (long long)B, (long long)T,
+        (long long)H, (long long)D, serial, (long long)bad, (long long)n);
+  free(xb); free(cb); free(sb); free(rsv); free(ob); free(yb);
+  tpu_host_exe_free(e);
+  tpu_ir_graph_free(&g);
+}
+
 int main(void) {
   tpu_status_t st = tpu_rt_init();
   if (st) { printf("init: %s\n", tpu_status_message(st)); return 1; }
@@ -893,6 +961,9 @@ int main(void) {
   }
   test_group_error();
   for (int c = 0; c < 4; ++c) test_group_solo(c);
+  const int64_t srs[][4] = {{16, 8, 4, 8}, {3, 5, 3, 6}, {7, 9, 2, 16}, {2, 3, 5, 34}, {33, 17, 3, 4}};
+  for (int serial = 0; serial < 3; ++serial)
+    for (int i = 0; i < 5; ++i) test_short_rows(srs[i][0], srs[i][1], srs[i][2], srs[i][3], serial);
   test_foreach_like(6, 1000);
   test_foreach_like(12, 70001);
   test_reduce_chunking(37, 2053);

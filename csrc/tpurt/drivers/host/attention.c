@@ -90,24 +90,27 @@ static int64_t heads_per_task(const attn_t* A) {
   const int64_t grp = A->Hq / A->Hk, hc = HROWS / BQ;
   return hc < grp ? hc : grp;
 }
-/* row r of a stacked block: head h0 + r / nq, query i0 + r % nq */
+/* row r of a stacked block: head h0 + hh, query i0 + ii with (hh, ii) = (r / nq, r % nq), counted (no divisions) */
+#define STACKED_ROWS(r, hh, ii) \
+  for (int64_t r = 0, hh = 0, ii = 0; r < rows; ++r, ii = ii + 1 == nq ? 0 : ii + 1, hh += ii == 0)
 
 /* task = (b, kv head, chunk of its query heads, query block) */
 static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
   attn_t* A = ctx;
   const int64_t E = A->E, Ev = A->Ev, S = A->S, T = A->T, nqb = (T + BQ - 1) / BQ, grp = A->Hq / A->Hk;
   const int64_t hc = heads_per_task(A), nch = (grp + hc - 1) / hc, R = hc * BQ;
-  float* buf = malloc(sizeof(float) * (size_t)(R * E + R * BK + R * Ev + 2 * R));
+  float* buf = malloc(sizeof(float) * (size_t)(R * E + R * BK + R * Ev + 3 * R + 1) + sizeof(int64_t) * (size_t)R);
   if (!buf) { A->err = TPU_ERR(OUT_OF_MEMORY, "attention: out of memory"); return; }
-  float *qs = buf, *s = qs + R * E, *acc = s + R * BK, *m = acc + R * Ev, *l = m + R;
+  float *qs = buf, *s = qs + R * E, *acc = s + R * BK, *m = acc + R * Ev, *l = m + R, *mxs = l + R;
+  int64_t* lims = (int64_t*)(void*)(mxs + R + ((R * (E + BK + Ev + 3)) & 1)); /* 8-byte aligned */
   for (int64_t t = begin; t < end; ++t) {
     const int64_t qb = t % nqb, c = t / nqb % nch, hk = t / (nqb * nch) % A->Hk, b = t / (nqb * nch * A->Hk);
     const int64_t i0 = qb * BQ, nq = T - i0 < BQ ? T - i0 : BQ, h0 = hk * grp + c * hc;
     const int64_t nh = grp - c * hc < hc ? grp - c * hc : hc, rows = nh * nq;
     const float sc = A->scale; /* locals: stores to qs may not alias them, so the copy vectorizes */
     const int64_t qst = A->q->strides[3];
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* qr = fp(A->q, b, h0 + r / nq, i0 + r % nq);
+    STACKED_ROWS(r, hh, ii) {
+      const float* qr = fp(A->q, b, h0 + hh, i0 + ii);
       float* qd = qs + r * E;
       if (qst == 1) for (int64_t e = 0; e < E; ++e) qd[e] = qr[e] * sc;
       else for (int64_t e = 0; e < E; ++e) qd[e] = qr[e * qst] * sc;
@@ -120,19 +123,27 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
       const float* kp = fp(A->k, b, hk, j0);
       /* s (rows, nk) = qs @ k_blk^T */
       tpu_host_sgemm(rows, nk, E, 1.0f, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, s, nk, 1);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t h = h0 + r / nq, i = i0 + r % nq;
+      /* the block's scores less their row maxima (masked keys -inf), then one exp over the whole block: short
+       * rows (Llama's 8 keys) no longer pay a vector loop's set-up per row (same values: exp(-inf) = 0) */
+      STACKED_ROWS(r, hh, ii) {
+        const int64_t h = h0 + hh, i = i0 + ii;
         float* sr = s + r * nk;
         const int64_t lim = visible(A, i, j0, nk); /* keys [j0, j0 + lim) unmasked */
         if (A->has_bias)
           for (int64_t j = 0; j < lim; ++j) sr[j] += bias_at(A, b, h, i, j0 + j);
         float mx = m[r];
         for (int64_t j = 0; j < lim; ++j) mx = sr[j] > mx ? sr[j] : mx;
-        if (mx == -INFINITY) { for (int64_t j = 0; j < nk; ++j) sr[j] = 0.0f; continue; }
+        mxs[r] = mx; lims[r] = lim;
+        if (mx == -INFINITY) { for (int64_t j = 0; j < nk; ++j) sr[j] = -INFINITY; continue; }
+        for (int64_t j = 0; j < lim; ++j) sr[j] = sr[j] - mx;
+        for (int64_t j = lim; j < nk; ++j) sr[j] = -INFINITY;
+      }
+      for (int64_t x = 0; x < rows * nk; ++x) s[x] = tile_expf(s[x]);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float mx = mxs[r];
+        if (mx == -INFINITY) continue;
         float corr = tile_expf(m[r] - mx); /* m = -inf: corr 0 */
-        for (int64_t j = 0; j < lim; ++j) sr[j] = tile_expf(sr[j] - mx);
-        for (int64_t j = lim; j < nk; ++j) sr[j] = 0.0f;
-        l[r] = l[r] * corr + row_sum(sr, lim);
+        l[r] = l[r] * corr + row_sum(s + r * nk, lims[r]);
         m[r] = mx;
         if (corr != 1.0f) for (int64_t e = 0; e < Ev; ++e) acc[r * Ev + e] *= corr;
       }
@@ -140,8 +151,8 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
       const float* vp = fp(A->v, b, hk, j0);
       tpu_host_sgemm(rows, Ev, nk, 1.0f, s, nk, 1, vp, A->v->strides[2], A->v->strides[3], 1.0f, acc, Ev, 1);
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      float* orow = A->out + ((b * A->Hq + h0 + r / nq) * T + i0 + r % nq) * (Ev + 1);
+    STACKED_ROWS(r, hh, ii) {
+      float* orow = A->out + ((b * A->Hq + h0 + hh) * T + i0 + ii) * (Ev + 1);
       float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       for (int64_t e = 0; e < Ev; ++e) orow[e] = acc[r * Ev + e] * inv;
       orow[Ev] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
@@ -175,8 +186,8 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
       for (int64_t i0 = 0; i0 < T; i0 += BQ) {
         const int64_t nq = T - i0 < BQ ? T - i0 : BQ, rows = nh * nq;
         const int64_t qst = A->q->strides[3], gst = A->dout->strides[3], ost = A->o->strides[3];
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t h = h0 + r / nq, i = i0 + r % nq;
+        STACKED_ROWS(r, hh, ii) {
+          const int64_t h = h0 + hh, i = i0 + ii;
           const float *qr = fp(A->q, b, h, i), *gr = fp(A->dout, b, h, i), *orow = fp(A->o, b, h, i);
           double d = 0;
           for (int64_t e = 0; e < E; ++e) qs[r * E + e] = qr[e * qst];
@@ -194,16 +205,17 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
           const float *kp = fp(A->k, b, hk, j0), *vp = fp(A->v, b, hk, j0);
           /* p (rows, nk) = softmax rows recomputed: exp(scale * q k^T + bias - lse) */
           tpu_host_sgemm(rows, nk, E, A->scale, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, p, nk, 1);
-          for (int64_t r = 0; r < rows; ++r) {
-            const int64_t h = h0 + r / nq, i = i0 + r % nq;
+          STACKED_ROWS(r, hh, ii) { /* then one exp over the block, as in the forward */
+            const int64_t h = h0 + hh, i = i0 + ii;
             float L = ((const float*)A->lse->data)[b * A->lse->strides[0] + h * A->lse->strides[1] + i * A->lse->strides[2]];
             float* pr = p + r * nk;
             const int64_t lim = L == -INFINITY ? 0 : visible(A, i, j0, nk);
             if (A->has_bias)
               for (int64_t j = 0; j < lim; ++j) pr[j] += bias_at(A, b, h, i, j0 + j);
-            for (int64_t j = 0; j < lim; ++j) pr[j] = tile_expf(pr[j] - L);
-            for (int64_t j = lim; j < nk; ++j) pr[j] = 0.0f;
+            for (int64_t j = 0; j < lim; ++j) pr[j] = pr[j] - L;
+            for (int64_t j = lim; j < nk; ++j) pr[j] = -INFINITY;
           }
+          for (int64_t x = 0; x < rows * nk; ++x) p[x] = tile_expf(p[x]);
           /* dv_blk (nk, Ev) += p^T @ dout_blk */
           tpu_host_sgemm(nk, Ev, rows, 1.0f, p, 1, nk, dob, Ev, 1, 1.0f, dv + j0 * Ev, Ev, 1);
           /* dp (rows, nk) = dout_blk @ v_blk^T */
@@ -214,8 +226,8 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
           tpu_host_sgemm(rows, E, nk, A->scale, dp, nk, 1, kp, A->k->strides[2], A->k->strides[3], 1.0f, dqs, E, 1);
           tpu_host_sgemm(nk, E, rows, A->scale, dp, 1, nk, qs, E, 1, 1.0f, dk + j0 * E, E, 1);
         }
-        for (int64_t r = 0; r < rows; ++r)
-          memcpy(dq_all + ((b * A->Hq + h0 + r / nq) * T + i0 + r % nq) * E, dqs + r * E, sizeof(float) * (size_t)E);
+        STACKED_ROWS(r, hh, ii)
+          memcpy(dq_all + ((b * A->Hq + h0 + hh) * T + i0 + ii) * E, dqs + r * E, sizeof(float) * (size_t)E);
       }
     }
   }

@@ -1500,22 +1500,26 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
     lls[j] = r ? J->leaf[j].strides[r - 1] : 0;
     lrs[j] = r >= 2 ? J->leaf[j].strides[r - 2] : 0;
   }
-  /* tile u = (outer, b2, tr): advanced incrementally (no divisions per tile) */
+  /* tile u = (outer, b2, tr): advanced incrementally (no divisions per tile); outer's index over dims
+   * [0, rank - 2) and its offsets (obase, lbase) kept as an odometer (short rows: a division per dim and tile
+   * was a sixth of a rotary embedding's tiles of 64 elements) */
   int64_t tr = begin % J->tiles_per_row, q0 = begin / J->tiles_per_row;
   int64_t b2 = q0 % J->blocks2, outer = q0 / J->blocks2;
+  int64_t oidx[TPU_MAX_DIMS], obase = 0, lbase[64];
+  for (int j = 0; j < J->nleaf; ++j) lbase[j] = 0;
+  for (int64_t d = r - 3, rem = outer; d >= 0; --d) {
+    oidx[d] = rem % J->sizes[d]; rem /= J->sizes[d];
+    obase += oidx[d] * J->ostrides[d];
+    for (int j = 0; j < J->nleaf; ++j) lbase[j] += oidx[d] * J->leaf[j].strides[d];
+  }
   for (int64_t u = begin; u < end; ++u) {
     int64_t t0 = tr * TL, i2 = b2 * J->krows;
     int64_t kr = TPU_MIN(J->krows, J->rows2 - i2);           /* rows in this tile */
     int64_t rlen = TPU_MIN(TL, inner - t0), len = kr * rlen; /* per row, in all */
     /* offsets of this tile's first element for the output and each leaf */
-    int64_t rem = outer, ooff = r >= 2 ? i2 * o_rs : 0;
+    int64_t ooff = obase + (r >= 2 ? i2 * o_rs : 0);
     int64_t loff[64];
-    for (int j = 0; j < J->nleaf; ++j) loff[j] = i2 * lrs[j];
-    for (int d = r - 3; d >= 0; --d) {
-      int64_t i = rem % J->sizes[d]; rem /= J->sizes[d];
-      ooff += i * J->ostrides[d];
-      for (int j = 0; j < J->nleaf; ++j) loff[j] += i * J->leaf[j].strides[d];
-    }
+    for (int j = 0; j < J->nleaf; ++j) loff[j] = lbase[j] + i2 * lrs[j];
     if (J->lowp) {
       const int lr = lowp_tile(J, T, loff, les, lls, lrs, ooff, t0, kr, rlen);
       if (lr < 0) {
@@ -1552,7 +1556,14 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
           break;
         default: /* LEAF_ROWB, LEAF_LOAD: one load per row unless the rows abut */
           if (kr == 1 || rs == ls * rlen) T->load(buf, cls, src, L->dtype, ls, len);
-          else
+          else if (rlen <= 16 && L->dtype == TPU_DTYPE_F32 && cls == TPU_HOST_CLS_F32 && (ls == 1 || ls == 0)) {
+            /* short f32 rows (a rotary embedding's transposed heads of 8): copied here, not one call each */
+            float* o = (float*)(void*)buf;
+            const float* sp = (const float*)(const void*)src;
+            for (int64_t k = 0; k < kr; ++k, o += rlen, sp += rs)
+              if (ls) for (int64_t i = 0; i < rlen; ++i) o[i] = sp[i];
+              else for (int64_t i = 0; i < rlen; ++i) o[i] = sp[0];
+          } else
             for (int64_t k = 0; k < kr; ++k)
               T->load((char*)buf + k * rlen * (cls == TPU_HOST_CLS_F32 ? 4 : 8), cls, src + k * rs * es, L->dtype, ls,
                       rlen);
@@ -1576,7 +1587,20 @@ static void cluster_worker(void* ctx, int64_t begin, int64_t end) {
                    ocls, rlen);
     }
   next_tile:
-    if (++tr == J->tiles_per_row) { tr = 0; if (++b2 == J->blocks2) { b2 = 0; ++outer; } }
+    if (++tr == J->tiles_per_row) {
+      tr = 0;
+      if (++b2 == J->blocks2) {
+        b2 = 0;
+        for (int d = r - 3; d >= 0; --d) { /* the odometer's next outer index */
+          obase += J->ostrides[d];
+          for (int j = 0; j < J->nleaf; ++j) lbase[j] += J->leaf[j].strides[d];
+          if (++oidx[d] < J->sizes[d]) break;
+          obase -= J->sizes[d] * J->ostrides[d];
+          for (int j = 0; j < J->nleaf; ++j) lbase[j] -= J->sizes[d] * J->leaf[j].strides[d];
+          oidx[d] = 0;
+        }
+      }
+    }
   }
 }
 
