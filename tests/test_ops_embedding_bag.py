@@ -134,3 +134,28 @@ def test_embedding_bag_empty_table(mode):
     w, ids, off = torch.randn(0, 3), torch.tensor([], dtype=torch.long), torch.tensor([0, 0])
     t = torch.nn.functional.embedding_bag(ids.to(DEV), w.to(DEV), off.to(DEV), mode=mode).cpu()
     assert torch.equal(t, torch.nn.functional.embedding_bag(ids, w, off, mode=mode))
+
+
+@pytest.mark.parametrize("mode,psw_on,i32,pad", [(0, True, False, None), (1, False, False, None), (0, False, True, 5),
+                                                 (1, False, True, 5), (0, True, False, 5)])
+def test_embedding_bag_dlrm_sizes(mode, psw_on, i32, pad):
+    """DLRM's layout (examples/dlrm: 16-wide f32 rows, contiguous ids, 256 bags of 1-4 ids, a 2000-row table):
+    embed.c's fast paths with their 16-wide row bodies and the look-ahead prefetch, and a table large enough that
+    the weight gradient splits over the pool. Forward bits as CPU's (within one rounding where fbgemm fuses the
+    per-sample weight's multiply-add), the gradient close."""
+    w, ids, off, psw, grad = make_case(29 + mode, torch.float32, mode, pad, psw_on, False, False, i32, nw=2000, D=16, B=256)
+    g = torch.Generator().manual_seed(7)
+    lengths = torch.randint(1, 5, (256,), generator=g)
+    off = (torch.cumsum(lengths, 0) - lengths).to(off.dtype)
+    ids = torch.randint(0, 2000, (int(lengths.sum()),), generator=g).to(ids.dtype)
+    if pad is not None:
+        ids[::9] = pad
+    psw = torch.rand(ids.shape, generator=g) + 0.5 if psw_on else None
+    (t, tw, tp), (c, cw, cp) = (run(d, w, ids, off, psw, grad, mode, pad, False) for d in (DEV, "cpu"))
+    if psw_on and pad is None:
+        torch.testing.assert_close(t[0], c[0])
+    else:
+        assert torch.equal(t[0], c[0]), (t[0] - c[0]).abs().max()
+    torch.testing.assert_close(tw, cw)
+    if psw_on:
+        torch.testing.assert_close(tp, cp)

@@ -113,7 +113,7 @@ static int64_t bag_start(const tpu_host_view_t* O2B, int64_t b) {
 typedef struct {
   const tpu_host_view_t *W, *I, *O2B, *P, *out, *aux; /* aux: max_indices or bag_size */
   int64_t B, D, nw, pad, parts;
-  int mode;
+  int mode, fast; /* fast: 1 / 2 rows_fast_i64 / _i32 apply */
   double* scratch; /* [parts, 2 D] */
 } eb_job_t;
 /* fn(job, part) for parts [0, parts) on the pool, each with its own 2 D doubles of scratch (no allocation in
@@ -187,6 +187,70 @@ EB_TYPED(float, f32, TPU_DTYPE_F32)
 EB_TYPED(double, f64, TPU_DTYPE_F64)
 #undef EB_TYPED
 
+/* ---- fast paths for the common layout (DLRM's): an f32 table with unit column stride, an own f32 result / f32
+ * accumulator, contiguous ids and offset2bag of one index dtype, f32 per-sample weights. Same bits as the
+ * bodies above (the same operations in the same order; x / 1 and x * 1 are exact). Rows are gathered from a
+ * table that the optimizer step has usually pushed out of the near caches, so the row EB_AHEAD ids ahead is
+ * prefetched: the loop is bound by memory latency, not arithmetic. */
+enum { EB_AHEAD = 12 };
+static int vec1(const tpu_host_view_t* v) { return v->rank == 1 && (v->sizes[0] <= 1 || v->strides[0] == 1); }
+static int fast_idx(const tpu_host_view_t* I, const tpu_host_view_t* O2B) {
+  return vec1(I) && vec1(O2B) && I->dtype == O2B->dtype;
+}
+static inline void eb_prefetch_row(const float* r, int64_t D, int rw) {
+  if (rw) { __builtin_prefetch(r, 1); if (D > 16) __builtin_prefetch(r + D - 1, 1); }
+  else { __builtin_prefetch(r, 0); if (D > 16) __builtin_prefetch(r + D - 1, 0); }
+}
+static inline void axpy16(float* restrict a, const float* restrict r, float s) { for (int d = 0; d < 16; ++d) a[d] += r[d] * s; }
+static inline void axpyn(float* restrict a, const float* restrict r, float s, int64_t D) { for (int64_t d = 0; d < D; ++d) a[d] += r[d] * s; }
+static inline void addn(float* restrict a, const float* restrict r, int64_t D) { for (int64_t d = 0; d < D; ++d) a[d] += r[d]; }
+#define EB_FAST(IT, IS)                                                                                                \
+  /* sum / mean rows of bags [b0, b1) into the own f32 result */                                                      \
+  static void rows_fast_##IS(const eb_job_t* J, int64_t b0, int64_t b1) {                                              \
+    const IT *ids = (const IT*)(const void*)J->I->data, *o2b = (const IT*)(const void*)J->O2B->data;                  \
+    const float* W = (const float*)(const void*)J->W->data;                                                            \
+    const float* P = J->P ? (const float*)(const void*)J->P->data : NULL;                                              \
+    float* out = (float*)(void*)J->out->data;                                                                          \
+    const int64_t D = J->D, N = J->I->sizes[0], ws = J->W->strides[0], pad = J->pad;                                   \
+    int64_t p = bag_start(J->O2B, b0);                                                                                 \
+    for (int64_t b = b0; b < b1; ++b) {                                                                                \
+      float* acc = out + b * D;                                                                                        \
+      memset(acc, 0, (size_t)D * sizeof(float));                                                                       \
+      int64_t c = 0;                                                                                                   \
+      for (; p < N && o2b[p] == b; ++p) {                                                                              \
+        if (p + EB_AHEAD < N) eb_prefetch_row(W + ids[p + EB_AHEAD] * ws, D, 0);                                       \
+        const int64_t k = ids[p];                                                                                      \
+        if (k == pad) continue;                                                                                        \
+        ++c;                                                                                                           \
+        const float* r = W + k * ws;                                                                                   \
+        if (P) { if (D == 16) axpy16(acc, r, P[p]); else axpyn(acc, r, P[p], D); }                                     \
+        else if (D == 16) add16_f32(acc, r);                                                                           \
+        else addn(acc, r, D);                                                                                          \
+      }                                                                                                                \
+      if (J->mode == EB_MEAN) {                                                                                        \
+        const float den = (float)(c > 1 ? c : 1);                                                                      \
+        for (int64_t d = 0; d < D; ++d) acc[d] /= den;                                                                 \
+      }                                                                                                                \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  /* the forward's checks (check_fwd) for these layouts */                                                             \
+  static tpu_status_t check_fast_##IS(const tpu_host_view_t* I, const tpu_host_view_t* O2B, int64_t nw, int64_t B,     \
+                                      int max) {                                                                       \
+    const IT *ids = (const IT*)(const void*)I->data, *o2b = (const IT*)(const void*)O2B->data;                        \
+    const int64_t N = I->sizes[0];                                                                                     \
+    int bad = 0;                                                                                                       \
+    IT prev = 0;                                                                                                       \
+    for (int64_t i = 0; i < N; ++i) { /* branch-free: one pass, the error found again below */                       \
+      bad |= (uint64_t)(int64_t)ids[i] >= (uint64_t)nw;                                                                \
+      bad |= B > 0 && (o2b[i] < prev || o2b[i] >= B);                                                                  \
+      prev = o2b[i];                                                                                                   \
+    }                                                                                                                  \
+    return bad ? check_fwd(I, O2B, nw, B, max) : TPU_OK;                                                               \
+  }
+EB_FAST(int64_t, i64)
+EB_FAST(int32_t, i32)
+#undef EB_FAST
+
 static void fwd_worker(void* ctx, int64_t t0, int64_t t1) {
   const eb_job_t* J = ctx;
   const int64_t D = J->D;
@@ -196,6 +260,8 @@ static void fwd_worker(void* ctx, int64_t t0, int64_t t1) {
     double* buf = J->scratch + t * 2 * (D ? D : 1);
     if (J->mode == EB_MAX) {
       if (f64) argmax_f64(J, b0, b1, buf, buf + D); else argmax_f32(J, b0, b1, (float*)buf, (float*)buf + D);
+    } else if (J->fast) {
+      if (J->fast == 1) rows_fast_i64(J, b0, b1); else rows_fast_i32(J, b0, b1);
     } else if (f64) rows_f64(J, b0, b1, buf, buf + D);
     else rows_f32(J, b0, b1, (float*)buf, (float*)buf + D);
   }
@@ -264,7 +330,13 @@ static tpu_status_t embed_fwd(const tpu_ir_op_t* op, int n, const tpu_host_view_
       (what == EB_ARGMAX ? !is_index(out->dtype)
                          : !is_float(out->dtype) || (W->dtype == TPU_DTYPE_F64) != (out->dtype == TPU_DTYPE_F64)))
     return TPU_ERR(INTERNAL, "host: EMBEDDING_BAG rows operands (ir.h)");
-  TPU_RETURN_IF_ERROR(check_fwd(J.I, J.O2B, J.nw, J.B, mode == EB_MAX));
+  const int fidx = fast_idx(J.I, J.O2B) ? (J.I->dtype == TPU_DTYPE_I64 ? 1 : 2) : 0;
+  if (fidx == 1) TPU_RETURN_IF_ERROR(check_fast_i64(J.I, J.O2B, J.nw, J.B, mode == EB_MAX));
+  else if (fidx == 2) TPU_RETURN_IF_ERROR(check_fast_i32(J.I, J.O2B, J.nw, J.B, mode == EB_MAX));
+  else TPU_RETURN_IF_ERROR(check_fwd(J.I, J.O2B, J.nw, J.B, mode == EB_MAX));
+  if (what == EB_ROWS && W->dtype == TPU_DTYPE_F32 && (J.D <= 1 || W->strides[1] == 1) && own_rows(out, TPU_DTYPE_F32) &&
+      (!J.P || (J.P->dtype == TPU_DTYPE_F32 && vec1(J.P))))
+    J.fast = fidx;
   J.parts = eb_parts((N + J.B) * J.D, J.B); /* bags split evenly */
   return eb_run(J.parts, J.D, &J.scratch, fwd_worker, &J);
 }
@@ -273,7 +345,7 @@ static tpu_status_t embed_fwd(const tpu_ir_op_t* op, int n, const tpu_host_view_
 typedef struct {
   const tpu_host_view_t *G, *I, *O2B, *BS, *P, *out;
   int64_t N, B, D, nw, pad, parts;
-  int mode, scale;
+  int mode, scale, fast; /* fast: 1 / 2 bwd_fast_i64 / _i32 apply */
   void* acc;       /* [nw, D] of the math dtype: out itself or scratch */
   int64_t* cnt;    /* [nw] for scale_grad_by_freq */
   double* scratch; /* [parts, 2 D] */
@@ -317,6 +389,62 @@ EB_BWD(float, f32, TPU_DTYPE_F32)
 EB_BWD(double, f64, TPU_DTYPE_F64)
 #undef EB_BWD
 
+/* the weight gradient's fast path (the layouts of the forward's, grad f32 with unit column stride): bwd_f32's
+ * operations in its order, per id v = g / den * s / c with den = s = c = 1 where they do not apply (exact), the
+ * accumulator row EB_AHEAD ids ahead prefetched for writing */
+static inline void add16s(float* restrict a, const float* restrict g, float den, float s, float c) {
+  for (int d = 0; d < 16; ++d) a[d] += g[d] / den * s / c;
+}
+static inline void addns(float* restrict a, const float* restrict g, float den, float s, float c, int64_t D) {
+  for (int64_t d = 0; d < D; ++d) a[d] += g[d] / den * s / c;
+}
+#define EB_BWD_FAST(IT, IS)                                                                                            \
+  static void bwd_fast_##IS(const eb_bwd_t* J, int64_t k0, int64_t k1) {                                               \
+    const IT *ids = (const IT*)(const void*)J->I->data, *o2b = (const IT*)(const void*)J->O2B->data;                  \
+    const float* G = (const float*)(const void*)J->G->data;                                                            \
+    const float* P = J->P ? (const float*)(const void*)J->P->data : NULL;                                              \
+    const int64_t D = J->D, N = J->N, nw = J->nw, gs = J->G->strides[0], pad = J->pad;                                \
+    const int mean = J->mode == EB_MEAN, plain = !mean && !P && !J->scale;                                             \
+    float* acc = (float*)J->acc;                                                                                       \
+    memset(acc + k0 * D, 0, (size_t)((k1 - k0) * D) * sizeof(float));                                                 \
+    if (J->scale) {                                                                                                    \
+      memset(J->cnt + k0, 0, (size_t)(k1 - k0) * sizeof(int64_t));                                                     \
+      for (int64_t i = 0; i < N; ++i) {                                                                                \
+        const int64_t raw = ids[i], k = raw < 0 ? raw + nw : raw;                                                      \
+        if (k >= k0 && k < k1) J->cnt[k] += 1;                                                                         \
+      }                                                                                                                \
+    }                                                                                                                  \
+    if (J->B == 0) return;                                                                                             \
+    for (int64_t i = 0; i < N; ++i) {                                                                                  \
+      if (i + EB_AHEAD < N) {                                                                                          \
+        const int64_t r2 = ids[i + EB_AHEAD], k2 = r2 < 0 ? r2 + nw : r2;                                              \
+        if (k2 >= k0 && k2 < k1) eb_prefetch_row(acc + k2 * D, D, 1);                                                  \
+      }                                                                                                                \
+      const int64_t raw = ids[i], k = raw < 0 ? raw + nw : raw;                                                        \
+      if (k < k0 || k >= k1 || (pad >= 0 && raw == pad)) continue;                                                     \
+      const float* g = G + o2b[i] * gs;                                                                                \
+      float* a = acc + k * D;                                                                                          \
+      if (plain) { if (D == 16) add16_f32(a, g); else addn(a, g, D); continue; }                                       \
+      const int64_t bs = mean ? ld_i(J->BS, o2b[i]) : 1;                                                               \
+      const float den = (float)(bs > 1 ? bs : 1), sc = P ? P[i] : 1, c = J->scale ? (float)J->cnt[k] : 1;              \
+      if (D == 16) add16s(a, g, den, sc, c); else addns(a, g, den, sc, c, D);                                          \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  /* embed_bwd_weight's checks for these layouts: one branch-free pass, the error found again by the loop there */    \
+  static int bwd_bad_##IS(const eb_bwd_t* J) {                                                                         \
+    const IT *ids = (const IT*)(const void*)J->I->data, *o2b = (const IT*)(const void*)J->O2B->data;                  \
+    int bad = 0;                                                                                                       \
+    for (int64_t i = 0; i < J->N; ++i) {                                                                               \
+      const int64_t raw = ids[i];                                                                                      \
+      bad |= (uint64_t)(raw < 0 ? raw + J->nw : raw) >= (uint64_t)J->nw;                                               \
+      bad |= J->B > 0 && !(J->pad >= 0 && raw == J->pad) && (uint64_t)(int64_t)o2b[i] >= (uint64_t)J->B;              \
+    }                                                                                                                  \
+    return bad;                                                                                                        \
+  }
+EB_BWD_FAST(int64_t, i64)
+EB_BWD_FAST(int32_t, i32)
+#undef EB_BWD_FAST
+
 static void bwd_store(const eb_bwd_t* J, int64_t k0, int64_t k1) {
   const int f64 = J->G->dtype == TPU_DTYPE_F64;
   for (int64_t k = k0; k < k1; ++k)
@@ -346,6 +474,8 @@ static void bwd_worker(void* ctx, int64_t t0, int64_t t1) {
     const int64_t k0 = J->nw * t / J->parts, k1 = J->nw * (t + 1) / J->parts;
     double* buf = J->scratch + t * 2 * (J->D ? J->D : 1);
     if (J->mode == EB_MAX) bwd_max(J, k0, k1);
+    else if (J->fast == 1) bwd_fast_i64(J, k0, k1);
+    else if (J->fast == 2) bwd_fast_i32(J, k0, k1);
     else if (J->G->dtype == TPU_DTYPE_F64) bwd_f64(J, k0, k1, buf);
     else bwd_f32(J, k0, k1, (float*)buf);
     if (J->acc != J->out->data) bwd_store(J, k0, k1);
@@ -379,7 +509,11 @@ static tpu_status_t embed_bwd_weight(const tpu_ir_op_t* op, int n, const tpu_hos
         !is_index(J.O2B->dtype) || !is_index(J.BS->dtype) || J.O2B->sizes[0] != J.N || (mode == EB_MEAN && J.BS->sizes[0] < J.B) ||
         (J.P && (J.P->rank != 1 || J.P->sizes[0] != J.N || !is_float(J.P->dtype))))
       return TPU_ERR(INTERNAL, "host: EMBEDDING_BAG_BWD operands (ir.h)");
-    for (int64_t i = 0; i < J.N; ++i) { /* the errors, in id order, before any part runs */
+    if (G->dtype == TPU_DTYPE_F32 && (J.D <= 1 || G->strides[1] == 1) && fast_idx(J.I, J.O2B) &&
+        (!J.P || (J.P->dtype == TPU_DTYPE_F32 && vec1(J.P))))
+      J.fast = J.I->dtype == TPU_DTYPE_I64 ? 1 : 2;
+    const int bad = J.fast == 1 ? bwd_bad_i64(&J) : J.fast == 2 ? bwd_bad_i32(&J) : 1;
+    for (int64_t i = 0; i < J.N && bad; ++i) { /* the errors, in id order, before any part runs */
       const int64_t raw = ld_i(J.I, i), k = raw < 0 ? raw + J.nw : raw;
       if (k < 0 || k >= J.nw) return oob(raw, J.nw);
       if ((J.pad >= 0 && raw == J.pad) || J.B == 0) continue;
