@@ -131,3 +131,39 @@ def test_foreach_alpha_one_and_not(op):
             torch._foreach_add_(c, t, alpha=alpha)
             for p, q in zip(d, c):
                 torch.testing.assert_close(p.cpu(), q, rtol=1e-6, atol=1e-6)
+
+
+MORE = {
+    "adagrad": lambda ps, **kw: torch.optim.Adagrad(ps, lr=0.05, **kw),
+    "adagrad_wd_max": lambda ps, **kw: torch.optim.Adagrad(ps, lr=0.05, lr_decay=0.01, weight_decay=0.1,
+                                                           initial_accumulator_value=0.2, maximize=True, **kw),
+    "rmsprop": lambda ps, **kw: torch.optim.RMSprop(ps, lr=0.01, **kw),
+    "rmsprop_all": lambda ps, **kw: torch.optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True, weight_decay=0.05,
+                                                        maximize=True, **kw),
+    "sgd_nesterov_wd": lambda ps, **kw: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, **kw),
+    "adam_amsgrad_max": lambda ps, **kw: torch.optim.Adam(ps, lr=0.01, amsgrad=True, maximize=True, weight_decay=0.02,
+                                                          **kw),
+}
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+@pytest.mark.parametrize("name", list(MORE))
+def test_more_optimizers_match_cpu(name, foreach):
+    """Adagrad and RMSprop (their foreach forms run addcmul_ / addcdiv_ in place) and flag mixes, 4 steps on odd-sized
+    parameters, vs PyTorch CPU within test_optim.py's tolerance."""
+    torch.manual_seed(0)
+    shapes = [(37, 13), (13,), (5, 3, 7), (1,)]
+    init = [torch.randn(s) for s in shapes]
+    gen = torch.Generator().manual_seed(3)
+    grads = [[torch.randn(s, generator=gen) for s in shapes] for _ in range(4)]
+    out = {}
+    for dev in ("cpu", DEV):
+        ps = [torch.nn.Parameter(t.clone().to(dev)) for t in init]
+        opt = MORE[name](ps, foreach=foreach)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = g.to(dev)
+            opt.step()
+        out[dev] = [p.detach().cpu() for p in ps]
+    for a, b in zip(out[DEV], out["cpu"]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
