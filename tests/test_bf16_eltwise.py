@@ -239,6 +239,11 @@ LOWP_OPS = {  # one-pass low-precision clusters (exec.c cluster_lowp): ops that 
     "where_scalar": lambda a, b, m: torch.where(m, a - 1.0, b * 2),
     "minmax_neg": lambda a, b, m: torch.minimum(torch.maximum(a, -b), b.abs()),
     "row_col": lambda a, b, m: a * b[..., :1] + b[..., :1, :],
+    # converts inside a program: a rounding one read straight from its source, a root one left to the store, one to
+    # f32 of a member (minGPT bf16's attention backward: f32 grad -> bf16, masked_fill 0, * scale)
+    "convert_chain": lambda a, b, m: (a.float() * 1.5).to(a.dtype).masked_fill(m, 0.0) * 0.17,
+    "to_float_root": lambda a, b, m: (a * b).masked_fill(m, 1.0).float(),
+    "float_member": lambda a, b, m: ((a * b).float() * b.float()).masked_fill(m, 2.0).to(a.dtype),
 }
 
 

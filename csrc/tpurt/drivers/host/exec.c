@@ -1270,6 +1270,14 @@ static int lowp_val(int dt) { return dt == TPU_DTYPE_F32 || lowp_dt(dt) || dt ==
 static void lowp_custom(const void* ctx, const tpu_ir_op_t* op, float* dst, const void* const* in, int64_t n) {
   custom_compute(ctx, op, dst, in, n);
 }
+/* Whether member i (a CONVERT to f32 that does not round) may read its operand's register `a` in place instead of
+ * copying it: a leaf's register is never written, a member's only if no later member is allocated to it. */
+static int lowp_alias_ok(const tpu_host_exe_t* e, const int32_t* mem, int nm, int i, int a, int nr) {
+  if (a >= nr) return 1;
+  for (int k = i + 1; k < nm; ++k)
+    if (e->reg[mem[k]] == a) return 0;
+  return 1;
+}
 /* Builds J->lp (sets J->lowp) for a plan whose output is written straight or as the same view as a leaf
  * (may_direct). Leaf j is LOADed into register nr + j, or is a SCALAR there (J->lscalar[j]). */
 static void cluster_lowp(cluster_job_t* J, int may_direct) {
@@ -1320,8 +1328,15 @@ static void cluster_lowp(cluster_job_t* J, int may_direct) {
     int kind = -1, rounds = fout && lowp_dt(ot);
     if (op->opcode == TPU_IR_CONVERT) {
       if (!fout) kind = fin ? TPU_LOWP_NZ : TPU_LOWP_COPY;
-      else if (!rounds && in_s[0] >= nr) { cur[d] = cur[in_s[0]]; continue; } /* a value already in f32 */
-      else kind = TPU_LOWP_COPY;
+      else if (fin && ((!rounds && lowp_alias_ok(e, mem, nm, i, cur[in_s[0]], nr)) || (is_root && odt == ot))) {
+        cur[d] = cur[in_s[0]]; /* a value already in f32 (the store rounds a root's) */
+        continue;
+      } else if (rounds) { /* one ROUND pass from the source (not a COPY, then a ROUND of it) */
+        I->kind = TPU_LOWP_ROUND;
+        n++;
+        cur[d] = (uint8_t)d;
+        continue;
+      } else kind = TPU_LOWP_COPY;
     } else if (op->opcode == TPU_IR_NOT) {
       if (fin || fout) return;
       kind = TPU_LOWP_NOT;
