@@ -28,6 +28,8 @@ bool runtime_ok() noexcept;
 void runtime_init_or_throw();
 // 0 if the runtime cannot start; never throws.
 c10::DeviceIndex device_count() noexcept;
+// The device guard's setDevice has run on some thread (the autograd engine's device threads call it as they start).
+bool guard_set_device_seen() noexcept;
 // The calling thread's current device (default 0).
 c10::DeviceIndex current_device() noexcept;
 // Validates `index` (throws if out of range) and makes it current.

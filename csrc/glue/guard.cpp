@@ -29,6 +29,9 @@ namespace {
 std::atomic<bool> g_runtime_ok{false};
 std::mutex g_init_mutex;
 thread_local c10::DeviceIndex t_current_device = 0;
+// The guard's setDevice ran: the autograd engine's device threads call it as they start (module.cpp's
+// drain_autograd_threads is needed only then)
+std::atomic<bool> g_guard_set_device{false};
 
 // Returns NULL on success, else the (owned) failure status. Retries after failure
 // (tpurt.h: an invalid environment leaves the runtime uninitialized).
@@ -61,6 +64,8 @@ c10::DeviceIndex device_count() noexcept {
 }
 
 c10::DeviceIndex current_device() noexcept { return t_current_device; }
+
+bool guard_set_device_seen() noexcept { return g_guard_set_device.load(std::memory_order_relaxed); }
 
 void check_device_index(int64_t index) {
   const c10::DeviceIndex n = device_count();
@@ -108,6 +113,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   c10::Device getDevice() const override { return c10::Device(kTpu, current_device()); }
   void setDevice(c10::Device d) const override {
     TORCH_INTERNAL_ASSERT(d.type() == kTpu);
+    g_guard_set_device.store(true, std::memory_order_relaxed);
     set_current_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { t_current_device = d.index(); }

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
@@ -32,6 +33,29 @@ int resolve_device(int device) {
 void init() {
   runtime_init_or_throw();
   torch::utils::register_fork_handler_for_device_init(kTpu);
+}
+
+// Exit-time drain of the autograd engine's tpu threads (torch_tpu/__init__.py registers it with atexit). A
+// backward's GraphTask is released by whichever thread drops it last: often the device thread, just after the caller
+// has been woken. If the interpreter is finalizing by then, releasing its Python objects (the contextvars context
+// torch stashes per backward, returned gradients) makes the thread take the GIL, Python ends the thread with a forced
+// unwind through a noexcept destructor and the process aborts ("terminate called without an active exception").
+// A device thread runs its tasks in order and drops each GraphTask before taking the next task, so one tiny backward
+// per device, built here from C++ tensors (no Python objects to release), returns only after those threads have let
+// go of every earlier GraphTask. Errors are swallowed: this runs at exit. Returns whether it ran.
+bool drain_autograd_threads() {
+  if (!guard_set_device_seen() || !runtime_ok()) return false;
+  const c10::DeviceIndex n = device_count();
+  py::gil_scoped_release no_gil;  // the engine must not be entered holding the GIL
+  for (c10::DeviceIndex i = 0; i < n; ++i) {
+    try {
+      const auto opts = at::TensorOptions().dtype(at::kFloat).device(c10::Device(kTpu, i));
+      at::Tensor x = at::zeros({}, opts).requires_grad_(true);
+      torch::autograd::backward({x.mul(2.0)}, {at::ones({}, opts)});
+    } catch (const std::exception&) {
+    }
+  }
+  return true;
 }
 
 py::dict memory_stats(int device) {
@@ -259,4 +283,5 @@ PYBIND11_MODULE(_C, m) {
   // Not in the original list: lets torch.tpu implement _is_in_bad_fork (the host
   // runtime's threads do not survive fork()).
   m.def("_is_in_bad_fork", []() -> bool { TPU_PY(return torch::utils::is_device_in_bad_fork(kTpu)) });
+  m.def("_drain_autograd_threads", []() -> bool { TPU_PY(return drain_autograd_threads()) });
 }
