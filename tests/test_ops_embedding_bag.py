@@ -159,3 +159,26 @@ def test_embedding_bag_dlrm_sizes(mode, psw_on, i32, pad):
     torch.testing.assert_close(tw, cw)
     if psw_on:
         torch.testing.assert_close(tp, cp)
+
+
+@pytest.mark.parametrize("mode,psw_on,i32,pad", [(0, True, False, None), (1, False, True, 5), (0, False, False, 3),
+                                                 (2, False, True, None)])
+def test_embedding_bag_fast_paths_same_bits(mode, psw_on, i32, pad):
+    """embed.c's fast bodies (contiguous ids, unit-column-stride f32 table) against its generic bodies on the same
+    values (ids read through a stride-2 view; the table stored column-major): outputs, weight and per-sample-weight
+    gradients bit for bit, on the device only (CPU differs by fbgemm's roundings)."""
+    w, ids, off, psw, grad = make_case(41 + mode, torch.float32, mode, pad, psw_on, False, False, i32, nw=301, D=37,
+                                       B=61)
+    if pad is not None:
+        ids[::7] = pad
+    fast = run(DEV, w, ids, off, psw, grad, mode, pad, False)
+    # the same ids through a stride-2 view made on the device (.to() would make a CPU view contiguous)
+    spread = torch.stack([ids, torch.zeros_like(ids)], 1).to(DEV).reshape(-1)[::2]
+    assert spread.stride(0) == 2 and torch.equal(spread.cpu(), ids)
+    w_cm = w.t().contiguous().t()  # column-major table: run() keeps this layout on the device
+    generic = run(DEV, w_cm, spread, off, psw, grad, mode, pad, False)
+    for a, b in zip(fast[0], generic[0]):
+        assert torch.equal(a, b)
+    assert torch.equal(fast[1], generic[1])
+    if psw_on:
+        assert torch.equal(fast[2], generic[2])

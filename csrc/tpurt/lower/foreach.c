@@ -87,14 +87,15 @@ void tpu_lower_sub_note(tpu_lower_ctx_t* cx, int scalar, int src, int i, int j, 
   X(abs) X(acos) X(asin) X(atan) X(ceil) X(cos) X(cosh) X(erf) X(exp) X(expm1) X(floor) X(frac) X(lgamma) \
   X(log) X(log10) X(log1p) X(log2) X(neg) X(reciprocal) X(round) X(rsqrt) X(sigmoid) X(sign) X(sin) X(sinh) \
   X(sqrt) X(tan) X(tanh) X(trunc)
-/* (base, overload, single op, map, key): functional, in-place and out variants. key KA: alpha (argument 2) is
- * keyed by whether it is 1, as add.out / sub.out key it (eltwise.c's alpha_is_one): alpha == 1, torch.optim's
+/* (base, overload, single op, map, key): functional, in-place and out variants. key FE_KEY_ALPHA: alpha (argument
+ * 2) is keyed by whether it is 1, as add.out / sub.out key it (eltwise.c's alpha_is_one): alpha == 1, torch.optim's
  * _foreach_add_(params, updates), then runs one pass without the b * alpha multiply */
-#define KA (1u << 2)
+#define FE_KEY_ALPHA (1u << 2)
 #define FAMILIES(X) \
-  X(add, Scalar, "aten::add.out", "01", 0) X(add, List, "aten::add.out", "012", KA) \
-  X(add, ScalarList, "aten::add.out", "01", 0) X(add, Tensor, "aten::add.out", "012", KA) \
-  X(sub, Scalar, "aten::sub.out", "01", 0) X(sub, List, "aten::sub.out", "012", KA) X(sub, ScalarList, "aten::sub.out", "01", 0) \
+  X(add, Scalar, "aten::add.out", "01", 0) X(add, List, "aten::add.out", "012", FE_KEY_ALPHA) \
+  X(add, ScalarList, "aten::add.out", "01", 0) X(add, Tensor, "aten::add.out", "012", FE_KEY_ALPHA) \
+  X(sub, Scalar, "aten::sub.out", "01", 0) X(sub, List, "aten::sub.out", "012", FE_KEY_ALPHA) \
+  X(sub, ScalarList, "aten::sub.out", "01", 0) \
   X(mul, Scalar, "aten::mul.out", "01", 0) X(mul, List, "aten::mul.out", "01", 0) \
   X(mul, ScalarList, "aten::mul.out", "01", 0) X(mul, Tensor, "aten::mul.out", "01", 0) \
   X(div, Scalar, "aten::div.out", "01", 0) X(div, List, "aten::div.out", "01", 0) \

@@ -91,8 +91,8 @@ static int64_t heads_per_task(const attn_t* A) {
   return hc < grp ? hc : grp;
 }
 /* row r of a stacked block: head h0 + hh, query i0 + ii with (hh, ii) = (r / nq, r % nq), counted (no divisions) */
-#define STACKED_ROWS(r, hh, ii) \
-  for (int64_t r = 0, hh = 0, ii = 0; r < rows; ++r, ii = ii + 1 == nq ? 0 : ii + 1, hh += ii == 0)
+#define STACKED_ROWS(r, hh, ii, rows, nq) \
+  for (int64_t r = 0, hh = 0, ii = 0; r < (rows); ++r, ii = ii + 1 == (nq) ? 0 : ii + 1, hh += ii == 0)
 
 /* task = (b, kv head, chunk of its query heads, query block) */
 static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
@@ -109,7 +109,7 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
     const int64_t nh = grp - c * hc < hc ? grp - c * hc : hc, rows = nh * nq;
     const float sc = A->scale; /* locals: stores to qs may not alias them, so the copy vectorizes */
     const int64_t qst = A->q->strides[3];
-    STACKED_ROWS(r, hh, ii) {
+    STACKED_ROWS(r, hh, ii, rows, nq) {
       const float* qr = fp(A->q, b, h0 + hh, i0 + ii);
       float* qd = qs + r * E;
       if (qst == 1) for (int64_t e = 0; e < E; ++e) qd[e] = qr[e] * sc;
@@ -125,7 +125,7 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
       tpu_host_sgemm(rows, nk, E, 1.0f, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, s, nk, 1);
       /* the block's scores less their row maxima (masked keys -inf), then one exp over the whole block: short
        * rows (Llama's 8 keys) no longer pay a vector loop's set-up per row (same values: exp(-inf) = 0) */
-      STACKED_ROWS(r, hh, ii) {
+      STACKED_ROWS(r, hh, ii, rows, nq) {
         const int64_t h = h0 + hh, i = i0 + ii;
         float* sr = s + r * nk;
         const int64_t lim = visible(A, i, j0, nk); /* keys [j0, j0 + lim) unmasked */
@@ -151,7 +151,7 @@ static void fwd_worker(void* ctx, int64_t begin, int64_t end) {
       const float* vp = fp(A->v, b, hk, j0);
       tpu_host_sgemm(rows, Ev, nk, 1.0f, s, nk, 1, vp, A->v->strides[2], A->v->strides[3], 1.0f, acc, Ev, 1);
     }
-    STACKED_ROWS(r, hh, ii) {
+    STACKED_ROWS(r, hh, ii, rows, nq) {
       float* orow = A->out + ((b * A->Hq + h0 + hh) * T + i0 + ii) * (Ev + 1);
       float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
       for (int64_t e = 0; e < Ev; ++e) orow[e] = acc[r * Ev + e] * inv;
@@ -186,7 +186,7 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
       for (int64_t i0 = 0; i0 < T; i0 += BQ) {
         const int64_t nq = T - i0 < BQ ? T - i0 : BQ, rows = nh * nq;
         const int64_t qst = A->q->strides[3], gst = A->dout->strides[3], ost = A->o->strides[3];
-        STACKED_ROWS(r, hh, ii) {
+        STACKED_ROWS(r, hh, ii, rows, nq) {
           const int64_t h = h0 + hh, i = i0 + ii;
           const float *qr = fp(A->q, b, h, i), *gr = fp(A->dout, b, h, i), *orow = fp(A->o, b, h, i);
           double d = 0;
@@ -205,7 +205,7 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
           const float *kp = fp(A->k, b, hk, j0), *vp = fp(A->v, b, hk, j0);
           /* p (rows, nk) = softmax rows recomputed: exp(scale * q k^T + bias - lse) */
           tpu_host_sgemm(rows, nk, E, A->scale, qs, E, 1, kp, A->k->strides[3], A->k->strides[2], 0.0f, p, nk, 1);
-          STACKED_ROWS(r, hh, ii) { /* then one exp over the block, as in the forward */
+          STACKED_ROWS(r, hh, ii, rows, nq) { /* then one exp over the block, as in the forward */
             const int64_t h = h0 + hh, i = i0 + ii;
             float L = ((const float*)A->lse->data)[b * A->lse->strides[0] + h * A->lse->strides[1] + i * A->lse->strides[2]];
             float* pr = p + r * nk;
@@ -226,7 +226,7 @@ static void bwd_worker(void* ctx, int64_t begin, int64_t end) {
           tpu_host_sgemm(rows, E, nk, A->scale, dp, nk, 1, kp, A->k->strides[2], A->k->strides[3], 1.0f, dqs, E, 1);
           tpu_host_sgemm(nk, E, rows, A->scale, dp, 1, nk, qs, E, 1, 1.0f, dk + j0 * E, E, 1);
         }
-        STACKED_ROWS(r, hh, ii)
+        STACKED_ROWS(r, hh, ii, rows, nq)
           memcpy(dq_all + ((b * A->Hq + h0 + hh) * T + i0 + ii) * E, dqs + r * E, sizeof(float) * (size_t)E);
       }
     }

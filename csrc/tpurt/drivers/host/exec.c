@@ -102,8 +102,8 @@ static void custom_compute(const tpu_ir_graph_t* G, const tpu_ir_op_t* op, float
     default: R->addc(a, b, in[2], *(const float*)in[3], dst, n, op->i1 == 1); break; /* ADDC */
   }
 }
-/* A lone elementwise custom call (a library step: an in-place addcmul_ / addcdiv_ / lerp_) may write over an
- * operand that is the very same view: rows.c's kernels read element i of every operand before writing element i
+/* A lone elementwise custom call (a library step: an in-place addcmul_ / addcdiv_ / lerp_, and silu_ / gelu / their
+ * backward kernels when their output is an operand's view) may write over an operand that is the very same view: rows.c's kernels read element i of every operand before writing element i
  * of the result (flat, by rows, or through a scratch row), so the update needs no temporary and output copy. */
 static int lib_in_place(const tpu_ir_graph_t* G, int v) {
   return G->ops[v].opcode == TPU_IR_CUSTOM && tpu_ir_custom_elementwise(G, v);
