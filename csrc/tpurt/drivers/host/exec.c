@@ -1270,8 +1270,10 @@ static int lowp_val(int dt) { return dt == TPU_DTYPE_F32 || lowp_dt(dt) || dt ==
 static void lowp_custom(const void* ctx, const tpu_ir_op_t* op, float* dst, const void* const* in, int64_t n) {
   custom_compute(ctx, op, dst, in, n);
 }
-/* Whether member i (a CONVERT to f32 that does not round) may read its operand's register `a` in place instead of
- * copying it: a leaf's register is never written, a member's only if no later member is allocated to it. */
+/* Whether member i (a CONVERT to f32 that does not round; a bool operand's register holds 1.0 / 0.0) may read its
+ * operand's register `a` in place instead of copying it: a leaf's register is never written, a member's only if no
+ * later member is allocated to it. The register allocator gives the next member its operand's register, so for a
+ * member's value this holds only for the last member (review 2 of session 15: a COPY stays for the others). */
 static int lowp_alias_ok(const tpu_host_exe_t* e, const int32_t* mem, int nm, int i, int a, int nr) {
   if (a >= nr) return 1;
   for (int k = i + 1; k < nm; ++k)
@@ -1328,7 +1330,7 @@ static void cluster_lowp(cluster_job_t* J, int may_direct) {
     int kind = -1, rounds = fout && lowp_dt(ot);
     if (op->opcode == TPU_IR_CONVERT) {
       if (!fout) kind = fin ? TPU_LOWP_NZ : TPU_LOWP_COPY;
-      else if (fin && ((!rounds && lowp_alias_ok(e, mem, nm, i, cur[in_s[0]], nr)) || (is_root && odt == ot))) {
+      else if ((!rounds && lowp_alias_ok(e, mem, nm, i, cur[in_s[0]], nr)) || (fin && is_root && odt == ot)) {
         cur[d] = cur[in_s[0]]; /* a value already in f32 (the store rounds a root's) */
         continue;
       } else if (rounds) { /* one ROUND pass from the source (not a COPY, then a ROUND of it) */
