@@ -641,17 +641,6 @@ static void widen_2d(const tpu_host_gemm_kernel_t* kr, int fmt, const char* src,
       kr->widen_bf16(rows, cols, (const uint16_t*)src, rs, dst);
     return;
   }
-  if (fmt == FMT_BF16) {
-    const uint16_t* s = (const uint16_t*)src;
-    for (int64_t i = 0; i < rows; ++i, dst += cols) {
-      const uint16_t* si = s + i * rs;
-      if (cs == 1)
-        for (int64_t j = 0; j < cols; ++j) { uint32_t u = (uint32_t)si[j] << 16; memcpy(&dst[j], &u, 4); }
-      else
-        for (int64_t j = 0; j < cols; ++j) { uint32_t u = (uint32_t)si[j * cs] << 16; memcpy(&dst[j], &u, 4); }
-    }
-    return;
-  }
   for (int64_t i = 0; i < rows; ++i) fmt_convert(fmt, src + i * rs * es, cs, cols, dst + i * cols);
 }
 
